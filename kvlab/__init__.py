@@ -1,0 +1,21 @@
+"""kvlab: a toy LLaMA-style Transformer with an instrumented KV cache, for learning."""
+from .cache import CacheFullError, DynamicKVCache, Int8KVCache, KOnlyCache, KVCache
+from .config import ModelConfig
+from .device import pick_device
+from .generation import CACHE_MODES, GenerationResult, PassRecord, generate
+from .memory import DTYPE_BITS, format_bytes, kv_cache_bytes
+from .model import ToyTransformer
+from .presets import MODEL_PRESETS, ModelPreset
+
+__all__ = [
+    "CACHE_MODES", "CacheFullError", "DTYPE_BITS", "DynamicKVCache", "GenerationResult", "Int8KVCache",
+    "KOnlyCache", "KVCache", "MODEL_PRESETS", "ModelConfig", "ModelPreset", "PassRecord", "ToyTransformer",
+    "format_bytes", "generate", "kv_cache_bytes", "load_demo_model", "pick_device",
+]
+
+
+def load_demo_model(device=None):
+    """The trained tiny Chinese character model from ``assets/``: returns ``(model, tokenizer)``."""
+    from .demo import load_demo_model as _load
+
+    return _load(device)

@@ -1,0 +1,59 @@
+"""Argument checks shared by the whole package.
+
+Every public function validates its inputs here, so a bad value always gets a
+``ValueError`` whose message starts with the argument's name.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+
+def positive_int(name: str, value, *, maximum: int | None = None) -> int:
+    """Return ``value`` as an ``int`` if it is a whole number >= 1 (and <= ``maximum``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, float) and value.is_integer() and not isinstance(value, bool):
+            raise ValueError(f"{name} must be an integer, got the float {value!r}; write {int(value)}")
+        raise ValueError(f"{name} must be a positive integer, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer (>= 1), got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, got {value}")
+    return value
+
+
+def non_negative_int(name: str, value) -> int:
+    """Return ``value`` as an ``int`` if it is a whole number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r} ({type(value).__name__})")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return int(value)
+
+
+def positive_float(name: str, value) -> float:
+    """Return ``value`` as a finite ``float`` > 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a positive number, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value}")
+    return value
+
+
+def non_negative_float(name: str, value) -> float:
+    """Return ``value`` as a finite ``float`` >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number >= 0, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return value
+
+
+def one_of(name: str, value, choices) -> str:
+    """Return ``value`` if it is one of ``choices`` (strings)."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value

@@ -1,0 +1,59 @@
+"""Scaled dot-product attention with an offset causal mask, in two implementations.
+
+``explicit`` spells out ``softmax(Q K^T / sqrt(d)) V`` and can return the attention
+weights for plots; ``sdpa`` calls ``torch.nn.functional.scaled_dot_product_attention``.
+A test proves they agree. Both take queries that sit at positions
+``q_offset .. q_offset + Tq - 1`` and keys at positions ``0 .. Tk - 1``.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+IMPLEMENTATIONS = ("sdpa", "explicit")
+
+
+def causal_mask(q_len: int, k_len: int, q_offset: int, device=None) -> torch.Tensor | None:
+    """Boolean [Tq, Tk] mask, True where query i (at position q_offset + i) may see key j.
+
+    ``None`` when every query may see every key (one new token attending to the cache).
+    """
+    if q_offset + q_len != k_len:
+        raise ValueError(f"queries end at position {q_offset + q_len - 1} but keys end at {k_len - 1}")
+    if q_len == 1:
+        return None
+    q_pos = torch.arange(q_offset, q_offset + q_len, device=device)[:, None]  # [Tq, 1]
+    k_pos = torch.arange(k_len, device=device)[None, :]  # [1, Tk]
+    return k_pos <= q_pos  # [Tq, Tk]
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """[B, H_kv, T, D] -> [B, H_kv * n_rep, T, D]: each KV head serves n_rep query heads."""
+    if n_rep == 1:
+        return x
+    B, H_kv, T, D = x.shape
+    return x[:, :, None].expand(B, H_kv, n_rep, T, D).reshape(B, H_kv * n_rep, T, D)
+
+
+def attention(q, k, v, q_offset: int, impl: str = "sdpa", return_weights: bool = False):
+    """Attention of q [B, H, Tq, D] over k, v [B, H_kv, Tk, D] -> out [B, H, Tq, D].
+
+    With ``return_weights`` (explicit path only) also returns the weights [B, H, Tq, Tk].
+    """
+    B, H, Tq, D = q.shape
+    H_kv, Tk = k.shape[1], k.shape[2]
+    mask = causal_mask(Tq, Tk, q_offset, q.device)
+    if impl == "sdpa" and not return_weights:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=H != H_kv)
+    if impl not in IMPLEMENTATIONS:
+        raise ValueError(f"impl must be one of {IMPLEMENTATIONS}, got {impl!r}")
+    k = repeat_kv(k, H // H_kv)  # [B, H, Tk, D]
+    v = repeat_kv(v, H // H_kv)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # [B, H, Tq, Tk]
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # [B, H, Tq, Tk]
+    out = weights @ v  # [B, H, Tq, D]
+    return (out, weights) if return_weights else out

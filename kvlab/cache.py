@@ -1,0 +1,325 @@
+"""KV caches: preallocated, grow-by-concatenation, int8-quantized, and K-only.
+
+All caches share one position counter, ``length``: the number of tokens whose
+K (and V) are stored. During a forward pass each layer calls ``update`` to write
+the new tokens at ``[length, length + T)`` and read back everything stored so
+far; the model calls ``advance(T)`` once after the last layer.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._validate import non_negative_int, positive_int
+from .config import ModelConfig
+from .device import as_device, check_fits
+from .memory import torch_dtype
+
+
+class CacheFullError(RuntimeError):
+    """A write would pass ``max_seq_len``; the cache was left exactly as it was."""
+
+
+class BaseCache:
+    """What every cache shares: sizes, the ``length`` counter and byte accounting."""
+
+    caches_values = True  # False only for the K-only cache (misconception 2)
+
+    def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None):
+        if not isinstance(config, ModelConfig):
+            raise ValueError(f"config must be a ModelConfig, got {type(config).__name__}")
+        self.config = config
+        self.batch_size = positive_int("batch_size", batch_size)
+        limit = config.max_seq_len
+        self.max_seq_len = limit if max_seq_len is None else positive_int("max_seq_len", max_seq_len, maximum=limit)
+        self.dtype = torch.float32 if dtype is None else torch_dtype(dtype)
+        self.device = as_device("cpu" if device is None else device)
+        self.length = 0
+        self.allocations = 0  # tensors allocated for storage so far
+        self.bytes_copied = 0  # bytes written into storage so far (new tokens and re-copies)
+
+    # -- the position counter -------------------------------------------------
+    def check_room(self, n_new: int) -> None:
+        """Raise :class:`CacheFullError` if ``n_new`` more tokens would not fit."""
+        if self.length + n_new > self.max_seq_len:
+            raise CacheFullError(
+                f"cache full: {self.length} tokens stored, {n_new} more would pass max_seq_len={self.max_seq_len}"
+            )
+
+    def advance(self, n) -> None:
+        """Count ``n`` more tokens as stored (called once per forward pass)."""
+        n = non_negative_int("n", n)
+        self.check_room(n)
+        self.length += n
+
+    def reset(self) -> None:
+        """Forget all tokens (storage is kept for reuse)."""
+        self.length = 0
+
+    def _check_kv(self, layer, t: torch.Tensor, name: str) -> None:
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.config.n_layer:
+            raise ValueError(f"layer must be an integer in [0, {self.config.n_layer}), got {layer!r}")
+        c = self.config
+        if t.dim() != 4 or t.shape[0] != self.batch_size or t.shape[1] != c.n_kv_head or t.shape[3] != c.head_dim:
+            raise ValueError(
+                f"{name} must be shaped [B={self.batch_size}, H_kv={c.n_kv_head}, T, D={c.head_dim}], "
+                f"got {list(t.shape)}"
+            )
+
+    # -- bytes ----------------------------------------------------------------
+    @property
+    def element_bytes(self) -> float:
+        """Bytes per stored element per token, scales included."""
+        raise NotImplementedError
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated for storage."""
+        raise NotImplementedError
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes holding the ``length`` stored tokens."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(length={self.length}, max_seq_len={self.max_seq_len}, "
+            f"batch_size={self.batch_size}, dtype={self.dtype}, device={self.device})"
+        )
+
+
+def _nbytes(*tensors: torch.Tensor) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+class KVCache(BaseCache):
+    """Preallocated cache: ``k`` and ``v`` shaped (L, B, H_kv, S_max, D), written in place.
+
+    Allocated once, up front, for ``max_seq_len`` tokens; attention only ever sees
+    the filled part ``[:length]``.
+    """
+
+    def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None):
+        super().__init__(config, batch_size, max_seq_len, dtype, device)
+        c = config
+        shape = (c.n_layer, self.batch_size, c.n_kv_head, self.max_seq_len, c.head_dim)  # (L, B, H_kv, S_max, D)
+        self._allocate(shape)
+
+    def _allocate(self, shape) -> None:
+        check_fits(2 * _numel(shape) * torch.empty((), dtype=self.dtype).element_size(), self.device,
+                   "the KV cache", "max_seq_len")
+        self.k = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.v = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.allocations += 2
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.k.shape)
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        """Write ``k``/``v`` [B, H_kv, T, D] after the stored tokens of ``layer``.
+
+        Returns views of K and V for tokens ``[0, length + T)``: [B, H_kv, length+T, D].
+        """
+        self._check_kv(layer, k, "k")
+        self._check_kv(layer, v, "v")
+        T = k.shape[2]
+        self.check_room(T)
+        end = self.length + T
+        self._write(layer, k, v, end)
+        self.bytes_copied += 2 * k.numel() * self.k.element_size()
+        return self._read(layer, end)
+
+    def _write(self, layer, k, v, end) -> None:
+        self.k[layer, :, :, self.length:end] = k
+        self.v[layer, :, :, self.length:end] = v
+
+    def _read(self, layer, end):
+        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]  # views [B, H_kv, end, D]
+
+    def layer_view(self, layer: int):
+        """(K, V) of one layer as stored so far, each [B, H_kv, length, D] (what transformers keeps per layer)."""
+        return self._read(layer, self.length)
+
+    @property
+    def element_bytes(self) -> float:
+        return self.k.element_size()
+
+    @property
+    def nbytes(self) -> int:
+        return _nbytes(self.k, self.v)
+
+    @property
+    def used_bytes(self) -> int:
+        return self.nbytes * self.length // self.max_seq_len
+
+
+class Int8KVCache(KVCache):
+    """Preallocated cache storing K/V as int8 with one fp32 scale per (token, head).
+
+    Each head vector ``x`` of D numbers is stored as ``round(x / s)`` with
+    ``s = max|x| / 127``, so every element is off by at most ``s / 2`` after
+    dequantization. Storage is (1 + 4/D) bytes per element instead of 2 for fp16.
+    """
+
+    def _allocate(self, shape) -> None:
+        scale_shape = shape[:-1] + (1,)  # (L, B, H_kv, S_max, 1)
+        check_fits(2 * _numel(shape) * (1 + 4 / shape[-1]), self.device, "the int8 KV cache", "max_seq_len")
+        self.k = torch.zeros(shape, dtype=torch.int8, device=self.device)
+        self.v = torch.zeros(shape, dtype=torch.int8, device=self.device)
+        self.k_scale = torch.zeros(scale_shape, dtype=torch.float32, device=self.device)
+        self.v_scale = torch.zeros(scale_shape, dtype=torch.float32, device=self.device)
+        self.allocations += 4
+
+    def update(self, layer, k, v):
+        self._check_kv(layer, k, "k")
+        self._check_kv(layer, v, "v")
+        T = k.shape[2]
+        self.check_room(T)
+        end = self.length + T
+        self._write(layer, k, v, end)
+        self.bytes_copied += round(2 * k.numel() * self.element_bytes)
+        return self._read(layer, end)
+
+    def _write(self, layer, k, v, end) -> None:
+        for store, scales, x in ((self.k, self.k_scale, k), (self.v, self.v_scale, v)):
+            q, s = quantize_int8(x)
+            store[layer, :, :, self.length:end] = q
+            scales[layer, :, :, self.length:end] = s
+
+    def _read(self, layer, end):
+        k = dequantize_int8(self.k[layer, :, :, :end], self.k_scale[layer, :, :, :end], self.dtype)
+        v = dequantize_int8(self.v[layer, :, :, :end], self.v_scale[layer, :, :, :end], self.dtype)
+        return k, v  # [B, H_kv, end, D] in the compute dtype
+
+    @property
+    def element_bytes(self) -> float:
+        return 1 + 4 / self.config.head_dim
+
+    @property
+    def nbytes(self) -> int:
+        return _nbytes(self.k, self.v, self.k_scale, self.v_scale)
+
+
+def quantize_int8(x: torch.Tensor):
+    """Symmetric per-vector int8: returns (q int8 [..., D], scale fp32 [..., 1]) with x ~= q * scale."""
+    absmax = x.detach().abs().amax(dim=-1, keepdim=True).float()
+    scale = (absmax / 127).clamp_min(torch.finfo(torch.float32).tiny)
+    q = torch.round(x.float() / scale).clamp_(-127, 127).to(torch.int8)
+    return q, scale
+
+
+def dequantize_int8(q: torch.Tensor, scale: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
+    """Inverse of :func:`quantize_int8` (up to the rounding error, at most scale/2 per element)."""
+    return (q.float() * scale).to(dtype)
+
+
+class DynamicKVCache(BaseCache):
+    """Cache that grows by concatenation: every update allocates new K and V tensors.
+
+    This is what a naive implementation (and transformers' ``DynamicCache``) does.
+    Every step copies all previous tokens again, which ``allocations`` and
+    ``bytes_copied`` make visible.
+    """
+
+    def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None):
+        super().__init__(config, batch_size, max_seq_len, dtype, device)
+        self.k: list[torch.Tensor | None] = [None] * config.n_layer  # per layer [B, H_kv, length, D]
+        self.v: list[torch.Tensor | None] = [None] * config.n_layer
+
+    def update(self, layer, k, v):
+        self._check_kv(layer, k, "k")
+        self._check_kv(layer, v, "v")
+        self.check_room(k.shape[2])
+        old_k, old_v = self.k[layer], self.v[layer]
+        k = k.to(self.dtype)
+        v = v.to(self.dtype)
+        if old_k is not None and old_k.shape[2] > self.length:  # a previous write of this pass was not advanced
+            old_k, old_v = old_k[:, :, : self.length], old_v[:, :, : self.length]
+        if old_k is None or self.length == 0:
+            new_k, new_v = k.clone(), v.clone()
+        else:
+            new_k = torch.cat([old_k, k], dim=2)  # [B, H_kv, length+T, D]: a fresh tensor, old tokens copied
+            new_v = torch.cat([old_v, v], dim=2)
+        self.k[layer], self.v[layer] = new_k, new_v
+        self.allocations += 2
+        self.bytes_copied += _nbytes(new_k, new_v)
+        return new_k, new_v
+
+    def layer_view(self, layer: int):
+        k, v = self.k[layer], self.v[layer]
+        if k is None:
+            empty = torch.zeros(self.batch_size, self.config.n_kv_head, 0, self.config.head_dim, dtype=self.dtype,
+                                device=self.device)
+            return empty, empty
+        return k[:, :, : self.length], v[:, :, : self.length]
+
+    def reset(self) -> None:
+        super().reset()
+        self.k = [None] * self.config.n_layer
+        self.v = [None] * self.config.n_layer
+
+    @property
+    def element_bytes(self) -> float:
+        return torch.empty((), dtype=self.dtype).element_size()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(_nbytes(t) for t in self.k + self.v if t is not None)
+
+    @property
+    def used_bytes(self) -> int:
+        c = self.config
+        return round(2 * c.n_layer * self.batch_size * c.n_kv_head * self.length * c.head_dim * self.element_bytes)
+
+
+class KOnlyCache(BaseCache):
+    """Caches K but not V (the chapter's misconception 2), preallocated like :class:`KVCache`.
+
+    V of a past token needs that token's hidden state at every layer, and those
+    hidden states depend on attention outputs, which need V. So each step must
+    re-run the whole sequence through every layer; only the K projection of past
+    tokens is saved.
+    """
+
+    caches_values = False
+
+    def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None):
+        super().__init__(config, batch_size, max_seq_len, dtype, device)
+        c = config
+        shape = (c.n_layer, self.batch_size, c.n_kv_head, self.max_seq_len, c.head_dim)  # (L, B, H_kv, S_max, D)
+        check_fits(_numel(shape) * torch.empty((), dtype=self.dtype).element_size(), self.device, "the K cache",
+                   "max_seq_len")
+        self.k = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.allocations += 1
+
+    def update_k(self, layer: int, k: torch.Tensor) -> torch.Tensor:
+        """Write the new tokens' K [B, H_kv, T, D]; return K for all ``length + T`` tokens."""
+        self._check_kv(layer, k, "k")
+        end = self.length + k.shape[2]
+        self.check_room(k.shape[2])
+        self.k[layer, :, :, self.length:end] = k
+        self.bytes_copied += k.numel() * self.k.element_size()
+        return self.k[layer, :, :, :end]  # view [B, H_kv, end, D]
+
+    def update(self, layer, k, v):
+        raise TypeError("KOnlyCache stores no V: the model calls update_k() and recomputes V every step")
+
+    @property
+    def element_bytes(self) -> float:
+        return self.k.element_size()
+
+    @property
+    def nbytes(self) -> int:
+        return _nbytes(self.k)
+
+    @property
+    def used_bytes(self) -> int:
+        return self.nbytes * self.length // self.max_seq_len

@@ -1,0 +1,76 @@
+"""Hand a kvlab model to transformers: ``LlamaForCausalLM`` with identical weights."""
+from __future__ import annotations
+
+import torch
+
+
+def _require_transformers():
+    try:
+        import transformers  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - exercised only without the optional dependency
+        raise ImportError(
+            "kvlab.interop needs the optional dependency 'transformers'. Install it with "
+            "`pip install transformers` (or `pip install -e .[test]`)."
+        ) from exc
+
+
+def hf_llama_config(config):
+    """A ``transformers.LlamaConfig`` describing the same architecture as a kvlab ``ModelConfig``."""
+    _require_transformers()
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=config.vocab_size,
+        hidden_size=config.d_model,
+        intermediate_size=config.d_ff,
+        num_hidden_layers=config.n_layer,
+        num_attention_heads=config.n_head,
+        num_key_value_heads=config.n_kv_head,
+        head_dim=config.head_dim,
+        max_position_embeddings=config.max_seq_len,
+        rms_norm_eps=config.norm_eps,
+        rope_parameters={"rope_type": "default", "rope_theta": config.rope_theta},
+        tie_word_embeddings=False,
+        attention_bias=False,
+        mlp_bias=False,
+        hidden_act="silu",
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
+
+
+@torch.no_grad()
+def to_hf_llama(model, attn_implementation: str = "sdpa"):
+    """A transformers ``LlamaForCausalLM`` holding exactly ``model``'s weights (same device and dtype)."""
+    _require_transformers()
+    from transformers import LlamaForCausalLM
+
+    from .model import ToyTransformer
+
+    if not isinstance(model, ToyTransformer):
+        raise ValueError(f"model must be a kvlab ToyTransformer, got {type(model).__name__}")
+    hf_config = hf_llama_config(model.config)
+    hf_config._attn_implementation = attn_implementation
+    hf = LlamaForCausalLM(hf_config).to(device=model.device, dtype=model.dtype).eval()
+
+    # kvlab's Linear stores W as (in, out); nn.Linear stores (out, in): transpose.
+    src = model.state_dict()
+    dst = {
+        "model.embed_tokens.weight": src["embed.weight"],
+        "model.norm.weight": src["norm.weight"],
+        "lm_head.weight": src["lm_head.weight"].T,
+    }
+    names = {"attn.wq": "self_attn.q_proj", "attn.wk": "self_attn.k_proj", "attn.wv": "self_attn.v_proj",
+             "attn.wo": "self_attn.o_proj", "mlp.w_gate": "mlp.gate_proj", "mlp.w_up": "mlp.up_proj",
+             "mlp.w_down": "mlp.down_proj"}
+    for i in range(model.config.n_layer):
+        dst[f"model.layers.{i}.input_layernorm.weight"] = src[f"layers.{i}.attn_norm.weight"]
+        dst[f"model.layers.{i}.post_attention_layernorm.weight"] = src[f"layers.{i}.mlp_norm.weight"]
+        for ours, theirs in names.items():
+            dst[f"model.layers.{i}.{theirs}.weight"] = src[f"layers.{i}.{ours}.weight"].T
+    missing, unexpected = hf.load_state_dict({k: v.contiguous() for k, v in dst.items()}, strict=False)
+    missing = [m for m in missing if "rotary_emb" not in m]
+    if missing or unexpected:
+        raise RuntimeError(f"weight mapping incomplete: missing {missing}, unexpected {unexpected}")
+    return hf

@@ -1,0 +1,1 @@
+"""Plot builders (pure functions) and thin widget wiring shared by all chapters."""

@@ -1,0 +1,30 @@
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# Reproducible in CI: the same examples every run, no deadline on a noisy 2-core machine.
+settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+@pytest.fixture
+def tiny_config():
+    from kvlab import ModelConfig
+
+    return ModelConfig(vocab_size=61, d_model=36, n_layer=2, n_head=6, n_kv_head=2, head_dim=6, max_seq_len=64)
+
+
+@pytest.fixture
+def tiny_model(tiny_config):
+    from kvlab import ToyTransformer
+
+    return ToyTransformer(tiny_config, seed=3).eval()

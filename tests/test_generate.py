@@ -1,0 +1,96 @@
+import pytest
+import torch
+
+from kvlab import CACHE_MODES, CacheFullError, ToyTransformer, generate
+from kvlab.generation import PassRecord
+
+
+def test_trace_counts_projections(tiny_model):
+    prompt = [[3, 1, 4, 1, 5]]
+    kv = generate(tiny_model, prompt, 6, cache="kv").trace
+    none = generate(tiny_model, prompt, 6, cache="none").trace
+    k_only = generate(tiny_model, prompt, 6, cache="k_only").trace
+    assert [r.phase for r in kv] == ["prefill"] + ["decode"] * 5
+    assert (kv[0].k_tokens, kv[0].v_tokens) == (5, 5)
+    for a, b, c in zip(kv[1:], none[1:], k_only[1:]):
+        assert (a.k_tokens, a.v_tokens) == (1, 1)  # one new token
+        assert (b.k_tokens, b.v_tokens) == (b.seq_len, b.seq_len)  # everything again
+        assert (c.k_tokens, c.v_tokens) == (1, c.seq_len)  # K saved, V rebuilt for all t
+    assert [r.seq_len for r in kv] == [5, 6, 7, 8, 9, 10]
+    assert all(r.new_tokens == 1 for r in kv[1:])
+
+
+def test_trace_cache_bytes_grow_linearly(tiny_model):
+    c = tiny_model.config
+    res = generate(tiny_model, [[1, 2]], 5, cache="kv")
+    per_token = 2 * c.n_layer * c.n_kv_head * c.head_dim * 4
+    assert [r.cache_bytes for r in res.trace] == [per_token * r.seq_len for r in res.trace]
+    assert all(r.cache_allocated_bytes == per_token * 7 for r in res.trace)
+    none = generate(tiny_model, [[1, 2]], 5, cache="none")
+    assert all(r.cache_bytes == 0 for r in none.trace)
+    dyn = generate(tiny_model, [[1, 2]], 5, cache="dynamic").trace
+    assert [r.allocations for r in dyn] == [2 * c.n_layer * (i + 1) for i in range(5)]
+    assert all(isinstance(r, PassRecord) and r.seconds > 0 for r in dyn)
+
+
+def test_seeded_sampling_is_reproducible(tiny_model):
+    a = generate(tiny_model, [[1, 2, 3]], 12, temperature=1.5, seed=7).tokens
+    b = generate(tiny_model, [[1, 2, 3]], 12, temperature=1.5, seed=7).tokens
+    c = generate(tiny_model, [[1, 2, 3]], 12, temperature=1.5, seed=8).tokens
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    for mode in CACHE_MODES[:4]:
+        assert torch.equal(generate(tiny_model, [[1, 2, 3]], 12, temperature=1.5, seed=7, cache=mode).tokens, a)
+
+
+def test_top_k_restricts_choices(tiny_model):
+    res = generate(tiny_model, [[1, 2, 3]], 8, temperature=5.0, top_k=1, seed=1)
+    assert torch.equal(res.tokens, generate(tiny_model, [[1, 2, 3]], 8).tokens)
+
+
+def test_result_summary(tiny_model):
+    res = generate(tiny_model, [[1, 2, 3], [4, 5, 6]], 4, return_logits=True)
+    assert res.tokens.shape == (2, 7) and res.new_tokens.shape == (2, 4)
+    assert res.logits.shape == (2, 4, tiny_model.config.vocab_size)
+    assert torch.equal(res.logits.argmax(-1), res.new_tokens)
+    assert res.time_to_first_token == res.trace[0].seconds
+    assert res.total_seconds >= res.time_to_first_token
+    assert len(res.trace_rows()) == 4
+
+
+@pytest.mark.parametrize("kwargs,name", [
+    (dict(max_new_tokens=0), "max_new_tokens"), (dict(max_new_tokens=-2), "max_new_tokens"),
+    (dict(max_new_tokens=2.5), "max_new_tokens"), (dict(max_new_tokens=10**9), "max_new_tokens"),
+    (dict(cache="paged"), "cache"), (dict(temperature=-1.0), "temperature"), (dict(seed=-1), "seed"),
+    (dict(top_k=0), "top_k"), (dict(prefill_chunk_size=0), "prefill_chunk_size"),
+    (dict(input_ids=[[1, 2], [3]]), "input_ids"), (dict(input_ids=[[1, 999]]), "input_ids"),
+    (dict(input_ids=[]), "input_ids"), (dict(input_ids=torch.zeros(1, 3)), "input_ids"),
+    (dict(input_ids="人工"), "input_ids"), (dict(input_ids=[[-1, 2]]), "input_ids"),
+])
+def test_bad_generate_args(tiny_model, kwargs, name):
+    args = dict(input_ids=[[1, 2, 3]], max_new_tokens=3) | kwargs
+    with pytest.raises(ValueError, match=name):
+        generate(tiny_model, **args)
+
+
+def test_model_rejects_bad_forward_args(tiny_model):
+    from kvlab import KVCache
+
+    with pytest.raises(ValueError, match="input_ids"):
+        tiny_model(torch.tensor([1, 2, 3]))
+    with pytest.raises(ValueError, match="input_ids"):
+        tiny_model(torch.tensor([[1, 2, 999]]))
+    with pytest.raises(ValueError, match="input_ids"):
+        tiny_model(torch.tensor([[1, 2]]), KVCache(tiny_model.config, batch_size=2, max_seq_len=8))
+    with pytest.raises(CacheFullError):
+        tiny_model(torch.zeros(1, tiny_model.config.max_seq_len + 1, dtype=torch.long))
+    with pytest.raises(ValueError, match="attention_impl"):
+        tiny_model.attention_impl = "flash"
+    with pytest.raises(ValueError, match="model"):
+        generate(torch.nn.Linear(2, 2), [[1]], 1)
+
+
+def test_absurd_model_is_refused():
+    from kvlab import ModelConfig
+
+    with pytest.raises(ValueError, match="config"):
+        ToyTransformer(ModelConfig(vocab_size=10**7, d_model=65536, n_layer=1, n_head=1))

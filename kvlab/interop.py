@@ -61,14 +61,18 @@ def to_hf_llama(model, attn_implementation: str = "sdpa"):
         "model.norm.weight": src["norm.weight"],
         "lm_head.weight": src["lm_head.weight"].T,
     }
-    names = {"attn.wq": "self_attn.q_proj", "attn.wk": "self_attn.k_proj", "attn.wv": "self_attn.v_proj",
-             "attn.wo": "self_attn.o_proj", "mlp.w_gate": "mlp.gate_proj", "mlp.w_up": "mlp.up_proj",
-             "mlp.w_down": "mlp.down_proj"}
-    for i in range(model.config.n_layer):
-        dst[f"model.layers.{i}.input_layernorm.weight"] = src[f"layers.{i}.attn_norm.weight"]
-        dst[f"model.layers.{i}.post_attention_layernorm.weight"] = src[f"layers.{i}.mlp_norm.weight"]
-        for ours, theirs in names.items():
-            dst[f"model.layers.{i}.{theirs}.weight"] = src[f"layers.{i}.{ours}.weight"].T
+    c = model.config
+    q_dim, kv_dim = c.n_head * c.head_dim, c.n_kv_head * c.head_dim
+    for i in range(c.n_layer):
+        ours, theirs = f"layers.{i}.", f"model.layers.{i}."
+        dst[theirs + "input_layernorm.weight"] = src[ours + "attn_norm.weight"]
+        dst[theirs + "post_attention_layernorm.weight"] = src[ours + "mlp_norm.weight"]
+        w_q, w_k, w_v = src[ours + "attn.wqkv.weight"].split([q_dim, kv_dim, kv_dim], dim=1)
+        w_gate, w_up = src[ours + "mlp.w_gate_up.weight"].chunk(2, dim=1)
+        for name, w in (("self_attn.q_proj", w_q), ("self_attn.k_proj", w_k), ("self_attn.v_proj", w_v),
+                        ("self_attn.o_proj", src[ours + "attn.wo.weight"]), ("mlp.gate_proj", w_gate),
+                        ("mlp.up_proj", w_up), ("mlp.down_proj", src[ours + "mlp.w_down.weight"])):
+            dst[theirs + name + ".weight"] = w.T
     missing, unexpected = hf.load_state_dict({k: v.contiguous() for k, v in dst.items()}, strict=False)
     missing = [m for m in missing if "rotary_emb" not in m]
     if missing or unexpected:

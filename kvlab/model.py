@@ -18,12 +18,29 @@ from .config import ModelConfig
 from .device import check_fits
 
 
+SPLIT_K_MAX_ROWS = 8  # decode-sized inputs (a few rows) take the split-K path on CPU
+
+
+def split_k_matmul(x: torch.Tensor, w: torch.Tensor, parts: int) -> torch.Tensor:
+    """``x @ w`` with the input dimension cut into ``parts`` slices.
+
+    The slices are multiplied in one batched matmul, which spreads them over CPU
+    cores, and the partial products are summed. A decode step multiplies one row by
+    each weight matrix; a plain matrix-vector product runs on a single core, so this
+    lets every core stream its share of the weights.
+    """
+    *lead, n_in = x.shape
+    xs = x.reshape(-1, parts, n_in // parts).transpose(0, 1)  # [rows, in] -> [parts, rows, in/parts]
+    ws = w.view(parts, n_in // parts, w.shape[1])  # [in, out] -> [parts, in/parts, out]
+    return (xs @ ws).sum(0).view(*lead, w.shape[1])  # [parts, rows, out] -> [..., out]
+
+
 class Linear(nn.Module):
     """``y = x @ W`` without bias, ``W`` stored as (in_features, out_features).
 
-    Same math as ``nn.Linear`` (which stores W transposed). Input-major storage lets a
-    decode step, one row times W, stream W contiguously; on the CPUs we measured its
-    matrix-vector product runs 1.5-2x faster than ``nn.Linear``'s (see ``kvlab.bench``).
+    Same math as ``nn.Linear`` (which stores W transposed). Input-major storage lets
+    a one-row product stream W contiguously; on CPU, decode-sized inputs also use
+    :func:`split_k_matmul` to put every core to work (see ``python -m kvlab.bench``).
     """
 
     def __init__(self, in_features: int, out_features: int):
@@ -31,7 +48,12 @@ class Linear(nn.Module):
         self.weight = nn.Parameter(torch.empty(in_features, out_features))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x @ self.weight
+        w = self.weight
+        if w.device.type == "cpu" and x.numel() <= SPLIT_K_MAX_ROWS * w.shape[0]:
+            parts = torch.get_num_threads()
+            if parts > 1 and w.shape[0] % parts == 0:
+                return split_k_matmul(x, w, parts)
+        return x @ w
 
 
 class RMSNorm(nn.Module):
@@ -75,33 +97,36 @@ class Attention(nn.Module):
         c = config
         self.layer = layer
         self.n_head, self.n_kv_head, self.head_dim = c.n_head, c.n_kv_head, c.head_dim
-        self.wq = Linear(c.d_model, c.n_head * c.head_dim)
-        self.wk = Linear(c.d_model, c.n_kv_head * c.head_dim)
-        self.wv = Linear(c.d_model, c.n_kv_head * c.head_dim)
-        self.wo = Linear(c.n_head * c.head_dim, c.d_model)
+        self.q_dim, self.kv_dim = c.n_head * c.head_dim, c.n_kv_head * c.head_dim
+        # W_q, W_k and W_v side by side: one matrix product projects all three.
+        self.wqkv = Linear(c.d_model, self.q_dim + 2 * self.kv_dim)
+        self.wo = Linear(self.q_dim, c.d_model)
         self.impl = "sdpa"
         self.last_projected = (0, 0)
         self.last_weights: torch.Tensor | None = None
 
     def _heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
         B, T, _ = x.shape
-        return x.view(B, T, n_heads, self.head_dim).transpose(1, 2)  # [B, T, H*D] -> [B, H, T, D]
+        return x.reshape(B, T, n_heads, self.head_dim).transpose(1, 2)  # [B, T, H*D] -> [B, H, T, D]
 
     def forward(self, x, cos, sin, cache: BaseCache | None, start: int, return_weights: bool = False):
         """x [B, T, d_model] holds tokens at positions ``start .. start + T - 1``."""
         B, T, _ = x.shape
-        q = apply_rope(self._heads(self.wq(x), self.n_head), cos, sin)  # [B, H, T, D]
         if cache is not None and not cache.caches_values:
             # K-only cache: x is the whole sequence (start == 0). K of the first
             # `past` tokens comes from the cache; V must be projected for all T.
             past = cache.length
-            k_new = apply_rope(self._heads(self.wk(x[:, past:]), self.n_kv_head), cos[past:], sin[past:])
+            w_q, w_k, w_v = self.wqkv.weight.split([self.q_dim, self.kv_dim, self.kv_dim], dim=1)
+            q = apply_rope(self._heads(x @ w_q, self.n_head), cos, sin)  # [B, H, T, D]
+            k_new = apply_rope(self._heads(x[:, past:] @ w_k, self.n_kv_head), cos[past:], sin[past:])
             k = cache.update_k(self.layer, k_new)  # [B, H_kv, T, D]
-            v = self._heads(self.wv(x), self.n_kv_head)  # [B, H_kv, T, D]
+            v = self._heads(x @ w_v, self.n_kv_head)  # [B, H_kv, T, D]
             self.last_projected = (T - past, T)
         else:
-            k = apply_rope(self._heads(self.wk(x), self.n_kv_head), cos, sin)  # [B, H_kv, T, D]
-            v = self._heads(self.wv(x), self.n_kv_head)
+            q, k, v = self.wqkv(x).split([self.q_dim, self.kv_dim, self.kv_dim], dim=-1)  # [B, T, *]
+            q = apply_rope(self._heads(q, self.n_head), cos, sin)  # [B, H, T, D]
+            k = apply_rope(self._heads(k, self.n_kv_head), cos, sin)  # [B, H_kv, T, D]
+            v = self._heads(v, self.n_kv_head)  # [B, H_kv, T, D]
             if cache is not None:
                 k, v = cache.update(self.layer, k, v)  # [B, H_kv, start + T, D]
             self.last_projected = (T, T)
@@ -113,16 +138,16 @@ class Attention(nn.Module):
 
 
 class SwiGLU(nn.Module):
-    """``down(silu(gate(x)) * up(x))``."""
+    """``down(silu(x W_gate) * (x W_up))``, with W_gate and W_up side by side in one matrix."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.w_gate = Linear(config.d_model, config.d_ff)
-        self.w_up = Linear(config.d_model, config.d_ff)
+        self.w_gate_up = Linear(config.d_model, 2 * config.d_ff)
         self.w_down = Linear(config.d_ff, config.d_model)
 
     def forward(self, x):
-        return self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))
+        gate, up = self.w_gate_up(x).chunk(2, dim=-1)  # [B, T, d_ff] each
+        return self.w_down(F.silu(gate) * up)
 
 
 class Block(nn.Module):

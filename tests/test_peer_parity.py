@@ -39,7 +39,9 @@ def test_greedy_generation_matches_transformers(config):
     hf = to_hf_llama(model)
     ids = torch.randint(0, config.vocab_size, (2, 6), generator=torch.Generator().manual_seed(1))
     for use_cache in (True, False):
-        theirs = hf.generate(ids, max_new_tokens=20, do_sample=False, use_cache=use_cache, pad_token_id=0)
+        # An explicit all-ones mask: otherwise transformers treats token 0 (= pad_token_id) as padding.
+        theirs = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=20, do_sample=False,
+                             use_cache=use_cache, pad_token_id=0)
         ours = generate(model, ids, 20, cache="kv" if use_cache else "none").tokens
         assert torch.equal(ours, theirs)
 

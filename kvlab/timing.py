@@ -1,0 +1,60 @@
+"""Timing helpers: device-synchronised timers, medians, spreads and growth exponents."""
+from __future__ import annotations
+
+import math
+import time
+from contextlib import contextmanager
+
+from .device import synchronize
+
+
+@contextmanager
+def timer(device, out: list):
+    """Append the seconds spent in the block to ``out`` (device work included)."""
+    synchronize(device)
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        synchronize(device)
+        out.append(time.perf_counter() - start)
+
+
+def median(values) -> float:
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def quantile(values, q: float) -> float:
+    """Linear-interpolated quantile (q in [0, 1])."""
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    pos = q * (len(s) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def growth_exponent(xs, ys) -> float:
+    """Least-squares slope of log(y) against log(x): y ~ x^k returns k."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if x > 0 and y > 0]
+    if len(pts) < 2:
+        return float("nan")
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    if sxx == 0:
+        return float("nan")
+    return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
+
+
+def cumulative(values) -> list[float]:
+    out, total = [], 0.0
+    for v in values:
+        total += v
+        out.append(total)
+    return out

@@ -1,0 +1,198 @@
+"""Thin ipywidgets wiring: controls -> a pure render function -> figures and numbers.
+
+Figures are plotly ``FigureWidget``s in JupyterLab (plotly >= 6 needs ``anywidget``);
+on Colab, or wherever ``anywidget`` is missing, each update re-renders a plain figure
+inside an ``Output`` widget. Errors from bad values become a message in the panel,
+never a traceback.
+"""
+from __future__ import annotations
+
+import html
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+import ipywidgets as W
+import plotly.graph_objects as go
+from IPython.display import display
+
+# Argument names in API errors -> what the learner sees on the control.
+FRIENDLY_NAMES = {
+    "n_layer": "层数 L", "batch_size": "批次 B", "n_kv_head": "KV 头数 H", "n_head": "注意力头数",
+    "seq_len": "序列长度 S", "head_dim": "头维度 D", "dtype": "数据类型", "max_new_tokens": "生成token数",
+    "lengths": "序列长度列表", "budget": "显存预算",
+}
+
+
+def on_colab() -> bool:
+    """True inside a Google Colab kernel."""
+    return "google.colab" in sys.modules
+
+
+def figure_mode() -> str:
+    """"widget" (plotly FigureWidget) or "rerender" (plain figure redrawn in an Output)."""
+    if on_colab():
+        return "rerender"
+    try:
+        import anywidget  # noqa: F401
+    except ImportError:
+        return "rerender"
+    return "widget"
+
+
+def enable_colab_widgets() -> bool:
+    """Turn on Colab's custom widget manager (needed for ipywidgets 8); False elsewhere."""
+    if not on_colab():
+        return False
+    from google.colab import output  # type: ignore[import-not-found]
+
+    output.enable_custom_widget_manager()
+    return True
+
+
+class FigureView:
+    """One figure on screen that can be replaced by a newly built one."""
+
+    def __init__(self, fig: go.Figure, mode: str | None = None, css_class: str | None = None):
+        self.mode = mode or figure_mode()
+        self.figure = fig
+        self.updates = 0
+        if self.mode == "widget":
+            self.widget = go.FigureWidget(fig)
+        else:
+            self.widget = W.Output()
+            self._render()
+        if css_class:
+            self.widget.add_class(css_class)
+        self.widget.add_class("kvlab-figure")
+
+    def _render(self) -> None:
+        self.widget.clear_output(wait=True)
+        with self.widget:
+            display(self.figure)
+
+    def update(self, fig: go.Figure) -> None:
+        self.figure = fig
+        self.updates += 1
+        if self.mode != "widget":
+            self._render()
+            return
+        w = self.widget
+        with w.batch_update():
+            if len(w.data) != len(fig.data) or any(a.type != b.type for a, b in zip(w.data, fig.data)):
+                w.data = ()
+                w.add_traces(list(fig.data))
+            else:
+                for old, new in zip(w.data, fig.data):
+                    old.update(new.to_plotly_json(), overwrite=True)
+            w.layout = fig.layout
+
+
+@dataclass
+class View:
+    """What a render function returns: figures (in a fixed order) and an HTML readout."""
+
+    figures: list = field(default_factory=list)
+    html: str = ""
+
+
+def message_html(text: str, kind: str = "warn") -> str:
+    colors = {"warn": ("#fff4e5", "#8a4b00"), "bug": ("#fdecea", "#8a1c1c"), "info": ("#eef6fc", "#0b4f7c")}
+    bg, fg = colors[kind]
+    return (f'<div class="kvlab-msg kvlab-msg-{kind}" style="background:{bg};color:{fg};padding:6px 10px;'
+            f'border-radius:4px;margin:4px 0">{text}</div>')
+
+
+def explain_error(exc: Exception) -> str:
+    """A learner-facing line for a ValueError from the API (argument names made friendly)."""
+    text = str(exc)
+    first = text.split(":", 1)[0].split(" ", 1)[0]
+    label = FRIENDLY_NAMES.get(first)
+    prefix = f"「{label}」" if label else ""
+    return f"⚠️ 输入无效{prefix}：{html.escape(text)}"
+
+
+class Panel:
+    """Controls wired to ``render(**values) -> View``; updates figures and the readout on change."""
+
+    def __init__(self, controls: dict, render: Callable[..., View], css_class: str = "", mode: str | None = None,
+                 layout: str = "vertical"):
+        self.controls = controls
+        self.render = render
+        self.message = W.HTML(layout=W.Layout(width="100%"))
+        self.readout = W.HTML(layout=W.Layout(width="100%"))
+        self.readout.add_class("kvlab-readout")
+        self.error: str | None = None
+        first = render(**self.values())
+        self.views = [FigureView(f, mode) for f in first.figures]
+        self.readout.value = first.html
+        for name, control in controls.items():
+            control.observe(self._on_change, names="value")
+            control.add_class(f"kvlab-control-{name}")
+        box = W.HBox if layout == "horizontal" else W.VBox
+        control_box = box(list(controls.values()), layout=W.Layout(flex_flow="row wrap") if layout == "horizontal"
+                          else W.Layout())
+        self.widget = W.VBox([control_box, self.message, self.readout, *[v.widget for v in self.views]])
+        if css_class:
+            self.widget.add_class(css_class)
+        self.widget.add_class("kvlab-panel")
+
+    def values(self) -> dict:
+        return {name: c.value for name, c in self.controls.items()}
+
+    def refresh(self) -> None:
+        try:
+            view = self.render(**self.values())
+        except ValueError as exc:
+            self.error = str(exc)
+            self.message.value = message_html(explain_error(exc), "warn")
+            return
+        except Exception as exc:  # a bug: say so in the panel (browser tests look for it), keep the kernel alive
+            self.error = repr(exc)
+            detail = html.escape("".join(traceback.format_exception_only(type(exc), exc)).strip())
+            self.message.value = message_html(f"内部错误（这是 kvlab 的 bug，请报告）：{detail}", "bug")
+            return
+        self.error = None
+        self.message.value = ""
+        self.readout.value = view.html
+        for fig_view, fig in zip(self.views, view.figures):
+            fig_view.update(fig)
+
+    def _on_change(self, _change) -> None:
+        self.refresh()
+
+    def set(self, **values) -> None:
+        """Change controls programmatically (as a learner would by dragging them)."""
+        for name, value in values.items():
+            self.controls[name].value = value
+
+    def _ipython_display_(self):
+        display(self.widget)
+
+
+def int_slider(description: str, value: int, min: int, max: int, step: int = 1, continuous: bool = False,
+               width: str = "420px") -> W.IntSlider:
+    return W.IntSlider(value=value, min=min, max=max, step=step, description=description,
+                       continuous_update=continuous, style={"description_width": "initial"},
+                       layout=W.Layout(width=width))
+
+
+def int_box(description: str, value: int, width: str = "240px") -> W.IntText:
+    """A free-entry integer box: any value can be typed, so the render must validate it."""
+    return W.IntText(value=value, description=description, style={"description_width": "initial"},
+                     layout=W.Layout(width=width))
+
+
+def dropdown(description: str, options, value, width: str = "300px") -> W.Dropdown:
+    return W.Dropdown(options=options, value=value, description=description,
+                      style={"description_width": "initial"}, layout=W.Layout(width=width))
+
+
+def play_slider(description: str, value: int, min: int, max: int, interval_ms: int = 700):
+    """A Play button linked to a slider (the slider is the value)."""
+    slider = int_slider(description, value, min, max, continuous=True)
+    play = W.Play(value=value, min=min, max=max, step=1, interval=interval_ms, description="播放")
+    W.jslink((play, "value"), (slider, "value"))
+    play.add_class("kvlab-play")
+    return play, slider

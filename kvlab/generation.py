@@ -154,7 +154,8 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
         chunk = prompt_len
     gen = torch.Generator().manual_seed(seed)
 
-    kv = make_cache(model, cache, B, total)
+    # The last new token is returned, never fed back: the cache needs room for total - 1 tokens.
+    kv = make_cache(model, cache, B, total - 1)
     trace: list[PassRecord] = []
     all_logits = []
     device = model.device

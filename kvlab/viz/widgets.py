@@ -117,9 +117,12 @@ class Panel:
     """Controls wired to ``render(**values) -> View``; updates figures and the readout on change."""
 
     def __init__(self, controls: dict, render: Callable[..., View], css_class: str = "", mode: str | None = None,
-                 layout: str = "vertical"):
+                 layout: str = "vertical", extra=(), button: W.Button | None = None):
+        """``extra`` widgets are shown before the controls (e.g. a Play button linked to a slider); with a
+        ``button``, changes wait for a click instead of re-rendering at once (for costly measurements)."""
         self.controls = controls
         self.render = render
+        self.button = button
         self.message = W.HTML(layout=W.Layout(width="100%"))
         self.readout = W.HTML(layout=W.Layout(width="100%"))
         self.readout.add_class("kvlab-readout")
@@ -128,11 +131,15 @@ class Panel:
         self.views = [FigureView(f, mode) for f in first.figures]
         self.readout.value = first.html
         for name, control in controls.items():
-            control.observe(self._on_change, names="value")
+            if button is None:
+                control.observe(self._on_change, names="value")
             control.add_class(f"kvlab-control-{name}")
-        box = W.HBox if layout == "horizontal" else W.VBox
-        control_box = box(list(controls.values()), layout=W.Layout(flex_flow="row wrap") if layout == "horizontal"
-                          else W.Layout())
+        if button is not None:
+            button.on_click(self._on_click)
+            button.add_class("kvlab-run")
+        items = [*extra, *controls.values(), *([button] if button is not None else [])]
+        control_box = (W.HBox(items, layout=W.Layout(flex_flow="row wrap", align_items="center"))
+                       if layout == "horizontal" else W.VBox(items))
         self.widget = W.VBox([control_box, self.message, self.readout, *[v.widget for v in self.views]])
         if css_class:
             self.widget.add_class(css_class)
@@ -161,6 +168,13 @@ class Panel:
 
     def _on_change(self, _change) -> None:
         self.refresh()
+
+    def _on_click(self, _button) -> None:
+        self.button.disabled = True
+        try:
+            self.refresh()
+        finally:
+            self.button.disabled = False
 
     def set(self, **values) -> None:
         """Change controls programmatically (as a learner would by dragging them)."""

@@ -1,0 +1,114 @@
+"""Colab support: the repository address (the one place it is written) and the notebooks' setup cell.
+
+``python -m kvlab.colab`` rewrites the "Open in Colab" badges and the first code cell of
+every notebook in ``chapters/`` and the badge table in ``README.md`` from ``REPO``;
+a test fails if any of them is out of date.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+REPO = "kvlab-course/kvlab"  # GitHub owner/name of this course: change it here, then run `python -m kvlab.colab`
+BRANCH = "main"
+
+SETUP_MARKER = "# kvlab-colab-setup"
+BADGE_MARKER = "<!-- kvlab-colab-badge -->"
+README_BEGIN, README_END = "<!-- colab-badges:begin -->", "<!-- colab-badges:end -->"
+
+
+def colab_url(notebook: str) -> str:
+    return f"https://colab.research.google.com/github/{REPO}/blob/{BRANCH}/chapters/{notebook}"
+
+
+def badge_markdown(notebook: str) -> str:
+    return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(notebook)})"
+            f" {BADGE_MARKER}")
+
+
+def setup_cell_source() -> str:
+    """The first code cell of every chapter: installs kvlab on Colab only, leaving Colab's torch alone."""
+    return f'''{SETUP_MARKER}
+# 仅在 Google Colab 上运行：从课程仓库安装 kvlab（保持 Colab 自带的 torch 不变）。本地 JupyterLab 中这一格什么也不做。
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib.metadata
+    import subprocess
+
+    torch_pin = "torch==" + importlib.metadata.version("torch")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    "kvlab @ git+https://github.com/{REPO}@{BRANCH}", torch_pin], check=True)
+    from google.colab import output
+
+    output.enable_custom_widget_manager()  # ipywidgets 8 on Colab'''
+
+
+def _lines(text: str) -> list[str]:
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + [parts[-1]]
+
+
+def sync_notebook(path: Path) -> bool:
+    """Rewrite the badge line and the setup cell of one notebook; True if anything changed."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    before = json.dumps(nb, ensure_ascii=False)
+    first_md = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
+    text = "".join(first_md["source"])
+    badge = badge_markdown(path.name)
+    if BADGE_MARKER in text:
+        text = re.sub(r"^.*" + re.escape(BADGE_MARKER) + r".*$", badge, text, count=1, flags=re.M)
+    else:
+        text = badge + "\n\n" + text
+    first_md["source"] = _lines(text)
+    first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    if SETUP_MARKER in "".join(first_code["source"]):
+        first_code["source"] = _lines(setup_cell_source())
+    else:
+        idx = nb["cells"].index(first_code)
+        nb["cells"].insert(idx, {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                                 "source": _lines(setup_cell_source())})
+    after = json.dumps(nb, ensure_ascii=False)
+    if after != before:
+        path.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        return True
+    return False
+
+
+def readme_badges(notebooks: list[Path]) -> str:
+    rows = ["| 章节 Chapter | Colab |", "|---|---|"]
+    for p in notebooks:
+        rows.append(f"| [`{p.name}`](chapters/{p.name}) | [![Open In Colab]"
+                    f"(https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(p.name)}) |")
+    return "\n".join(rows)
+
+
+def sync_readme(readme: Path, notebooks: list[Path]) -> bool:
+    if not readme.exists():
+        return False
+    text = readme.read_text(encoding="utf-8")
+    if README_BEGIN not in text:
+        return False
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    new = f"{head}{README_BEGIN}\n{readme_badges(notebooks)}\n{README_END}{tail}"
+    if new != text:
+        readme.write_text(new, encoding="utf-8")
+        return True
+    return False
+
+
+def main(root: str | None = None) -> int:
+    base = Path(root) if root else Path(__file__).resolve().parent.parent
+    notebooks = sorted((base / "chapters").glob("*.ipynb"))
+    changed = [p.name for p in notebooks if sync_notebook(p)]
+    if sync_readme(base / "README.md", notebooks):
+        changed.append("README.md")
+    print("updated: " + ", ".join(changed) if changed else "all badges and setup cells up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))

@@ -28,3 +28,4 @@ def tiny_model(tiny_config):
     from kvlab import ToyTransformer
 
     return ToyTransformer(tiny_config, seed=3).eval()
+

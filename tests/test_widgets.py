@@ -1,0 +1,117 @@
+"""The widget layer: rendering, error messages instead of tracebacks, and the Colab path."""
+import sys
+import types
+
+import ipywidgets as W
+import plotly.graph_objects as go
+import pytest
+
+from kvlab.viz import widgets as kw
+
+
+def _render(n, kind):
+    if n <= 0:
+        raise ValueError(f"seq_len must be a positive integer (>= 1), got {n}")
+    fig = go.Figure(go.Bar(x=list(range(n)), y=[1] * n)) if kind == "bar" else go.Figure(go.Scatter(y=[n]))
+    return kw.View([fig], f"n = {n}")
+
+
+@pytest.mark.parametrize("mode", ["widget", "rerender"])
+def test_panel_updates_figure_and_readout(mode):
+    panel = kw.Panel({"n": W.IntText(value=3), "kind": W.Dropdown(options=["bar", "line"], value="bar")},
+                     _render, mode=mode)
+    assert panel.readout.value == "n = 3" and panel.views[0].mode == mode
+    panel.set(n=5)
+    assert panel.readout.value == "n = 5" and panel.views[0].updates == 1
+    assert list(panel.views[0].figure.data[0].x) == [0, 1, 2, 3, 4]
+    if mode == "widget":
+        assert list(panel.views[0].widget.data[0].x) == [0, 1, 2, 3, 4]
+    panel.set(kind="line")  # the trace type changes: the widget swaps its traces
+    assert panel.views[0].figure.data[0].type == "scatter"
+    if mode == "widget":
+        assert panel.views[0].widget.data[0].type == "scatter"
+
+
+def test_bad_value_shows_message_not_traceback():
+    panel = kw.Panel({"n": W.IntText(value=3), "kind": W.Dropdown(options=["bar"], value="bar")}, _render,
+                     mode="rerender")
+    panel.set(n=0)
+    assert "kvlab-msg-warn" in panel.message.value and "序列长度 S" in panel.message.value
+    assert panel.readout.value == "n = 3"  # the last good numbers stay; no wrong number is shown
+    panel.set(n=4)
+    assert panel.message.value == "" and panel.readout.value == "n = 4"
+
+
+def test_bug_in_callback_is_reported_as_bug():
+    def broken(n):
+        if n > 1:
+            raise RuntimeError("boom")
+        return kw.View([go.Figure()], "ok")
+
+    panel = kw.Panel({"n": W.IntSlider(value=1, min=1, max=3)}, broken, mode="rerender")
+    panel.set(n=2)
+    assert "kvlab-msg-bug" in panel.message.value and "boom" in panel.message.value
+
+
+def test_button_panel_waits_for_click():
+    calls = []
+
+    def render(n):
+        calls.append(n)
+        return kw.View([go.Figure()], str(n))
+
+    button = W.Button(description="run")
+    panel = kw.Panel({"n": W.IntSlider(value=1, min=1, max=9)}, render, button=button, mode="rerender")
+    panel.set(n=7)
+    assert calls == [1]  # a costly measurement does not rerun on every slider move
+    button.click()
+    assert calls == [1, 7] and panel.readout.value == "7" and not button.disabled
+
+
+def test_control_classes_for_browser_tests():
+    slider = W.IntSlider(value=1)
+    panel = kw.Panel({"step": slider}, lambda step: kw.View([go.Figure()], ""), css_class="kvlab-x", mode="rerender")
+    assert "kvlab-control-step" in slider._dom_classes
+    assert {"kvlab-x", "kvlab-panel"} <= set(panel.widget._dom_classes)
+    assert "kvlab-figure" in panel.views[0].widget._dom_classes
+
+
+def test_play_slider_is_linked():
+    play, slider = kw.play_slider("step", 1, 1, 5)
+    assert isinstance(play, W.Play) and slider.max == 5 and play.max == 5
+
+
+@pytest.fixture
+def fake_colab(monkeypatch):
+    calls = []
+    google = types.ModuleType("google")
+    colab = types.ModuleType("google.colab")
+    output = types.SimpleNamespace(enable_custom_widget_manager=lambda: calls.append("custom widget manager"))
+    colab.output = output
+    google.colab = colab
+    monkeypatch.setitem(sys.modules, "google", google)
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    monkeypatch.setitem(sys.modules, "google.colab.output", output)
+    return calls
+
+
+def test_colab_path_rerenders_plain_figures(fake_colab):
+    assert kw.on_colab() and kw.figure_mode() == "rerender"
+    assert kw.enable_colab_widgets() and fake_colab == ["custom widget manager"]
+    panel = kw.Panel({"n": W.IntText(value=2), "kind": W.Dropdown(options=["bar"], value="bar")}, _render)
+    view = panel.views[0]
+    assert view.mode == "rerender" and isinstance(view.widget, W.Output)
+    panel.set(n=6)
+    assert view.updates == 1 and len(view.figure.data[0].x) == 6
+
+
+def test_jupyterlab_path_uses_figure_widget():
+    assert not kw.on_colab() and kw.figure_mode() == "widget"
+    assert not kw.enable_colab_widgets()
+    view = kw.FigureView(go.Figure(go.Scatter(y=[1, 2])))
+    assert isinstance(view.widget, go.FigureWidget)
+
+
+def test_without_anywidget_falls_back_to_rerender(monkeypatch):
+    monkeypatch.setitem(sys.modules, "anywidget", None)
+    assert kw.figure_mode() == "rerender"

@@ -62,8 +62,9 @@ def test_chunked_prefill_fills_the_same_cache(case):
 
 
 # int8 cache: each stored element is off by at most max|row|/254 (see test_cache). Through the
-# network this stays a small fraction of the logits' spread; the bound below is what we test.
-INT8_REL_BOUND = 0.02
+# network the logits move by at most 1% of their spread (max - min over the vocabulary); the worst
+# case seen over 200 random configurations was 0.25%.
+INT8_REL_BOUND = 0.01
 
 
 @given(cases())

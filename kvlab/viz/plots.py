@@ -13,8 +13,13 @@ from ..memory import format_bytes, kv_cache_bytes
 from .style import HEATMAP_SCALE, MODE_COLORS, MODE_LABELS, PALETTE, TEMPLATE_NAME, axis_title, new_figure
 
 
-def _apply_template(fig: go.Figure, title: str, height: int) -> go.Figure:
-    fig.update_layout(template=TEMPLATE_NAME, title=title, height=height)
+def _apply_template(fig: go.Figure, title: str, height: int, legend_below: bool = False) -> go.Figure:
+    """Template, a title above the subplot titles, and (optionally) the legend under the x-axis titles."""
+    fig.update_layout(template=TEMPLATE_NAME, height=height, margin=dict(t=95),
+                      title=dict(text=title, y=0.98, yref="container", yanchor="top"))
+    if legend_below:
+        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.3, x=0), margin=dict(b=140),
+                          height=height + 60)
     return fig
 
 
@@ -54,6 +59,9 @@ def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[
     fig.add_trace(go.Heatmap(z=masked, showscale=False, name="无缓存", **common), row=1, col=1)
     fig.add_trace(go.Heatmap(z=cached_rows, name="有缓存", colorbar=dict(title="注意力权重", len=0.9), **common),
                   row=1, col=2)
+    if n < t:
+        fig.add_annotation(x=0.5, y=0.55, xref="x2 domain", yref="y2 domain", showarrow=False,
+                           text="前面各行在之前的步骤里已经算过，<br>本步只需新token这一行", font=dict(color="#555"))
     for col in (1, 2):
         fig.update_yaxes(autorange="reversed", title="query（当前token）", row=1, col=col)
         fig.update_xaxes(title="key（被关注的token）", row=1, col=col)
@@ -75,9 +83,7 @@ def latency_figure(results: dict) -> go.Figure:
     fig.update_xaxes(title=axis_title("序列长度 t", "tokens"))
     fig.update_yaxes(title=axis_title("单步耗时", "ms"), rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title=axis_title("累计耗时", "s"), rangemode="tozero", row=1, col=2)
-    _apply_template(fig, "无缓存 vs 有缓存：解码耗时随序列长度的增长（本机实测）", 420)
-    fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    return fig
+    return _apply_template(fig, "无缓存 vs 有缓存：解码耗时随序列长度的增长（本机实测）", 420, legend_below=True)
 
 
 def work_figure(max_t: int) -> go.Figure:
@@ -170,9 +176,7 @@ def cache_growth_figure(results: dict) -> go.Figure:
     fig.update_yaxes(title=axis_title("分配次数", "次"), row=1, col=1)
     fig.update_yaxes(title=axis_title("拷贝量", "MiB"), row=1, col=2)
     fig.update_yaxes(title=axis_title("耗时", "ms"), rangemode="tozero", row=1, col=3)
-    _apply_template(fig, "预分配 vs 逐步拼接（torch.cat）的 KV Cache", 400)
-    fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    return fig
+    return _apply_template(fig, "预分配 vs 逐步拼接（torch.cat）的 KV Cache", 400, legend_below=True)
 
 
 def padding_figure(waste: dict) -> go.Figure:
@@ -187,12 +191,13 @@ def padding_figure(waste: dict) -> go.Figure:
     fig = new_figure(
         f"批处理中的 padding：分配 {waste['allocated_slots']} 个槽位，实际用 {waste['used_slots']} 个，"
         f"浪费 {waste['waste_fraction']:.0%}", height=max(260, 60 + 26 * B))
-    fig.add_trace(go.Heatmap(z=z, x=np.arange(cols) * scale, y=[f"序列{i + 1}（{n}）" for i, n in enumerate(lengths)],
+    fig.add_trace(go.Heatmap(z=z, x=(np.arange(cols) + 0.5) * scale, y=[f"序列{i + 1}（{n}）" for i, n in enumerate(lengths)],
                              zmin=0, zmax=1, colorscale=[[0, "#eeeeee"], [0.5, "#eeeeee"], [0.5, PALETTE[0]],
                                                          [1, PALETTE[0]]],
                              showscale=False, ygap=2, hovertemplate="%{y}<br>位置 %{x:.0f}<extra></extra>"))
     fig.update_xaxes(title=axis_title("缓存槽位（按最长序列预分配）", "tokens"), range=[0, S])
-    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_layout(margin=dict(l=120))
     fig.add_annotation(x=1, y=1.0, xref="paper", yref="paper", xanchor="right", yanchor="bottom", showarrow=False,
                        text=f"蓝：真实token　灰：padding　|　分页（每块 {waste['block_size']} token）只浪费 "
                             f"{waste['paged_waste_fraction']:.0%}")
@@ -225,6 +230,5 @@ def bench_figure(report: dict) -> go.Figure:
     fig.update_xaxes(title=axis_title("序列长度 t", "tokens"), row=1, col=2)
     m = report["machine"]
     _apply_template(fig, f"kvlab.bench：{m.get('gpu') or m['cpu']}，带宽上限 "
-                         f"{report['bandwidth']['bytes_per_s'] / 1e9:.1f} GB/s", 440)
-    fig.update_layout(legend=dict(orientation="h", y=-0.3))
+                         f"{report['bandwidth']['bytes_per_s'] / 1e9:.1f} GB/s", 440, legend_below=True)
     return fig

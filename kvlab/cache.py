@@ -134,7 +134,7 @@ class KVCache(BaseCache):
         self.check_room(T)
         end = self.length + T
         self._write(layer, k, v, end)
-        self.bytes_copied += 2 * k.numel() * self.k.element_size()
+        self.bytes_copied += round(2 * k.numel() * self.element_bytes)
         return self._read(layer, end)
 
     def _write(self, layer, k, v, end) -> None:
@@ -177,16 +177,6 @@ class Int8KVCache(KVCache):
         self.k_scale = torch.zeros(scale_shape, dtype=torch.float32, device=self.device)
         self.v_scale = torch.zeros(scale_shape, dtype=torch.float32, device=self.device)
         self.allocations += 4
-
-    def update(self, layer, k, v):
-        self._check_kv(layer, k, "k")
-        self._check_kv(layer, v, "v")
-        T = k.shape[2]
-        self.check_room(T)
-        end = self.length + T
-        self._write(layer, k, v, end)
-        self.bytes_copied += round(2 * k.numel() * self.element_bytes)
-        return self._read(layer, end)
 
     def _write(self, layer, k, v, end) -> None:
         for store, scales, x in ((self.k, self.k_scale, k), (self.v, self.v_scale, v)):

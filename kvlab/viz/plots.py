@@ -13,9 +13,12 @@ from ..memory import format_bytes, kv_cache_bytes
 from .style import HEATMAP_SCALE, MODE_COLORS, MODE_LABELS, PALETTE, TEMPLATE_NAME, axis_title, new_figure
 
 
+WIDE = 980  # px: side-by-side panels need a fixed width (a FigureWidget otherwise defaults to 700)
+
+
 def _apply_template(fig: go.Figure, title: str, height: int, legend_below: bool = False) -> go.Figure:
     """Template, a title above the subplot titles, and (optionally) the legend under the x-axis titles."""
-    fig.update_layout(template=TEMPLATE_NAME, height=height, margin=dict(t=95),
+    fig.update_layout(template=TEMPLATE_NAME, height=height, width=WIDE, margin=dict(t=95),
                       title=dict(text=title, y=0.98, yref="container", yanchor="top"))
     if legend_below:
         fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.3, x=0), margin=dict(b=140),
@@ -51,8 +54,8 @@ def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[
     cached_rows = np.full((t, t), np.nan)
     cached_rows[t - n:] = cached
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
-        f"无缓存：重算 {kv_full} 个token的K/V，{t}×{t} 分数矩阵",
-        f"有缓存：只算 {kv_cached} 个token的K/V，{n}×{t} 分数" + ("行" if n == 1 else "矩阵"),
+        f"无缓存：重算 {kv_full} 个token的K/V<br>{t}×{t} 分数矩阵",
+        f"有缓存：只算 {kv_cached} 个token的K/V<br>{n}×{t} 分数" + ("行" if n == 1 else "矩阵"),
     ))
     common = dict(x=labels, y=labels, zmin=0, zmax=1, colorscale=HEATMAP_SCALE, xgap=1, ygap=1,
                   hovertemplate="query %{y} → key %{x}<br>权重 %{z:.3f}<extra></extra>")
@@ -113,8 +116,8 @@ def cache_grid_figure(L: int, B: int, H: int, S: int, D: int, filled: int | None
     frac = filled / S
     z = np.full((L, H), frac)
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.1, subplot_titles=(
-        f"K（V 同形）：{L} 层 × {H} 个头，每块 = 一个 S×D 矩阵" + (f"，共 B={B} 份" if B > 1 else ""),
-        f"放大其中一块：S={S} 行 × D={D} 列",
+        f"K（V 同形）：{L} 层 × {H} 个头<br>每块 = 一个 S×D 矩阵" + (f"，共 B={B} 份" if B > 1 else ""),
+        f"放大其中一块<br>S={S} 行 × D={D} 列",
     ))
     fig.add_trace(go.Heatmap(z=z, x=list(range(H)), y=list(range(L)), zmin=0, zmax=1, colorscale=HEATMAP_SCALE,
                              xgap=1 if H <= 64 else 0, ygap=1 if L <= 64 else 0, showscale=False,
@@ -139,7 +142,7 @@ def memory_vs_seq_figure(L: int, B: int, H: int, D: int, S: int, dtype: str = "f
     """Cache bytes against sequence length for a few dtypes, with the chosen S marked."""
     top = max(S * 2, 16)
     xs = np.unique(np.linspace(1, top, 200).astype(int))
-    fig = new_figure(f"显存占用随序列长度线性增长（L={L}, B={B}, H={H}, D={D}）", height=360)
+    fig = new_figure(f"显存占用随序列长度线性增长（L={L}, B={B}, H={H}, D={D}）", height=360, width=WIDE)
     unit, scale = _unit_for(kv_cache_bytes(L, H, D, top, B, "fp32"))
     for i, dt in enumerate(dict.fromkeys((*compare_dtypes, dtype))):
         ys = [kv_cache_bytes(L, H, D, int(x), B, dt) / scale for x in xs]
@@ -190,7 +193,7 @@ def padding_figure(waste: dict) -> go.Figure:
         z[i, : max(1, round(n / scale))] = 1
     fig = new_figure(
         f"批处理中的 padding：分配 {waste['allocated_slots']} 个槽位，实际用 {waste['used_slots']} 个，"
-        f"浪费 {waste['waste_fraction']:.0%}", height=max(260, 60 + 26 * B))
+        f"浪费 {waste['waste_fraction']:.0%}", height=max(260, 60 + 26 * B), width=WIDE)
     fig.add_trace(go.Heatmap(z=z, x=(np.arange(cols) + 0.5) * scale, y=[f"序列{i + 1}（{n}）" for i, n in enumerate(lengths)],
                              zmin=0, zmax=1, colorscale=[[0, "#eeeeee"], [0.5, "#eeeeee"], [0.5, PALETTE[0]],
                                                          [1, PALETTE[0]]],

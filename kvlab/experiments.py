@@ -12,7 +12,7 @@ from .config import ModelConfig
 from .generation import generate
 from .memory import kv_cache_bytes
 from .model import ToyTransformer
-from .timing import cumulative, growth_exponent, median
+from .timing import cumulative, growth_exponent, measurement_threads, median, torch_threads
 
 
 # -- 3.1: one decoding step, with and without a cache -----------------------------------
@@ -92,10 +92,11 @@ def measure_decode_latency(model: ToyTransformer, new_tokens: int, modes=("none"
     prompt_len = positive_int("prompt_len", prompt_len)
     gen = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, model.config.vocab_size, (1, prompt_len), generator=gen)
-    for mode in modes:  # warm-up
-        generate(model, prompt, min(8, new_tokens), cache=mode)
     runs = {mode: [] for mode in modes}
-    with tqdm(total=repeats * len(modes), desc="测量中", disable=not progress) as bar:
+    with torch_threads(measurement_threads()), \
+            tqdm(total=repeats * len(modes), desc="测量中", disable=not progress, leave=False) as bar:
+        for mode in modes:  # warm-up
+            generate(model, prompt, min(8, new_tokens), cache=mode)
         for _ in range(repeats):
             for mode in modes:
                 runs[mode].append(generate(model, prompt, new_tokens, cache=mode))
@@ -132,9 +133,12 @@ def compare_cache_growth(model: ToyTransformer, new_tokens: int, prompt_len: int
     new_tokens = positive_int("new_tokens", new_tokens)
     prompt = torch.arange(prompt_len)[None] % model.config.vocab_size
     out = {}
-    for mode in tqdm(("kv", "dynamic"), desc="测量中", disable=not progress):
-        generate(model, prompt, min(8, new_tokens), cache=mode)  # warm-up
-        res = generate(model, prompt, new_tokens, cache=mode)
+    with torch_threads(measurement_threads()):
+        results = {}
+        for mode in tqdm(("kv", "dynamic"), desc="测量中", disable=not progress, leave=False):
+            generate(model, prompt, min(8, new_tokens), cache=mode)  # warm-up
+            results[mode] = generate(model, prompt, new_tokens, cache=mode)
+    for mode, res in results.items():
         out[mode] = {
             "t": [r.seq_len for r in res.trace],
             "allocations": [r.allocations for r in res.trace],

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from contextlib import contextmanager
+
+import torch
 
 from .device import synchronize
 
@@ -58,3 +61,24 @@ def cumulative(values) -> list[float]:
         total += v
         out.append(total)
     return out
+
+
+def measurement_threads() -> int:
+    """Threads for timings taken inside a notebook: all cores but one.
+
+    The browser and the Jupyter server need a core too; when a multi-threaded kernel
+    has to share its cores, threads wait on each other at every operation and the
+    timings stop meaning anything (on a 2-core machine a run took 4x to 50x longer).
+    """
+    return max(1, min(torch.get_num_threads(), (os.cpu_count() or 1) - 1))
+
+
+@contextmanager
+def torch_threads(n: int):
+    """Run the block with ``torch.set_num_threads(n)``, restoring the previous count after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield n
+    finally:
+        torch.set_num_threads(before)

@@ -86,7 +86,7 @@ def test_padding_figure_and_waste():
     fig = plots.padding_figure(w)
     z = np.array(fig.data[0].z)
     assert z.shape[0] == 2 and z[0].sum() == 5 and z[1].sum() == 50
-    assert "45%" in fig.layout.title.text
+    assert "45.0%" in fig.layout.title.text
 
 
 @pytest.mark.parametrize("text", ["", "abc", "3, -1", "0", "1.5", ",,,", "9" * 9])

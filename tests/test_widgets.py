@@ -115,3 +115,13 @@ def test_jupyterlab_path_uses_figure_widget():
 def test_without_anywidget_falls_back_to_rerender(monkeypatch):
     monkeypatch.setitem(sys.modules, "anywidget", None)
     assert kw.figure_mode() == "rerender"
+
+
+def test_failing_figure_update_is_reported_and_numbers_stay_consistent():
+    def render(n):
+        return kw.View([go.Figure(go.Scatter(y=[n]))] if n < 3 else [None], f"n = {n}")
+
+    panel = kw.Panel({"n": W.IntSlider(value=1, min=1, max=5)}, render, mode="widget")
+    panel.set(n=4)
+    assert "kvlab-msg-bug" in panel.message.value
+    assert panel.readout.value == "n = 1"  # no new numbers beside a stale figure

@@ -33,9 +33,9 @@ def topk_figure(topk: list[tuple[str, float]], context: str = "") -> go.Figure:
     probs = [p for _, p in topk][::-1]
     fig = new_figure(f"下一个token的概率（前{len(topk)}名）" + (f"：输入「{context}」" if context else ""), height=300)
     fig.add_bar(x=probs, y=labels, orientation="h", marker_color=[PALETTE[1]] * (len(probs) - 1) + [PALETTE[0]],
-                text=[f"{p:.1%}" for p in probs], textposition="auto", name="概率")
-    fig.update_xaxes(title=axis_title("概率", "0–1"), range=[0, 1])
-    fig.update_layout(showlegend=False, margin=dict(l=80))
+                text=[f"{p:.1%}" for p in probs], textposition="outside", cliponaxis=False, name="概率")
+    fig.update_xaxes(title=axis_title("概率", "0–1"), range=[0, 1.08])
+    fig.update_layout(showlegend=False, margin=dict(l=80, r=60), width=WIDE)
     return fig
 
 
@@ -50,6 +50,7 @@ def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[
     t = full.shape[0]
     n = cached.shape[0]
     labels = [f"{i + 1}:{tok}" for i, tok in enumerate(tokens)]
+    x_labels = [f"{tok}<br>{i + 1}" for i, tok in enumerate(tokens)]  # two short lines: no rotated ticks
     masked = np.where(np.tril(np.ones((t, t), dtype=bool)), full, np.nan)  # future positions stay empty
     cached_rows = np.full((t, t), np.nan)
     cached_rows[t - n:] = cached
@@ -57,8 +58,8 @@ def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[
         f"无缓存：重算 {kv_full} 个token的K/V<br>{t}×{t} 分数矩阵",
         f"有缓存：只算 {kv_cached} 个token的K/V<br>{n}×{t} 分数" + ("行" if n == 1 else "矩阵"),
     ))
-    common = dict(x=labels, y=labels, zmin=0, zmax=1, colorscale=HEATMAP_SCALE, xgap=1, ygap=1,
-                  hovertemplate="query %{y} → key %{x}<br>权重 %{z:.3f}<extra></extra>")
+    common = dict(x=x_labels, y=labels, zmin=0, zmax=1, colorscale=HEATMAP_SCALE, xgap=1, ygap=1,
+                  hovertemplate="query %{y} → key %{x}：权重 %{z:.3f}<extra></extra>")
     fig.add_trace(go.Heatmap(z=masked, showscale=False, name="无缓存", **common), row=1, col=1)
     fig.add_trace(go.Heatmap(z=cached_rows, name="有缓存", colorbar=dict(title="注意力权重", len=0.9), **common),
                   row=1, col=2)
@@ -66,9 +67,9 @@ def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[
         fig.add_annotation(x=0.5, y=0.55, xref="x2 domain", yref="y2 domain", showarrow=False,
                            text="前面各行在之前的步骤里已经算过，<br>本步只需新token这一行", font=dict(color="#555"))
     for col in (1, 2):
-        fig.update_yaxes(autorange="reversed", title="query（当前token）", row=1, col=col)
-        fig.update_xaxes(title="key（被关注的token）", row=1, col=col)
-    _apply_template(fig, f"第 {layer} 层、第 {head} 个头的注意力权重 softmax(QKᵀ/√d)", 420)
+        fig.update_yaxes(autorange="reversed", title=dict(text="query（当前token）", standoff=8), row=1, col=col)
+        fig.update_xaxes(title=dict(text="key（被关注的token）", standoff=16), tickangle=0, row=1, col=col)
+    _apply_template(fig, f"第 {layer} 层、第 {head} 个头的注意力权重 softmax(QKᵀ/√d)", 440)
     return fig
 
 
@@ -129,7 +130,7 @@ def cache_grid_figure(L: int, B: int, H: int, S: int, D: int, filled: int | None
                              hovertemplate="token 行 %{y}<extra></extra>"), row=1, col=2)
     fig.update_yaxes(title="层 L", autorange="reversed", row=1, col=1)
     fig.update_xaxes(title="头 H", row=1, col=1)
-    fig.update_yaxes(title=f"token（已存 {filled} / {S}）", autorange="reversed", showticklabels=False, row=1, col=2)
+    fig.update_yaxes(title=f"token（已存 {filled:,} / {S:,}）", autorange="reversed", showticklabels=False, row=1, col=2)
     fig.update_xaxes(title=f"D = {D} 维", showticklabels=False, row=1, col=2)
     total = kv_cache_bytes(L, H, D, S, B, dtype)
     used = kv_cache_bytes(L, H, D, filled, B, dtype) if filled else 0
@@ -193,7 +194,7 @@ def padding_figure(waste: dict) -> go.Figure:
         z[i, : max(1, round(n / scale))] = 1
     fig = new_figure(
         f"批处理中的 padding：分配 {waste['allocated_slots']} 个槽位，实际用 {waste['used_slots']} 个，"
-        f"浪费 {waste['waste_fraction']:.0%}", height=max(260, 60 + 26 * B), width=WIDE)
+        f"浪费 {waste['waste_fraction']:.1%}", height=max(260, 60 + 26 * B), width=WIDE)
     fig.add_trace(go.Heatmap(z=z, x=(np.arange(cols) + 0.5) * scale, y=[f"序列{i + 1}（{n}）" for i, n in enumerate(lengths)],
                              zmin=0, zmax=1, colorscale=[[0, "#eeeeee"], [0.5, "#eeeeee"], [0.5, PALETTE[0]],
                                                          [1, PALETTE[0]]],
@@ -203,7 +204,7 @@ def padding_figure(waste: dict) -> go.Figure:
     fig.update_layout(margin=dict(l=120))
     fig.add_annotation(x=1, y=1.0, xref="paper", yref="paper", xanchor="right", yanchor="bottom", showarrow=False,
                        text=f"蓝：真实token　灰：padding　|　分页（每块 {waste['block_size']} token）只浪费 "
-                            f"{waste['paged_waste_fraction']:.0%}")
+                            f"{waste['paged_waste_fraction']:.1%}")
     return fig
 
 

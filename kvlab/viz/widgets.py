@@ -151,6 +151,8 @@ class Panel:
     def refresh(self) -> None:
         try:
             view = self.render(**self.values())
+            for fig_view, fig in zip(self.views, view.figures):
+                fig_view.update(fig)
         except ValueError as exc:
             self.error = str(exc)
             self.message.value = message_html(explain_error(exc), "warn")
@@ -163,8 +165,6 @@ class Panel:
         self.error = None
         self.message.value = ""
         self.readout.value = view.html
-        for fig_view, fig in zip(self.views, view.figures):
-            fig_view.update(fig)
 
     def _on_change(self, _change) -> None:
         self.refresh()

@@ -31,7 +31,7 @@ def badge_markdown(notebook: str) -> str:
 def setup_cell_source() -> str:
     """The first code cell of every chapter: installs kvlab on Colab only, leaving Colab's torch alone."""
     return f'''{SETUP_MARKER}
-# 仅在 Google Colab 上运行：从课程仓库安装 kvlab（保持 Colab 自带的 torch 不变）。本地 JupyterLab 中这一格什么也不做。
+# On Google Colab only: install kvlab from the course repository, keeping Colab's own torch. Does nothing elsewhere.
 import sys
 
 if "google.colab" in sys.modules:

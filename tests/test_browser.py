@@ -110,6 +110,11 @@ def interact_01(ch: ChapterPage) -> None:
     assert wt.int_value("step") == 10
     wt.wait_figure(1, lambda s: any("11×11" in a for a in s["annotations"]), "heatmaps should show step 10")
 
+    # Back to step 3 by keyboard (a step where the next token is uncertain: a better README screenshot)
+    wt.press_slider("step", "ArrowLeft", times=7)
+    wt.wait_readout(lambda t: step_of(t) == 3, "ArrowLeft x7 should go back to step 3")
+    wt.wait_figure(1, lambda s: any("4×4" in a for a in s["annotations"]), "heatmaps should show step 3")
+
     # Latency measurement: changes wait for the Run button.
     lat = ch.panel("kvlab-latency")
     r0 = lat.readout()
@@ -193,21 +198,25 @@ def interact_02(ch: ChapterPage) -> None:
     assert memory_bytes_shown(r3) == memory_bytes_expected(mem), r3
     grid3 = mem.wait_figure_changed(0, grid2, "the cache grid should redraw for S = 2048")
 
-    # Play: from 100 % it restarts at 0 and fills up again
-    assert filled_of(r3) == (2048, 2048), r3
+    # Play: from the default fill (a part of S) the cache fills up to 100 %
+    start_pct = mem.int_value("filled_pct")
+    assert 0 < start_pct < 100 and filled_of(r3) == (2048 * start_pct // 100, 2048), r3
     mem.click_play()
-    partial = mem.wait_readout(lambda t: filled_of(t)[0] < 2048, "Play should start filling the cache from empty",
-                               timeout_s=20)
-    assert filled_of(partial)[1] == 2048
     mem.wait_readout(lambda t: filled_of(t)[0] == 2048, "Play should fill the cache to 100 %", timeout_s=60)
     ch.wait_until(mem.playing, lambda p: not p, 10, "Play should stop at 100 %")
-    mem.wait_figure(0, lambda s: s["data"] == grid3["data"], "the full cache should look as before Play")
+    full = mem.wait_figure_changed(0, grid3, "the grid should redraw as the cache fills")
+    used_total = re.search(r"已用 (.+?) / 共 (.+)$", full["title"])
+    assert used_total and used_total.group(1) == used_total.group(2), full["title"]  # a full cache: used == total
 
     # back to the defaults (also for the README screenshot): the original numbers exactly
+    while mem.int_value("filled_pct") > start_pct:
+        before = mem.int_value("filled_pct")
+        mem.press_slider("filled_pct", "ArrowLeft")
+        ch.wait_until(lambda: mem.int_value("filled_pct"), lambda v: v < before, 10, "ArrowLeft on the fill slider")
     mem.press_slider("L", "ArrowLeft")
     mem.select("dtype", "fp16")
     mem.type_text("S", "1024")
-    mem.wait_readout(lambda t: t == r0, "restoring L, dtype and S should restore the original readout")
+    mem.wait_readout(lambda t: t == r0, "restoring the controls should restore the original readout")
     mem.wait_figure(0, lambda s: s["data"] == grid0["data"], "restoring the values should restore the grid")
 
     # Padding waste

@@ -125,3 +125,12 @@ def test_failing_figure_update_is_reported_and_numbers_stay_consistent():
     panel.set(n=4)
     assert "kvlab-msg-bug" in panel.message.value
     assert panel.readout.value == "n = 1"  # no new numbers beside a stale figure
+
+
+def test_extra_widgets_can_sit_beside_their_control():
+    play, slider = kw.play_slider("filled", 1, 0, 9)
+    other = W.IntSlider(value=2)
+    panel = kw.Panel({"a": other, "filled": slider}, lambda a, filled: kw.View([go.Figure()], ""),
+                     extra={"filled": play}, mode="rerender")
+    row = panel.widget.children[0].children
+    assert list(row) == [other, play, slider]

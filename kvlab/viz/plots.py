@@ -68,7 +68,8 @@ def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[
                            text="前面各行在之前的步骤里已经算过，<br>本步只需新token这一行", font=dict(color="#555"))
     for col in (1, 2):
         fig.update_yaxes(autorange="reversed", title=dict(text="query（当前token）", standoff=8), row=1, col=col)
-        fig.update_xaxes(title=dict(text="key（被关注的token）", standoff=16), tickangle=0, row=1, col=col)
+        fig.update_xaxes(title=dict(text="key（被关注的token）", standoff=16), tickangle=0, automargin=True,
+                         row=1, col=col)
     _apply_template(fig, f"第 {layer} 层、第 {head} 个头的注意力权重 softmax(QKᵀ/√d)", 440)
     return fig
 
@@ -117,7 +118,7 @@ def cache_grid_figure(L: int, B: int, H: int, S: int, D: int, filled: int | None
     frac = filled / S
     z = np.full((L, H), frac)
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.1, subplot_titles=(
-        f"K（V 同形）：{L} 层 × {H} 个头<br>每块 = 一个 S×D 矩阵" + (f"，共 B={B} 份" if B > 1 else ""),
+        f"K（V 与之同形，各一份）：{L} 层 × {H} 个头<br>每块 = 一个 S×D 矩阵" + (f"，共 B={B} 份" if B > 1 else ""),
         f"放大其中一块<br>S={S} 行 × D={D} 列",
     ))
     fig.add_trace(go.Heatmap(z=z, x=list(range(H)), y=list(range(L)), zmin=0, zmax=1, colorscale=HEATMAP_SCALE,

@@ -118,8 +118,9 @@ class Panel:
 
     def __init__(self, controls: dict, render: Callable[..., View], css_class: str = "", mode: str | None = None,
                  layout: str = "vertical", extra=(), button: W.Button | None = None):
-        """``extra`` widgets are shown before the controls (e.g. a Play button linked to a slider); with a
-        ``button``, changes wait for a click instead of re-rendering at once (for costly measurements)."""
+        """``extra`` widgets are shown but not observed (e.g. a Play button linked to a slider): a list goes
+        before the controls, a dict ``{control name: widget}`` puts each widget just before that control.
+        With a ``button``, changes wait for a click instead of re-rendering at once (costly measurements)."""
         self.controls = controls
         self.render = render
         self.button = button
@@ -137,7 +138,11 @@ class Panel:
         if button is not None:
             button.on_click(self._on_click)
             button.add_class("kvlab-run")
-        items = [*extra, *controls.values(), *([button] if button is not None else [])]
+        before = extra if isinstance(extra, dict) else {}
+        items = [] if isinstance(extra, dict) else list(extra)
+        for name, control in controls.items():
+            items += [before[name], control] if name in before else [control]
+        items += [button] if button is not None else []
         control_box = (W.HBox(items, layout=W.Layout(flex_flow="row wrap", align_items="center"))
                        if layout == "horizontal" else W.VBox(items))
         self.widget = W.VBox([control_box, self.message, self.readout, *[v.widget for v in self.views]])

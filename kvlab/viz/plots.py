@@ -231,9 +231,14 @@ def bench_figure(report: dict) -> go.Figure:
                         name=MODE_LABELS.get(k, k), line=dict(color=MODE_COLORS.get(k, PALETTE[-1]), width=1.4),
                         row=1, col=2)
     fig.update_yaxes(title=axis_title("吞吐量", "tokens/s"), row=1, col=1)
-    fig.update_yaxes(title=axis_title("单步耗时", "ms"), type="log", row=1, col=2)
+    all_ms = [s * 1e3 for n in names for s in results[n]["step_s"] if s > 0]
+    ticks = [m * 10 ** e for e in range(-3, 7) for m in (1, 2, 5)
+             if min(all_ms, default=1) / 2 <= m * 10 ** e <= max(all_ms, default=1) * 2]
+    fig.update_yaxes(title=axis_title("单步耗时", "ms"), type="log", tickvals=ticks, row=1, col=2)
     fig.update_xaxes(title=axis_title("序列长度 t", "tokens"), row=1, col=2)
+    fig.update_xaxes(tickangle=30, row=1, col=1)
     m = report["machine"]
     _apply_template(fig, f"kvlab.bench：{m.get('gpu') or m['cpu']}，带宽上限 "
                          f"{report['bandwidth']['bytes_per_s'] / 1e9:.1f} GB/s", 440, legend_below=True)
+    fig.update_layout(legend=dict(y=-0.55), margin=dict(b=190), height=560)
     return fig

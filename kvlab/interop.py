@@ -19,7 +19,15 @@ def hf_llama_config(config):
     _require_transformers()
     from transformers import LlamaConfig
 
+    import inspect
+
+    # transformers 5 takes RoPE settings as `rope_parameters`; 4.x as `rope_theta`.
+    if "rope_parameters" in inspect.signature(LlamaConfig.__init__).parameters:
+        rope = {"rope_parameters": {"rope_type": "default", "rope_theta": config.rope_theta}}
+    else:
+        rope = {"rope_theta": config.rope_theta}
     return LlamaConfig(
+        **rope,
         vocab_size=config.vocab_size,
         hidden_size=config.d_model,
         intermediate_size=config.d_ff,
@@ -29,7 +37,6 @@ def hf_llama_config(config):
         head_dim=config.head_dim,
         max_position_embeddings=config.max_seq_len,
         rms_norm_eps=config.norm_eps,
-        rope_parameters={"rope_type": "default", "rope_theta": config.rope_theta},
         tie_word_embeddings=False,
         attention_bias=False,
         mlp_bias=False,

@@ -57,10 +57,12 @@ def test_per_layer_cache_shape_matches_transformers():
         hf_cache = _cache_of(hf(ids, use_cache=True))
     for layer in range(config.n_layer):
         k, v = cache.layer_view(layer)
-        hf_k = hf_cache.layers[layer].keys
+        # transformers >= 4.56 keeps per-layer objects, older versions lists of tensors
+        hf_k, hf_v = ((hf_cache.layers[layer].keys, hf_cache.layers[layer].values) if hasattr(hf_cache, "layers")
+                      else (hf_cache.key_cache[layer], hf_cache.value_cache[layer]))
         assert tuple(k.shape) == tuple(hf_k.shape) == (2, config.n_kv_head, 9, config.head_dim)
         torch.testing.assert_close(k, hf_k, atol=1e-5, rtol=0)  # the same K, RoPE applied
-        torch.testing.assert_close(v, hf_cache.layers[layer].values, atol=1e-5, rtol=0)
+        torch.testing.assert_close(v, hf_v, atol=1e-5, rtol=0)
 
 
 def test_to_hf_llama_rejects_other_models():

@@ -24,7 +24,7 @@ from .device import as_device, synchronize
 from .generation import CACHE_MODES, generate
 from .memory import format_bytes, torch_dtype
 from .model import ToyTransformer
-from .timing import cumulative, growth_exponent, median, quantile
+from .timing import cumulative, growth_exponent, median
 
 # The targets, checked on the full (GPT-2-small-sized) preset.
 TARGETS = {

@@ -7,6 +7,8 @@ far; the model calls ``advance(T)`` once after the last layer.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ._validate import non_negative_int, positive_int
@@ -92,13 +94,6 @@ def _nbytes(*tensors: torch.Tensor) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 class KVCache(BaseCache):
     """Preallocated cache: ``k`` and ``v`` shaped (L, B, H_kv, S_max, D), written in place.
 
@@ -113,7 +108,7 @@ class KVCache(BaseCache):
         self._allocate(shape)
 
     def _allocate(self, shape) -> None:
-        check_fits(2 * _numel(shape) * torch.empty((), dtype=self.dtype).element_size(), self.device,
+        check_fits(2 * math.prod(shape) * torch.empty((), dtype=self.dtype).element_size(), self.device,
                    "the KV cache", "max_seq_len")
         self.k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         self.v = torch.zeros(shape, dtype=self.dtype, device=self.device)
@@ -171,7 +166,7 @@ class Int8KVCache(KVCache):
 
     def _allocate(self, shape) -> None:
         scale_shape = shape[:-1] + (1,)  # (L, B, H_kv, S_max, 1)
-        check_fits(2 * _numel(shape) * (1 + 4 / shape[-1]), self.device, "the int8 KV cache", "max_seq_len")
+        check_fits(2 * math.prod(shape) * (1 + 4 / shape[-1]), self.device, "the int8 KV cache", "max_seq_len")
         self.k = torch.zeros(shape, dtype=torch.int8, device=self.device)
         self.v = torch.zeros(shape, dtype=torch.int8, device=self.device)
         self.k_scale = torch.zeros(scale_shape, dtype=torch.float32, device=self.device)
@@ -285,7 +280,7 @@ class KOnlyCache(BaseCache):
         super().__init__(config, batch_size, max_seq_len, dtype, device)
         c = config
         shape = (c.n_layer, self.batch_size, c.n_kv_head, self.max_seq_len, c.head_dim)  # (L, B, H_kv, S_max, D)
-        check_fits(_numel(shape) * torch.empty((), dtype=self.dtype).element_size(), self.device, "the K cache",
+        check_fits(math.prod(shape) * torch.empty((), dtype=self.dtype).element_size(), self.device, "the K cache",
                    "max_seq_len")
         self.k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         self.allocations += 1

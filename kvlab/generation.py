@@ -9,6 +9,7 @@ import torch
 from ._validate import non_negative_float, non_negative_int, one_of, positive_int
 from .cache import BaseCache, DynamicKVCache, Int8KVCache, KOnlyCache, KVCache
 from .device import synchronize
+from .timing import median
 
 CACHE_MODES = ("kv", "none", "k_only", "dynamic", "int8")
 CACHE_CLASSES = {"kv": KVCache, "dynamic": DynamicKVCache, "int8": Int8KVCache, "k_only": KOnlyCache}
@@ -57,11 +58,7 @@ class GenerationResult:
     @property
     def time_per_output_token(self) -> float:
         """Median seconds of one decode pass (nan when nothing was decoded)."""
-        s = sorted(self.decode_seconds)
-        if not s:
-            return float("nan")
-        mid = len(s) // 2
-        return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+        return median(self.decode_seconds)
 
     @property
     def total_seconds(self) -> float:

@@ -1,26 +1,11 @@
-"""Timing helpers: device-synchronised timers, medians, spreads and growth exponents."""
+"""Timing helpers: medians, growth exponents, and thread counts for measurements."""
 from __future__ import annotations
 
 import math
 import os
-import time
 from contextlib import contextmanager
 
 import torch
-
-from .device import synchronize
-
-
-@contextmanager
-def timer(device, out: list):
-    """Append the seconds spent in the block to ``out`` (device work included)."""
-    synchronize(device)
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        synchronize(device)
-        out.append(time.perf_counter() - start)
 
 
 def median(values) -> float:
@@ -29,17 +14,6 @@ def median(values) -> float:
         return float("nan")
     mid = len(s) // 2
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
-
-
-def quantile(values, q: float) -> float:
-    """Linear-interpolated quantile (q in [0, 1])."""
-    s = sorted(values)
-    if not s:
-        return float("nan")
-    pos = q * (len(s) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def growth_exponent(xs, ys) -> float:

@@ -525,6 +525,20 @@ class PanelDriver:
     def messages(self, kind: str) -> list[str]:
         return self.root.locator(f".kvlab-msg-{kind}").evaluate_all(JS_VISIBLE_TEXTS)
 
+    def stale(self) -> dict:
+        """Which parts are greyed out as stale after a bad value: the readout and each figure."""
+        return self.root.evaluate("""(r) => ({
+          readout: r.querySelector('.kvlab-readout').classList.contains('kvlab-stale'),
+          figures: [...r.querySelectorAll('.kvlab-figure')].map(f => f.classList.contains('kvlab-stale')),
+          opacity: getComputedStyle(r.querySelector('.kvlab-readout')).opacity})""")
+
+    def wait_stale(self, stale: bool, message: str, timeout_s: float = 30) -> dict:
+        """Wait until the readout and every figure are (or are no longer) greyed out as stale."""
+        def ok(s):
+            return s["readout"] == stale and all(f == stale for f in s["figures"]) and \
+                (float(s["opacity"]) < 0.5) == stale
+        return self.chapter.wait_until(self.stale, ok, timeout_s, f"panel {self.name}: {message}")
+
     def figure(self, index: int) -> dict:
         figs = self.root.locator(".kvlab-figure")
         if figs.count() <= index:

@@ -32,14 +32,35 @@ def test_panel_updates_figure_and_readout(mode):
         assert panel.views[0].widget.data[0].type == "scatter"
 
 
-def test_bad_value_shows_message_not_traceback():
+@pytest.mark.parametrize("mode", ["widget", "rerender"])
+def test_bad_value_shows_message_and_greys_out_stale_numbers(mode):
     panel = kw.Panel({"n": W.IntText(value=3), "kind": W.Dropdown(options=["bar"], value="bar")}, _render,
-                     mode="rerender")
+                     mode=mode)
+    assert not panel.stale
     panel.set(n=0)
     assert "kvlab-msg-warn" in panel.message.value and "序列长度 S" in panel.message.value
-    assert panel.readout.value == "n = 3"  # the last good numbers stay; no wrong number is shown
+    assert "上一次有效" in panel.message.value  # says that what is left on screen is not current
+    # The last good numbers stay, greyed out: never shown as if they were current.
+    assert panel.readout.value == "n = 3" and panel.stale
+    assert "kvlab-stale" in panel.readout._dom_classes
+    assert all("kvlab-stale" in v.widget._dom_classes for v in panel.views)
     panel.set(n=4)
-    assert panel.message.value == "" and panel.readout.value == "n = 4"
+    assert panel.message.value == "" and panel.readout.value == "n = 4" and not panel.stale
+    assert not any("kvlab-stale" in v.widget._dom_classes for v in panel.views)
+
+
+def test_input_error_is_shown_in_chinese_as_is():
+    from kvlab.inputs import InputError, whole_number
+
+    def render(n):
+        whole_number("批次 B", n, 1, 10)
+        return kw.View([go.Figure()], f"B = {n}")
+
+    panel = kw.Panel({"n": W.IntText(value=2)}, render, mode="rerender")
+    panel.set(n=0)
+    assert "「批次 B」应在 1 到 10 之间，收到的是 0" in panel.message.value and panel.stale
+    with pytest.raises(InputError, match="批次 B"):
+        render(11)
 
 
 def test_bug_in_callback_is_reported_as_bug():
@@ -132,5 +153,5 @@ def test_extra_widgets_can_sit_beside_their_control():
     other = W.IntSlider(value=2)
     panel = kw.Panel({"a": other, "filled": slider}, lambda a, filled: kw.View([go.Figure()], ""),
                      extra={"filled": play}, mode="rerender")
-    row = panel.widget.children[0].children
+    row = panel.widget.children[1].children  # [0] is the stale-style holder
     assert list(row) == [other, play, slider]

@@ -17,12 +17,18 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from IPython.display import display
 
+from ..inputs import InputError
+
 # Argument names in API errors -> what the learner sees on the control.
 FRIENDLY_NAMES = {
     "n_layer": "层数 L", "batch_size": "批次 B", "n_kv_head": "KV 头数 H", "n_head": "注意力头数",
     "seq_len": "序列长度 S", "head_dim": "头维度 D", "dtype": "数据类型", "max_new_tokens": "生成token数",
-    "lengths": "序列长度列表", "budget": "显存预算",
+    "lengths": "序列长度列表",
 }
+
+# Greys out what a bad value made stale (see Panel.refresh); injected once per panel.
+STALE_CSS = "<style>.kvlab-stale{opacity:0.3;filter:grayscale(1);transition:opacity .1s}</style>"
+STALE_NOTE = "下方的数字和图仍是上一次有效输入的结果（已变灰），改成有效值后会立即更新。"
 
 
 def on_colab() -> bool:
@@ -105,7 +111,10 @@ def message_html(text: str, kind: str = "warn") -> str:
 
 
 def explain_error(exc: Exception) -> str:
-    """A learner-facing line for a ValueError from the API (argument names made friendly)."""
+    """A learner-facing line for a ValueError: an :class:`~kvlab.inputs.InputError` as it is (Chinese,
+    naming the control); an API error with its argument name made friendly."""
+    if isinstance(exc, InputError):
+        return f"⚠️ {html.escape(str(exc))}"
     text = str(exc)
     first = text.split(":", 1)[0].split(" ", 1)[0]
     label = FRIENDLY_NAMES.get(first)
@@ -125,6 +134,7 @@ class Panel:
         self.render = render
         self.button = button
         self.message = W.HTML(layout=W.Layout(width="100%"))
+        self.style = W.HTML(STALE_CSS, layout=W.Layout(display="none"))
         self.readout = W.HTML(layout=W.Layout(width="100%"))
         self.readout.add_class("kvlab-readout")
         self.error: str | None = None
@@ -145,7 +155,7 @@ class Panel:
         items += [button] if button is not None else []
         control_box = (W.HBox(items, layout=W.Layout(flex_flow="row wrap", align_items="center"))
                        if layout == "horizontal" else W.VBox(items))
-        self.widget = W.VBox([control_box, self.message, self.readout, *[v.widget for v in self.views]])
+        self.widget = W.VBox([self.style, control_box, self.message, self.readout, *[v.widget for v in self.views]])
         if css_class:
             self.widget.add_class(css_class)
         self.widget.add_class("kvlab-panel")
@@ -160,16 +170,32 @@ class Panel:
                 fig_view.update(fig)
         except ValueError as exc:
             self.error = str(exc)
-            self.message.value = message_html(explain_error(exc), "warn")
+            self.message.value = message_html(f"{explain_error(exc)}<br>{STALE_NOTE}", "warn")
+            self._mark_stale(True)
             return
         except Exception as exc:  # a bug: say so in the panel (browser tests look for it), keep the kernel alive
             self.error = repr(exc)
             detail = html.escape("".join(traceback.format_exception_only(type(exc), exc)).strip())
-            self.message.value = message_html(f"内部错误（这是 kvlab 的 bug，请报告）：{detail}", "bug")
+            self.message.value = message_html(f"内部错误（这是 kvlab 的 bug，请报告）：{detail}<br>{STALE_NOTE}",
+                                              "bug")
+            self._mark_stale(True)
             return
         self.error = None
         self.message.value = ""
         self.readout.value = view.html
+        self._mark_stale(False)
+
+    @property
+    def stale(self) -> bool:
+        """True while the readout and figures show an earlier, valid setting (greyed out)."""
+        return "kvlab-stale" in self.readout._dom_classes
+
+    def _mark_stale(self, stale: bool) -> None:
+        for w in (self.readout, *[v.widget for v in self.views]):
+            if stale and "kvlab-stale" not in w._dom_classes:
+                w.add_class("kvlab-stale")
+            elif not stale and "kvlab-stale" in w._dom_classes:
+                w.remove_class("kvlab-stale")
 
     def _on_change(self, _change) -> None:
         self.refresh()

@@ -4,7 +4,7 @@ Measures, in one process and alternating the runs after a warm-up, kvlab's decod
 every cache mode and transformers' ``LlamaForCausalLM.generate`` (cache on and off) on
 identical weights, plus this machine's memory read bandwidth, and prints a table and
 the ratios the course relies on. ``--json`` writes the report for
-``kvlab.viz.plots.bench_figure``.
+``kvlab.viz.bench_plots.bench_figure``.
 """
 from __future__ import annotations
 

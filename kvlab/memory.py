@@ -4,7 +4,10 @@ All sizes are Python integers, so huge configurations never lose precision.
 """
 from __future__ import annotations
 
+import math
 import numbers
+from decimal import Decimal
+from fractions import Fraction
 
 import torch
 
@@ -52,24 +55,15 @@ def torch_dtype(dtype, name: str = "dtype") -> torch.dtype:
     return TORCH_DTYPES[short]
 
 
-def bytes_per_element(dtype) -> float:
-    """Bytes per element (0.5 for int4)."""
-    return DTYPE_BITS[dtype_name(dtype)] / 8
-
-
 def kv_cache_elements(n_layer, n_kv_head, head_dim, seq_len, batch_size=1) -> int:
     """Number of stored elements of K and V together: ``2 * L * B * H_kv * S * D``."""
-    dims = [
+    return 2 * math.prod([  # K and V
         positive_int("n_layer", n_layer),
         positive_int("batch_size", batch_size),
         positive_int("n_kv_head", n_kv_head),
         positive_int("seq_len", seq_len),
         positive_int("head_dim", head_dim),
-    ]
-    total = 2  # K and V
-    for d in dims:
-        total *= d
-    return total
+    ])
 
 
 def kv_cache_bytes(n_layer, n_kv_head, head_dim, seq_len, batch_size=1, dtype="fp16") -> int:
@@ -82,31 +76,36 @@ def kv_cache_bytes(n_layer, n_kv_head, head_dim, seq_len, batch_size=1, dtype="f
     return total_bits // 8  # exact: 2 * ... * bits is always a multiple of 8 for bits >= 4
 
 
-_UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"]
+IEC_UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"]
+
+
+def iec_unit(n) -> tuple[str, int]:
+    """The IEC unit a byte count ``n`` is best read in, and its size: ``iec_unit(3 * 2**30) == ("GiB", 2**30)``."""
+    power = 0
+    while power < len(IEC_UNITS) - 1 and n >= 1024 ** (power + 1):
+        power += 1
+    return IEC_UNITS[power], 1024 ** power
 
 
 def format_bytes(n) -> str:
     """Format a byte count in IEC units (powers of 1024): ``"32.0 MiB"``, ``"1.00 GiB"``.
 
-    Bytes are shown whole, KiB and MiB with one decimal, GiB and up with two.
+    Bytes are shown whole, KiB and MiB with one decimal, GiB and up with two. A value that would
+    round up to 1024 of a unit is shown in the next unit ("1.0 KiB", never "1024.0 B").
     """
     if isinstance(n, bool) or not isinstance(n, numbers.Real):
         raise ValueError(f"n must be a number of bytes, got {n!r} ({type(n).__name__})")
-    if n != n or n in (float("inf"), float("-inf")):
+    if not isinstance(n, numbers.Integral) and not math.isfinite(n):
         raise ValueError(f"n must be finite, got {n}")
     if n < 0:
         raise ValueError(f"n must be >= 0 bytes, got {n}")
-    if n < 1024:
-        return f"{int(n)} B" if float(n).is_integer() else f"{n:.1f} B"
-    unit = 0
-    value = n
-    while value >= 1024 and unit < len(_UNITS) - 1:
-        value /= 1024
-        unit += 1
-    # Rounding may reach 1024.0 (e.g. 1023.96 KiB -> "1024.0 KiB"); step up instead.
-    decimals = 1 if unit <= 2 else 2
-    if round(value, decimals) >= 1024 and unit < len(_UNITS) - 1:
-        value /= 1024
-        unit += 1
-        decimals = 1 if unit <= 2 else 2
-    return f"{value:.{decimals}f} {_UNITS[unit]}"
+    unit, size = iec_unit(n)
+    decimals = 0 if unit == "B" else 1 if unit in ("KiB", "MiB") else 2
+    value = Fraction(n) / size  # exact for any size: no float overflow on huge integers
+    if round(value, decimals) >= 1024 and unit != IEC_UNITS[-1]:  # e.g. 1023.99 B, 1023.96 KiB
+        unit, size = IEC_UNITS[IEC_UNITS.index(unit) + 1], size * 1024
+        decimals = 1 if unit in ("KiB", "MiB") else 2
+        value = Fraction(n) / size
+    if value >= 10**15:  # beyond YiB: scientific notation instead of a 20-digit number
+        return f"{Decimal(value.numerator) / Decimal(value.denominator):.3e} {unit}"
+    return f"{float(round(value, decimals)):.{decimals}f} {unit}"

@@ -67,7 +67,7 @@ def test_cli_rejects_bad_arguments(args, capsys):
 
 
 def test_bench_figure_accepts_a_real_report(quick_report):
-    from kvlab.viz.plots import bench_figure
+    from kvlab.viz.bench_plots import bench_figure
 
     fig = bench_figure(quick_report)
     assert len(fig.data) == 1 + len(quick_report["results"])

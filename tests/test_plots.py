@@ -4,12 +4,12 @@ import pytest
 
 from kvlab import kv_cache_bytes
 from kvlab.experiments import padding_waste, parse_lengths
-from kvlab.viz import plots
+from kvlab.viz import bench_plots, decode_plots, storage_plots
 from kvlab.viz.style import FONT_FAMILY, MODE_COLORS, TEMPLATE_NAME
 
 
 def test_topk_figure_plots_probabilities_in_order():
-    fig = plots.topk_figure([("智", 0.9), ("能", 0.06), ("人", 0.04)], "人工")
+    fig = decode_plots.topk_figure([("智", 0.9), ("能", 0.06), ("人", 0.04)], "人工")
     bar = fig.data[0]
     assert list(bar.x) == [0.04, 0.06, 0.9]  # drawn bottom-up: most likely on top
     assert list(bar.y) == ["「人」", "「能」", "「智」"]
@@ -21,7 +21,7 @@ def test_attention_compare_masks_future_and_places_cached_row():
     t = 4
     full = np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None]
     row = full[-1:]
-    fig = plots.attention_compare_figure(full, row, list("人工智能"), layer=1, head=2, kv_full=4, kv_cached=1)
+    fig = decode_plots.attention_compare_figure(full, row, list("人工智能"), layer=1, head=2, kv_full=4, kv_cached=1)
     left, right = fig.data
     z_left = np.array(left.z, dtype=float)
     assert np.isnan(z_left[0, 1]) and z_left[3, 3] == pytest.approx(0.25)  # causal: no future keys
@@ -36,21 +36,21 @@ def test_latency_figure_reports_exponents():
                     "cumulative_exponent": 1.6},
            "kv": {"t": [1, 2, 3], "step_ms": [1, 1, 1], "cumulative_s": [.001, .002, .003], "step_exponent": 0.0,
                   "cumulative_exponent": 1.0}}
-    fig = plots.latency_figure(res)
+    fig = decode_plots.latency_figure(res)
     assert len(fig.data) == 4
     assert fig.data[0].line.color == MODE_COLORS["none"]
     assert "t^1.00" in fig.data[0].name and "n^1.00" in fig.data[3].name
-    assert "(ms)" in fig.layout.yaxis.title.text and "(s)" in fig.layout.yaxis2.title.text
+    assert "（ms）" in fig.layout.yaxis.title.text and "（s）" in fig.layout.yaxis2.title.text
 
 
 def test_work_figure_counts():
-    fig = plots.work_figure(5)
+    fig = decode_plots.work_figure(5)
     assert list(fig.data[0].y) == [1, 2, 3, 4, 5] and list(fig.data[1].y) == [1, 4, 9, 16, 25]
     assert list(fig.data[2].y) == [1] * 5 and list(fig.data[3].y) == [1, 2, 3, 4, 5]
 
 
 def test_cache_grid_figure_shape_fill_and_bytes():
-    fig = plots.cache_grid_figure(L=3, B=2, H=5, S=100, D=64, filled=25, dtype="fp16")
+    fig = storage_plots.cache_grid_figure(L=3, B=2, H=5, S=100, D=64, filled=25, dtype="fp16")
     grid = np.array(fig.data[0].z)
     assert grid.shape == (3, 5) and np.allclose(grid, 0.25)
     assert "(3,2,5,100,64)" in fig.layout.title.text
@@ -60,7 +60,7 @@ def test_cache_grid_figure_shape_fill_and_bytes():
 
 
 def test_memory_vs_seq_is_linear_and_marks_s():
-    fig = plots.memory_vs_seq_figure(32, 1, 32, 128, 1024, "fp16")
+    fig = storage_plots.memory_vs_seq_figure(32, 1, 32, 128, 1024, "fp16")
     fp16 = next(tr for tr in fig.data if tr.name == "fp16")
     x, y = np.array(fp16.x), np.array(fp16.y)
     assert np.allclose(y / x, y[0] / x[0])  # linear in S
@@ -72,7 +72,7 @@ def test_memory_vs_seq_is_linear_and_marks_s():
 def test_cache_growth_figure():
     res = {m: {"t": [5, 6], "allocations": [2, 2] if m == "kv" else [2, 4], "bytes_copied": [2**20, 2**21],
                "step_ms": [1.0, 1.1]} for m in ("kv", "dynamic")}
-    fig = plots.cache_growth_figure(res)
+    fig = storage_plots.cache_growth_figure(res)
     assert list(fig.data[1].y) == [1.0, 2.0]  # MiB
     assert len(fig.data) == 6
 
@@ -83,7 +83,7 @@ def test_padding_figure_and_waste():
     w = padding_waste("5, 50", cfg, dtype="fp16", block_size=16)
     assert (w["allocated_slots"], w["used_slots"], w["paged_slots"]) == (100, 55, 16 + 64)
     assert w["waste_fraction"] == pytest.approx(0.45)
-    fig = plots.padding_figure(w)
+    fig = storage_plots.padding_figure(w)
     z = np.array(fig.data[0].z)
     assert z.shape[0] == 2 and z[0].sum() == 5 and z[1].sum() == 50
     assert "45.0%" in fig.layout.title.text
@@ -105,7 +105,7 @@ def test_bench_figure_from_report():
                                    "step_s": [.04] * 3}}
     report = {"results": res, "config": {"prompt_len": 4}, "machine": {"cpu": "X"},
               "bandwidth": {"bytes_per_s": 30e9}}
-    fig = plots.bench_figure(report)
+    fig = bench_plots.bench_figure(report)
     assert list(fig.data[0].y) == [50.0, 25.0]
     assert list(fig.data[0].error_y.array) == [5.0, 1.0]
     assert list(fig.data[1].y) == [20.0] * 3 and list(fig.data[1].x) == [4, 5, 6]

@@ -47,5 +47,18 @@ def new_figure(title: str = "", height: int = 380, **layout) -> go.Figure:
 
 
 def axis_title(name: str, unit: str | None = None) -> str:
-    """``"时间 (ms)"``: the unit always beside the quantity."""
-    return f"{name} ({unit})" if unit else name
+    """``"时间（ms）"``: the unit always beside the quantity, in full-width brackets (GLOSSARY.md)."""
+    return f"{name}（{unit}）" if unit else name
+
+
+WIDE = 980  # px: side-by-side panels need a fixed width (a FigureWidget otherwise defaults to 700)
+
+
+def apply_template(fig: go.Figure, title: str, height: int, legend_below: bool = False) -> go.Figure:
+    """Template, a title above the subplot titles, and (optionally) the legend under the x-axis titles."""
+    fig.update_layout(template=TEMPLATE_NAME, height=height, width=WIDE, margin=dict(t=95),
+                      title=dict(text=title, y=0.98, yref="container", yanchor="top"))
+    if legend_below:
+        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.3, x=0), margin=dict(b=140),
+                          height=height + 60)
+    return fig

@@ -1,11 +1,12 @@
 """kvlab: a toy LLaMA-style Transformer with an instrumented KV cache, for learning."""
-from .cache import CacheFullError, DynamicKVCache, Int8KVCache, KOnlyCache, KVCache
+from .cache import CacheFullError, DynamicKVCache, Int8KVCache, KVCache
 from .config import ModelConfig
 from .device import pick_device
 from .generation import CACHE_MODES, GenerationResult, PassRecord, generate
 from .memory import DTYPE_BITS, format_bytes, kv_cache_bytes
 from .model import ToyTransformer
 from .presets import MODEL_PRESETS, ModelPreset
+from .teaching_caches import KOnlyCache
 
 __all__ = [
     "CACHE_MODES", "CacheFullError", "DTYPE_BITS", "DynamicKVCache", "GenerationResult", "Int8KVCache",

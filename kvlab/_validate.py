@@ -32,23 +32,48 @@ def non_negative_int(name: str, value) -> int:
     return int(value)
 
 
-def positive_float(name: str, value) -> float:
-    """Return ``value`` as a finite ``float`` > 0."""
+def finite_float(name: str, value) -> float:
+    """Return ``value`` as a finite ``float`` (a huge integer such as 10**400 is not one)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a positive number, got {value!r} ({type(value).__name__})")
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value}")
+        raise ValueError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    try:
+        out = float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be a finite number, got one too large for a float ({str(value)[:20]}...)") \
+            from None
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be a finite number, got {out}")
+    return out
+
+
+def positive_float(name: str, value, *, minimum: float = 0.0, maximum: float | None = None) -> float:
+    """Return ``value`` as a finite ``float`` > ``minimum`` (and <= ``maximum``)."""
+    value = finite_float(name, value)
+    if value <= minimum:
+        raise ValueError(f"{name} must be a finite number > {minimum:g}, got {value:g}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum:g}, got {value:g}")
     return value
 
 
 def non_negative_float(name: str, value) -> float:
     """Return ``value`` as a finite ``float`` >= 0."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number >= 0, got {value!r} ({type(value).__name__})")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    value = finite_float(name, value)
+    if value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value:g}")
+    return value
+
+
+SEED_LIMIT = 2**64  # torch.Generator.manual_seed accepts 0 .. 2**64 - 1
+
+
+def seed_value(name: str, value) -> int:
+    """Return ``value`` as an ``int`` seed in [0, 2**64)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be a whole number in [0, 2**64), got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if not 0 <= value < SEED_LIMIT:
+        raise ValueError(f"{name} must be in [0, 2**64), got {value}")
     return value
 
 

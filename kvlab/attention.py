@@ -2,8 +2,9 @@
 
 ``explicit`` spells out ``softmax(Q K^T / sqrt(d)) V`` and can return the attention
 weights for plots; ``sdpa`` calls ``torch.nn.functional.scaled_dot_product_attention``.
-A test proves they agree. Both take queries that sit at positions
-``q_offset .. q_offset + Tq - 1`` and keys at positions ``0 .. Tk - 1``.
+A test proves they agree. Queries sit at positions ``q_offset .. q_offset + Tq - 1``
+and keys at ``0 .. Tk - 1`` (columns of the cache); with left padding, the first
+``pad_lengths[b]`` columns of row ``b`` are padding that no real token may see.
 """
 from __future__ import annotations
 
@@ -15,18 +16,27 @@ import torch.nn.functional as F
 IMPLEMENTATIONS = ("sdpa", "explicit")
 
 
-def causal_mask(q_len: int, k_len: int, q_offset: int, device=None) -> torch.Tensor | None:
-    """Boolean [Tq, Tk] mask, True where query i (at position q_offset + i) may see key j.
+def attention_mask(q_len: int, k_len: int, q_offset: int, pad_lengths: torch.Tensor | None = None, device=None
+                   ) -> torch.Tensor | None:
+    """Boolean mask, True where a query may see a key; ``None`` when every query may see every key.
 
-    ``None`` when every query may see every key (one new token attending to the cache).
+    Without padding: [Tq, Tk], query i (column q_offset + i) sees keys 0 .. q_offset + i.
+    With ``pad_lengths`` [B]: [B, 1, Tq, Tk], additionally hiding row b's first pad_lengths[b]
+    columns. A padding query sees only itself, so its softmax stays finite; no real token
+    ever reads its output.
     """
     if q_offset + q_len != k_len:
-        raise ValueError(f"queries end at position {q_offset + q_len - 1} but keys end at {k_len - 1}")
-    if q_len == 1:
+        raise ValueError(f"queries end at column {q_offset + q_len - 1} but keys end at {k_len - 1}")
+    if pad_lengths is None and q_len == 1:
         return None
-    q_pos = torch.arange(q_offset, q_offset + q_len, device=device)[:, None]  # [Tq, 1]
-    k_pos = torch.arange(k_len, device=device)[None, :]  # [1, Tk]
-    return k_pos <= q_pos  # [Tq, Tk]
+    q_col = torch.arange(q_offset, q_offset + q_len, device=device)[:, None]  # [Tq, 1]
+    k_col = torch.arange(k_len, device=device)[None, :]  # [1, Tk]
+    causal = k_col <= q_col  # [Tq, Tk]
+    if pad_lengths is None:
+        return causal
+    real_key = k_col[None] >= pad_lengths[:, None, None]  # [B, 1, Tk]
+    mask = causal[None] & (real_key | (k_col == q_col)[None])  # [B, Tq, Tk]
+    return mask[:, None]  # [B, 1, Tq, Tk]: the same for every head
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
@@ -37,14 +47,14 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x[:, :, None].expand(B, H_kv, n_rep, T, D).reshape(B, H_kv * n_rep, T, D)
 
 
-def attention(q, k, v, q_offset: int, impl: str = "sdpa", return_weights: bool = False):
+def attention(q, k, v, mask: torch.Tensor | None, impl: str = "sdpa", return_weights: bool = False):
     """Attention of q [B, H, Tq, D] over k, v [B, H_kv, Tk, D] -> out [B, H, Tq, D].
 
-    With ``return_weights`` (explicit path only) also returns the weights [B, H, Tq, Tk].
+    ``mask`` comes from :func:`attention_mask`. With ``return_weights`` (explicit path only)
+    also returns the weights [B, H, Tq, Tk].
     """
     B, H, Tq, D = q.shape
-    H_kv, Tk = k.shape[1], k.shape[2]
-    mask = causal_mask(Tq, Tk, q_offset, q.device)
+    H_kv = k.shape[1]
     if impl == "sdpa" and not return_weights:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=H != H_kv)
     if impl not in IMPLEMENTATIONS:

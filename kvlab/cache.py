@@ -1,20 +1,23 @@
-"""KV caches: preallocated, grow-by-concatenation, int8-quantized, and K-only.
+"""KV caches: preallocated, grow-by-concatenation, and int8-quantized.
 
-All caches share one position counter, ``length``: the number of tokens whose
-K (and V) are stored. During a forward pass each layer calls ``update`` to write
-the new tokens at ``[length, length + T)`` and read back everything stored so
-far; the model calls ``advance(T)`` once after the last layer.
+All caches share one position counter, ``length``: the number of tokens whose K and V
+are stored. During a forward pass each layer calls ``write`` to store the new tokens at
+``[length, length + T)`` and read back everything stored so far; the model calls
+``advance(T)`` once after the last layer. ``update`` is ``write`` for callers outside
+the model: it checks its arguments first and changes nothing when they are wrong.
+(Caches that exist only to teach, K-only and deliberately broken ones, are in
+``kvlab.teaching_caches``.)
 """
 from __future__ import annotations
 
-import math
+import numbers
 
 import torch
 
 from ._validate import non_negative_int, positive_int
 from .config import ModelConfig
-from .device import as_device, check_fits
-from .memory import torch_dtype
+from .device import as_device, available_memory, same_device
+from .memory import format_bytes, torch_dtype
 
 
 class CacheFullError(RuntimeError):
@@ -22,9 +25,9 @@ class CacheFullError(RuntimeError):
 
 
 class BaseCache:
-    """What every cache shares: sizes, the ``length`` counter and byte accounting."""
+    """What every cache shares: sizes, the ``length`` counter, argument checks and byte accounting."""
 
-    caches_values = True  # False only for the K-only cache (misconception 2)
+    stores_values = True  # False only for the K-only cache of kvlab.teaching_caches
 
     def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None):
         if not isinstance(config, ModelConfig):
@@ -33,7 +36,7 @@ class BaseCache:
         self.batch_size = positive_int("batch_size", batch_size)
         limit = config.max_seq_len
         self.max_seq_len = limit if max_seq_len is None else positive_int("max_seq_len", max_seq_len, maximum=limit)
-        self.dtype = torch.float32 if dtype is None else torch_dtype(dtype)
+        self.dtype = torch.float32 if dtype is None else torch_dtype(dtype)  # the dtype K and V are read back in
         self.device = as_device("cpu" if device is None else device)
         self.length = 0
         self.allocations = 0  # tensors allocated for storage so far
@@ -57,15 +60,60 @@ class BaseCache:
         """Forget all tokens (storage is kept for reuse)."""
         self.length = 0
 
-    def _check_kv(self, layer, t: torch.Tensor, name: str) -> None:
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.config.n_layer:
+    # -- writing --------------------------------------------------------------
+    def update(self, layer, k, v):
+        """Store ``k``/``v`` [B, H_kv, T, D] after the tokens of ``layer``; return K and V of all of them.
+
+        Every argument is checked before anything is written: a bad call leaves the cache,
+        its storage and its counters exactly as they were.
+        """
+        if isinstance(layer, bool) or not isinstance(layer, numbers.Integral) \
+                or not 0 <= layer < self.config.n_layer:
             raise ValueError(f"layer must be an integer in [0, {self.config.n_layer}), got {layer!r}")
+        self._check_tensor(k, "k")
+        self._check_tensor(v, "v")
+        if k.shape[2] != v.shape[2]:
+            raise ValueError(f"v: holds {v.shape[2]} tokens but k holds {k.shape[2]}; K and V come in pairs")
+        self.check_room(k.shape[2])
+        return self.write(int(layer), k.to(self.dtype), v.to(self.dtype))
+
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        """``update`` without the checks: the model calls it after checking the cache once per pass."""
+        raise NotImplementedError
+
+    def _check_tensor(self, t, name: str) -> None:
         c = self.config
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor [B, H_kv, T, D], got {type(t).__name__}")
         if t.dim() != 4 or t.shape[0] != self.batch_size or t.shape[1] != c.n_kv_head or t.shape[3] != c.head_dim:
             raise ValueError(
                 f"{name} must be shaped [B={self.batch_size}, H_kv={c.n_kv_head}, T, D={c.head_dim}], "
                 f"got {list(t.shape)}"
             )
+        if not t.dtype.is_floating_point:
+            raise ValueError(f"{name} must hold floating-point numbers, got dtype {t.dtype}")
+        if not same_device(t.device, self.device):
+            raise ValueError(f"{name} is on {t.device} but the cache lives on {self.device}")
+
+    def _check_storage_fits(self, bytes_per_slot: float, what: str) -> None:
+        """Refuse storage that cannot fit in free memory, naming the argument to blame.
+
+        ``bytes_per_slot``: bytes of one token of one sequence, all layers, K and V.
+        """
+        free = available_memory(self.device)
+        if free is None:
+            return
+        room = free * 0.9
+        if bytes_per_slot * self.batch_size > room:  # not even one token per sequence fits
+            raise ValueError(
+                f"batch_size: {what} for {self.batch_size:,} sequences needs "
+                f"{format_bytes(bytes_per_slot * self.batch_size)} per token, but only {format_bytes(free)} "
+                f"is free on {self.device}; choose a smaller batch_size")
+        if bytes_per_slot * self.batch_size * self.max_seq_len > room:
+            raise ValueError(
+                f"max_seq_len: {what} for {self.batch_size:,} sequences of {self.max_seq_len:,} tokens needs "
+                f"{format_bytes(bytes_per_slot * self.batch_size * self.max_seq_len)}, but only "
+                f"{format_bytes(free)} is free on {self.device}; choose a smaller max_seq_len or batch_size")
 
     # -- bytes ----------------------------------------------------------------
     @property
@@ -105,11 +153,10 @@ class KVCache(BaseCache):
         super().__init__(config, batch_size, max_seq_len, dtype, device)
         c = config
         shape = (c.n_layer, self.batch_size, c.n_kv_head, self.max_seq_len, c.head_dim)  # (L, B, H_kv, S_max, D)
+        self._check_storage_fits(2 * c.n_layer * c.n_kv_head * c.head_dim * self.element_bytes, "the KV cache")
         self._allocate(shape)
 
     def _allocate(self, shape) -> None:
-        check_fits(2 * math.prod(shape) * torch.empty((), dtype=self.dtype).element_size(), self.device,
-                   "the KV cache", "max_seq_len")
         self.k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         self.v = torch.zeros(shape, dtype=self.dtype, device=self.device)
         self.allocations += 2
@@ -118,21 +165,14 @@ class KVCache(BaseCache):
     def shape(self) -> tuple[int, ...]:
         return tuple(self.k.shape)
 
-    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
-        """Write ``k``/``v`` [B, H_kv, T, D] after the stored tokens of ``layer``.
-
-        Returns views of K and V for tokens ``[0, length + T)``: [B, H_kv, length+T, D].
-        """
-        self._check_kv(layer, k, "k")
-        self._check_kv(layer, v, "v")
-        T = k.shape[2]
-        self.check_room(T)
-        end = self.length + T
-        self._write(layer, k, v, end)
+    def write(self, layer, k, v):
+        """Store k/v [B, H_kv, T, D] at ``[length, length + T)``; return views [B, H_kv, length + T, D]."""
+        end = self.length + k.shape[2]
+        self._store(layer, k, v, end)
         self.bytes_copied += round(2 * k.numel() * self.element_bytes)
         return self._read(layer, end)
 
-    def _write(self, layer, k, v, end) -> None:
+    def _store(self, layer, k, v, end) -> None:
         self.k[layer, :, :, self.length:end] = k
         self.v[layer, :, :, self.length:end] = v
 
@@ -145,7 +185,7 @@ class KVCache(BaseCache):
 
     @property
     def element_bytes(self) -> float:
-        return self.k.element_size()
+        return torch.empty((), dtype=self.dtype).element_size()
 
     @property
     def nbytes(self) -> int:
@@ -166,14 +206,13 @@ class Int8KVCache(KVCache):
 
     def _allocate(self, shape) -> None:
         scale_shape = shape[:-1] + (1,)  # (L, B, H_kv, S_max, 1)
-        check_fits(2 * math.prod(shape) * (1 + 4 / shape[-1]), self.device, "the int8 KV cache", "max_seq_len")
         self.k = torch.zeros(shape, dtype=torch.int8, device=self.device)
         self.v = torch.zeros(shape, dtype=torch.int8, device=self.device)
         self.k_scale = torch.zeros(scale_shape, dtype=torch.float32, device=self.device)
         self.v_scale = torch.zeros(scale_shape, dtype=torch.float32, device=self.device)
         self.allocations += 4
 
-    def _write(self, layer, k, v, end) -> None:
+    def _store(self, layer, k, v, end) -> None:
         for store, scales, x in ((self.k, self.k_scale, k), (self.v, self.v_scale, v)):
             q, s = quantize_int8(x)
             store[layer, :, :, self.length:end] = q
@@ -207,25 +246,22 @@ def dequantize_int8(q: torch.Tensor, scale: torch.Tensor, dtype=torch.float32) -
 
 
 class DynamicKVCache(BaseCache):
-    """Cache that grows by concatenation: every update allocates new K and V tensors.
+    """Cache that grows by concatenation: every write allocates new K and V tensors.
 
-    This is what a naive implementation (and transformers' ``DynamicCache``) does.
+    This is what a naive implementation (and transformers' default ``DynamicCache``) does.
     Every step copies all previous tokens again, which ``allocations`` and
     ``bytes_copied`` make visible.
     """
 
     def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None):
         super().__init__(config, batch_size, max_seq_len, dtype, device)
+        c = config
+        self._check_storage_fits(2 * c.n_layer * c.n_kv_head * c.head_dim * self.element_bytes, "the KV cache")
         self.k: list[torch.Tensor | None] = [None] * config.n_layer  # per layer [B, H_kv, length, D]
         self.v: list[torch.Tensor | None] = [None] * config.n_layer
 
-    def update(self, layer, k, v):
-        self._check_kv(layer, k, "k")
-        self._check_kv(layer, v, "v")
-        self.check_room(k.shape[2])
+    def write(self, layer, k, v):
         old_k, old_v = self.k[layer], self.v[layer]
-        k = k.to(self.dtype)
-        v = v.to(self.dtype)
         if old_k is not None and old_k.shape[2] > self.length:  # a previous write of this pass was not advanced
             old_k, old_v = old_k[:, :, : self.length], old_v[:, :, : self.length]
         if old_k is None or self.length == 0:
@@ -241,8 +277,8 @@ class DynamicKVCache(BaseCache):
     def layer_view(self, layer: int):
         k, v = self.k[layer], self.v[layer]
         if k is None:
-            empty = torch.zeros(self.batch_size, self.config.n_kv_head, 0, self.config.head_dim, dtype=self.dtype,
-                                device=self.device)
+            c = self.config
+            empty = torch.zeros(self.batch_size, c.n_kv_head, 0, c.head_dim, dtype=self.dtype, device=self.device)
             return empty, empty
         return k[:, :, : self.length], v[:, :, : self.length]
 
@@ -263,48 +299,3 @@ class DynamicKVCache(BaseCache):
     def used_bytes(self) -> int:
         c = self.config
         return round(2 * c.n_layer * self.batch_size * c.n_kv_head * self.length * c.head_dim * self.element_bytes)
-
-
-class KOnlyCache(BaseCache):
-    """Caches K but not V (the chapter's misconception 2), preallocated like :class:`KVCache`.
-
-    V of a past token needs that token's hidden state at every layer, and those
-    hidden states depend on attention outputs, which need V. So each step must
-    re-run the whole sequence through every layer; only the K projection of past
-    tokens is saved.
-    """
-
-    caches_values = False
-
-    def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None):
-        super().__init__(config, batch_size, max_seq_len, dtype, device)
-        c = config
-        shape = (c.n_layer, self.batch_size, c.n_kv_head, self.max_seq_len, c.head_dim)  # (L, B, H_kv, S_max, D)
-        check_fits(math.prod(shape) * torch.empty((), dtype=self.dtype).element_size(), self.device, "the K cache",
-                   "max_seq_len")
-        self.k = torch.zeros(shape, dtype=self.dtype, device=self.device)
-        self.allocations += 1
-
-    def update_k(self, layer: int, k: torch.Tensor) -> torch.Tensor:
-        """Write the new tokens' K [B, H_kv, T, D]; return K for all ``length + T`` tokens."""
-        self._check_kv(layer, k, "k")
-        end = self.length + k.shape[2]
-        self.check_room(k.shape[2])
-        self.k[layer, :, :, self.length:end] = k
-        self.bytes_copied += k.numel() * self.k.element_size()
-        return self.k[layer, :, :, :end]  # view [B, H_kv, end, D]
-
-    def update(self, layer, k, v):
-        raise TypeError("KOnlyCache stores no V: the model calls update_k() and recomputes V every step")
-
-    @property
-    def element_bytes(self) -> float:
-        return self.k.element_size()
-
-    @property
-    def nbytes(self) -> int:
-        return _nbytes(self.k)
-
-    @property
-    def used_bytes(self) -> int:
-        return self.nbytes * self.length // self.max_seq_len

@@ -1,10 +1,11 @@
 """Architecture hyper-parameters of the toy LLaMA-style model."""
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 
 from ._validate import positive_float, positive_int
+
+FP32_TINY = 1.1754943508222875e-38  # smallest normal float32
 
 
 def default_d_ff(d_model: int, multiple_of: int = 64) -> int:
@@ -59,8 +60,11 @@ class ModelConfig:
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for rotary position embeddings (RoPE), got {self.head_dim}")
         self.d_ff = default_d_ff(self.d_model) if self.d_ff is None else positive_int("d_ff", self.d_ff)
-        self.rope_theta = positive_float("rope_theta", self.rope_theta)
-        self.norm_eps = positive_float("norm_eps", self.norm_eps)
+        # RoPE's frequencies are theta ** (-2i / D): a base at or below 1 makes them 1 or growing
+        # (a denormal base makes them infinite, and every logit NaN). LLaMA uses 10,000.
+        self.rope_theta = positive_float("rope_theta", self.rope_theta, minimum=1.0)
+        # eps keeps 1/sqrt(mean(x^2) + eps) finite; below fp32's smallest normal number it rounds to 0.
+        self.norm_eps = positive_float("norm_eps", self.norm_eps, minimum=FP32_TINY / 2, maximum=1.0)
 
     @property
     def n_rep(self) -> int:
@@ -77,13 +81,16 @@ class ModelConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
     @classmethod
     def from_dict(cls, data: dict) -> "ModelConfig":
+        """A config from its ``to_dict()`` form; ValueError naming unknown or missing fields."""
+        if not isinstance(data, dict):
+            raise ValueError(f"config must be a dict of fields, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"config: unknown field(s) {sorted(unknown)}")
+        missing = [f.name for f in fields(cls) if f.default is MISSING and f.name not in data]
+        if missing:
+            raise ValueError(f"config: missing field(s) {missing}")
         return cls(**data)

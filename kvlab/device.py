@@ -6,6 +6,9 @@ import os
 import torch
 
 
+DEVICE_TYPES = ("cpu", "cuda", "mps")
+
+
 def pick_device() -> torch.device:
     """The best available device: CUDA, then Apple MPS, then CPU."""
     if torch.cuda.is_available():
@@ -24,11 +27,24 @@ def as_device(device) -> torch.device:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"device: {device!r} is not a device name ({exc})") from None
+    if dev.type not in DEVICE_TYPES:
+        raise ValueError(f"device: kvlab runs on {', '.join(DEVICE_TYPES)}, got {dev}")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device: CUDA was requested but no CUDA GPU is available")
     if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
         raise ValueError("device: MPS was requested but is not available")
     return dev
+
+
+def same_device(a, b) -> bool:
+    """True when two devices name the same memory ("cuda" and "cuda:0" do, when 0 is the current GPU)."""
+    a, b = torch.device(a), torch.device(b)
+    if a.type != b.type:
+        return False
+    if a.type == "cuda" and (a.index is None or b.index is None):
+        current = torch.cuda.current_device()
+        return (current if a.index is None else a.index) == (current if b.index is None else b.index)
+    return a.index == b.index or a.type != "cuda"
 
 
 def synchronize(device) -> None:

@@ -85,3 +85,21 @@ def to_hf_llama(model, attn_implementation: str = "sdpa"):
     if missing or unexpected:
         raise RuntimeError(f"weight mapping incomplete: missing {missing}, unexpected {unexpected}")
     return hf
+
+
+def hf_cache_of(outputs):
+    """The cache a transformers forward returned (``past_key_values``; some versions call it ``cache``)."""
+    return getattr(outputs, "cache", None) or outputs.past_key_values
+
+
+def hf_layer_kv(hf_cache, layer: int):
+    """(K, V) of one layer of a transformers cache, each [B, H_kv, S, D].
+
+    transformers >= 4.56 keeps one object per layer (``.layers[i].keys``); older versions keep lists of
+    tensors (``.key_cache[i]``); the oldest return tuples of (K, V) per layer.
+    """
+    if hasattr(hf_cache, "layers"):
+        return hf_cache.layers[layer].keys, hf_cache.layers[layer].values
+    if hasattr(hf_cache, "key_cache"):
+        return hf_cache.key_cache[layer], hf_cache.value_cache[layer]
+    return hf_cache[layer][0], hf_cache[layer][1]

@@ -7,53 +7,37 @@ exactly the math of transformers' ``LlamaForCausalLM`` (see ``kvlab.interop``).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from . import attention as attn_ops
+from ._validate import seed_value
 from .cache import BaseCache, CacheFullError
 from .config import ModelConfig
-from .device import check_fits
+from .device import check_fits, same_device
+from .fast_linear import Linear
 
 
-SPLIT_K_MAX_ROWS = 8  # decode-sized inputs (a few rows) take the split-K path on CPU
+@dataclass
+class ForwardProbe:
+    """What one forward pass reports besides its logits, filled layer by layer.
 
-
-def split_k_matmul(x: torch.Tensor, w: torch.Tensor, parts: int) -> torch.Tensor:
-    """``x @ w`` with the input dimension cut into ``parts`` slices.
-
-    The slices are multiplied in one batched matmul, which spreads them over CPU
-    cores, and the partial products are summed. A decode step multiplies one row by
-    each weight matrix; a plain matrix-vector product runs on a single core, so this
-    lets every core stream its share of the weights.
-    """
-    *lead, n_in = x.shape
-    xs = x.reshape(-1, parts, n_in // parts).transpose(0, 1)  # [rows, in] -> [parts, rows, in/parts]
-    ws = w.view(parts, n_in // parts, w.shape[1])  # [in, out] -> [parts, in/parts, out]
-    return (xs @ ws).sum(0).view(*lead, w.shape[1])  # [parts, rows, out] -> [..., out]
-
-
-class Linear(nn.Module):
-    """``y = x @ W`` without bias, ``W`` stored as (in_features, out_features).
-
-    Same math as ``nn.Linear`` (which stores W transposed). Input-major storage lets
-    a one-row product stream W contiguously; on CPU, decode-sized inputs also use
-    :func:`split_k_matmul` to put every core to work (see ``python -m kvlab.bench``).
+    ``k_tokens`` / ``v_tokens``: per layer, how many tokens (per sequence) had K / V projected,
+    the trace's proof of what a cache saves. ``weights``: per layer, the attention weights
+    [B, H, Tq, Tk], kept only when ``keep_weights`` (it forces the explicit attention path).
     """
 
-    def __init__(self, in_features: int, out_features: int):
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(in_features, out_features))
+    keep_weights: bool = False
+    k_tokens: list[int] = field(default_factory=list)
+    v_tokens: list[int] = field(default_factory=list)
+    weights: list[torch.Tensor] = field(default_factory=list)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.weight
-        if w.device.type == "cpu" and x.numel() <= SPLIT_K_MAX_ROWS * w.shape[0]:
-            parts = torch.get_num_threads()
-            if parts > 1 and w.shape[0] % parts == 0:
-                return split_k_matmul(x, w, parts)
-        return x @ w
+    def projected(self) -> tuple[int, int]:
+        """(K, V) tokens projected per layer in this pass (every layer projects the same number)."""
+        return (self.k_tokens[0], self.v_tokens[0]) if self.k_tokens else (0, 0)
 
 
 class RMSNorm(nn.Module):
@@ -79,18 +63,14 @@ def rope_tables(head_dim: int, max_seq_len: int, theta: float):
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x [B, H, T, D] by the angles of its positions (cos, sin [T, D])."""
+    """Rotate x [B, H, T, D] by the angles of its positions (cos, sin [T, D] or [B, 1, T, D])."""
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # rotate_half
     return x * cos + rotated * sin
 
 
 class Attention(nn.Module):
-    """Grouped-query self-attention that reads and writes a KV cache.
-
-    ``last_projected`` records how many tokens (per sequence) had K and V projected
-    in the last call: the trace's proof of what a cache saves.
-    """
+    """Grouped-query self-attention that writes the new tokens' K/V into a cache and reads all of them back."""
 
     def __init__(self, config: ModelConfig, layer: int):
         super().__init__()
@@ -101,39 +81,29 @@ class Attention(nn.Module):
         # W_q, W_k and W_v side by side: one matrix product projects all three.
         self.wqkv = Linear(c.d_model, self.q_dim + 2 * self.kv_dim)
         self.wo = Linear(self.q_dim, c.d_model)
-        self.impl = "sdpa"
-        self.last_projected = (0, 0)
-        self.last_weights: torch.Tensor | None = None
 
-    def _heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    def heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
         B, T, _ = x.shape
-        return x.reshape(B, T, n_heads, self.head_dim).transpose(1, 2)  # [B, T, H*D] -> [B, H, T, D]
+        return x.view(B, T, n_heads, self.head_dim).transpose(1, 2)  # [B, T, H*D] -> [B, H, T, D]
 
-    def forward(self, x, cos, sin, cache: BaseCache | None, start: int, return_weights: bool = False):
-        """x [B, T, d_model] holds tokens at positions ``start .. start + T - 1``."""
+    def forward(self, x, cos, sin, mask, cache: BaseCache | None, impl: str, probe: ForwardProbe | None):
+        """x [B, T, d_model]: the new tokens. Returns [B, T, d_model]."""
         B, T, _ = x.shape
-        if cache is not None and not cache.caches_values:
-            # K-only cache: x is the whole sequence (start == 0). K of the first
-            # `past` tokens comes from the cache; V must be projected for all T.
-            past = cache.length
-            w_q, w_k, w_v = self.wqkv.weight.split([self.q_dim, self.kv_dim, self.kv_dim], dim=1)
-            q = apply_rope(self._heads(x @ w_q, self.n_head), cos, sin)  # [B, H, T, D]
-            k_new = apply_rope(self._heads(x[:, past:] @ w_k, self.n_kv_head), cos[past:], sin[past:])
-            k = cache.update_k(self.layer, k_new)  # [B, H_kv, T, D]
-            v = self._heads(x @ w_v, self.n_kv_head)  # [B, H_kv, T, D]
-            self.last_projected = (T - past, T)
-        else:
-            q, k, v = self.wqkv(x).split([self.q_dim, self.kv_dim, self.kv_dim], dim=-1)  # [B, T, *]
-            q = apply_rope(self._heads(q, self.n_head), cos, sin)  # [B, H, T, D]
-            k = apply_rope(self._heads(k, self.n_kv_head), cos, sin)  # [B, H_kv, T, D]
-            v = self._heads(v, self.n_kv_head)  # [B, H_kv, T, D]
-            if cache is not None:
-                k, v = cache.update(self.layer, k, v)  # [B, H_kv, start + T, D]
-            self.last_projected = (T, T)
-        out = attn_ops.attention(q, k, v, q_offset=start, impl=self.impl, return_weights=return_weights)
-        if return_weights:
-            out, self.last_weights = out
-        out = out.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)  # [B, H, T, D] -> [B, T, H*D]
+        q, k, v = self.wqkv(x).split([self.q_dim, self.kv_dim, self.kv_dim], dim=-1)  # [B, T, *]
+        q = apply_rope(self.heads(q, self.n_head), cos, sin)  # [B, H, T, D]
+        k = apply_rope(self.heads(k, self.n_kv_head), cos, sin)  # [B, H_kv, T, D]
+        v = self.heads(v, self.n_kv_head)  # [B, H_kv, T, D]
+        if cache is not None:
+            k, v = cache.write(self.layer, k, v)  # [B, H_kv, length + T, D]: everything stored so far
+        keep = probe is not None and probe.keep_weights
+        out = attn_ops.attention(q, k, v, mask, impl="explicit" if keep else impl, return_weights=keep)
+        if probe is not None:
+            probe.k_tokens.append(T)
+            probe.v_tokens.append(T)
+            if keep:
+                out, weights = out
+                probe.weights.append(weights)
+        out = out.transpose(1, 2).reshape(B, T, self.q_dim)  # [B, H, T, D] -> [B, T, H*D]
         return self.wo(out)
 
 
@@ -158,25 +128,27 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(config.d_model, config.norm_eps)
         self.mlp = SwiGLU(config)
 
-    def forward(self, x, cos, sin, cache, start, return_weights=False):
-        x = x + self.attn(self.attn_norm(x), cos, sin, cache, start, return_weights)
+    def forward(self, x, cos, sin, mask, cache, impl, probe):
+        x = x + self.attn(self.attn_norm(x), cos, sin, mask, cache, impl, probe)
         return x + self.mlp(self.mlp_norm(x))
 
 
 class ToyTransformer(nn.Module):
     """LLaMA-style decoder. ``forward(input_ids, cache)`` -> logits [B, T, vocab].
 
-    Without a cache, ``input_ids`` is the whole sequence. With a cache, it is the
-    new chunk: it is appended to the cache and attends over everything stored.
-    (With a K-only cache it is again the whole sequence; see ``KOnlyCache``.)
+    Without a cache, ``input_ids`` is the whole sequence. With a cache, it is the new
+    chunk: it is appended to the cache and attends over everything stored.
     """
 
     def __init__(self, config: ModelConfig, seed: int | None = 0):
         super().__init__()
         if not isinstance(config, ModelConfig):
             raise ValueError(f"config must be a ModelConfig, got {type(config).__name__}")
+        seed = None if seed is None else seed_value("seed", seed)
         check_fits(config.n_params() * 4, "cpu", f"a model of {config.n_params():,} fp32 parameters", "config")
+        check_fits(2 * config.max_seq_len * config.head_dim * 4, "cpu", "the RoPE tables", "max_seq_len")
         self.config = config
+        self.attention_impl = "sdpa"
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.layers = nn.ModuleList(Block(config, i) for i in range(config.n_layer))
         self.norm = RMSNorm(config.d_model, config.norm_eps)
@@ -209,74 +181,109 @@ class ToyTransformer(nn.Module):
     @property
     def attention_impl(self) -> str:
         """Which attention path runs: "sdpa" (fused) or "explicit" (softmax(QK^T/sqrt d)V spelled out)."""
-        return self.layers[0].attn.impl
+        return self._attention_impl
 
     @attention_impl.setter
     def attention_impl(self, impl: str) -> None:
         if impl not in attn_ops.IMPLEMENTATIONS:
             raise ValueError(f"attention_impl must be one of {attn_ops.IMPLEMENTATIONS}, got {impl!r}")
-        for block in self.layers:
-            block.attn.impl = impl
+        self._attention_impl = impl
 
-    @property
-    def last_projected(self) -> tuple[int, int]:
-        """(tokens whose K, tokens whose V) were projected per sequence in the last forward."""
-        return self.layers[0].attn.last_projected
-
-    def _check_input(self, input_ids) -> torch.Tensor:
+    # -- checks, once per forward pass --------------------------------------------------------
+    def check_ids(self, input_ids, name: str = "input_ids") -> torch.Tensor:
+        """``input_ids`` as a LongTensor [B, T] of ids in [0, vocab) on the model's device."""
         if not isinstance(input_ids, torch.Tensor):
-            raise ValueError(f"input_ids must be a torch.Tensor of token ids [B, T], got {type(input_ids).__name__}")
+            raise ValueError(f"{name} must be a torch.Tensor of token ids [B, T], got {type(input_ids).__name__}")
         if input_ids.dim() != 2 or input_ids.shape[1] == 0 or input_ids.shape[0] == 0:
-            raise ValueError(f"input_ids must be shaped [B, T] with B, T >= 1, got {list(input_ids.shape)}")
-        if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
-            raise ValueError(f"input_ids must hold integer token ids, got dtype {input_ids.dtype}")
-        if input_ids.device.type == "cpu":
-            lo, hi = int(input_ids.min()), int(input_ids.max())
-            if lo < 0 or hi >= self.config.vocab_size:
-                raise ValueError(f"input_ids must lie in [0, {self.config.vocab_size}), got values in [{lo}, {hi}]")
-        return input_ids
+            raise ValueError(f"{name} must be shaped [B, T] with B, T >= 1, got {list(input_ids.shape)}")
+        if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+            raise ValueError(f"{name} must hold integer token ids, got dtype {input_ids.dtype}")
+        lo, hi = (int(v) for v in torch.aminmax(input_ids))  # one small reduction, on every device
+        if lo < 0 or hi >= self.config.vocab_size:
+            raise ValueError(f"{name} must lie in [0, {self.config.vocab_size}), got values in [{lo}, {hi}]")
+        return input_ids.to(device=self.device, dtype=torch.long)
 
-    def forward(self, input_ids, cache: BaseCache | None = None, *, last_logits_only: bool = False,
-                return_attention: bool = False):
+    def check_cache(self, cache, batch_size: int) -> None:
+        """Reject a cache this model cannot write into, before any layer writes anything."""
+        if not isinstance(cache, BaseCache):
+            raise ValueError(f"cache must be a kvlab cache, got {type(cache).__name__}")
+        c, mine = cache.config, self.config
+        if (c.n_layer, c.n_kv_head, c.head_dim) != (mine.n_layer, mine.n_kv_head, mine.head_dim):
+            raise ValueError(
+                f"cache: built for (n_layer, n_kv_head, head_dim) = {(c.n_layer, c.n_kv_head, c.head_dim)}, "
+                f"but this model has {(mine.n_layer, mine.n_kv_head, mine.head_dim)}")
+        if cache.batch_size != batch_size:
+            raise ValueError(f"cache: holds {cache.batch_size} sequences but input_ids has a batch of {batch_size}")
+        if cache.dtype != self.dtype:
+            raise ValueError(f"cache: computes in {cache.dtype} but the model in {self.dtype}; "
+                             f"build the cache with dtype={self.dtype}")
+        if not same_device(cache.device, self.device):
+            raise ValueError(f"cache: lives on {cache.device} but the model on {self.device}; "
+                             f"build the cache with device={self.device}")
+
+    def check_pad(self, pad_lengths, batch_size: int) -> torch.Tensor | None:
+        """Left-padding lengths [B] as a LongTensor.
+
+        A row may be all padding so far (the first chunk of a chunked prefill): its padding
+        queries attend only to themselves and nothing real ever reads them.
+        """
+        if pad_lengths is None:
+            return None
+        pad = torch.as_tensor(pad_lengths)
+        if pad.shape != (batch_size,) or pad.dtype.is_floating_point or pad.dtype == torch.bool:
+            raise ValueError(f"pad_lengths must be {batch_size} integers (one per sequence), got {pad_lengths!r}")
+        lo, hi = (int(v) for v in torch.aminmax(pad))
+        if lo < 0 or hi >= self.config.max_seq_len:
+            raise ValueError(f"pad_lengths must lie in [0, {self.config.max_seq_len}), got values in [{lo}, {hi}]")
+        return pad.to(device=self.device, dtype=torch.long)
+
+    def rope_and_mask(self, start: int, T: int, pad: torch.Tensor | None):
+        """RoPE angles and attention mask for new tokens in columns ``start .. start + T - 1``.
+
+        With left padding, row b's real tokens are at positions ``column - pad[b]``: the
+        same positions they would have alone, so every row computes what it would alone.
+        """
+        end = start + T
+        if pad is None:
+            cos, sin = self.rope_cos[start:end], self.rope_sin[start:end]  # [T, D]
+        else:
+            pos = (torch.arange(start, end, device=self.device)[None] - pad[:, None]).clamp_min(0)  # [B, T]
+            cos, sin = self.rope_cos[pos][:, None], self.rope_sin[pos][:, None]  # [B, 1, T, D]
+        mask = attn_ops.attention_mask(T, end, start, pad, self.device)
+        return cos.to(self.dtype), sin.to(self.dtype), mask
+
+    def forward(self, input_ids, cache: BaseCache | None = None, *, pad_lengths=None, last_logits_only: bool = False,
+                return_attention: bool = False, probe: ForwardProbe | None = None):
         """Logits [B, T, vocab] (or [B, 1, vocab] with ``last_logits_only``).
 
-        With ``return_attention`` the explicit path runs and ``(logits, weights)`` is
-        returned, ``weights`` a list over layers of [B, H, T, T_total] tensors.
+        ``pad_lengths`` [B]: how many leading columns of each row are left padding.
+        ``probe`` collects what each layer projected; with ``return_attention`` the explicit
+        path runs and ``(logits, weights)`` is returned, ``weights`` a list over layers of
+        [B, H, T, T_total] tensors.
         """
-        input_ids = self._check_input(input_ids)
-        B, T = input_ids.shape
+        ids = self.check_ids(input_ids)
+        B, T = ids.shape
         start = 0
         if cache is not None:
-            if not isinstance(cache, BaseCache):
-                raise ValueError(f"cache must be a kvlab cache, got {type(cache).__name__}")
-            if cache.batch_size != B:
-                raise ValueError(f"input_ids: batch of {B} sequences but the cache holds {cache.batch_size}")
-            if cache.caches_values:
-                start = cache.length
-                cache.check_room(T)  # fail before any layer writes: the cache stays as it was
-            elif T <= cache.length:
-                raise ValueError(f"input_ids: a K-only cache needs the whole sequence ({cache.length}+ tokens), got {T}")
-            else:
-                cache.check_room(T - cache.length)
+            self.check_cache(cache, B)
+            if not cache.stores_values:
+                raise ValueError(f"cache: a {type(cache).__name__} keeps no V, so forward() cannot use it; "
+                                 "use generate(..., cache='k_only') or kvlab.teaching_caches.k_only_forward")
+            start = cache.length
+            cache.check_room(T)  # fail before any layer writes: the cache stays as it was
         end = start + T
         if end > self.config.max_seq_len:
             raise CacheFullError(f"sequence of {end} tokens passes max_seq_len={self.config.max_seq_len}")
-        cos = self.rope_cos[start:end].to(self.dtype)  # [T, D]
-        sin = self.rope_sin[start:end].to(self.dtype)
-        x = self.embed(input_ids)  # [B, T, d_model]
-        if return_attention:
-            saved, self.attention_impl = self.attention_impl, "explicit"
-        try:
-            for block in self.layers:
-                x = block(x, cos, sin, cache, start, return_attention)
-        finally:
-            if return_attention:
-                self.attention_impl = saved
+        pad = self.check_pad(pad_lengths, B)
+        if return_attention and probe is None:
+            probe = ForwardProbe(keep_weights=True)
+        cos, sin, mask = self.rope_and_mask(start, T, pad)
+        x = self.embed(ids)  # [B, T, d_model]
+        for block in self.layers:
+            x = block(x, cos, sin, mask, cache, self.attention_impl, probe)
         if cache is not None:
-            cache.advance(end - cache.length)
+            cache.advance(T)
         if last_logits_only:
             x = x[:, -1:]  # [B, 1, d_model]
         logits = self.lm_head(self.norm(x))  # [B, T, vocab]
-        if return_attention:
-            return logits, [block.attn.last_weights for block in self.layers]
-        return logits
+        return (logits, probe.weights) if return_attention else logits

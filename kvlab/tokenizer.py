@@ -2,7 +2,15 @@
 from __future__ import annotations
 
 import json
+import numbers
+import unicodedata
 from pathlib import Path
+
+
+def show_character(c: str) -> str:
+    """「人」; invisible or blank characters also by code point: 「\u200b」(U+200B)."""
+    visible = c.isprintable() and not c.isspace() and unicodedata.category(c) not in ("Cf", "Mn", "Me", "Zs")
+    return f"「{c}」" if visible else f"{c!r}(U+{ord(c):04X})"
 
 
 class UnknownCharactersError(ValueError):
@@ -10,7 +18,7 @@ class UnknownCharactersError(ValueError):
 
     def __init__(self, characters: list[str]):
         self.characters = characters
-        shown = "、".join(f"「{c}」" if c.strip() else repr(c) for c in characters[:20])
+        shown = "、".join(show_character(c) for c in characters[:20])
         more = f" (+{len(characters) - 20} more)" if len(characters) > 20 else ""
         super().__init__(
             f"text: {len(characters)} character(s) are not in the model's vocabulary: {shown}{more}. "
@@ -54,13 +62,18 @@ class CharTokenizer:
         return [self.index[c] for c in text]
 
     def decode(self, ids) -> str:
+        """Ids (a list, a 1-D tensor or array) -> text."""
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
+        if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
+            ids = [ids]
+        if not isinstance(ids, (list, tuple)):
+            raise ValueError(f"ids must be a list of token ids, got {type(ids).__name__}")
         out = []
         for i in ids:
-            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.chars):
+            if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not 0 <= i < len(self.chars):
                 raise ValueError(f"ids: {i!r} is not a token id in [0, {len(self.chars)})")
-            out.append(self.chars[i])
+            out.append(self.chars[int(i)])
         return "".join(out)
 
     def save(self, path) -> None:
@@ -70,6 +83,7 @@ class CharTokenizer:
     @classmethod
     def load(cls, path) -> "CharTokenizer":
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if data.get("type") != "char":
-            raise ValueError(f"path: {path} is not a kvlab character tokenizer")
+        if not isinstance(data, dict) or data.get("type") != "char" or not isinstance(data.get("chars"), list):
+            raise ValueError(f"path: {path} is not a kvlab character tokenizer (a JSON object with type 'char' "
+                             "and a list of chars)")
         return cls(data["chars"])

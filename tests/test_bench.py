@@ -1,73 +1,107 @@
-"""The benchmark's structure and arithmetic (no timing assertions: machines are noisy)."""
+"""The benchmark: its arithmetic on hand-made measurements, its structure on a real quick run, and its
+command line. No timing assertions: machines are noisy."""
 import json
 
 import pytest
+import torch
 
 from kvlab import bench
+from kvlab.measure import DecodeTiming, Rate
+
+
+def run(name, walls, first_pass, cache_bytes=(), tokens=None, new=11):
+    passes = [[fp] + [0.1] * (new - 1) for fp in first_pass]
+    return DecodeTiming(name=name, seq_len=list(range(4, 4 + new)), pass_seconds=passes, wall_seconds=walls,
+                        batch_size=1, new_tokens=new,
+                        tokens=tokens if tokens is not None else torch.arange(4 + new)[None],
+                        cache_bytes=list(cache_bytes))
+
+
+@pytest.fixture
+def handmade():
+    cfg = bench.BenchConfig(vocab_size=100, d_model=8, n_layer=1, n_head=2, new_tokens=11, repeats=2, hf=False)
+    other = torch.arange(4 + 11)[None].clone()
+    other[0, -3:] = 0  # the last 3 new tokens differ from "none"
+    runs = {
+        "kvlab:kv": run("kv", [2.0, 3.0], [0.5, 1.0], cache_bytes=[0] + [1000] * 10),
+        "kvlab:none": run("none", [8.0, 12.0], [0.5, 0.5]),
+        "kvlab:int8": run("int8", [2.5, 2.5], [0.5, 0.5], cache_bytes=[0] + [500] * 10, tokens=other),
+    }
+    bw = [Rate(1e6, 1e6, [1e6], "test"), Rate(2e6, 2e6, [2e6], "test")]
+    return bench.BenchReport(cfg, n_params=1234, weight_bytes_per_step=9000, machine=bench.machine_info("cpu"),
+                             bandwidth=bw, runs=runs)
+
+
+def test_ratios_by_hand(handmade):
+    r = handmade.ratios
+    assert r["kv_vs_none"] == pytest.approx(11 / 2.5 / (11 / 10.0))  # medians: 2.5 s vs 10 s -> 4x
+    assert r["kv_vs_none"] == pytest.approx(4.0)
+    assert r["int8_vs_kv"] == pytest.approx(1.0)
+    assert r["kv_vs_hf_cached"] is None and r["k_only_vs_none"] is None
+
+
+def test_bandwidth_fraction_by_hand(handmade):
+    # Step bytes: 9000 weights + 1000 cache = 10,000 B. Repeat 1: decode step (2.0 - 0.5) / 10 = 0.15 s,
+    # round bandwidth 1e6 B/s -> 10000 / 0.15 / 1e6 = 0.0667. Repeat 2: (3.0 - 1.0) / 10 = 0.2 s at 2e6 -> 0.025.
+    assert handmade.bytes_per_step("kvlab:kv") == 10_000
+    assert handmade.bandwidth_fractions("kvlab:kv") == pytest.approx([1 / 15, 0.025])
+    assert handmade.bandwidth_fraction("kvlab:kv") == pytest.approx((1 / 15 + 0.025) / 2)
+    assert handmade.bytes_per_step("kvlab:none") is None  # no cache: no bandwidth figure claimed
+
+
+def test_matching_tokens_counts_positions(handmade):
+    assert handmade.matching_new_tokens("kvlab:kv") == 11 and handmade.matching_new_tokens("kvlab:int8") == 8
+
+
+def test_format_report_marks_targets_as_hypothetical_off_the_reference(handmade):
+    text = bench.format_report(handmade)
+    assert "4.00x   target >= 5.0x   (would miss)" in text
+    assert "8/11 positions" in text and not handmade.is_reference_setting()
 
 
 @pytest.fixture(scope="module")
 def quick_report():
-    cfg = bench.BenchConfig(**(bench.asdict(bench.PRESETS["quick"]) | {"new_tokens": 12, "repeats": 2,
-                                                                       "checkpoints": ()}))
+    cfg = bench.BenchConfig(**(bench.asdict(bench.BENCH_SETTINGS["quick"]) | {"new_tokens": 12, "repeats": 2,
+                                                                              "checkpoints": ()}))
     return bench.run_bench(cfg, progress=False)
 
 
-def test_report_structure(quick_report):
+def test_quick_run_structure(quick_report):
     r = quick_report
-    expected = {f"kvlab:{m}" for m in ("kv", "none", "k_only", "dynamic", "int8")}
-    expected |= {"transformers:cached", "transformers:no-cache"}
-    assert set(r["results"]) == expected
-    for name, item in r["results"].items():
-        assert len(item["wall_s"]) == 2 and len(item["step_s"]) == 12
-        assert item["tokens_per_s_min"] <= item["tokens_per_s"] <= item["tokens_per_s_max"]
+    assert set(r.runs) == {f"kvlab:{m}" for m in ("kv", "none", "k_only", "dynamic", "int8")} | {
+        "transformers:cached", "transformers:no-cache"}
+    for name, item in r.runs.items():
+        assert len(item.wall_seconds) == 2 and len(item.step_seconds) == 12, name
     for name in ("kvlab:kv", "kvlab:none", "kvlab:k_only", "kvlab:dynamic", "transformers:cached",
                  "transformers:no-cache"):
-        assert r["results"][name]["same_tokens_as_none"], name
-    assert len(r["bandwidth"]["per_round"]) == 2
-    json.dumps(r)  # serialisable for --json
-
-
-def test_ratios_are_computed_from_measurements(quick_report):
-    res, ratios = quick_report["results"], quick_report["ratios"]
-    assert ratios["kv_vs_none"] == pytest.approx(res["kvlab:kv"]["tokens_per_s"] / res["kvlab:none"]["tokens_per_s"])
-    assert ratios["kv_vs_hf_cached"] == pytest.approx(
-        res["kvlab:kv"]["tokens_per_s"] / res["transformers:cached"]["tokens_per_s"])
-    kv = res["kvlab:kv"]
-    n = quick_report["config"]["new_tokens"]
-    assert kv["tokens_per_s"] == pytest.approx(n / sorted(kv["wall_s"])[len(kv["wall_s"]) // 2]) or \
-        kv["tokens_per_s"] == pytest.approx(n / (sum(kv["wall_s"]) / 2))
-    fractions = kv["bandwidth_fraction_per_round"]
-    assert kv["bandwidth_fraction"] == pytest.approx(sum(fractions) / 2)
-    assert ratios["kv_bandwidth_fraction"] == kv["bandwidth_fraction"]
-
-
-def test_format_report_mentions_every_target(quick_report):
-    text = bench.format_report(quick_report)
-    for piece in ('"kv" tokens/s over "none"', "transformers cached generate", "bandwidth bound", '"k_only"',
-                  "would", "kvlab:int8"):
-        assert piece in text
-    assert not bench.is_reference_setting(quick_report)
+        assert r.matching_new_tokens(name) == 12, name  # identical weights, identical greedy tokens
+    assert len(r.bandwidth) == 2
+    json.dumps(r.to_json())  # serialisable for --json
 
 
 def test_weight_bytes_per_step_excludes_embedding_table():
     from kvlab import ModelConfig, ToyTransformer
 
     m = ToyTransformer(ModelConfig(vocab_size=100, d_model=8, n_layer=1, n_head=2))
-    total = sum(p.numel() * 4 for p in m.parameters())
-    assert bench.weight_bytes_per_step(m) == total - 100 * 8 * 4 + 8 * 4
+    # per layer: wqkv 8x24, wo 8x8, gate/up 8x(2*64), down 64x8, two norms of 8; final norm 8; head 8x100
+    d_ff = m.config.d_ff
+    layer = 8 * 24 + 8 * 8 + 8 * 2 * d_ff + d_ff * 8 + 2 * 8
+    assert bench.weight_bytes_per_step(m) == 4 * (layer + 8 + 8 * 100 + 8)  # + one embedding row
 
 
 @pytest.mark.parametrize("args", [["--new-tokens", "0"], ["--modes", "kv,paged"], ["--dtype", "fp64"],
-                                  ["--device", "tpu"]])
-def test_cli_rejects_bad_arguments(args, capsys):
+                                  ["--device", "tpu"], ["--prompt-len", "1099511627776"],
+                                  ["--batch-size", str(10**12)], ["--vocab-size", "99999999999999"]])
+def test_cli_rejects_bad_arguments_with_a_usage_error(args, capsys):
     with pytest.raises(SystemExit) as exc:
-        bench.main(["--quick", *args])
+        bench.parse_config(["--quick", *args])
     assert exc.value.code == 2
+    assert "usage: python -m kvlab.bench" in capsys.readouterr().err
 
 
 def test_bench_figure_accepts_a_real_report(quick_report):
     from kvlab.viz.bench_plots import bench_figure
 
     fig = bench_figure(quick_report)
-    assert len(fig.data) == 1 + len(quick_report["results"])
+    assert len(fig.data) == 1 + len(quick_report.runs)
+    assert list(fig.data[0].y) == pytest.approx([r.tokens_per_s for r in quick_report.runs.values()])

@@ -3,8 +3,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvlab import Int8KVCache, KVCache, ModelConfig, ToyTransformer, generate
-from kvlab.attention import attention
+from kvlab import CACHE_MODES, Int8KVCache, KVCache, ModelConfig, ToyTransformer, generate
+from kvlab.attention import attention, attention_mask
 
 
 @st.composite
@@ -46,6 +46,30 @@ def test_all_cache_modes_match_no_cache(case):
         torch.testing.assert_close(got.logits, ref.logits, atol=1e-5, rtol=0)
 
 
+@st.composite
+def ragged_cases(draw):
+    """A batch of prompts of unequal lengths (left padding needed), with a chunk size."""
+    config = draw(configs())
+    lengths = draw(st.lists(st.integers(1, 10), min_size=2, max_size=4).filter(lambda ls: len(set(ls)) > 1))
+    prompts = [draw(st.lists(st.integers(0, config.vocab_size - 1), min_size=n, max_size=n)) for n in lengths]
+    return config, prompts, draw(st.integers(1, 6)), draw(st.integers(1, 11)), draw(st.integers(0, 10**6))
+
+
+@given(ragged_cases())
+def test_unequal_prompts_in_one_batch_equal_each_prompt_alone(case):
+    """Left padding + mask + per-row positions: every row computes what its prompt computes alone."""
+    config, prompts, new, chunk, seed = case
+    model = ToyTransformer(config, seed=seed).eval()
+    for mode in CACHE_MODES:
+        batch = generate(model, prompts, new, cache=mode, return_logits=True, prefill_chunk_size=chunk)
+        assert batch.pad_lengths == [max(map(len, prompts)) - len(p) for p in prompts]
+        for row, prompt in enumerate(prompts):
+            alone = generate(model, [prompt], new, cache=mode, return_logits=True)
+            assert torch.equal(batch.new_tokens[row], alone.new_tokens[0]), (mode, row)
+            assert batch.sequence(row).tolist() == prompt + alone.new_tokens[0].tolist()
+            torch.testing.assert_close(batch.logits[row], alone.logits[0], atol=1e-5, rtol=0)
+
+
 @given(cases())
 def test_chunked_prefill_fills_the_same_cache(case):
     config, prompt, _new, chunk, seed = case
@@ -81,20 +105,37 @@ def test_int8_cache_stays_within_bound(case):
 
 
 @given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 6), st.integers(1, 9), st.integers(0, 9),
-       st.sampled_from([2, 6, 8]))
-def test_explicit_and_sdpa_attention_agree(B, n_kv, rep, tq, past, D):
+       st.sampled_from([2, 6, 8]), st.booleans())
+def test_explicit_and_sdpa_attention_agree(B, n_kv, rep, tq, past, D, padded):
     g = torch.Generator().manual_seed(B * 100 + tq * 10 + past)
     q = torch.randn(B, n_kv * rep, tq, D, generator=g)
     k = torch.randn(B, n_kv, past + tq, D, generator=g)
     v = torch.randn(B, n_kv, past + tq, D, generator=g)
-    a = attention(q, k, v, q_offset=past, impl="sdpa")
-    b, w = attention(q, k, v, q_offset=past, impl="explicit", return_weights=True)
+    pad = torch.randint(0, past + tq, (B,), generator=g) if padded else None
+    mask = attention_mask(tq, past + tq, past, pad)
+    a = attention(q, k, v, mask, impl="sdpa")
+    b, w = attention(q, k, v, mask, impl="explicit", return_weights=True)
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     assert w.shape == (B, n_kv * rep, tq, past + tq)
-    torch.testing.assert_close(w.sum(-1), torch.ones(B, n_kv * rep, tq))
-    # causal: query i (position past + i) gives no weight to later keys
-    for i in range(tq):
+    torch.testing.assert_close(w.sum(-1), torch.ones(B, n_kv * rep, tq))  # finite, even for padding queries
+    for i in range(tq):  # causal: query i (column past + i) gives no weight to later keys
         assert (w[..., i, past + i + 1:] == 0).all()
+    if padded:  # no real query looks at a padding key
+        for row in range(B):
+            for i in range(tq):
+                if past + i >= pad[row]:
+                    assert (w[row, :, i, :pad[row]] == 0).all()
+
+
+def test_attention_mask_by_hand():
+    # 2 new tokens in columns 3 and 4 of a 5-column cache: column 3 sees 0..3, column 4 sees 0..4
+    assert attention_mask(2, 5, 3).tolist() == [[True, True, True, True, False], [True] * 5]
+    assert attention_mask(1, 5, 4) is None  # one new token sees everything stored
+    # row 0 has 2 padding columns: real tokens skip them; the padding query in column 1 sees only itself
+    m = attention_mask(3, 3, 0, torch.tensor([2, 0]))
+    assert m.shape == (2, 1, 3, 3)
+    assert m[0, 0].tolist() == [[True, False, False], [False, True, False], [False, False, True]]
+    assert m[1, 0].tolist() == [[True, False, False], [True, True, False], [True, True, True]]
 
 
 def test_model_attention_paths_agree(tiny_model):

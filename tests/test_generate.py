@@ -62,7 +62,7 @@ def test_result_summary(tiny_model):
     (dict(max_new_tokens=2.5), "max_new_tokens"), (dict(max_new_tokens=10**9), "max_new_tokens"),
     (dict(cache="paged"), "cache"), (dict(temperature=-1.0), "temperature"), (dict(seed=-1), "seed"),
     (dict(top_k=0), "top_k"), (dict(prefill_chunk_size=0), "prefill_chunk_size"),
-    (dict(input_ids=[[1, 2], [3]]), "input_ids"), (dict(input_ids=[[1, 999]]), "input_ids"),
+    (dict(input_ids=[[1, 2], 3]), "input_ids"), (dict(input_ids=[[1, 999]]), "input_ids"),
     (dict(input_ids=[]), "input_ids"), (dict(input_ids=torch.zeros(1, 3)), "input_ids"),
     (dict(input_ids="人工"), "input_ids"), (dict(input_ids=[[-1, 2]]), "input_ids"),
 ])

@@ -5,7 +5,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from kvlab import KVCache, ModelConfig, ToyTransformer, generate  # noqa: E402
-from kvlab.interop import to_hf_llama  # noqa: E402
+from kvlab.interop import hf_cache_of, hf_layer_kv, to_hf_llama  # noqa: E402
 
 CONFIGS = [
     ModelConfig(vocab_size=97, d_model=48, n_layer=3, n_head=6, n_kv_head=2, max_seq_len=128),  # GQA
@@ -13,10 +13,6 @@ CONFIGS = [
     ModelConfig(vocab_size=64, d_model=32, n_layer=2, n_head=4, n_kv_head=1, d_ff=40, max_seq_len=64,
                 rope_theta=500.0),  # MQA
 ]
-
-
-def _cache_of(out):
-    return getattr(out, "cache", None) or out.past_key_values
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=["gqa", "odd-mha", "mqa"])
@@ -54,12 +50,10 @@ def test_per_layer_cache_shape_matches_transformers():
     cache = KVCache(config, batch_size=2, max_seq_len=32)
     with torch.no_grad():
         model(ids, cache)
-        hf_cache = _cache_of(hf(ids, use_cache=True))
+        hf_cache = hf_cache_of(hf(ids, use_cache=True))
     for layer in range(config.n_layer):
         k, v = cache.layer_view(layer)
-        # transformers >= 4.56 keeps per-layer objects, older versions lists of tensors
-        hf_k, hf_v = ((hf_cache.layers[layer].keys, hf_cache.layers[layer].values) if hasattr(hf_cache, "layers")
-                      else (hf_cache.key_cache[layer], hf_cache.value_cache[layer]))
+        hf_k, hf_v = hf_layer_kv(hf_cache, layer)
         assert tuple(k.shape) == tuple(hf_k.shape) == (2, config.n_kv_head, 9, config.head_dim)
         torch.testing.assert_close(k, hf_k, atol=1e-5, rtol=0)  # the same K, RoPE applied
         torch.testing.assert_close(v, hf_v, atol=1e-5, rtol=0)

@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 
 from kvlab import kv_cache_bytes
-from kvlab.experiments import padding_waste, parse_lengths
+from kvlab.lessons.storage import CacheGrowth, padding_waste
+from kvlab.measure import DecodeTiming
 from kvlab.viz import bench_plots, decode_plots, storage_plots
-from kvlab.viz.style import FONT_FAMILY, MODE_COLORS, TEMPLATE_NAME
+from kvlab.viz.style import FONT_FAMILY, MODE_COLORS
 
 
 def test_topk_figure_plots_probabilities_in_order():
@@ -31,15 +32,22 @@ def test_attention_compare_masks_future_and_places_cached_row():
     assert "4×4" in titles[0] and "1×4" in titles[1] and "第 1 层" in fig.layout.title.text
 
 
+def _timing(name, step_s):
+    import torch
+
+    return DecodeTiming(name=name, seq_len=[2, 4, 8, 16], pass_seconds=[step_s], wall_seconds=[sum(step_s)],
+                        batch_size=1, new_tokens=4, tokens=torch.zeros(1, 5, dtype=torch.long))
+
+
 def test_latency_figure_reports_exponents():
-    res = {"none": {"t": [1, 2, 3], "step_ms": [1, 2, 3], "cumulative_s": [.001, .003, .006], "step_exponent": 1.0,
-                    "cumulative_exponent": 1.6},
-           "kv": {"t": [1, 2, 3], "step_ms": [1, 1, 1], "cumulative_s": [.001, .002, .003], "step_exponent": 0.0,
-                  "cumulative_exponent": 1.0}}
+    # decode steps double with t (exponent 1) without a cache and stay flat (exponent 0) with one
+    res = {"none": _timing("none", [0.001, 0.004, 0.008, 0.016]), "kv": _timing("kv", [0.001, 0.002, 0.002, 0.002])}
     fig = decode_plots.latency_figure(res)
     assert len(fig.data) == 4
     assert fig.data[0].line.color == MODE_COLORS["none"]
-    assert "t^1.00" in fig.data[0].name and "n^1.00" in fig.data[3].name
+    assert list(fig.data[0].y) == pytest.approx([1, 4, 8, 16])  # ms
+    assert list(fig.data[1].y) == pytest.approx([0.001, 0.005, 0.013, 0.029])  # cumulative s
+    assert "t^1.00" in fig.data[0].name and "t^0.00" in fig.data[2].name
     assert "（ms）" in fig.layout.yaxis.title.text and "（s）" in fig.layout.yaxis2.title.text
 
 
@@ -70,48 +78,24 @@ def test_memory_vs_seq_is_linear_and_marks_s():
 
 
 def test_cache_growth_figure():
-    res = {m: {"t": [5, 6], "allocations": [2, 2] if m == "kv" else [2, 4], "bytes_copied": [2**20, 2**21],
-               "step_ms": [1.0, 1.1]} for m in ("kv", "dynamic")}
+    res = {m: CacheGrowth(m, [5, 6], [2, 2] if m == "kv" else [2, 4], [2**20, 2**21], [0, 0], [1.0, 1.1], None)
+           for m in ("kv", "dynamic")}
     fig = storage_plots.cache_growth_figure(res)
     assert list(fig.data[1].y) == [1.0, 2.0]  # MiB
     assert len(fig.data) == 6
 
 
 def test_padding_figure_and_waste():
-    from kvlab import ModelConfig
-    cfg = ModelConfig(vocab_size=10, d_model=8, n_layer=2, n_head=2)
-    w = padding_waste("5, 50", cfg, dtype="fp16", block_size=16)
-    assert (w["allocated_slots"], w["used_slots"], w["paged_slots"]) == (100, 55, 16 + 64)
-    assert w["waste_fraction"] == pytest.approx(0.45)
+    w = padding_waste([5, 50], bytes_per_slot=64, block_size=16)
+    assert (w.allocated_slots, w.used_slots, w.paged_slots) == (100, 55, 16 + 64)
+    assert w.waste_fraction == pytest.approx(0.45) and w.allocated_bytes == 6400
     fig = storage_plots.padding_figure(w)
     z = np.array(fig.data[0].z)
     assert z.shape[0] == 2 and z[0].sum() == 5 and z[1].sum() == 50
     assert "45.0%" in fig.layout.title.text
 
 
-@pytest.mark.parametrize("text", ["", "abc", "3, -1", "0", "1.5", ",,,", "9" * 9])
-def test_parse_lengths_rejects(text):
-    with pytest.raises(ValueError, match="lengths"):
-        parse_lengths(text)
+def test_axis_titles_use_full_width_brackets():
+    from kvlab.viz.style import axis_title
 
-
-def test_parse_lengths_accepts_chinese_commas_and_spaces():
-    assert parse_lengths("12，40 7") == [12, 40, 7]
-
-
-def test_bench_figure_from_report():
-    res = {"kvlab:kv": {"tokens_per_s": 50.0, "tokens_per_s_min": 45.0, "tokens_per_s_max": 55.0, "step_s": [.02] * 3},
-           "transformers:cached": {"tokens_per_s": 25.0, "tokens_per_s_min": 24.0, "tokens_per_s_max": 26.0,
-                                   "step_s": [.04] * 3}}
-    report = {"results": res, "config": {"prompt_len": 4}, "machine": {"cpu": "X"},
-              "bandwidth": {"bytes_per_s": 30e9}}
-    fig = bench_plots.bench_figure(report)
-    assert list(fig.data[0].y) == [50.0, 25.0]
-    assert list(fig.data[0].error_y.array) == [5.0, 1.0]
-    assert list(fig.data[1].y) == [20.0] * 3 and list(fig.data[1].x) == [4, 5, 6]
-    assert "30.0 GB/s" in fig.layout.title.text
-
-
-def test_template_registered():
-    import plotly.io as pio
-    assert TEMPLATE_NAME in pio.templates
+    assert axis_title("单步耗时", "ms") == "单步耗时（ms）" and axis_title("层 L") == "层 L"

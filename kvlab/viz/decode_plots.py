@@ -56,16 +56,20 @@ def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[
 
 
 def latency_figure(results: dict) -> go.Figure:
-    """Per-step latency (ms) and cumulative time (s) against t, one line per cache mode, exponents in the legend."""
+    """Per-step latency (ms) and cumulative time (s) against t, one line per cache mode, exponents in the legend.
+
+    ``results``: ``{mode: kvlab.measure.DecodeTiming}``.
+    """
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
                         subplot_titles=("每一步的耗时", "累计耗时"))
     for mode, r in results.items():
         color = MODE_COLORS.get(mode, PALETTE[-1])
         label = MODE_LABELS.get(mode, mode)
-        fig.add_scatter(x=r["t"], y=r["step_ms"], mode="lines", line=dict(color=color, width=1.6),
-                        name=f"{label}：每步 ∝ t^{r['step_exponent']:.2f}", legendgroup=mode, row=1, col=1)
-        fig.add_scatter(x=r["t"], y=r["cumulative_s"], mode="lines", line=dict(color=color, width=2.4),
-                        name=f"{label}：累计 ∝ n^{r['cumulative_exponent']:.2f}", legendgroup=mode, row=1, col=2)
+        fig.add_scatter(x=r.seq_len, y=[s * 1e3 for s in r.step_seconds], mode="lines",
+                        line=dict(color=color, width=1.6),
+                        name=f"{label}：每步 ∝ t^{r.step_exponent:.2f}", legendgroup=mode, row=1, col=1)
+        fig.add_scatter(x=r.seq_len, y=r.cumulative_seconds, mode="lines", line=dict(color=color, width=2.4),
+                        name=f"{label}：累计 ∝ n^{r.cumulative_exponent:.2f}", legendgroup=mode, row=1, col=2)
     fig.update_xaxes(title=axis_title("序列长度 t", "tokens"))
     fig.update_yaxes(title=axis_title("单步耗时", "ms"), rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title=axis_title("累计耗时", "s"), rangemode="tozero", row=1, col=2)

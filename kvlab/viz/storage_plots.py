@@ -57,16 +57,19 @@ def memory_vs_seq_figure(L: int, B: int, H: int, D: int, S: int, dtype: str = "f
 
 
 def cache_growth_figure(results: dict) -> go.Figure:
-    """Preallocated vs concatenating cache: allocations, bytes copied and time per step."""
+    """Preallocated vs concatenating cache: allocations, bytes copied and time per step.
+
+    ``results``: ``{mode: kvlab.lessons.storage.CacheGrowth}``.
+    """
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
                         subplot_titles=("累计内存分配次数", "累计拷贝字节数", "每步耗时"))
     for mode, r in results.items():
         color, label = MODE_COLORS[mode], MODE_LABELS[mode]
-        fig.add_scatter(x=r["t"], y=r["allocations"], name=label, line=dict(color=color), legendgroup=mode,
+        fig.add_scatter(x=r.t, y=r.allocations, name=label, line=dict(color=color), legendgroup=mode,
                         row=1, col=1)
-        fig.add_scatter(x=r["t"], y=[b / 2**20 for b in r["bytes_copied"]], name=label, line=dict(color=color),
+        fig.add_scatter(x=r.t, y=[b / 2**20 for b in r.bytes_copied], name=label, line=dict(color=color),
                         legendgroup=mode, showlegend=False, row=1, col=2)
-        fig.add_scatter(x=r["t"], y=r["step_ms"], name=label, line=dict(color=color, width=1), legendgroup=mode,
+        fig.add_scatter(x=r.t, y=r.step_ms, name=label, line=dict(color=color, width=1), legendgroup=mode,
                         showlegend=False, row=1, col=3)
     fig.update_xaxes(title=axis_title("序列长度 t", "tokens"))
     fig.update_yaxes(title=axis_title("分配次数", "次"), row=1, col=1)
@@ -75,9 +78,10 @@ def cache_growth_figure(results: dict) -> go.Figure:
     return apply_template(fig, "预分配 vs 逐步拼接（torch.cat）的 KV Cache", 400, legend_below=True)
 
 
-def padding_figure(waste: dict) -> go.Figure:
-    """A padded batch: one row per sequence, slots used vs padding, and the paged alternative."""
-    lengths, S = waste["lengths"], waste["max_len"]
+def padding_figure(waste) -> go.Figure:
+    """A padded batch (``kvlab.lessons.storage.PaddingWaste``): one row per sequence, slots used vs padding,
+    and the paged alternative."""
+    lengths, S = waste.lengths, waste.max_len
     B = len(lengths)
     cols = min(S, 256)
     scale = S / cols
@@ -85,8 +89,8 @@ def padding_figure(waste: dict) -> go.Figure:
     for i, n in enumerate(lengths):
         z[i, : max(1, round(n / scale))] = 1
     fig = new_figure(
-        f"批处理中的 padding：分配 {waste['allocated_slots']} 个槽位，实际用 {waste['used_slots']} 个，"
-        f"浪费 {waste['waste_fraction']:.1%}", height=max(260, 60 + 26 * B), width=WIDE)
+        f"批处理中的 padding：分配 {waste.allocated_slots} 个槽位，实际用 {waste.used_slots} 个，"
+        f"浪费 {waste.waste_fraction:.1%}", height=max(260, 60 + 26 * B), width=WIDE)
     fig.add_trace(go.Heatmap(z=z, x=(np.arange(cols) + 0.5) * scale, y=[f"序列{i + 1}（{n}）" for i, n in enumerate(lengths)],
                              zmin=0, zmax=1, colorscale=[[0, "#eeeeee"], [0.5, "#eeeeee"], [0.5, PALETTE[0]],
                                                          [1, PALETTE[0]]],
@@ -95,6 +99,6 @@ def padding_figure(waste: dict) -> go.Figure:
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_layout(margin=dict(l=120))
     fig.add_annotation(x=1, y=1.0, xref="paper", yref="paper", xanchor="right", yanchor="bottom", showarrow=False,
-                       text=f"蓝：真实token　灰：padding　|　分页（每块 {waste['block_size']} token）只浪费 "
-                            f"{waste['paged_waste_fraction']:.1%}")
+                       text=f"蓝：真实token　灰：padding　|　分页（每块 {waste.block_size} token）浪费 "
+                            f"{waste.paged_waste_fraction:.1%}")
     return fig

@@ -97,10 +97,12 @@ class FigureView:
 
 @dataclass
 class View:
-    """What a render function returns: figures (in a fixed order) and an HTML readout."""
+    """What a render function returns: figures (in a fixed order), an HTML readout, and optionally the
+    typed result the render computed (``Panel.result`` keeps the last one, for the notebook's asserts)."""
 
     figures: list = field(default_factory=list)
     html: str = ""
+    result: object = None
 
 
 def message_html(text: str, kind: str = "warn") -> str:
@@ -139,6 +141,7 @@ class Panel:
         self.readout.add_class("kvlab-readout")
         self.error: str | None = None
         first = render(**self.values())
+        self.result = first.result
         self.views = [FigureView(f, mode) for f in first.figures]
         self.readout.value = first.html
         for name, control in controls.items():
@@ -183,6 +186,7 @@ class Panel:
         self.error = None
         self.message.value = ""
         self.readout.value = view.html
+        self.result = view.result
         self._mark_stale(False)
 
     @property

@@ -1,0 +1,259 @@
+"""Chapter 3.1 从自回归解码说起: what each decoding step computes with and without a cache, the
+chapter's two formulas checked on real Q/K/V, projections counted from the trace, and timings."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+
+from .._validate import non_negative_int, positive_int
+from ..cache import KVCache
+from ..config import ModelConfig
+from ..costs import attention_crossover
+from ..generation import generate
+from ..measure import DecodeTiming, measurement_threads, time_generate
+from ..model import ToyTransformer, apply_rope
+from ..inputs import whole_number
+from ..viz import decode_plots as plots
+from ..viz.widgets import Panel, View, dropdown, int_slider, play_slider
+
+DEFAULT_PROMPT = "人工"
+
+
+# -- one decoding step, both ways ------------------------------------------------------------------
+@dataclass
+class DecodeStep:
+    """What one step of generation computes, both ways."""
+
+    step: int  # 1-based
+    tokens: list[str]  # the input this step sees (t tokens)
+    next_token: str  # the greedy choice
+    topk: list[tuple[str, float]]  # the k most likely next tokens and their probabilities
+    full_weights: torch.Tensor  # [L, H, t, t]: attention weights when everything is recomputed
+    cached_weights: torch.Tensor  # [L, H, n, t]: what the cached pass computes (n new tokens: t at prefill, then 1)
+    kv_without_cache: int  # tokens whose K/V are projected without a cache (= t)
+    kv_with_cache: int  # ... and with one (the prompt at the first step, then 1)
+    row_max_abs_diff: float  # |cached row - last row of full attention|, max over layers and heads
+
+    @property
+    def t(self) -> int:
+        return len(self.tokens)
+
+
+@torch.no_grad()
+def decode_walkthrough(model: ToyTransformer, tokenizer, prompt: str, steps: int, k: int = 5) -> list[DecodeStep]:
+    """Greedy-generate ``steps`` tokens after ``prompt``, recording both ways of computing each step."""
+    steps = positive_int("steps", steps)
+    k = positive_int("k", k)
+    ids = tokenizer.encode(prompt)
+    limit = model.config.max_seq_len
+    if len(ids) + steps > limit:
+        raise ValueError(f"steps: prompt ({len(ids)}) + steps ({steps}) passes max_seq_len ({limit})")
+    cache = KVCache(model.config, 1, len(ids) + steps, dtype=model.dtype, device=model.device)
+    feed = torch.tensor([ids], device=model.device)
+    out = []
+    for step in range(1, steps + 1):
+        _, full = model(torch.tensor([ids], device=model.device), return_attention=True)
+        n_new = feed.shape[1]
+        cached_logits, rows = model(feed, cache, return_attention=True)
+        full_w = torch.stack([w[0] for w in full]).float().cpu()  # [L, H, t, t]
+        rows_w = torch.stack([w[0] for w in rows]).float().cpu()  # [L, H, n_new, t]
+        probs = torch.softmax(cached_logits[0, -1].float(), dim=-1)
+        top = torch.topk(probs, min(k, probs.numel()))
+        nxt = int(top.indices[0])
+        out.append(DecodeStep(
+            step=step, tokens=[tokenizer.decode([i]) for i in ids], next_token=tokenizer.decode([nxt]),
+            topk=[(tokenizer.decode([int(i)]), float(p)) for p, i in zip(top.values, top.indices)],
+            full_weights=full_w, cached_weights=rows_w, kv_without_cache=len(ids), kv_with_cache=n_new,
+            row_max_abs_diff=(rows_w[:, :, -1] - full_w[:, :, -1]).abs().max().item(),
+        ))
+        ids = ids + [nxt]
+        feed = torch.tensor([[nxt]], device=model.device)
+    return out
+
+
+def render_step(steps: list[DecodeStep], step, layer, head) -> View:
+    """The walkthrough panel: top-k bars and the two attention pictures of one step."""
+    s = steps[whole_number("解码步", step, 1, len(steps)) - 1]
+    layer = whole_number("层", layer, 0, s.full_weights.shape[0] - 1)
+    head = whole_number("注意力头", head, 0, s.full_weights.shape[1] - 1)
+    figures = [
+        plots.topk_figure(s.topk, "".join(s.tokens)),
+        plots.attention_compare_figure(s.full_weights[layer, head].numpy(), s.cached_weights[layer, head].numpy(),
+                                       s.tokens, layer, head, s.kv_without_cache, s.kv_with_cache),
+    ]
+    n = s.kv_with_cache
+    readout = (
+        f"<b>第 {s.step} 步</b>　输入 t = {s.t} 个token：{html.escape(' '.join(s.tokens))}　→　"
+        f"预测「{html.escape(s.next_token)}」（概率 {s.topk[0][1]:.1%}）<br>"
+        f"无缓存：为 <b>{s.kv_without_cache}</b> 个token计算 K/V，每层每头 {s.t}×{s.t} = <b>{s.t * s.t}</b> 个分数<br>"
+        f"有缓存：为 <b>{n}</b> 个token计算 K/V，每层每头 {n}×{s.t} = <b>{n * s.t}</b> 个分数；"
+        f"其余 {s.t - n} 个token的 K/V 直接从缓存读取"
+    )
+    return View(figures, readout, s)
+
+
+def walkthrough_panel(model: ToyTransformer, steps: list[DecodeStep]) -> Panel:
+    """Play / step slider, layer and head menus wired to :func:`render_step`."""
+    cfg = model.config
+    play, step_slider = play_slider("解码步", 1, 1, len(steps))
+    heads = [(f"{h}（KV 组 {h // cfg.n_rep}）", h) for h in range(cfg.n_head)]
+    return Panel({"step": step_slider, "layer": dropdown("层", list(range(cfg.n_layer)), 0, width="120px"),
+                  "head": dropdown("注意力头", heads, 0, width="200px")},
+                 partial(render_step, steps), extra=[play], layout="horizontal", css_class="kvlab-walkthrough")
+
+
+# -- the chapter's two formulas ------------------------------------------------------------------------
+@torch.no_grad()
+def layer_qkv(model: ToyTransformer, ids, layer: int = 0):
+    """Q [H, t, D] and K, V [H_kv, t, D] (RoPE applied) that ``layer`` computes for one sequence of ``ids``."""
+    if not isinstance(model, ToyTransformer):
+        raise ValueError(f"model must be a kvlab ToyTransformer, got {type(model).__name__}")
+    layer = non_negative_int("layer", layer)
+    if layer >= model.config.n_layer:
+        raise ValueError(f"layer must be in [0, {model.config.n_layer}), got {layer}")
+    ids = torch.as_tensor(ids) if not isinstance(ids, torch.Tensor) else ids
+    if ids.dim() == 2 and ids.shape[0] == 1:
+        ids = ids[0]
+    if ids.dim() != 1:
+        raise ValueError(f"ids must be one sequence of token ids (a list, or shape [t] or [1, t]), "
+                         f"got shape {list(ids.shape)}")
+    ids = model.check_ids(ids[None], "ids")  # [1, t]
+    t = ids.shape[1]
+    if t > model.config.max_seq_len:
+        raise ValueError(f"ids: {t} tokens pass max_seq_len ({model.config.max_seq_len})")
+    cos, sin, mask = model.rope_and_mask(0, t, None)
+    x = model.embed(ids)  # [1, t, d_model]
+    for block in model.layers[:layer]:
+        x = block(x, cos, sin, mask, None, model.attention_impl, None)
+    attn = model.layers[layer].attn
+    q, k, v = attn.wqkv(model.layers[layer].attn_norm(x)).split([attn.q_dim, attn.kv_dim, attn.kv_dim], dim=-1)
+    q = apply_rope(attn.heads(q, attn.n_head), cos, sin)[0]  # [1, t, H*D] -> [H, t, D]
+    k = apply_rope(attn.heads(k, attn.n_kv_head), cos, sin)[0]  # [H_kv, t, D]
+    v = attn.heads(v, attn.n_kv_head)[0]  # [H_kv, t, D]
+    return q, k, v
+
+
+@dataclass
+class FormulaCheck:
+    """Formula 1 (no cache: full attention, last row) against formula 2 (the new query over K/V read from a
+    real cache), at one layer, for all heads."""
+
+    text: str
+    layer: int
+    t: int
+    out_all_last: torch.Tensor  # [H, D]: formula 1's last row
+    out_new: torch.Tensor  # [H, D]: formula 2
+    k_cache_max_diff: float  # |K in the cache - K recomputed|
+    v_cache_max_diff: float
+
+    @property
+    def max_abs_diff(self) -> float:
+        return (self.out_new - self.out_all_last).abs().max().item()
+
+
+@torch.no_grad()
+def check_two_formulas(model: ToyTransformer, tokenizer, text: str = "人工智能", layer: int = 0) -> FormulaCheck:
+    """Run both of the chapter's formulas on the real Q, K, V of ``text`` at ``layer``."""
+    ids = tokenizer.encode(text)
+    if len(ids) < 2:
+        raise ValueError("text: needs at least 2 tokens (a prompt and a new token)")
+    q, k, v = layer_qkv(model, ids, layer)  # Q: [H, t, D]; K, V: [H_kv, t, D]
+    t, d, group = len(ids), q.shape[-1], model.config.n_rep
+    # Formula 1, no cache: every position at once, then the last row
+    k_all, v_all = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)  # [H, t, D]
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    scores = (q @ k_all.transpose(-1, -2) / d**0.5).masked_fill(~causal, float("-inf"))  # [H, t, t]
+    out_all = torch.softmax(scores, dim=-1) @ v_all  # [H, t, D]
+    # Formula 2, with a cache: prefill t-1 tokens, decode the t-th, read K/V back from the cache
+    cache = KVCache(model.config, 1, t, dtype=model.dtype, device=model.device)
+    model(torch.tensor([ids[:-1]], device=model.device), cache)
+    model(torch.tensor([ids[-1:]], device=model.device), cache)
+    k_cache, v_cache = (x[0] for x in cache.layer_view(layer))  # [H_kv, t, D]
+    k_c, v_c = k_cache.repeat_interleave(group, dim=0), v_cache.repeat_interleave(group, dim=0)  # [H, t, D]
+    out_new = torch.softmax(q[:, -1:] @ k_c.transpose(-1, -2) / d**0.5, dim=-1) @ v_c  # [H, 1, D]
+    return FormulaCheck(text, layer, t, out_all[:, -1].cpu(), out_new[:, 0].cpu(),
+                        (k_cache - k).abs().max().item(), (v_cache - v).abs().max().item())
+
+
+# -- counted work --------------------------------------------------------------------------------------
+@dataclass
+class ProjectionCount:
+    """K/V projections per pass, read from the traces of a run with and without a cache."""
+
+    new_tokens: int
+    seq_len: list[int]  # per pass
+    none_per_pass: list[int]
+    kv_per_pass: list[int]
+
+    @property
+    def none_total(self) -> int:
+        return sum(self.none_per_pass)
+
+    @property
+    def kv_total(self) -> int:
+        return sum(self.kv_per_pass)
+
+
+def count_projections(model: ToyTransformer, prompt_ids, new_tokens: int) -> ProjectionCount:
+    """Generate ``new_tokens`` both ways and count, from the trace, the tokens whose K/V each pass projects."""
+    new_tokens = positive_int("new_tokens", new_tokens)
+    none = generate(model, prompt_ids, new_tokens, cache="none").trace
+    kv = generate(model, prompt_ids, new_tokens, cache="kv").trace
+    return ProjectionCount(new_tokens, [r.seq_len for r in none], [r.k_tokens for r in none],
+                           [r.k_tokens for r in kv])
+
+
+# -- timings ------------------------------------------------------------------------------------------
+def timing_model(device=None, seed: int = 0) -> ToyTransformer:
+    """A random-weight model big enough that decode cost visibly grows with t on a CPU."""
+    config = ModelConfig(vocab_size=4096, d_model=256, n_layer=4, n_head=4, max_seq_len=2048)
+    model = ToyTransformer(config, seed=seed).eval()
+    return model.to(device) if device is not None else model
+
+
+def measure_decode_latency(model: ToyTransformer, new_tokens: int, repeats: int = 1, prompt_len: int = 4,
+                           seed: int = 0, progress: bool = True) -> dict[str, DecodeTiming]:
+    """Time ``new_tokens`` tokens without ("none") and with ("kv") a cache, alternating, after a warm-up."""
+    new_tokens = positive_int("new_tokens", new_tokens)
+    prompt_len = positive_int("prompt_len", prompt_len)
+    if prompt_len + new_tokens > model.config.max_seq_len:
+        raise ValueError(f"new_tokens: prompt_len ({prompt_len}) + new_tokens ({new_tokens}) passes the model's "
+                         f"max_seq_len ({model.config.max_seq_len})")
+    gen = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(0, model.config.vocab_size, (1, prompt_len), generator=gen)
+    return time_generate(model, prompt, new_tokens, ("none", "kv"), repeats=repeats, progress=progress)
+
+
+def render_latency(model: ToyTransformer, new_tokens, repeats) -> View:
+    """The latency panel: measure both ways, plot per-step and cumulative time with fitted exponents."""
+    new_tokens = whole_number("生成token数", new_tokens, 1, model.config.max_seq_len - 8)
+    repeats = whole_number("重复次数（取中位数）", repeats, 1, 9)
+    results = measure_decode_latency(model, new_tokens, repeats)
+    none, kv = results["none"], results["kv"]
+    total_none, total_kv = none.cumulative_seconds[-1], kv.cumulative_seconds[-1]
+    readout = (
+        f"生成 {new_tokens} 个token：无缓存累计 <b>{total_none:.2f} s</b>，有缓存累计 <b>{total_kv:.2f} s</b>，"
+        f"有缓存快 <b>{total_none / total_kv:.1f}×</b><br>"
+        f"单步耗时增长指数（后半段拟合）：无缓存 {none.step_exponent:.2f}，有缓存 {kv.step_exponent:.2f}；"
+        f"累计耗时增长指数：无缓存 {none.cumulative_exponent:.2f}，有缓存 {kv.cumulative_exponent:.2f}"
+        f"（{model.device}，计时用 {measurement_threads()} 个 CPU 线程）"
+    )
+    return View([plots.latency_figure(results)], readout, results)
+
+
+def latency_panel(model: ToyTransformer, new_tokens: int = 192) -> Panel:
+    """Length and repeat sliders; measurements run when the button is clicked."""
+    import ipywidgets as W
+
+    return Panel({"new_tokens": int_slider("生成token数", new_tokens, 32, model.config.max_seq_len - 8, step=32),
+                  "repeats": int_slider("重复次数（取中位数）", 1, 1, 5, width="300px")},
+                 partial(render_latency, model), layout="horizontal", css_class="kvlab-latency",
+                 button=W.Button(description="运行测量", button_style="primary", icon="play"))
+
+
+def crossover_length(model: ToyTransformer) -> int:
+    """Where attention's t² term overtakes the linear terms in an uncached pass (see ``kvlab.costs``)."""
+    return attention_crossover(model.config)

@@ -1,0 +1,241 @@
+"""Measurement, in one place: synchronised timers, warm-up and alternating repeats, medians,
+growth exponents, this machine's memory read bandwidth and matmul FLOP rate, and
+:class:`DecodeTiming`, the one result format for timed generations that the lessons, the
+plot builders and ``python -m kvlab.bench`` all read.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from ._validate import positive_int
+from .device import synchronize
+
+
+# -- statistics --------------------------------------------------------------------------------
+def median(values) -> float:
+    """Median of a sequence of numbers (nan when empty)."""
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def cumulative(values) -> list[float]:
+    """Running sums: ``[a, a + b, a + b + c, ...]``."""
+    out, total = [], 0.0
+    for v in values:
+        total += v
+        out.append(total)
+    return out
+
+
+def growth_exponent(xs, ys) -> float:
+    """Least-squares slope of log(y) against log(x): y ~ x^k returns k (nan with < 2 usable points)."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if x > 0 and y > 0]
+    if len(pts) < 2:
+        return float("nan")
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    if sxx == 0:
+        return float("nan")
+    return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
+
+
+# -- threads and timers ------------------------------------------------------------------------
+def measurement_threads() -> int:
+    """Threads for timings taken inside a notebook: all cores but one.
+
+    The browser and the Jupyter server need a core too; when a multi-threaded kernel has to
+    share its cores, threads wait on each other at every operation and the timings stop
+    meaning anything (on a 2-core machine a run took 4x to 50x longer).
+    """
+    return max(1, min(torch.get_num_threads(), (os.cpu_count() or 1) - 1))
+
+
+@contextmanager
+def torch_threads(n: int):
+    """Run the block with ``torch.set_num_threads(n)``, restoring the previous count after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(positive_int("n", n))
+    try:
+        yield n
+    finally:
+        torch.set_num_threads(before)
+
+
+def timed(fn: Callable[[], object], device) -> tuple[object, float]:
+    """Run ``fn()`` between two device synchronisations: ``(its result, seconds)``."""
+    synchronize(device)
+    t0 = time.perf_counter()
+    out = fn()
+    synchronize(device)
+    return out, time.perf_counter() - t0
+
+
+def alternate(runners: dict[str, Callable[[], object]], repeats: int, warmup: dict | None = None,
+              progress: bool = False, desc: str = "测量中") -> dict[str, list]:
+    """Run every runner ``repeats`` times, interleaved, after one warm-up call each.
+
+    Round r starts at runner r (rotating), so no runner always runs first on a warm or cold
+    machine. ``warmup`` maps a name to a cheaper callable for its warm-up (default: the runner).
+    Returns ``{name: [result of each repeat]}``.
+    """
+    from tqdm.auto import tqdm
+
+    repeats = positive_int("repeats", repeats)
+    names = list(runners)
+    for name in names:  # allocator, kernels, caches
+        (warmup or {}).get(name, runners[name])()
+    out = {name: [] for name in names}
+    with tqdm(total=repeats * len(names), desc=desc, disable=not progress, leave=False) as bar:
+        for r in range(repeats):
+            shift = r % len(names)
+            for name in names[shift:] + names[:shift]:
+                out[name].append(runners[name]())
+                bar.update()
+    return out
+
+
+# -- this machine's roofs -----------------------------------------------------------------------
+@dataclass
+class Rate:
+    """A measured rate (bytes/s or FLOP/s): the best run is the roof, the median the typical value."""
+
+    best: float
+    median: float
+    runs: list[float]
+    what: str  # how it was measured, for the readout
+
+    @property
+    def best_g(self) -> float:
+        """The best rate in units of 10^9 per second (GB/s or GFLOP/s)."""
+        return self.best / 1e9
+
+
+def measure_read_bandwidth(device, nbytes: int = 256 * 2**20, repeats: int = 7) -> Rate:
+    """Rate of reading a float32 buffer far larger than the CPU caches (bytes/s).
+
+    A sum reads every byte once and writes almost nothing, which is the access pattern of
+    a decode step streaming its weights.
+    """
+    dev = torch.device(device)
+    buf = torch.ones(positive_int("nbytes", nbytes) // 4, dtype=torch.float32, device=dev)
+    buf.sum()  # warm-up
+    runs = [nbytes / timed(buf.sum, dev)[1] for _ in range(positive_int("repeats", repeats))]
+    del buf
+    return Rate(max(runs), median(runs), runs, f"sum over {nbytes / 2**20:.0f} MiB of float32")
+
+
+def measure_matmul_flops(device, n: int = 1024, repeats: int = 5, dtype=torch.float32) -> Rate:
+    """Rate of an n x n by n x n matmul (2 n^3 FLOPs), the compute roof of a prefill pass (FLOP/s)."""
+    dev = torch.device(device)
+    n = positive_int("n", n)
+    a = torch.randn(n, n, device=dev, dtype=dtype)
+    b = torch.randn(n, n, device=dev, dtype=dtype)
+    a @ b  # warm-up
+    runs = [2 * n**3 / timed(lambda: a @ b, dev)[1] for _ in range(positive_int("repeats", repeats))]
+    return Rate(max(runs), median(runs), runs, f"{n}×{n} matmul, {str(dtype).removeprefix('torch.')}")
+
+
+# -- timed generations ---------------------------------------------------------------------------
+@dataclass
+class DecodeTiming:
+    """Repeated runs of one way of generating (a cache mode, or transformers), alternated with the others.
+
+    Per pass (prefill first, then one decode pass per further token) and per repeat; the
+    properties summarise them with medians, so one noisy repeat does not move the result.
+    """
+
+    name: str
+    seq_len: list[int]  # tokens per sequence after each pass
+    pass_seconds: list[list[float]]  # [repeat][pass]
+    wall_seconds: list[float]  # [repeat]: the whole generation, end to end
+    batch_size: int
+    new_tokens: int
+    tokens: torch.Tensor  # [B, prompt + new] of the first repeat
+    k_tokens: list[int] = field(default_factory=list)  # per pass: tokens whose K was projected
+    v_tokens: list[int] = field(default_factory=list)
+    cache_bytes: list[int] = field(default_factory=list)  # per pass: bytes of the filled cache
+
+    @classmethod
+    def from_generations(cls, name: str, runs) -> "DecodeTiming":
+        """From ``[(GenerationResult, wall seconds), ...]``, one per repeat."""
+        first = runs[0][0]
+        return cls(
+            name=name, seq_len=[r.seq_len for r in first.trace],
+            pass_seconds=[[r.seconds for r in res.trace] for res, _ in runs],
+            wall_seconds=[wall for _, wall in runs], batch_size=first.tokens.shape[0],
+            new_tokens=first.new_tokens.shape[1], tokens=first.tokens,
+            k_tokens=[r.k_tokens for r in first.trace], v_tokens=[r.v_tokens for r in first.trace],
+            cache_bytes=[r.cache_bytes for r in first.trace],
+        )
+
+    @property
+    def step_seconds(self) -> list[float]:
+        """Median over repeats of each pass's time."""
+        return [median(col) for col in zip(*self.pass_seconds)]
+
+    @property
+    def cumulative_seconds(self) -> list[float]:
+        return cumulative(self.step_seconds)
+
+    @property
+    def step_exponent(self) -> float:
+        """Growth exponent of the decode step time over the second half of the run (fixed costs fade there)."""
+        t, s = self.seq_len[1:], self.step_seconds[1:]
+        half = len(t) // 2
+        return growth_exponent(t[half:], s[half:])
+
+    @property
+    def cumulative_exponent(self) -> float:
+        """Growth exponent of the total time against the number of tokens generated so far."""
+        cum = self.cumulative_seconds
+        return growth_exponent(range(1, len(cum) + 1), cum)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Generated tokens per second of wall time, all sequences together (median repeat)."""
+        return self.batch_size * self.new_tokens / median(self.wall_seconds)
+
+    @property
+    def tokens_per_s_range(self) -> tuple[float, float]:
+        return (self.batch_size * self.new_tokens / max(self.wall_seconds),
+                self.batch_size * self.new_tokens / min(self.wall_seconds))
+
+    @property
+    def ttft_seconds(self) -> float:
+        """Time to first token: the prefill pass (median over repeats)."""
+        return median(p[0] for p in self.pass_seconds)
+
+    @property
+    def decode_step_seconds(self) -> float:
+        """Mean decode pass of each repeat ((wall - first pass) / (new - 1)), median over repeats."""
+        n = max(1, self.new_tokens - 1)
+        return median((w - p[0]) / n for w, p in zip(self.wall_seconds, self.pass_seconds))
+
+
+def time_generate(model, prompt, new_tokens: int, modes, repeats: int = 1, progress: bool = False,
+                  threads: int | None = None) -> dict[str, DecodeTiming]:
+    """Time ``generate`` in each cache mode on the same prompt, alternating the modes after a warm-up.
+
+    ``threads`` (default: :func:`measurement_threads`) leaves a core for the browser in a notebook.
+    """
+    from .generation import generate
+
+    new_tokens = positive_int("new_tokens", new_tokens)
+
+    runners = {m: (lambda m=m: timed(lambda: generate(model, prompt, new_tokens, cache=m), model.device))
+               for m in modes}
+    warm = {m: (lambda m=m: generate(model, prompt, min(8, new_tokens), cache=m)) for m in modes}
+    with torch_threads(threads or measurement_threads()):
+        runs = alternate(runners, repeats, warmup=warm, progress=progress)
+    return {mode: DecodeTiming.from_generations(mode, reps) for mode, reps in runs.items()}

@@ -1,0 +1,93 @@
+"""Caches that exist to teach, kept out of the core model.
+
+- :class:`KOnlyCache` and :func:`k_only_forward`: chapter 3.5's misconception 2, "caching K is
+  enough". The outputs are right, but nothing is saved that matters: V of a past token at
+  layer l needs that token's hidden state at layer l, which needs every earlier layer run
+  over the whole prefix again. Only the K projection of past tokens is skipped.
+- Deliberately broken caches for chapter 3.5's find-the-bug lab.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import attention as attn_ops
+from .cache import BaseCache, _nbytes
+from .config import ModelConfig
+from .model import ForwardProbe, apply_rope
+
+
+class KOnlyCache(BaseCache):
+    """Caches K but not V, preallocated like :class:`~kvlab.cache.KVCache`: ``k`` is (L, B, H_kv, S_max, D)."""
+
+    stores_values = False
+
+    def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None):
+        super().__init__(config, batch_size, max_seq_len, dtype, device)
+        c = config
+        self._check_storage_fits(c.n_layer * c.n_kv_head * c.head_dim * self.element_bytes, "the K cache")
+        shape = (c.n_layer, self.batch_size, c.n_kv_head, self.max_seq_len, c.head_dim)  # (L, B, H_kv, S_max, D)
+        self.k = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.allocations += 1
+
+    def update(self, layer, k, v):
+        raise TypeError("KOnlyCache stores no V: k_only_forward calls write_k() and recomputes V every step")
+
+    def write_k(self, layer: int, k: torch.Tensor) -> torch.Tensor:
+        """Store the new tokens' K [B, H_kv, T, D]; return K of all ``length + T`` tokens (a view)."""
+        end = self.length + k.shape[2]
+        self.k[layer, :, :, self.length:end] = k
+        self.bytes_copied += k.numel() * self.k.element_size()
+        return self.k[layer, :, :, :end]  # [B, H_kv, end, D]
+
+    @property
+    def element_bytes(self) -> float:
+        return torch.empty((), dtype=self.dtype).element_size()
+
+    @property
+    def nbytes(self) -> int:
+        return _nbytes(self.k)
+
+    @property
+    def used_bytes(self) -> int:
+        return self.nbytes * self.length // self.max_seq_len
+
+
+def k_only_forward(model, input_ids, cache: KOnlyCache, *, pad_lengths=None, last_logits_only: bool = False,
+                   probe: ForwardProbe | None = None) -> torch.Tensor:
+    """One forward pass with a K-only cache. ``input_ids`` [B, T] is the *whole* sequence.
+
+    K of the first ``cache.length`` tokens is read from the cache; every hidden state, every Q
+    and every V is computed again for all T tokens, at every layer. Returns logits like
+    ``model.forward``.
+    """
+    ids = model.check_ids(input_ids)
+    B, T = ids.shape
+    if not isinstance(cache, KOnlyCache):
+        raise ValueError(f"cache must be a KOnlyCache, got {type(cache).__name__}")
+    model.check_cache(cache, B)
+    past = cache.length
+    if T <= past:
+        raise ValueError(f"input_ids: a K-only cache needs the whole sequence ({past + 1}+ tokens), got {T}")
+    cache.check_room(T - past)
+    pad = model.check_pad(pad_lengths, B)
+    cos, sin, mask = model.rope_and_mask(0, T, pad)
+    x = model.embed(ids)  # [B, T, d_model]: the whole sequence, every pass
+    for block in model.layers:
+        attn = block.attn
+        h = block.attn_norm(x)
+        w_q, w_k, w_v = attn.wqkv.weight.split([attn.q_dim, attn.kv_dim, attn.kv_dim], dim=1)
+        q = apply_rope(attn.heads(h @ w_q, attn.n_head), cos, sin)  # [B, H, T, D]: Q of every token
+        k_new = apply_rope(attn.heads(h[:, past:] @ w_k, attn.n_kv_head),
+                           cos[..., past:, :], sin[..., past:, :])  # [B, H_kv, T - past, D]: only new tokens' K
+        k = cache.write_k(attn.layer, k_new)  # [B, H_kv, T, D]
+        v = attn.heads(h @ w_v, attn.n_kv_head)  # [B, H_kv, T, D]: V of every token, again
+        if probe is not None:
+            probe.k_tokens.append(T - past)
+            probe.v_tokens.append(T)
+        out = attn_ops.attention(q, k, v, mask, impl=model.attention_impl)  # [B, H, T, D]
+        x = x + attn.wo(out.transpose(1, 2).reshape(B, T, attn.q_dim))  # [B, H, T, D] -> [B, T, H*D]
+        x = x + block.mlp(block.mlp_norm(x))
+    cache.advance(T - past)
+    if last_logits_only:
+        x = x[:, -1:]  # [B, 1, d_model]
+    return model.lm_head(model.norm(x))

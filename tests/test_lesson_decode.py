@@ -1,0 +1,92 @@
+"""Chapter 3.1's lesson module on known small cases, and its panels fed bad values."""
+import pytest
+import torch
+
+from kvlab import KVCache
+from kvlab.inputs import InputError
+from kvlab.lessons import decode as lesson
+from kvlab.tokenizer import CharTokenizer
+
+
+@pytest.fixture
+def tok(tiny_config):
+    return CharTokenizer([chr(0x4E00 + i) for i in range(tiny_config.vocab_size)])
+
+
+def test_walkthrough_counts_and_shapes(tiny_model, tok):
+    steps = lesson.decode_walkthrough(tiny_model, tok, tok.decode([1, 2, 3]), steps=4)
+    assert [s.t for s in steps] == [3, 4, 5, 6]
+    assert [s.kv_without_cache for s in steps] == [3, 4, 5, 6]
+    assert [s.kv_with_cache for s in steps] == [3, 1, 1, 1]  # the prompt at prefill, then one token
+    L, H = tiny_model.config.n_layer, tiny_model.config.n_head
+    assert steps[2].full_weights.shape == (L, H, 5, 5) and steps[2].cached_weights.shape == (L, H, 1, 5)
+    assert all(s.row_max_abs_diff < 1e-5 for s in steps)
+    # each step's next token is the next step's last input
+    assert [s.next_token for s in steps[:-1]] == [s.tokens[-1] for s in steps[1:]]
+    assert sum(p for _, p in steps[0].topk) <= 1 + 1e-6 and len(steps[0].topk) == 5
+
+
+def test_layer_qkv_matches_the_cache_contents(tiny_model):
+    ids = [4, 8, 15, 16, 23]
+    q, k, v = lesson.layer_qkv(tiny_model, ids, layer=1)
+    c = tiny_model.config
+    assert q.shape == (c.n_head, 5, c.head_dim) and k.shape == v.shape == (c.n_kv_head, 5, c.head_dim)
+    cache = KVCache(c, 1, 5)
+    with torch.no_grad():
+        tiny_model(torch.tensor([ids]), cache)
+    k_c, v_c = cache.layer_view(1)
+    torch.testing.assert_close(k_c[0], k, atol=1e-6, rtol=0)
+    torch.testing.assert_close(v_c[0], v, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("kwargs,name", [
+    (dict(ids=[[1, 2], [3, 4]]), "ids"),  # a batch of two is not one sequence (hole 7)
+    (dict(ids=[]), "ids"), (dict(ids=[1, 999]), "ids"), (dict(ids=list(range(65))), "ids"),
+    (dict(layer=2), "layer"), (dict(layer=-1), "layer"), (dict(layer=1.0), "layer"),
+])
+def test_layer_qkv_names_its_own_arguments(tiny_model, kwargs, name):
+    args = dict(ids=[1, 2, 3], layer=0) | kwargs
+    with pytest.raises(ValueError, match=f"^{name} "):
+        lesson.layer_qkv(tiny_model, **args)
+
+
+def test_two_formulas_agree(tiny_model, tok):
+    check = lesson.check_two_formulas(tiny_model, tok, tok.decode([5, 6, 7, 8]), layer=1)
+    assert check.t == 4 and check.out_new.shape == (tiny_model.config.n_head, tiny_model.config.head_dim)
+    assert check.max_abs_diff < 1e-5 and check.k_cache_max_diff < 1e-6
+
+
+def test_count_projections_by_hand(tiny_model):
+    count = lesson.count_projections(tiny_model, [[1, 2]], 4)
+    assert count.seq_len == [2, 3, 4, 5]
+    assert count.none_per_pass == [2, 3, 4, 5] and count.none_total == 14
+    assert count.kv_per_pass == [2, 1, 1, 1] and count.kv_total == 5
+
+
+def test_latency_measurement_and_bad_lengths(tiny_model):
+    res = lesson.measure_decode_latency(tiny_model, 6, repeats=1, prompt_len=3, progress=False)
+    assert res["kv"].seq_len == [3, 4, 5, 6, 7, 8] and torch.equal(res["kv"].tokens, res["none"].tokens)
+    with pytest.raises(ValueError, match="^new_tokens"):
+        lesson.measure_decode_latency(tiny_model, 62, prompt_len=4)
+
+
+def test_crossover_for_the_timing_model():
+    # per layer: 2*256*(256+512) + 2*256*256 + 6*256*704 = 1,605,632 FLOPs per token; 4*H*D = 1024
+    assert lesson.crossover_length(lesson.timing_model()) == round(1_605_632 / 1024)
+
+
+def test_walkthrough_panel_rejects_bad_values(tiny_model, tok):
+    steps = lesson.decode_walkthrough(tiny_model, tok, tok.decode([1, 2]), steps=3)
+    panel = lesson.walkthrough_panel(tiny_model, steps)
+    assert panel.result.step == 1 and "第 1 步" in panel.readout.value
+    panel.set(step=3)
+    assert panel.result.step == 3 and "t = 4" in panel.readout.value
+    with pytest.raises(InputError, match="注意力头"):
+        lesson.render_step(steps, 1, 0, 99)
+
+
+def test_latency_panel_keeps_its_result(tiny_model):
+    panel = lesson.latency_panel(tiny_model, new_tokens=32)
+    assert set(panel.result) == {"none", "kv"} and panel.result["kv"].new_tokens == 32
+    with pytest.raises(InputError, match="生成token数"):
+        lesson.render_latency(tiny_model, 0, 1)

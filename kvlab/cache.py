@@ -146,19 +146,23 @@ class KVCache(BaseCache):
     """Preallocated cache: ``k`` and ``v`` shaped (L, B, H_kv, S_max, D), written in place.
 
     Allocated once, up front, for ``max_seq_len`` tokens; attention only ever sees
-    the filled part ``[:length]``.
+    the filled part ``[:length]``. ``storage_dtype`` (default: ``dtype``) may be narrower
+    than the dtype the model computes in: an fp32 model with an fp16 cache stores half the
+    bytes and reads K/V back converted to fp32.
     """
 
-    def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None):
+    def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None,
+                 storage_dtype=None):
         super().__init__(config, batch_size, max_seq_len, dtype, device)
+        self.storage_dtype = self.dtype if storage_dtype is None else torch_dtype(storage_dtype, "storage_dtype")
         c = config
         shape = (c.n_layer, self.batch_size, c.n_kv_head, self.max_seq_len, c.head_dim)  # (L, B, H_kv, S_max, D)
         self._check_storage_fits(2 * c.n_layer * c.n_kv_head * c.head_dim * self.element_bytes, "the KV cache")
         self._allocate(shape)
 
     def _allocate(self, shape) -> None:
-        self.k = torch.zeros(shape, dtype=self.dtype, device=self.device)
-        self.v = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.k = torch.zeros(shape, dtype=self.storage_dtype, device=self.device)
+        self.v = torch.zeros(shape, dtype=self.storage_dtype, device=self.device)
         self.allocations += 2
 
     @property
@@ -177,7 +181,10 @@ class KVCache(BaseCache):
         self.v[layer, :, :, self.length:end] = v
 
     def _read(self, layer, end):
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]  # views [B, H_kv, end, D]
+        k, v = self.k[layer, :, :, :end], self.v[layer, :, :, :end]  # views [B, H_kv, end, D]
+        if self.storage_dtype != self.dtype:  # a narrower cache: converted back for the computation
+            return k.to(self.dtype), v.to(self.dtype)
+        return k, v
 
     def layer_view(self, layer: int):
         """(K, V) of one layer as stored so far, each [B, H_kv, length, D] (what transformers keeps per layer)."""
@@ -185,7 +192,7 @@ class KVCache(BaseCache):
 
     @property
     def element_bytes(self) -> float:
-        return torch.empty((), dtype=self.dtype).element_size()
+        return torch.empty((), dtype=self.storage_dtype).element_size()
 
     @property
     def nbytes(self) -> int:
@@ -203,6 +210,10 @@ class Int8KVCache(KVCache):
     ``s = max|x| / 127``, so every element is off by at most ``s / 2`` after
     dequantization. Storage is (1 + 4/D) bytes per element instead of 2 for fp16.
     """
+
+    def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None):
+        super().__init__(config, batch_size, max_seq_len, dtype, device)
+        self.storage_dtype = torch.int8  # plus one fp32 scale per (token, head)
 
     def _allocate(self, shape) -> None:
         scale_shape = shape[:-1] + (1,)  # (L, B, H_kv, S_max, 1)

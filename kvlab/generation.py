@@ -16,8 +16,11 @@ from .memory import TORCH_DTYPES
 from .model import ForwardProbe, ToyTransformer
 from .teaching_caches import KOnlyCache, k_only_forward
 
-CACHE_MODES = ("kv", "none", "k_only", "dynamic", "int8")
-CACHE_CLASSES = {"kv": KVCache, "dynamic": DynamicKVCache, "int8": Int8KVCache, "k_only": KOnlyCache}
+CACHE_MODES = ("kv", "none", "k_only", "dynamic", "int8", "fp16")
+EXACT_MODES = ("kv", "none", "k_only", "dynamic")  # the same logits as "none" up to float rounding order
+LOSSY_MODES = ("int8", "fp16")  # K/V stored narrower than the model computes: small, bounded logit changes
+CACHE_CLASSES = {"kv": KVCache, "dynamic": DynamicKVCache, "int8": Int8KVCache, "k_only": KOnlyCache,
+                 "fp16": partial(KVCache, storage_dtype="fp16")}
 
 
 @dataclass
@@ -158,7 +161,9 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
     """Generate ``max_new_tokens`` tokens after ``input_ids`` with the chosen cache mode.
 
     cache: "kv" (preallocated), "none" (re-run the whole sequence each step),
-    "k_only" (K cached, V recomputed), "dynamic" (grow by concatenation), "int8".
+    "k_only" (K cached, V recomputed), "dynamic" (grow by concatenation), "int8" (int8 K/V
+    with per-vector scales), "fp16" (K/V stored in fp16 whatever the model computes in), or a
+    cache object to use as it is (it is not reset: what it already holds comes first).
     Prompts of unequal length are left-padded and masked; each row's new tokens are those of
     running that prompt alone. ``prefill_chunk_size`` feeds a long prompt to a cache in chunks
     (same result as one pass); without a cache there is nothing to carry between chunks, so
@@ -166,7 +171,8 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
     """
     if not isinstance(model, ToyTransformer):
         raise ValueError(f"model must be a kvlab ToyTransformer, got {type(model).__name__}")
-    one_of("cache", cache, CACHE_MODES)
+    if not isinstance(cache, BaseCache):
+        one_of("cache", cache, CACHE_MODES)
     max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
     temperature = non_negative_float("temperature", temperature)
     if top_k is not None:
@@ -187,9 +193,16 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
     gen = torch.Generator().manual_seed(seed)
 
     # The last new token is returned, never fed back: the cache needs room for total - 1 tokens.
-    kv = make_cache(model, cache, B, total - 1)
-    forward = partial(k_only_forward, model) if cache == "k_only" else model.forward
+    if isinstance(cache, BaseCache):
+        kv, mode = cache, type(cache).__name__
+        model.check_cache(kv, B)
+        if kv.length + total - 1 > kv.max_seq_len:
+            raise ValueError(f"cache: holds {kv.length} of {kv.max_seq_len} tokens; {total - 1} more do not fit")
+    else:
+        kv, mode = make_cache(model, cache, B, total - 1), cache
     whole_sequence = kv is None or not kv.stores_values  # no cache, or no V in it: every pass sees everything
+    forward = partial(k_only_forward, model) if kv is not None and not kv.stores_values else model.forward
+    base = kv.length if kv is not None else 0  # columns a given cache already holds
     trace: list[PassRecord] = []
     all_logits = []
     device = model.device
@@ -203,7 +216,7 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
         seconds = time.perf_counter() - t0
         k_tok, v_tok = probe.projected()
         trace.append(PassRecord(
-            phase=phase, seq_len=seq_len, new_tokens=seq_len - (trace[-1].seq_len if trace else 0),
+            phase=phase, seq_len=seq_len, new_tokens=seq_len - (trace[-1].seq_len if trace else base),
             seconds=seconds,
             cache_bytes=kv.used_bytes if kv is not None else 0,
             cache_allocated_bytes=kv.nbytes if kv is not None else 0,
@@ -217,7 +230,7 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
     # Prefill: the prompt, in chunks when asked.
     for begin in range(0, prompt_len, chunk):
         end = min(begin + chunk, prompt_len)
-        logits = run("prefill", ids[:, :end] if whole_sequence else ids[:, begin:end], end)
+        logits = run("prefill", ids[:, :end] if whole_sequence else ids[:, begin:end], base + end)
     for step in range(max_new_tokens):
         if return_logits:
             all_logits.append(logits.float().cpu())
@@ -225,9 +238,9 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
         tokens = torch.cat([tokens, nxt], dim=1)  # [B, t+1]
         if step == max_new_tokens - 1:
             break
-        logits = run("decode", tokens if whole_sequence else nxt, tokens.shape[1])
+        logits = run("decode", tokens if whole_sequence else nxt, base + tokens.shape[1])
     return GenerationResult(
-        tokens=tokens.cpu(), trace=trace, prompt_len=prompt_len, cache_mode=cache,
+        tokens=tokens.cpu(), trace=trace, prompt_len=prompt_len, cache_mode=mode,
         pad_lengths=pad.tolist() if pad is not None else [0] * B,
         logits=torch.stack(all_logits, dim=1) if return_logits else None, cache=kv,
     )

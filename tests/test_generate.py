@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from kvlab import CACHE_MODES, CacheFullError, ToyTransformer, generate
-from kvlab.generation import PassRecord
+from kvlab import CACHE_MODES, CacheFullError, KVCache, ToyTransformer, generate
+from kvlab.generation import EXACT_MODES, LOSSY_MODES, PassRecord
 
 
 def test_trace_counts_projections(tiny_model):
@@ -38,8 +38,12 @@ def test_seeded_sampling_is_reproducible(tiny_model):
     b = generate(tiny_model, [[1, 2, 3]], 12, temperature=1.5, seed=7).tokens
     c = generate(tiny_model, [[1, 2, 3]], 12, temperature=1.5, seed=8).tokens
     assert torch.equal(a, b) and not torch.equal(a, c)
-    for mode in CACHE_MODES[:4]:
+    assert set(EXACT_MODES) | set(LOSSY_MODES) == set(CACHE_MODES)
+    for mode in EXACT_MODES:  # the same logits, so the same draws
         assert torch.equal(generate(tiny_model, [[1, 2, 3]], 12, temperature=1.5, seed=7, cache=mode).tokens, a)
+    for mode in LOSSY_MODES:  # seeded too: the same mode and seed give the same draws
+        one = generate(tiny_model, [[1, 2, 3]], 12, temperature=1.5, seed=7, cache=mode).tokens
+        assert torch.equal(one, generate(tiny_model, [[1, 2, 3]], 12, temperature=1.5, seed=7, cache=mode).tokens)
 
 
 def test_top_k_restricts_choices(tiny_model):
@@ -52,9 +56,43 @@ def test_result_summary(tiny_model):
     assert res.tokens.shape == (2, 7) and res.new_tokens.shape == (2, 4)
     assert res.logits.shape == (2, 4, tiny_model.config.vocab_size)
     assert torch.equal(res.logits.argmax(-1), res.new_tokens)
-    assert res.time_to_first_token == res.trace[0].seconds
-    assert res.total_seconds >= res.time_to_first_token
-    assert len(res.trace_rows()) == 4
+    assert res.total_seconds == pytest.approx(sum(r.seconds for r in res.trace))
+    assert len(res.trace_rows()) == 4 and res.pad_lengths == [0, 0]
+
+
+def test_ttft_and_tpot_come_from_the_right_passes(tiny_model):
+    res = generate(tiny_model, [[1, 2, 3, 4, 5, 6]], 5, prefill_chunk_size=4)
+    # two prefill passes (4 + 2 tokens), then 4 decode passes; fake the clock to know the answers
+    for rec, seconds in zip(res.trace, [0.5, 0.25, 0.1, 0.3, 0.2, 0.4]):
+        rec.seconds = seconds
+    assert [r.phase for r in res.trace] == ["prefill", "prefill", "decode", "decode", "decode", "decode"]
+    assert res.time_to_first_token == 0.75  # all prefill passes
+    assert res.decode_seconds == [0.1, 0.3, 0.2, 0.4]
+    assert res.time_per_output_token == pytest.approx(0.25)  # median of the decode passes
+
+
+def test_int8_and_fp16_end_to_end(tiny_model):
+    ref = generate(tiny_model, [[1, 2, 3]], 6, cache="none", return_logits=True)
+    for mode, storage in (("int8", torch.int8), ("fp16", torch.float16)):
+        res = generate(tiny_model, [[1, 2, 3]], 6, cache=mode, return_logits=True)
+        assert res.cache.k.dtype == storage and res.cache.dtype == torch.float32
+        spread = (ref.logits.amax(-1) - ref.logits.amin(-1)).max()
+        assert (res.logits - ref.logits).abs().max() <= 0.01 * spread
+        assert res.trace[-1].cache_bytes < generate(tiny_model, [[1, 2, 3]], 6).trace[-1].cache_bytes
+
+
+def test_a_given_cache_is_used_as_is(tiny_model):
+    cache = KVCache(tiny_model.config, 1, 20)
+    first = generate(tiny_model, [[1, 2, 3]], 4, cache=cache)
+    assert cache.length == 6 and first.cache is cache and first.cache_mode == "KVCache"
+    again = generate(tiny_model, [[1, 2, 3]], 4, cache=cache)  # not reset: the prompt follows the old tokens
+    assert [r.seq_len for r in again.trace] == [9, 10, 11, 12]
+    alone = generate(tiny_model, [[1, 2, 3]], 4).tokens
+    assert torch.equal(first.tokens, alone)
+    cache.reset()
+    assert torch.equal(generate(tiny_model, [[1, 2, 3]], 4, cache=cache).tokens, alone)
+    with pytest.raises(ValueError, match="^cache: holds 6 of 20 tokens; 15 more do not fit"):
+        generate(tiny_model, [[1, 2, 3]], 13, cache=cache)
 
 
 @pytest.mark.parametrize("kwargs,name", [

@@ -29,18 +29,26 @@ def badge_markdown(notebook: str) -> str:
 
 
 def setup_cell_source() -> str:
-    """The first code cell of every chapter: installs kvlab on Colab only, leaving Colab's torch alone."""
+    """The first code cell of every chapter: on Colab only, install kvlab (unless it is already importable,
+    e.g. from an uploaded or cloned copy of the course), keeping Colab's own torch."""
     return f'''{SETUP_MARKER}
-# On Google Colab only: install kvlab from the course repository, keeping Colab's own torch. Does nothing elsewhere.
+# On Google Colab only: install kvlab from the course repository unless it is already importable,
+# keeping Colab's own torch, and turn on Colab's widget manager. Does nothing elsewhere.
 import sys
 
 if "google.colab" in sys.modules:
-    import importlib.metadata
-    import subprocess
+    import importlib.util
 
-    torch_pin = "torch==" + importlib.metadata.version("torch")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "kvlab @ git+https://github.com/{REPO}@{BRANCH}", torch_pin], check=True)
+    if importlib.util.find_spec("kvlab") is None:
+        import importlib.metadata
+        import subprocess
+
+        torch_pin = "torch==" + importlib.metadata.version("torch")
+        install = subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                                  "kvlab @ git+https://github.com/{REPO}@{BRANCH}", torch_pin])
+        if install.returncode != 0:
+            print("kvlab 没有装上（见上面 pip 的报错）。请检查网络后重新运行这一格；或者把课程仓库 "
+                  "https://github.com/{REPO} 上传或克隆到 Colab，再运行 !pip install -e <仓库目录>。")
     from google.colab import output
 
     output.enable_custom_widget_manager()  # ipywidgets 8 on Colab'''

@@ -7,49 +7,50 @@ from kvlab import MODEL_PRESETS, KVCache, ModelConfig, format_bytes, kv_cache_by
 from kvlab.memory import DTYPE_BITS, dtype_name
 
 
-def test_chapter_32_formula():
-    # The chapter's 3.2 code: memory_bytes = 2 * L * B * H * S * D * 2 (FP16)
-    L, B, H, S, D = 32, 1, 32, 1024, 128
-    assert kv_cache_bytes(L, H, D, S, B, "fp16") == 2 * L * B * H * S * D * 2
-    assert kv_cache_bytes(L, H, D, S, B, "fp16") / 1024**3 == 0.5
+# Bits per element written out by hand (not read from kvlab's own table).
+BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}
 
 
-def test_chapter_34_formula_gives_its_own_code_not_its_printed_comment():
-    # The chapter's 3.4 code: per_layer = 2 * H * S * D * bytes; total = L * per_layer.
-    L, H, D, S, bpe = 32, 32, 128, 2048, 2
-    per_layer = 2 * H * S * D * bpe
-    total = L * per_layer
-    assert kv_cache_bytes(1, H, D, S, 1, "fp16") == per_layer
-    assert kv_cache_bytes(L, H, D, S, 1, "fp16") == total
-    # What that code really prints (the chapter's comment says 16.0 MB and 0.50 GB).
-    assert f"{per_layer / 1024**2:.1f}" == "32.0"
-    assert f"{total / 1024**3:.2f}" == "1.00"
-    assert format_bytes(per_layer) == "32.0 MiB" and format_bytes(total) == "1.00 GiB"
-    # 8192 tokens: the chapter says about 2 GB; the formula gives 4 GiB.
-    assert kv_cache_bytes(L, H, D, 8192) == 4 * 1024**3
-    # The hypothetical 70B with 64 KV heads at 8192 tokens: 20 GiB ("over 16 GB" holds).
-    assert kv_cache_bytes(80, 64, 128, 8192) == 20 * 1024**3
-    # Real Llama-2-70B keeps 8 KV heads (GQA): 8x less.
-    assert MODEL_PRESETS["Llama-2-70B"].kv_cache_bytes(8192) == 20 * 1024**3 // 8
+def test_every_dtype_is_known_with_its_width():
+    assert set(DTYPE_BITS) == set(BITS)
 
 
-@pytest.mark.parametrize("dtype,bits", sorted(DTYPE_BITS.items()))
-def test_dtype_bits(dtype, bits):
-    assert kv_cache_bytes(1, 1, 2, 1, 1, dtype) == 2 * 2 * bits // 8
+def test_chapter_32_example():
+    # The chapter's 3.2 code: L=32, B=1, H=32, S=1024, D=128, FP16 -> 0.50 GB (GiB) as printed.
+    assert kv_cache_bytes(32, 32, 128, 1024, 1, "fp16") == 536_870_912
+    assert format_bytes(536_870_912) == "512.0 MiB"
+
+
+def test_chapter_34_example_prints_twice_its_comment():
+    # The chapter's 3.4 code (L=32, H=32, D=128, S=2048, FP16) prints 32.0 MB per layer and 1.00 GB,
+    # while its comment says 16.0 MB and 0.50 GB.
+    assert kv_cache_bytes(1, 32, 128, 2048, 1, "fp16") == 33_554_432 and format_bytes(33_554_432) == "32.0 MiB"
+    assert kv_cache_bytes(32, 32, 128, 2048, 1, "fp16") == 1_073_741_824
+    assert kv_cache_bytes(32, 32, 128, 8192) == 4_294_967_296  # "about 2 GB" in the text: 4 GiB
+    assert kv_cache_bytes(80, 64, 128, 8192) == 21_474_836_480  # the 70B with 64 KV heads: 20 GiB
+    assert MODEL_PRESETS["Llama-2-70B"].kv_cache_bytes(8192) == 2_684_354_560  # 8 KV heads: 2.5 GiB
+
+
+@pytest.mark.parametrize("dtype,bits", sorted(BITS.items()))
+def test_one_element_per_dtype(dtype, bits):
+    # L=1, H=1, D=2, S=1, B=1: K and V of 2 elements each = 4 elements
+    assert kv_cache_bytes(1, 1, 2, 1, 1, dtype) == 4 * bits // 8
 
 
 def test_dtype_aliases():
     assert dtype_name(torch.float16) == dtype_name("half") == dtype_name("float16") == "fp16"
     assert dtype_name("BF16") == dtype_name(torch.bfloat16) == "bf16"
-    assert kv_cache_bytes(2, 2, 2, 3, dtype=torch.float32) == 2 * 2 * 2 * 2 * 3 * 4
+    assert kv_cache_bytes(2, 2, 2, 3, dtype=torch.float32) == 192  # 2 (K, V) x 2 x 2 x 2 x 3 elements x 4 B
 
 
 @given(st.integers(1, 10**6), st.integers(1, 10**4), st.integers(1, 10**4), st.integers(1, 10**9),
-       st.integers(1, 10**6), st.sampled_from(sorted(DTYPE_BITS)))
-def test_huge_sizes_are_exact_integers(L, H, D, S, B, dtype):
+       st.integers(1, 10**6), st.sampled_from(sorted(BITS)))
+def test_huge_sizes_are_exact_and_linear_in_every_dimension(L, H, D, S, B, dtype):
     got = kv_cache_bytes(L, H, D, S, B, dtype)
     assert isinstance(got, int)
-    assert got * 8 == 2 * L * B * H * S * D * DTYPE_BITS[dtype]
+    one = kv_cache_bytes(1, 1, 2, 1, 1, dtype)  # K and V of D=2: 4 elements
+    assert got * 2 == one * L * H * D * S * B  # 2*L*B*H*S*D elements = (L*B*H*S*D / 2) x 4 elements
+    assert kv_cache_bytes(L, H, D, 2 * S, B, dtype) == 2 * got  # doubling S doubles the bytes, exactly
 
 
 def test_formula_equals_allocated_tensor_bytes():

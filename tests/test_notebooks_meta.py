@@ -13,8 +13,12 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 
 
-def test_there_are_chapters():
-    assert [p.name[:2] for p in NOTEBOOKS][:2] == ["01", "02"]
+CHAPTERS = ["01_autoregressive_decode.ipynb", "02_cache_storage_shape.ipynb", "03_prefill_and_decode.ipynb",
+            "04_llama7b_memory_estimate.ipynb", "05_misconceptions.ipynb"]  # COURSE.md's five sections
+
+
+def test_the_five_chapters_are_there():
+    assert [p.name for p in NOTEBOOKS] == CHAPTERS
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -39,9 +43,9 @@ def test_readme_badges_are_in_sync():
     assert colab.readme_badges(NOTEBOOKS) in readme
 
 
-def _run_setup_cell(monkeypatch, on_colab: bool):
+def _run_setup_cell(monkeypatch, on_colab: bool, importable: bool = True, returncode: int = 0):
     calls = []
-    monkeypatch.setattr(subprocess, "run", lambda cmd, check: calls.append(cmd))
+    monkeypatch.setattr(subprocess, "run", lambda cmd: calls.append(cmd) or types.SimpleNamespace(returncode=returncode))
     widget_manager = []
     if on_colab:
         google = types.ModuleType("google")
@@ -52,19 +56,36 @@ def _run_setup_cell(monkeypatch, on_colab: bool):
         monkeypatch.setitem(sys.modules, "google.colab", colab_mod)
     else:
         monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    if not importable:
+        import importlib.util
+
+        real = importlib.util.find_spec
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kvlab" else real(name, *a))
     exec(compile(colab.setup_cell_source(), "setup-cell", "exec"), {})
     return calls, widget_manager
 
 
-def test_setup_cell_installs_from_repo_on_colab_and_pins_torch(monkeypatch):
+def test_setup_cell_installs_from_repo_on_colab_and_pins_torch(monkeypatch, capsys):
     import importlib.metadata
 
-    calls, widget_manager = _run_setup_cell(monkeypatch, on_colab=True)
+    calls, widget_manager = _run_setup_cell(monkeypatch, on_colab=True, importable=False)
     assert len(calls) == 1
     cmd = calls[0]
     assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
     assert f"kvlab @ git+https://github.com/{colab.REPO}@{colab.BRANCH}" in cmd
     assert f"torch=={importlib.metadata.version('torch')}" in cmd  # Colab's torch is kept as it is
+    assert widget_manager == [True] and capsys.readouterr().out == ""
+
+
+def test_setup_cell_skips_the_install_when_kvlab_is_importable(monkeypatch):
+    calls, widget_manager = _run_setup_cell(monkeypatch, on_colab=True, importable=True)
+    assert calls == [] and widget_manager == [True]
+
+
+def test_setup_cell_says_what_to_do_when_the_install_fails(monkeypatch, capsys):
+    calls, widget_manager = _run_setup_cell(monkeypatch, on_colab=True, importable=False, returncode=1)
+    out = capsys.readouterr().out
+    assert len(calls) == 1 and "kvlab 没有装上" in out and f"https://github.com/{colab.REPO}" in out
     assert widget_manager == [True]
 
 

@@ -100,6 +100,8 @@ def test_control_classes_for_browser_tests():
 def test_play_slider_is_linked():
     play, slider = kw.play_slider("step", 1, 1, 5)
     assert isinstance(play, W.Play) and slider.max == 5 and play.max == 5
+    # the link lives in the browser (jslink): check it joins these two widgets' values
+    assert play.link.source == (play, "value") and play.link.target == (slider, "value")
 
 
 @pytest.fixture
@@ -118,7 +120,6 @@ def fake_colab(monkeypatch):
 
 def test_colab_path_rerenders_plain_figures(fake_colab):
     assert kw.on_colab() and kw.figure_mode() == "rerender"
-    assert kw.enable_colab_widgets() and fake_colab == ["custom widget manager"]
     panel = kw.Panel({"n": W.IntText(value=2), "kind": W.Dropdown(options=["bar"], value="bar")}, _render)
     view = panel.views[0]
     assert view.mode == "rerender" and isinstance(view.widget, W.Output)
@@ -126,9 +127,12 @@ def test_colab_path_rerenders_plain_figures(fake_colab):
     assert view.updates == 1 and len(view.figure.data[0].x) == 6
 
 
-def test_jupyterlab_path_uses_figure_widget():
+def test_jupyterlab_path_uses_figure_widget(monkeypatch):
+    import types
+
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    monkeypatch.setitem(sys.modules, "anywidget", types.ModuleType("anywidget"))
     assert not kw.on_colab() and kw.figure_mode() == "widget"
-    assert not kw.enable_colab_widgets()
     view = kw.FigureView(go.Figure(go.Scatter(y=[1, 2])))
     assert isinstance(view.widget, go.FigureWidget)
 

@@ -47,16 +47,6 @@ def figure_mode() -> str:
     return "widget"
 
 
-def enable_colab_widgets() -> bool:
-    """Turn on Colab's custom widget manager (needed for ipywidgets 8); False elsewhere."""
-    if not on_colab():
-        return False
-    from google.colab import output  # type: ignore[import-not-found]
-
-    output.enable_custom_widget_manager()
-    return True
-
-
 class FigureView:
     """One figure on screen that can be replaced by a newly built one."""
 
@@ -242,6 +232,6 @@ def play_slider(description: str, value: int, min: int, max: int, interval_ms: i
     """A Play button linked to a slider (the slider is the value)."""
     slider = int_slider(description, value, min, max, continuous=True)
     play = W.Play(value=value, min=min, max=max, step=1, interval=interval_ms, description="播放")
-    W.jslink((play, "value"), (slider, "value"))
+    play.link = W.jslink((play, "value"), (slider, "value"))  # in the browser: no kernel round trip per frame
     play.add_class("kvlab-play")
     return play, slider

@@ -124,3 +124,70 @@ def test_update_checks_layer_and_shape():
         cache.update(2, *kv(1))
     with pytest.raises(ValueError, match="k must be shaped"):
         cache.update(0, torch.zeros(2, 3, 1, 4), torch.zeros(2, 1, 1, 4))
+
+
+def test_dynamic_cache_reset_empty_view_and_partial_pass():
+    cache = DynamicKVCache(C, batch_size=2, max_seq_len=10)
+    k, v = cache.layer_view(1)
+    assert k.shape == (2, 1, 0, 4) and v.shape == (2, 1, 0, 4)  # nothing stored yet: an empty view
+    for layer in range(2):
+        cache.update(layer, *kv(3))
+    cache.advance(3)
+    # a pass that wrote layer 0 but was never advanced (it failed part-way): the next write starts over
+    cache.update(0, *kv(2, seed=7))
+    k0, _ = cache.layer_view(0)
+    assert k0.shape[2] == 3  # the view only shows `length` tokens
+    k_new, v_new = kv(1, seed=8)
+    k_all, _ = cache.update(0, k_new, v_new)
+    assert k_all.shape[2] == 4 and torch.equal(k_all[:, :, 3:], k_new)  # the half-written tokens were dropped
+    cache.reset()
+    assert cache.length == 0 and cache.nbytes == 0 and cache.layer_view(0)[0].shape[2] == 0
+
+
+def test_fp16_storage_for_an_fp32_model():
+    cache = KVCache(C, batch_size=2, max_seq_len=8, storage_dtype="fp16")
+    assert cache.k.dtype == torch.float16 and cache.dtype == torch.float32
+    assert cache.nbytes == kv_cache_bytes(2, 1, 4, 8, 2, "fp16")
+    k, v = kv(3)
+    k_all, v_all = cache.update(0, k, v)
+    assert k_all.dtype == torch.float32  # read back in the compute dtype
+    torch.testing.assert_close(k_all, k.half().float())  # exactly fp16 rounding, nothing else
+
+
+def test_k_only_cache_bytes_and_overflow():
+    cache = KOnlyCache(C, batch_size=2, max_seq_len=6, dtype="fp16")
+    assert cache.nbytes == kv_cache_bytes(2, 1, 4, 6, 2, "fp16") // 2  # K only: half a KV cache
+    k, _ = kv(4)
+    for layer in range(2):
+        cache.write_k(layer, k.half())
+    cache.advance(4)
+    assert cache.used_bytes == cache.nbytes * 4 // 6
+    before = cache.k.clone()
+    with pytest.raises(CacheFullError):
+        cache.advance(3)
+    assert cache.length == 4 and torch.equal(cache.k, before)
+
+
+@pytest.mark.parametrize("rows,n_in,n_out", [(1, 8, 5), (3, 12, 7), (8, 64, 33), (2, 6, 1)])
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_split_k_matmul_equals_a_plain_matmul(rows, n_in, n_out, parts):
+    from kvlab.fast_linear import split_k_matmul
+
+    if n_in % parts:
+        pytest.skip("split-K needs the input dimension divisible by the number of parts")
+    g = torch.Generator().manual_seed(rows * 100 + n_in)
+    x, w = torch.randn(2, rows, n_in, generator=g), torch.randn(n_in, n_out, generator=g)
+    torch.testing.assert_close(split_k_matmul(x, w, parts), x @ w, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_linear_layer_equals_a_plain_matmul_for_any_thread_count(threads):
+    from kvlab.fast_linear import Linear
+    from kvlab.measure import torch_threads
+
+    layer = Linear(12, 5)
+    torch.nn.init.normal_(layer.weight)
+    for rows in (1, 4, 9):  # 9 rows: past SPLIT_K_MAX_ROWS, the plain path
+        x = torch.randn(rows, 12)
+        with torch_threads(threads):
+            torch.testing.assert_close(layer(x), x @ layer.weight, atol=1e-5, rtol=1e-5)

@@ -41,6 +41,14 @@ class PassCost:
         """Arithmetic intensity, FLOPs per byte moved."""
         return self.flops / self.bytes
 
+    def __add__(self, other: "PassCost") -> "PassCost":
+        """Two passes together (e.g. all decode steps of a generation)."""
+        if not isinstance(other, PassCost):
+            return NotImplemented
+        return PassCost(self.flops + other.flops, self.weight_bytes + other.weight_bytes,
+                        self.cache_read_bytes + other.cache_read_bytes,
+                        self.cache_write_bytes + other.cache_write_bytes)
+
 
 def linear_flops_per_token(config: ModelConfig) -> int:
     """FLOPs of every layer's projections and MLP for one token (attention scores excluded)."""
@@ -85,6 +93,21 @@ def pass_cost(config: ModelConfig, new_tokens: int, past_tokens: int = 0, batch_
     kv_token = 2 * c.n_layer * c.n_kv_head * c.head_dim * dtype_bytes  # K and V of one token, all layers
     return PassCost(flops=flops, weight_bytes=weight_bytes(c, B * T, dtype_bytes),
                     cache_read_bytes=B * (past + T) * kv_token, cache_write_bytes=B * T * kv_token)
+
+
+def decode_cost(config: ModelConfig, prompt_len: int, steps: int, batch_size: int = 1,
+                dtype_bytes: int = 4) -> PassCost:
+    """All ``steps`` decode passes after a prefill of ``prompt_len`` tokens, summed.
+
+    Decode pass i (1-based) feeds the i-th generated token, which sits after
+    ``prompt_len + i - 1`` cached tokens: ``pass_cost(config, 1, prompt_len + i - 1, batch_size)``.
+    """
+    P = positive_int("prompt_len", prompt_len)
+    n = positive_int("steps", steps)
+    total = pass_cost(config, 1, P, batch_size, dtype_bytes)
+    for i in range(2, n + 1):
+        total = total + pass_cost(config, 1, P + i - 1, batch_size, dtype_bytes)
+    return total
 
 
 def attention_crossover(config: ModelConfig) -> int:

@@ -528,15 +528,15 @@ class PanelDriver:
     def stale(self) -> dict:
         """Which parts are greyed out as stale after a bad value: the readout and each figure."""
         return self.root.evaluate("""(r) => ({
-          readout: r.querySelector('.kvlab-readout').classList.contains('kvlab-stale'),
-          figures: [...r.querySelectorAll('.kvlab-figure')].map(f => f.classList.contains('kvlab-stale')),
-          opacity: getComputedStyle(r.querySelector('.kvlab-readout')).opacity})""")
+          marked: r.classList.contains('kvlab-stale'),
+          readout: Number(getComputedStyle(r.querySelector('.kvlab-readout')).opacity),
+          figures: [...r.querySelectorAll('.kvlab-figure')].map(f => Number(getComputedStyle(f).opacity))})""")
 
     def wait_stale(self, stale: bool, message: str, timeout_s: float = 30) -> dict:
-        """Wait until the readout and every figure are (or are no longer) greyed out as stale."""
+        """Wait until the readout and every figure are (or are no longer) greyed out as stale (opacity)."""
         def ok(s):
-            return s["readout"] == stale and all(f == stale for f in s["figures"]) and \
-                (float(s["opacity"]) < 0.5) == stale
+            faded = [s["readout"], *s["figures"]]
+            return s["marked"] == stale and all((o < 0.5) == stale for o in faded)
         return self.chapter.wait_until(self.stale, ok, timeout_s, f"panel {self.name}: {message}")
 
     def figure(self, index: int) -> dict:

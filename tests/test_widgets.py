@@ -42,11 +42,12 @@ def test_bad_value_shows_message_and_greys_out_stale_numbers(mode):
     assert "上一次有效" in panel.message.value  # says that what is left on screen is not current
     # The last good numbers stay, greyed out: never shown as if they were current.
     assert panel.readout.value == "n = 3" and panel.stale
-    assert "kvlab-stale" in panel.readout._dom_classes
-    assert all("kvlab-stale" in v.widget._dom_classes for v in panel.views)
+    assert "kvlab-stale" in panel.widget._dom_classes  # the CSS greys out its readout and figures
+    assert ".kvlab-panel.kvlab-stale .kvlab-readout" in panel.style.value
+    assert ".kvlab-panel.kvlab-stale .kvlab-figure" in panel.style.value
     panel.set(n=4)
     assert panel.message.value == "" and panel.readout.value == "n = 4" and not panel.stale
-    assert not any("kvlab-stale" in v.widget._dom_classes for v in panel.views)
+    assert "kvlab-stale" not in panel.widget._dom_classes
 
 
 def test_input_error_is_shown_in_chinese_as_is():

@@ -27,7 +27,9 @@ FRIENDLY_NAMES = {
 }
 
 # Greys out what a bad value made stale (see Panel.refresh); injected once per panel.
-STALE_CSS = "<style>.kvlab-stale{opacity:0.3;filter:grayscale(1);transition:opacity .1s}</style>"
+# (the class goes on the panel: plotly's FigureWidget does not follow class changes made after it is shown)
+STALE_CSS = ("<style>.kvlab-panel.kvlab-stale .kvlab-readout,.kvlab-panel.kvlab-stale .kvlab-figure"
+             "{opacity:0.3;filter:grayscale(1);transition:opacity .1s}</style>")
 STALE_NOTE = "下方的数字和图仍是上一次有效输入的结果（已变灰），改成有效值后会立即更新。"
 
 
@@ -182,14 +184,13 @@ class Panel:
     @property
     def stale(self) -> bool:
         """True while the readout and figures show an earlier, valid setting (greyed out)."""
-        return "kvlab-stale" in self.readout._dom_classes
+        return "kvlab-stale" in self.widget._dom_classes
 
     def _mark_stale(self, stale: bool) -> None:
-        for w in (self.readout, *[v.widget for v in self.views]):
-            if stale and "kvlab-stale" not in w._dom_classes:
-                w.add_class("kvlab-stale")
-            elif not stale and "kvlab-stale" in w._dom_classes:
-                w.remove_class("kvlab-stale")
+        if stale and not self.stale:
+            self.widget.add_class("kvlab-stale")
+        elif not stale and self.stale:
+            self.widget.remove_class("kvlab-stale")
 
     def _on_change(self, _change) -> None:
         self.refresh()

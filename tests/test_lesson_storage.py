@@ -1,12 +1,17 @@
 """Chapter 3.2's lesson module on known small cases, and its panels fed bad values."""
 import re
 
+import numpy as np
 import pytest
 import torch
 
 from kvlab import MODEL_PRESETS, ModelConfig, format_bytes
+from kvlab import kv_cache_bytes
 from kvlab.inputs import InputError
 from kvlab.lessons import storage as lesson
+from kvlab.lessons.storage import CacheGrowth, padding_waste
+from kvlab.viz import storage_plots
+from kvlab.viz.style import FONT_FAMILY
 
 
 def test_render_memory_by_hand():
@@ -98,3 +103,43 @@ def test_measured_padding_bytes():
     allocated, used = lesson.measured_padding_bytes([3, 5], cfg)
     per_token = lesson.per_token_bytes(cfg)
     assert allocated == 2 * 5 * per_token and used == 8 * per_token
+
+
+# -- plot builders ----------------------------------------------------------------------------------
+def test_cache_grid_figure_shape_fill_and_bytes():
+    fig = storage_plots.cache_grid_figure(L=3, B=2, H=5, S=100, D=64, filled=25, dtype="fp16")
+    grid = np.array(fig.data[0].z)
+    assert grid.shape == (3, 5) and np.allclose(grid, 0.25)
+    assert "(3,2,5,100,64)" in fig.layout.title.text
+    from kvlab import format_bytes
+    assert format_bytes(kv_cache_bytes(3, 5, 64, 100, 2, "fp16")) in fig.layout.title.text
+    assert fig.layout.template.layout.font.family == FONT_FAMILY
+
+
+def test_memory_vs_seq_is_linear_and_marks_s():
+    fig = storage_plots.memory_vs_seq_figure(32, 1, 32, 128, 1024, "fp16")
+    fp16 = next(tr for tr in fig.data if tr.name == "fp16")
+    x, y = np.array(fp16.x), np.array(fp16.y)
+    assert np.allclose(y / x, y[0] / x[0])  # linear in S
+    marker = fig.data[-1]
+    assert list(marker.x) == [1024] and marker.text[0] == "512.0 MiB"
+    assert "GiB" in fig.layout.yaxis.title.text and list(marker.y) == [0.5]  # unit chosen from the largest curve
+
+
+def test_cache_growth_figure():
+    res = {m: CacheGrowth(m, [5, 6], [2, 2] if m == "kv" else [2, 4], [2**20, 2**21], [0, 0], [1.0, 1.1], None)
+           for m in ("kv", "dynamic")}
+    fig = storage_plots.cache_growth_figure(res)
+    assert list(fig.data[1].y) == [1.0, 2.0]  # MiB
+    assert len(fig.data) == 6
+
+
+def test_padding_figure_and_waste():
+    w = padding_waste([5, 50], bytes_per_slot=64, block_size=16)
+    assert (w.allocated_slots, w.used_slots, w.paged_slots) == (100, 55, 16 + 64)
+    assert w.waste_fraction == pytest.approx(0.45) and w.allocated_bytes == 6400
+    fig = storage_plots.padding_figure(w)
+    z = np.array(fig.data[0].z)
+    assert z.shape[0] == 2 and z[0].sum() == 5 and z[1].sum() == 50
+    assert "45.0%" in fig.layout.title.text
+

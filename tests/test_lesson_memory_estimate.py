@@ -1,5 +1,6 @@
 """Chapter 3.4's lesson: the chapter's figures, the calculator, the GPU budget, GQA twins, a real allocation,
 and every plot builder read back. Expected values are worked out by hand in the comments."""
+import math
 from fractions import Fraction
 
 import pytest
@@ -274,6 +275,8 @@ def test_fit_tradeoff_and_twins_figures_read_back():
     curve = fig.data[0]
     assert list(curve.x) == [1, 2] and list(curve.y) == [5014, 2507]
     assert any("不受显存限制" in a.text for a in fig.layout.annotations)
+    context = [a for a in fig.layout.annotations if "上下文 2,048" in a.text]
+    assert len(context) == 1 and context[0].y == pytest.approx(math.log10(2048))  # log axes place annotations in log10
     twins = lesson.gqa_twins()
     fig = plots.twins_figure(twins)
     mha, gqa = fig.data

@@ -125,7 +125,9 @@ def halving_variants() -> list[Variant]:
 
 def _verdict(f: TextFigure) -> str:
     verdict = "成立" if f.holds else '<span style="color:#b00">不成立</span>'
-    return verdict if f.relation == ">" else f"{verdict}：kvlab 的结果是原文的 {float(f.ratio):g} 倍"
+    if f.relation == ">":
+        return f"{verdict}：{format_bytes(f.kvlab_bytes)} {'>' if f.holds else '<'} {format_bytes(f.text_bytes)}"
+    return f"{verdict}：kvlab 的结果是原文的 {float(f.ratio):g} 倍"
 
 
 def chapter_figures_html(figures: list[TextFigure]) -> str:
@@ -513,7 +515,7 @@ def measure_cache_allocation(model=CHAPTER_MODEL, seq_len: int = CHAPTER_S // 8,
     after = _allocated(dev)
     if before is None:
         measured = cache.k.untyped_storage().nbytes() + cache.v.untyped_storage().nbytes()
-        method = "CPU 没有显存分配器的计数：读 K、V 两个张量实际存储的字节数 untyped_storage().nbytes()"
+        method = "CPU 上没有分配器的计数：读 K、V 两个张量实际存储的字节数 untyped_storage().nbytes()"
     else:
         measured = after - before
         method = (f"{dev.type} 分配器自己的计数：分配前后 "

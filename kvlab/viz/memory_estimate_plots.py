@@ -2,6 +2,7 @@
 figures out. Byte counts come in exact; they are drawn in GiB (or on log axes labelled in IEC units)."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Sequence
 
 import plotly.graph_objects as go
@@ -117,8 +118,9 @@ def fit_tradeoff_figure(points: Sequence[tuple[int, int | None]], context_length
     if unbounded:
         fig.add_annotation(x=0.5, y=0.9, xref="paper", yref="paper", showarrow=False,
                            text=f"B ≤ {max(unbounded):,} 时缓存封顶（滑动窗口），上下文不受显存限制")
-    fig.add_hline(y=context_length, line=dict(color=PALETTE[3], dash="dot"),
-                  annotation_text=f"模型发布时的上下文 {context_length:,}", annotation_position="top right")
+    fig.add_hline(y=context_length, line=dict(color=PALETTE[3], dash="dot"))
+    fig.add_annotation(x=1, xref="paper", y=math.log10(context_length), yref="y", xanchor="right", yanchor="bottom",
+                       showarrow=False, text=f"模型发布时的上下文 {context_length:,}", font=dict(color=PALETTE[3]))
     fig.add_scatter(x=[batch_size], y=[seq_len], mode="markers", name=f"当前（B = {batch_size:,}，S = {seq_len:,}）",
                     marker=dict(size=14, color=PALETTE[2] if fits else OVER_COLOR, symbol="x"))
     fig.update_xaxes(type="log", title=axis_title("批次 B", "条序列，对数刻度"))

@@ -1,0 +1,164 @@
+"""Browser interactions for chapter 3.4 (run by tests/test_browser.py after run-all)."""
+from __future__ import annotations
+
+import re
+
+from browser_support import ChapterPage, PanelDriver
+
+NOTEBOOK = "04_llama7b_memory_estimate.ipynb"
+SCREENSHOT = ".kvlab-panel.kvlab-calc"
+
+
+def number_after(pattern: str, text: str) -> int:
+    m = re.search(pattern + r"\s*([\d,]+)", text)
+    assert m, f"no number after {pattern!r} in: {text!r}"
+    return int(m.group(1).replace(",", ""))
+
+
+def total_shown(readout: str) -> int:
+    return number_after(r"=", re.search(r"=\s*[\d,]+\s*B\s*=", readout).group(0))
+
+
+def total_expected(calc: PanelDriver) -> int:
+    from kvlab import MODEL_PRESETS
+
+    return MODEL_PRESETS[calc.value("model")].kv_cache_bytes(calc.int_value("seq_len"), calc.int_value("batch_size"),
+                                                            calc.value("dtype"))
+
+
+def slide_to(calc: PanelDriver, target: int) -> str:
+    """Press ← / → on the log-scale slider until it shows ``target``; return the readout for it."""
+    from kvlab import MODEL_PRESETS
+
+    while calc.int_value("seq_len") != target:
+        before = calc.int_value("seq_len")
+        calc.press_slider("seq_len", "ArrowRight" if before < target else "ArrowLeft")
+        calc.chapter.wait_until(lambda: calc.int_value("seq_len"), lambda v: v != before, 10, "slider key press")
+    p = MODEL_PRESETS[calc.value("model")]
+    want = p.kv_cache_bytes(target, calc.int_value("batch_size"), calc.value("dtype"))
+    return calc.wait_readout(lambda t: total_shown(t) == want, f"the readout should show {want:,} B for S = {target}")
+
+
+def interact_calculator(ch: ChapterPage) -> None:
+    calc = ch.panel("kvlab-calc")
+    r0 = calc.readout()
+    assert total_shown(r0) == total_expected(calc) == 2 * 32 * 32 * 2048 * 128 * 2, r0
+    curves0, layers0 = calc.figure(0), calc.figure(1)
+
+    # one key press on the log slider: 2048 -> 3072 tokens, both figures redraw
+    calc.press_slider("seq_len", "ArrowRight")
+    r1 = calc.wait_readout(lambda t: total_shown(t) != total_shown(r0), "ArrowRight on S should change the bytes")
+    assert calc.int_value("seq_len") == 3072 and total_shown(r1) == total_expected(calc), r1
+    assert "⚠" in r1, "3072 tokens is past LLaMA-7B's 2048-token context: the readout must flag it"
+    curves1 = calc.wait_figure_changed(0, curves0, "the curves should redraw for S = 3072")
+    calc.wait_figure_changed(1, layers0, "the per-layer bars should redraw for S = 3072")
+
+    # Mistral-7B: its own (rolling buffer) formula, flat past 4096 tokens
+    calc.select("model", "Mistral-7B")
+    r2 = calc.wait_readout(lambda t: "Mistral-7B" in t and total_shown(t) == total_expected(calc), "Mistral readout")
+    assert "滑动窗口" in r2, r2
+    at_8192 = total_shown(slide_to(calc, 8192))
+    assert at_8192 == total_shown(slide_to(calc, 16384)) == 4096 * 2 * 32 * 8 * 128 * 2
+    curves2 = calc.wait_figure_changed(0, curves1, "the curves should redraw for Mistral-7B")
+    assert "Mistral-7B" in calc.readout()
+
+    # Gemma-2-9B: windowed and global layers drawn in two colours
+    calc.select("model", "Gemma-2-9B")
+    calc.wait_readout(lambda t: "Gemma-2-9B" in t and total_shown(t) == total_expected(calc), "Gemma readout")
+    calc.wait_figure(1, lambda s: s["ntraces"] == 2, "Gemma-2's layer bars should come in two groups")
+
+    # dtype: int8 halves fp16
+    b = total_shown(calc.readout())
+    calc.select("dtype", "int8")
+    calc.wait_readout(lambda t: total_shown(t) == b // 2 == total_expected(calc), "int8 should halve the bytes")
+
+    # batch 0: a warning, the readout greyed out and left as it was; then batch 2 doubles the int8 bytes
+    calc.select("model", "LLaMA-7B")
+    r3 = calc.wait_readout(lambda t: "LLaMA-7B" in t and total_shown(t) == total_expected(calc), "LLaMA readout")
+    curves3 = calc.figure(0)
+    calc.type_text("batch_size", "0")
+    warn = calc.wait_message("warn", True, "batch 0 should show a .kvlab-msg-warn message")
+    assert any("批次 B" in w for w in warn) and calc.messages("bug") == [], warn
+    calc.wait_stale(True, "batch 0 must grey out the readout and both figures")
+    assert calc.readout() == r3
+    ch.page.wait_for_timeout(300)
+    assert calc.figure(0)["data"] == curves3["data"], "the curves must keep the last valid values"
+    calc.type_text("batch_size", "2")
+    calc.wait_message("warn", False, "a valid batch should clear the warning")
+    calc.wait_stale(False, "a valid batch must un-grey the panel")
+    calc.wait_readout(lambda t: total_shown(t) == 2 * total_shown(r3), "batch 2 doubles the bytes")
+
+    # back to the defaults (also for the README screenshot): the original readout exactly
+    calc.type_text("batch_size", "1")
+    calc.select("dtype", "fp16")
+    slide_to(calc, 2048)
+    calc.wait_readout(lambda t: t == r0, "restoring the controls should restore the original readout")
+    calc.wait_figure(0, lambda s: s["data"] == curves0["data"], "restoring the controls should restore the curves")
+    assert curves2["data"] != curves0["data"]
+
+
+def fit_numbers(readout: str) -> tuple[int, int]:
+    return number_after("放得下的最长上下文：", readout), number_after("放得下的最大批次：", readout)
+
+
+def interact_fit(ch: ChapterPage) -> None:
+    from kvlab import MODEL_PRESETS
+    from kvlab.lessons import memory_estimate as lesson
+    from kvlab.presets import GPU_PRESETS
+
+    fit = ch.panel("kvlab-fit")
+    r0 = fit.readout()
+    t4 = GPU_PRESETS["T4 16 GB (Colab)"]
+    plan = lesson.plan_fit("LLaMA-7B", t4.memory_bytes, 2048)
+    assert fit_numbers(r0) == (plan.longest_context, plan.largest_batch) == (5014, 2), r0
+    assert fit.int_value("budget_mib") == t4.memory_mib
+    bar0, trade0 = fit.figure(0), fit.figure(1)
+
+    # a bigger card: its nvidia-smi total fills the budget box, both numbers and both figures follow
+    fit.select("gpu", "H200 141 GB")
+    ch.wait_until(lambda: fit.int_value("budget_mib"), lambda v: v == 143_771, 10, "the H200 fills the budget box")
+    h200 = lesson.plan_fit("LLaMA-7B", GPU_PRESETS["H200 141 GB"].memory_bytes, 2048)
+    fit.wait_readout(lambda t: fit_numbers(t) == (h200.longest_context, h200.largest_batch), "H200 numbers")
+    bar1 = fit.wait_figure_changed(0, bar0, "the budget bar should redraw for the H200")
+    assert "H200" in bar1["title"], bar1["title"]
+    fit.wait_figure_changed(1, trade0, "the trade-off curve should redraw for the H200")
+
+    # LLaMA-65B in fp16 on a T4: the weights alone do not fit -> a message, greyed out
+    fit.select("model", "LLaMA-65B")
+    r1 = fit.wait_readout(lambda t: "65,285,660,672" in t and fit_numbers(t)[1] > 0, "LLaMA-65B on the H200")
+    fit.select("gpu", "T4 16 GB (Colab)")
+    warn = fit.wait_message("warn", True, "65B fp16 weights on a T4 should show a warning")
+    assert any("可用显存" in w and "放不下" in w for w in warn) and fit.messages("bug") == [], warn
+    fit.wait_stale(True, "weights that do not fit must grey out the fit panel")
+    assert fit.readout() == r1
+    # int4 weights on a 40 GB A100 fit again
+    fit.select("weight_dtype", "int4")
+    fit.select("gpu", "A100 40 GB")
+    fit.wait_message("warn", False, "int4 weights on an A100 40 GB should fit")
+    fit.wait_stale(False, "a fitting budget must un-grey the panel")
+    a100 = lesson.plan_fit("LLaMA-65B", GPU_PRESETS["A100 40 GB"].memory_bytes, 2048, weight_dtype="int4")
+    fit.wait_readout(lambda t: fit_numbers(t) == (a100.longest_context, a100.largest_batch), "65B int4 on an A100")
+
+    # typing: a budget of 0 is refused; a typed context and batch drive the numbers
+    fit.type_text("budget_mib", "0")
+    fit.wait_message("warn", True, "a budget of 0 MiB should show a warning")
+    fit.wait_stale(True, "a budget of 0 must grey out the panel")
+    fit.type_text("budget_mib", "40960")
+    fit.wait_stale(False, "a valid budget must un-grey the panel")
+    fit.type_text("seq_len", "8192")
+    at_8k = lesson.plan_fit("LLaMA-65B", 40960 * 2**20, 8192, weight_dtype="int4")
+    fit.wait_readout(lambda t: fit_numbers(t)[1] == at_8k.largest_batch, "S = 8192 gives the largest batch")
+    assert at_8k.largest_batch < a100.largest_batch
+
+    # back to the defaults
+    fit.type_text("seq_len", "2048")
+    fit.select("model", "LLaMA-7B")
+    fit.select("weight_dtype", "fp16")
+    fit.select("gpu", "T4 16 GB (Colab)")
+    fit.wait_readout(lambda t: t == r0, "restoring the controls should restore the original readout")
+    assert MODEL_PRESETS["LLaMA-7B"].context_length < plan.longest_context
+
+
+def interact(ch: ChapterPage) -> None:
+    interact_calculator(ch)
+    interact_fit(ch)

@@ -53,7 +53,7 @@ def preset(model) -> ModelPreset:
     """A :class:`ModelPreset` from itself or its name in ``MODEL_PRESETS``."""
     if isinstance(model, ModelPreset):
         return model
-    if model not in MODEL_PRESETS:
+    if not isinstance(model, str) or model not in MODEL_PRESETS:
         raise ValueError(f"model must be one of MODEL_PRESETS ({', '.join(MODEL_PRESETS)}); got {model!r}")
     return MODEL_PRESETS[model]
 

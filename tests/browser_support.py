@@ -273,12 +273,18 @@ JS_CELLS = """() => {
     if (c.type !== 'code') continue;
     const src = c.sharedModel.getSource();
     const errors = [];
+    const stderr = [];
     for (let j = 0; j < c.outputs.length; j++) {
       const o = c.outputs.get(j).toJSON();
       if (o.output_type === 'error') errors.push(`${o.ename}: ${o.evalue}`);
+      if (o.output_type === 'stream' && o.name === 'stderr') {
+        const text = Array.isArray(o.text) ? o.text.join('') : String(o.text);
+        // tqdm progress bars write to stderr and erase themselves: anything else is a warning or worse
+        if (text.replace(/\\r[^\\n]*/g, '').trim()) stderr.push(text.slice(0, 500));
+      }
     }
     out.push({index: i, count: c.executionCount, head: src.split('\\n').slice(0, 3).join(' | ').slice(0, 120),
-              empty: src.trim() === '', errors});
+              empty: src.trim() === '', errors, stderr});
   }
   return {cells: out, modelCells: cells.length, domCells: w.content.node.querySelectorAll('.jp-Cell').length};
 }"""

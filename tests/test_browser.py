@@ -109,6 +109,8 @@ def check_clean(ch: ChapterPage, when: str) -> None:
         f"{when}: only {cells['domCells']} of {cells['modelCells']} cells are in the DOM (windowing not off?)")
     errors = [f"cell {c['index']} [{c['head']}]: {'; '.join(c['errors'])}" for c in cells["cells"] if c["errors"]]
     assert not errors, f"{when}: cells raised errors:\n" + "\n".join(errors)
+    warned = [f"cell {c['index']} [{c['head']}]: {c['stderr']}" for c in cells["cells"] if c["stderr"]]
+    assert not warned, f"{when}: cells wrote warnings or other text to stderr:\n" + "\n".join(warned)
     not_run = [f"cell {c['index']} [{c['head']}]" for c in cells["cells"] if not c["empty"] and c["count"] is None]
     assert not not_run, f"{when}: cells were not executed:\n" + "\n".join(not_run)
 

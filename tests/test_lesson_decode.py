@@ -92,7 +92,7 @@ def test_walkthrough_panel_rejects_bad_values(tiny_model, tok):
 def test_latency_panel_keeps_its_result(tiny_model):
     panel = lesson.latency_panel(tiny_model, new_tokens=32)
     assert set(panel.result) == {"none", "kv"} and panel.result["kv"].new_tokens == 32
-    with pytest.raises(InputError, match="生成token数"):
+    with pytest.raises(InputError, match="生成 token 数"):
         lesson.render_latency(tiny_model, 0, 1)
 
 
@@ -112,7 +112,7 @@ def test_attention_compare_masks_future_and_places_cached_row():
     row = full[-1:]
     fig = decode_plots.attention_compare_figure(full, row, list("人工智能"), layer=1, head=2, kv_full=4, kv_cached=1)
     left, right = fig.data
-    z_left = np.array(left.z, dtype=float)
+    z_left = np.array(left.z, dtype=float)  # None (empty cells) -> nan
     assert np.isnan(z_left[0, 1]) and z_left[3, 3] == pytest.approx(0.25)  # causal: no future keys
     z_right = np.array(right.z, dtype=float)
     assert np.isnan(z_right[:3]).all() and np.allclose(z_right[3], row[0])  # only the new row is computed
@@ -141,8 +141,30 @@ def test_latency_figure_reports_exponents():
 
 def test_work_figure_counts():
     fig = decode_plots.work_figure(5)
-    assert list(fig.data[0].y) == [1, 2, 3, 4, 5] and list(fig.data[1].y) == [1, 4, 9, 16, 25]
-    assert list(fig.data[2].y) == [1] * 5 and list(fig.data[3].y) == [1, 2, 3, 4, 5]
+    none_kv, none_scores, none_total, kv_kv, kv_scores, kv_total, cube, square = fig.data
+    assert list(none_kv.y) == [1, 2, 3, 4, 5] and list(none_scores.y) == [1, 4, 9, 16, 25]
+    assert list(none_total.y) == [1, 5, 14, 30, 55]  # running sums of t^2
+    assert list(kv_kv.y) == [1] * 5 and list(kv_scores.y) == [1, 2, 3, 4, 5] and list(kv_total.y) == [1, 3, 6, 10, 15]
+    assert cube.name == "n³/3" and cube.y[-1] == pytest.approx(125 / 3) and square.y[-1] == pytest.approx(12.5)
+
+
+def test_cache_rows_figure_outlines_the_new_rows():
+    k = np.arange(12, dtype=float).reshape(4, 3)
+    fig = decode_plots.cache_rows_figure(k, -k, list("人工智能"), layer=2, group=1, new_rows=1)
+    assert np.array(fig.data[0].z).shape == (4, 3) and np.array(fig.data[1].z)[0, 1] == -1
+    box = fig.layout.shapes[0]
+    assert (box.y0, box.y1) == (2.5, 3.5)  # the last row only
+    assert "本步追加" in fig.layout.title.text and "KV 组 1" in fig.layout.title.text
+    prefill = decode_plots.cache_rows_figure(k, k, list("人工智能"), 0, 0, new_rows=4)
+    assert (prefill.layout.shapes[0].y0, prefill.layout.shapes[0].y1) == (-0.5, 3.5) and "预填充" in prefill.layout.title.text
+
+
+def test_attention_figure_sends_no_nan_and_labels_the_prefill():
+    full = np.tril(np.ones((3, 3))) / np.arange(1, 4)[:, None]
+    fig = decode_plots.attention_compare_figure(full, full, list("人工智"), 0, 0, kv_full=3, kv_cached=3)
+    for trace in fig.data:
+        assert all(v is None or np.isfinite(v) for row in trace.z for v in row)  # NaN is not valid JSON
+    assert "预填充" in fig.layout.annotations[1].text and "只算" not in fig.layout.annotations[1].text
 
 
 def test_axis_titles_use_full_width_brackets():

@@ -36,6 +36,8 @@ class DecodeStep:
     kv_without_cache: int  # tokens whose K/V are projected without a cache (= t)
     kv_with_cache: int  # ... and with one (the prompt at the first step, then 1)
     row_max_abs_diff: float  # |cached row - last row of full attention|, max over layers and heads
+    k_cache: torch.Tensor  # [L, H_kv, t, D]: what the cache holds after this step
+    v_cache: torch.Tensor
 
     @property
     def t(self) -> int:
@@ -63,36 +65,65 @@ def decode_walkthrough(model: ToyTransformer, tokenizer, prompt: str, steps: int
         probs = torch.softmax(cached_logits[0, -1].float(), dim=-1)
         top = torch.topk(probs, min(k, probs.numel()))
         nxt = int(top.indices[0])
+        views = [cache.layer_view(layer) for layer in range(model.config.n_layer)]  # each ([1, H_kv, t, D],) * 2
         out.append(DecodeStep(
             step=step, tokens=[tokenizer.decode([i]) for i in ids], next_token=tokenizer.decode([nxt]),
             topk=[(tokenizer.decode([int(i)]), float(p)) for p, i in zip(top.values, top.indices)],
             full_weights=full_w, cached_weights=rows_w, kv_without_cache=len(ids), kv_with_cache=n_new,
             row_max_abs_diff=(rows_w[:, :, -1] - full_w[:, :, -1]).abs().max().item(),
+            k_cache=torch.stack([kk[0] for kk, _ in views]).float().cpu(),  # [L, H_kv, t, D]
+            v_cache=torch.stack([vv[0] for _, vv in views]).float().cpu(),
         ))
         ids = ids + [nxt]
         feed = torch.tensor([[nxt]], device=model.device)
     return out
 
 
+def most_attended(s: DecodeStep, layer: int, head: int) -> tuple[int, str, float]:
+    """The position (0-based) and token the newest query of ``head`` looks at most in this step, and its weight."""
+    row = s.cached_weights[layer, head, -1]  # [t]
+    i = int(row.argmax())
+    return i, s.tokens[i], float(row[i])
+
+
 def render_step(steps: list[DecodeStep], step, layer, head) -> View:
-    """The walkthrough panel: top-k bars and the two attention pictures of one step."""
+    """The walkthrough panel: top-k bars, the two attention pictures, and the cache's K/V rows of one step."""
     s = steps[whole_number("解码步", step, 1, len(steps)) - 1]
     layer = whole_number("层", layer, 0, s.full_weights.shape[0] - 1)
     head = whole_number("注意力头", head, 0, s.full_weights.shape[1] - 1)
+    n_rep = s.full_weights.shape[1] // s.k_cache.shape[1]  # query heads per KV head
+    group = head // n_rep
     figures = [
         plots.topk_figure(s.topk, "".join(s.tokens)),
         plots.attention_compare_figure(s.full_weights[layer, head].numpy(), s.cached_weights[layer, head].numpy(),
                                        s.tokens, layer, head, s.kv_without_cache, s.kv_with_cache),
+        plots.cache_rows_figure(s.k_cache[layer, group].numpy(), s.v_cache[layer, group].numpy(), s.tokens, layer,
+                                group, s.kv_with_cache),
     ]
     n = s.kv_with_cache
+    diff = (s.cached_weights[layer, head, -1] - s.full_weights[layer, head, -1]).abs().max().item()
+    mates = [h for h in range(group * n_rep, (group + 1) * n_rep) if h != head]
+    looks = "；".join(f"第 {h} 头最关注第 {i + 1} 个 token「{html.escape(tok)}」（权重 {w:.2f}）"
+                     for h in [head, *mates] for i, tok, w in [most_attended(s, layer, h)])
+    if n == s.t:
+        work = (f"预填充：缓存还是空的，两边都为全部 <b>{n}</b> 个 token 计算 K/V、算 {n}×{n} 的分数；"
+                f"有缓存时这 {n} 行 K/V 同时写入缓存")
+    else:
+        work = (f"无缓存：为 <b>{s.kv_without_cache}</b> 个 token 计算 K/V，每层每头 {s.t}×{s.t} = "
+                f"<b>{s.t * s.t}</b> 个分数<br>有缓存：只为 <b>{n}</b> 个 token 计算 K/V，每层每头 {n}×{s.t} = "
+                f"<b>{n * s.t}</b> 个分数；其余 {s.t - n} 个 token 的 K/V 从缓存读取")
     readout = (
-        f"<b>第 {s.step} 步</b>　输入 t = {s.t} 个token：{html.escape(' '.join(s.tokens))}　→　"
-        f"预测「{html.escape(s.next_token)}」（概率 {s.topk[0][1]:.1%}）<br>"
-        f"无缓存：为 <b>{s.kv_without_cache}</b> 个token计算 K/V，每层每头 {s.t}×{s.t} = <b>{s.t * s.t}</b> 个分数<br>"
-        f"有缓存：为 <b>{n}</b> 个token计算 K/V，每层每头 {n}×{s.t} = <b>{n * s.t}</b> 个分数；"
-        f"其余 {s.t - n} 个token的 K/V 直接从缓存读取"
+        f"<b>第 {s.step} 步</b>　输入 t = {s.t} 个 token：{html.escape(' '.join(s.tokens))}　→　"
+        f"预测「{html.escape(s.next_token)}」（概率 {s.topk[0][1]:.1%}）<br>{work}<br>"
+        f"第 {layer} 层第 {head} 头：有缓存算出的这一行与完整矩阵最后一行的最大差异 <b>{diff:.1e}</b><br>"
+        f"KV 组 {group}（第 {group * n_rep}–{(group + 1) * n_rep - 1} 头共用同一份 K/V）：{looks}"
     )
     return View(figures, readout, s)
+
+
+def steps_where_heads_disagree(steps: list[DecodeStep], layer: int, head_a: int, head_b: int) -> list[int]:
+    """Steps at which two heads' newest queries look most at different tokens (the walkthrough's task)."""
+    return [s.step for s in steps if most_attended(s, layer, head_a)[0] != most_attended(s, layer, head_b)[0]]
 
 
 def walkthrough_panel(model: ToyTransformer, steps: list[DecodeStep]) -> Panel:
@@ -181,11 +212,11 @@ def check_two_formulas(model: ToyTransformer, tokenizer, text: str = "人工智�
 # -- counted work --------------------------------------------------------------------------------------
 @dataclass
 class ProjectionCount:
-    """K/V projections per pass, read from the traces of a run with and without a cache."""
+    """K/V projections and attention scores per pass, read from the traces of a run with and without a cache."""
 
     new_tokens: int
     seq_len: list[int]  # per pass
-    none_per_pass: list[int]
+    none_per_pass: list[int]  # tokens whose K/V the pass projected
     kv_per_pass: list[int]
 
     @property
@@ -195,6 +226,15 @@ class ProjectionCount:
     @property
     def kv_total(self) -> int:
         return sum(self.kv_per_pass)
+
+    @property
+    def none_scores(self) -> int:
+        """Attention scores per layer and head over the run: each pass's new queries times its keys."""
+        return sum(q * t for q, t in zip(self.none_per_pass, self.seq_len))
+
+    @property
+    def kv_scores(self) -> int:
+        return sum(q * t for q, t in zip(self.kv_per_pass, self.seq_len))
 
 
 def count_projections(model: ToyTransformer, prompt_ids, new_tokens: int) -> ProjectionCount:
@@ -229,13 +269,13 @@ def measure_decode_latency(model: ToyTransformer, new_tokens: int, repeats: int 
 
 def render_latency(model: ToyTransformer, new_tokens, repeats) -> View:
     """The latency panel: measure both ways, plot per-step and cumulative time with fitted exponents."""
-    new_tokens = whole_number("生成token数", new_tokens, 1, model.config.max_seq_len - 8)
+    new_tokens = whole_number("生成 token 数", new_tokens, 1, model.config.max_seq_len - 8)
     repeats = whole_number("重复次数（取中位数）", repeats, 1, 9)
     results = measure_decode_latency(model, new_tokens, repeats)
     none, kv = results["none"], results["kv"]
     total_none, total_kv = none.cumulative_seconds[-1], kv.cumulative_seconds[-1]
     readout = (
-        f"生成 {new_tokens} 个token：无缓存累计 <b>{total_none:.2f} s</b>，有缓存累计 <b>{total_kv:.2f} s</b>，"
+        f"生成 {new_tokens} 个 token：无缓存累计 <b>{total_none:.2f} s</b>，有缓存累计 <b>{total_kv:.2f} s</b>，"
         f"有缓存快 <b>{total_none / total_kv:.1f}×</b><br>"
         f"单步耗时增长指数（后半段拟合）：无缓存 {none.step_exponent:.2f}，有缓存 {kv.step_exponent:.2f}；"
         f"累计耗时增长指数：无缓存 {none.cumulative_exponent:.2f}，有缓存 {kv.cumulative_exponent:.2f}"
@@ -248,10 +288,86 @@ def latency_panel(model: ToyTransformer, new_tokens: int = 192) -> Panel:
     """Length and repeat sliders; measurements run when the button is clicked."""
     import ipywidgets as W
 
-    return Panel({"new_tokens": int_slider("生成token数", new_tokens, 32, model.config.max_seq_len - 8, step=32),
+    return Panel({"new_tokens": int_slider("生成 token 数", new_tokens, 32, model.config.max_seq_len - 8, step=32),
                   "repeats": int_slider("重复次数（取中位数）", 1, 1, 5, width="300px")},
                  partial(render_latency, model), layout="horizontal", css_class="kvlab-latency",
                  button=W.Button(description="运行测量", button_style="primary", icon="play"))
+
+
+@dataclass
+class StepFit:
+    """Decode step time fitted as a fixed cost plus a slope times t (least squares, median over repeats)."""
+
+    t: list[int]
+    step_ms: list[float]
+    fixed_ms: float  # a: what a step costs with nothing in the cache (many small operations, weights read)
+    slope_ms: float  # b: what each token already in the sequence adds to a step
+
+    def at(self, t: float) -> float:
+        return self.fixed_ms + self.slope_ms * t
+
+    @property
+    def fit_ms(self) -> list[float]:
+        return [self.at(t) for t in self.t]
+
+    @property
+    def growing_share_at_end(self) -> float:
+        """Share of the fitted step time at the last t that the growing term b·t accounts for."""
+        return max(0.0, self.slope_ms * self.t[-1]) / max(self.at(self.t[-1]), 1e-12)
+
+
+def fit_step_time(timing: DecodeTiming) -> StepFit:
+    """Fit ``a + b·t`` to the decode passes of a timed generation."""
+    t, ms = timing.seq_len[1:], [s * 1e3 for s in timing.step_seconds[1:]]
+    if len(t) < 2:
+        raise ValueError("timing: needs at least 2 decode passes to fit a line")
+    mt, mm = sum(t) / len(t), sum(ms) / len(ms)
+    sxx = sum((x - mt) ** 2 for x in t)
+    b = sum((x - mt) * (y - mm) for x, y in zip(t, ms)) / sxx
+    return StepFit(list(t), ms, mm - b * mt, b)
+
+
+def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> list[str]:
+    """Chinese sentences saying what this run measured: which term of the step time dominates where.
+
+    Written from the numbers, so they stay true on any machine (a GPU, a noisy laptop).
+    """
+    none, kv = fit_step_time(results["none"]), fit_step_time(results["kv"])
+    n, cross = none.t[-1], crossover_length(model)
+    lines = []
+    if none.slope_ms <= 0:
+        lines.append(f"无缓存：这次测量看不出单步耗时随 t 增长（拟合斜率 {none.slope_ms * 1e3:.1f} µs/token，噪声盖过了它），"
+                     "把生成长度调大或增加重复次数再测一次。")
+    else:
+        turn = none.fixed_ms / none.slope_ms
+        where = (f"t 小于约 {turn:.0f} 时固定开销占大头，超过之后与 t 成正比的投影和前馈网络占大头"
+                 if turn < n else f"在整个测量范围（t ≤ {n}）里固定开销都比与 t 成正比的部分大")
+        lines.append(
+            f"无缓存：单步耗时 ≈ {none.fixed_ms:.2f} ms + {none.slope_ms * 1e3:.1f} µs × t。{where}；"
+            f"在 t = {n} 处两项约为 {none.fixed_ms:.2f} ms 和 {none.slope_ms * n:.2f} ms。"
+            f"所以拟合出的单步指数 {results['none'].step_exponent:.2f} 落在 0（只有固定开销）和 1（只有线性项）之间，"
+            f"累计指数 {results['none'].cumulative_exponent:.2f} 落在 1 和 2 之间。")
+    lines.append(f"t² 的注意力项按 FLOP 数要到 t ≈ {cross} 才追上线性项，{'远超' if cross > 2 * n else '接近'}这次测量的长度，"
+                 f"所以这里看不到单步指数接近 2。")
+    if kv.growing_share_at_end < 0.05:
+        grows = (f"单步耗时约 {kv.fixed_ms:.2f} ms，拟合斜率 {kv.slope_ms * 1e3:.2f} µs/token：在 t ≤ {n} 内，"
+                 f"读缓存那一项小于单步的 5%，淹没在固定开销和计时噪声里")
+    else:
+        grows = (f"单步耗时 ≈ {kv.fixed_ms:.2f} ms + {kv.slope_ms * 1e3:.2f} µs × t；在 t = {n} 处随 t 增长的部分"
+                 f"占单步的 {kv.growing_share_at_end:.0%}")
+    lines.append(f"有缓存：{grows}。所以单步指数 {results['kv'].step_exponent:.2f} 接近 0、"
+                 f"累计指数 {results['kv'].cumulative_exponent:.2f} 接近 1；下一格用更长的生成把这一项测出来。")
+    return lines
+
+
+def cached_step_growth(model: ToyTransformer, new_tokens: int = 1024, prompt_len: int = 4) -> StepFit:
+    """One long generation with a cache only: does the step time grow with t, and by how much?"""
+    new_tokens = positive_int("new_tokens", new_tokens)
+    if prompt_len + new_tokens > model.config.max_seq_len:
+        raise ValueError(f"new_tokens: prompt_len ({prompt_len}) + new_tokens ({new_tokens}) passes the model's "
+                         f"max_seq_len ({model.config.max_seq_len})")
+    prompt = torch.randint(0, model.config.vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(1))
+    return fit_step_time(time_generate(model, prompt, new_tokens, ("kv",))["kv"])
 
 
 def crossover_length(model: ToyTransformer) -> int:

@@ -7,12 +7,20 @@ from plotly.subplots import make_subplots
 
 from .style import HEATMAP_SCALE, MODE_COLORS, MODE_LABELS, PALETTE, WIDE, apply_template, axis_title, new_figure
 
+HIGHLIGHT = "#D55E00"  # the rows this step adds
+
+
+def _json_safe(z: np.ndarray) -> list:
+    """A matrix for plotly with empty cells as None: NaN is not valid JSON, and the widget would warn."""
+    return [[None if np.isnan(v) else float(v) for v in row] for row in np.asarray(z, dtype=float)]
+
 
 def topk_figure(topk: list[tuple[str, float]], context: str = "") -> go.Figure:
     """Horizontal bars: the k most likely next tokens and their probabilities."""
     labels = [f"「{tok}」" if tok.strip() else repr(tok) for tok, _ in topk][::-1]
     probs = [p for _, p in topk][::-1]
-    fig = new_figure(f"下一个token的概率（前{len(topk)}名）" + (f"：输入「{context}」" if context else ""), height=300)
+    fig = new_figure(f"下一个 token 的概率（前 {len(topk)} 名）" + (f"：输入「{context}」" if context else ""),
+                     height=300)
     fig.add_bar(x=probs, y=labels, orientation="h", marker_color=[PALETTE[1]] * (len(probs) - 1) + [PALETTE[0]],
                 text=[f"{p:.1%}" for p in probs], textposition="outside", cliponaxis=False, name="概率")
     fig.update_xaxes(title=axis_title("概率", "0–1"), range=[0, 1.08])
@@ -24,35 +32,62 @@ def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[
                              kv_full: int, kv_cached: int) -> go.Figure:
     """Side by side: the t x t weights recomputed without a cache, and the rows a cached pass computes.
 
-    ``full`` [t, t] and ``cached`` [n, t] are attention weights (0-1) of one layer and head.
+    ``full`` [t, t] and ``cached`` [n, t] are attention weights (0-1) of one layer and head; n = t at the
+    prefill step (both sides compute the same), then 1.
     """
     full = np.asarray(full, dtype=float)
     cached = np.asarray(cached, dtype=float)
     t = full.shape[0]
     n = cached.shape[0]
-    labels = [f"{i + 1}:{tok}" for i, tok in enumerate(tokens)]
+    labels = [f"{i + 1}：{tok}" for i, tok in enumerate(tokens)]
     x_labels = [f"{tok}<br>{i + 1}" for i, tok in enumerate(tokens)]  # two short lines: no rotated ticks
     masked = np.where(np.tril(np.ones((t, t), dtype=bool)), full, np.nan)  # future positions stay empty
     cached_rows = np.full((t, t), np.nan)
-    cached_rows[t - n:] = cached
+    cached_rows[t - n:] = np.where(np.tril(np.ones((t, t), dtype=bool))[t - n:], cached, np.nan)
+    if n == t:  # the prefill: nothing is cached yet, both sides do the same work
+        right = f"有缓存：预填充，同样要算 {kv_cached} 个 token 的 K/V<br>{n}×{t} 分数矩阵，K/V 存入缓存"
+    else:
+        right = f"有缓存：只算 {kv_cached} 个 token 的 K/V<br>{n}×{t} 分数" + ("行" if n == 1 else "矩阵")
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
-        f"无缓存：重算 {kv_full} 个token的K/V<br>{t}×{t} 分数矩阵",
-        f"有缓存：只算 {kv_cached} 个token的K/V<br>{n}×{t} 分数" + ("行" if n == 1 else "矩阵"),
-    ))
+        f"无缓存：重算 {kv_full} 个 token 的 K/V<br>{t}×{t} 分数矩阵", right))
     common = dict(x=x_labels, y=labels, zmin=0, zmax=1, colorscale=HEATMAP_SCALE, xgap=1, ygap=1,
                   hovertemplate="query %{y} → key %{x}：权重 %{z:.3f}<extra></extra>")
-    fig.add_trace(go.Heatmap(z=masked, showscale=False, name="无缓存", **common), row=1, col=1)
-    fig.add_trace(go.Heatmap(z=cached_rows, name="有缓存", colorbar=dict(title="注意力权重", len=0.9), **common),
-                  row=1, col=2)
+    fig.add_trace(go.Heatmap(z=_json_safe(masked), showscale=False, name="无缓存", **common), row=1, col=1)
+    fig.add_trace(go.Heatmap(z=_json_safe(cached_rows), name="有缓存", colorbar=dict(title="注意力权重", len=0.9),
+                             **common), row=1, col=2)
     if n < t:
         fig.add_annotation(x=0.5, y=0.55, xref="x2 domain", yref="y2 domain", showarrow=False,
-                           text="前面各行在之前的步骤里已经算过，<br>本步只需新token这一行", font=dict(color="#555"))
+                           text="前面各行在之前的步骤里已经算过，<br>本步只需新 token 这一行", font=dict(color="#555"))
     for col in (1, 2):
-        fig.update_yaxes(autorange="reversed", title=dict(text="query（当前token）", standoff=8), row=1, col=col)
-        fig.update_xaxes(title=dict(text="key（被关注的token）", standoff=16), tickangle=0, automargin=True,
+        fig.update_yaxes(autorange="reversed", title=dict(text="query（当前 token）", standoff=8), automargin=True,
+                         row=1, col=col)
+        fig.update_xaxes(title=dict(text="key（被关注的 token）", standoff=16), tickangle=0, automargin=True,
                          row=1, col=col)
     apply_template(fig, f"第 {layer} 层、第 {head} 个头的注意力权重 softmax(QKᵀ/√d)", 440)
     return fig
+
+
+def cache_rows_figure(k: np.ndarray, v: np.ndarray, tokens: list[str], layer: int, group: int, new_rows: int
+                      ) -> go.Figure:
+    """The cache itself: K and V of one layer and KV group, one row per stored token, the rows added
+    by this step outlined. ``k``, ``v``: [t, D]."""
+    k, v = np.asarray(k, dtype=float), np.asarray(v, dtype=float)
+    t, D = k.shape
+    labels = [f"{i + 1}：{tok}" for i, tok in enumerate(tokens)]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
+        f"K 缓存：{t} 行 × D = {D}", f"V 缓存：{t} 行 × D = {D}"))
+    lim = float(max(np.abs(k).max(), np.abs(v).max(), 1e-6))
+    for col, (name, x) in enumerate((("K", k), ("V", v)), start=1):
+        fig.add_trace(go.Heatmap(z=x.tolist(), y=labels, x=list(range(D)), zmin=-lim, zmax=lim, colorscale="RdBu",
+                                 showscale=col == 2, colorbar=dict(title="数值", len=0.9), name=name,
+                                 hovertemplate=f"{name}：token %{{y}}，第 %{{x}} 维 = %{{z:.3f}}<extra></extra>"),
+                      row=1, col=col)
+        fig.add_shape(type="rect", x0=-0.5, x1=D - 0.5, y0=t - new_rows - 0.5, y1=t - 0.5, xref=f"x{col}",
+                      yref=f"y{col}", line=dict(color=HIGHLIGHT, width=3))
+        fig.update_yaxes(autorange="reversed", row=1, col=col)
+        fig.update_xaxes(title=axis_title("头维度", "D"), row=1, col=col)
+    what = "预填充写入全部" if new_rows == t else "本步追加的新"
+    return apply_template(fig, f"第 {layer} 层、KV 组 {group} 的缓存内容：橙框 = {what} {new_rows} 行，其余行原样保留", 360)
 
 
 def latency_figure(results: dict) -> go.Figure:
@@ -60,8 +95,7 @@ def latency_figure(results: dict) -> go.Figure:
 
     ``results``: ``{mode: kvlab.measure.DecodeTiming}``.
     """
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
-                        subplot_titles=("每一步的耗时", "累计耗时"))
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=("每一步的耗时", "累计耗时"))
     for mode, r in results.items():
         color = MODE_COLORS.get(mode, PALETTE[-1])
         label = MODE_LABELS.get(mode, mode)
@@ -73,20 +107,37 @@ def latency_figure(results: dict) -> go.Figure:
     fig.update_xaxes(title=axis_title("序列长度 t", "tokens"))
     fig.update_yaxes(title=axis_title("单步耗时", "ms"), rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title=axis_title("累计耗时", "s"), rangemode="tozero", row=1, col=2)
-    return apply_template(fig, "无缓存 vs 有缓存：解码耗时随序列长度的增长（本机实测）", 420, legend_below=True)
+    return apply_template(fig, "无缓存与有缓存：解码耗时随序列长度的增长（本机实测）", 420, legend_below=True)
+
+
+def step_growth_figure(t: list[int], step_ms: list[float], fit_ms: list[float], label: str) -> go.Figure:
+    """One long cached run: each decode step's time against t, with the fitted line a + b·t."""
+    fig = new_figure(f"{label}：一次长生成中每一步的耗时（本机实测）与拟合直线", height=360, width=WIDE)
+    fig.add_scatter(x=t, y=step_ms, mode="markers", marker=dict(size=3, color=MODE_COLORS["kv"], opacity=0.5),
+                    name="实测单步耗时")
+    fig.add_scatter(x=t, y=fit_ms, mode="lines", line=dict(color=HIGHLIGHT, width=2.5), name="拟合：固定开销 + b·t")
+    fig.update_xaxes(title=axis_title("缓存中的 token 数 t", "tokens"))
+    fig.update_yaxes(title=axis_title("单步耗时", "ms"), rangemode="tozero")
+    fig.update_layout(legend=dict(orientation="h", y=-0.25, x=0))
+    return fig
 
 
 def work_figure(max_t: int) -> go.Figure:
-    """Counted work per step: K/V projections and attention scores, with and without a cache."""
+    """Counted work: K/V projections and attention scores per step, and scores summed over n steps."""
     t = np.arange(1, max_t + 1)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
-                        subplot_titles=("每步要计算K/V的token数", "每步的注意力分数个数（每头每层）"))
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09, subplot_titles=(
+        "第 t 步要计算 K/V 的 token 数", "第 t 步的注意力分数（每层每头）", "生成 n 个 token 的分数总数"))
     for mode, kv, scores in (("none", t, t * t), ("kv", np.ones_like(t), t)):
         color, label = MODE_COLORS[mode], MODE_LABELS[mode]
         fig.add_scatter(x=t, y=kv, name=label, line=dict(color=color), legendgroup=mode, row=1, col=1)
         fig.add_scatter(x=t, y=scores, name=label, line=dict(color=color), legendgroup=mode, showlegend=False,
                         row=1, col=2)
-    fig.update_xaxes(title=axis_title("序列长度 t", "tokens"))
+        fig.add_scatter(x=t, y=np.cumsum(scores), name=label, line=dict(color=color, width=2.5), legendgroup=mode,
+                        showlegend=False, row=1, col=3)
+    fig.add_scatter(x=t, y=t**3 / 3, name="n³/3", line=dict(color=MODE_COLORS["none"], dash="dot"), row=1, col=3)
+    fig.add_scatter(x=t, y=t**2 / 2, name="n²/2", line=dict(color=MODE_COLORS["kv"], dash="dot"), row=1, col=3)
+    fig.update_xaxes(title=axis_title("t 或 n", "tokens"))
     fig.update_yaxes(title=axis_title("K/V 计算量", "tokens"), row=1, col=1)
     fig.update_yaxes(title=axis_title("分数个数", "个"), row=1, col=2)
-    return apply_template(fig, "计算量：t² 对 t（按定义计数）", 360)
+    fig.update_yaxes(title=axis_title("分数总数", "个"), type="log", row=1, col=3)
+    return apply_template(fig, "按定义数出来的计算量：单步 t² 对 t，累计 n³/3 对 n²/2", 380, legend_below=True)

@@ -22,7 +22,7 @@ from ..inputs import InputError
 # Argument names in API errors -> what the learner sees on the control.
 FRIENDLY_NAMES = {
     "n_layer": "层数 L", "batch_size": "批次 B", "n_kv_head": "KV 头数 H", "n_head": "注意力头数",
-    "seq_len": "序列长度 S", "head_dim": "头维度 D", "dtype": "数据类型", "max_new_tokens": "生成token数",
+    "seq_len": "序列长度 S", "head_dim": "头维度 D", "dtype": "数据类型", "max_new_tokens": "生成 token 数",
     "lengths": "序列长度列表",
 }
 

@@ -1,0 +1,84 @@
+"""GLOSSARY.md, enforced: the notebooks' prose and every Chinese string the lessons and plots show avoid the
+forms the glossary forbids (token without spaces, mixed brackets, half-width punctuation in Chinese
+sentences, the retired names of things)."""
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
+SHOWN_TEXT_MODULES = sorted([*(ROOT / "kvlab" / "lessons").glob("*.py"), *(ROOT / "kvlab" / "viz").glob("*.py"),
+                             ROOT / "kvlab" / "inputs.py"])
+
+CJK = "\u4e00-\u9fff"
+FORBIDDEN = [
+    (re.compile(f"[{CJK}]token|token[{CJK}]"), "「token」 needs a space on each side next to Chinese: 「1 个 token」"),
+    (re.compile("动态扩容|扩容"), "the concatenating cache is 「逐步拼接」"),
+    (re.compile("KV缓存|KV头|kv 头|kv头"), "write 「KV Cache」 and 「KV 头」"),
+    (re.compile(f"[{CJK}] ?\\("), "a half-width bracket right after Chinese: use 「（…）」"),
+    (re.compile("）\\s*\\("), "mixed brackets 「（…） (…)」"),
+    (re.compile(f"[{CJK}][:,;]|[:,;][{CJK}]"), "half-width colon, comma or semicolon in a Chinese sentence"),
+]
+
+
+def prose_of_markdown(text: str) -> str:
+    """Markdown without what the rules do not cover: code, maths, links' targets, HTML comments."""
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    text = re.sub(r"`[^`]*`", " ", text)
+    text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$", " ", text, flags=re.S)
+    text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
+    return re.sub(r"\]\([^)]*\)", "]", text)
+
+
+def chinese_strings(path: Path) -> list[tuple[int, str]]:
+    """String literals (and the literal parts of f-strings) holding Chinese, except docstrings."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
+                and re.search(f"[{CJK}]", node.value):
+            out.append((node.lineno, node.value))
+    return out
+
+
+def violations(text: str) -> list[str]:
+    return [f"{why}: …{text[max(0, m.start() - 12):m.end() + 12]!r}…"
+            for pattern, why in FORBIDDEN for m in pattern.finditer(text)]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_prose_follows_the_glossary(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    found = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "markdown":
+            found += [f"cell {i}: {v}" for v in violations(prose_of_markdown("".join(cell["source"])))]
+        else:  # the Chinese a code cell prints
+            src = "".join(cell["source"])
+            try:
+                strings = [n.value for n in ast.walk(ast.parse(src))
+                           if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            except SyntaxError:
+                continue
+            found += [f"cell {i}: {v}" for s in strings if re.search(f"[{CJK}]", s) for v in violations(s)]
+    assert not found, f"{path.name}:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("path", SHOWN_TEXT_MODULES, ids=lambda p: p.name)
+def test_labels_and_messages_follow_the_glossary(path):
+    found = [f"line {line}: {v}" for line, s in chinese_strings(path) for v in violations(s)]
+    assert not found, f"{path.relative_to(ROOT)}:\n" + "\n".join(found)
+
+
+def test_the_rules_catch_what_they_should():
+    for bad in ["生成token数", "1个token", "动态扩容", "KV头", "缓存 (kv)", "（…） (tokens)", "说明:这里", "甲,乙"]:
+        assert violations(bad), bad
+    for good in ["生成 token 数", "1 个 token", "逐步拼接（dynamic）", "KV 头", "有缓存（kv）", "12, 40, 7",
+                 "(L, B, H, S, D)", "形状：（2, 4）"]:
+        assert not violations(good), good

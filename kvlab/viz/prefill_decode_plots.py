@@ -1,0 +1,295 @@
+"""Plot builders of chapter 3.3 (prefill and decode): pure functions, results in, figures out.
+
+The results are the dataclasses of :mod:`kvlab.lessons.prefill_decode`; nothing here runs a model.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..memory import format_bytes, iec_unit
+from .style import PALETTE, WIDE, apply_template, axis_title, new_figure
+
+PHASE_COLORS = {"prefill": PALETTE[0], "decode": PALETTE[1]}
+PHASE_LABELS = {"prefill": "预填充（prefill）", "decode": "解码（decode）"}
+PHASE_SHORT = {"prefill": "预填充", "decode": "解码"}
+FUTURE = "#e3e3e3"  # passes the Play slider has not reached yet
+POINT_STYLE = {  # roofline points: (colour, marker symbol, legend label)
+    "prefill": (PALETTE[0], "circle", "预填充，B = 1（P 个 token 一次前向）"),
+    "decode": (PALETTE[1], "x", "解码，B = 1（P 个 token 之后）"),
+    "batch": (PALETTE[2], "diamond", "解码，B 条序列一起"),
+}
+PRECISION_COLORS = {"kv": PALETTE[0], "fp16": PALETTE[1], "int8": PALETTE[2]}
+SLOT_COLORS = {"pad": "#d9d9d9", "prompt": PALETTE[0], "new": PALETTE[1]}
+
+
+# -- one generation as a timeline ------------------------------------------------------------------
+def timeline_figure(tl, step: int) -> go.Figure:
+    """Passes on a time axis (top) and the cache's length and bytes after each pass (bottom), up to ``step``.
+
+    ``tl``: :class:`kvlab.lessons.prefill_decode.Timeline`. Passes after ``step`` are drawn in grey.
+    """
+    starts, ends = tl.starts_ms, tl.ends_ms
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.4, 0.6], vertical_spacing=0.14,
+                        specs=[[{}], [{"secondary_y": True}]],
+                        subplot_titles=("每一次前向（紧挨着排在时间轴上）", "前向之后缓存里存了多少"))
+    for phase in ("prefill", "decode"):
+        idx = [i for i, r in enumerate(tl.trace) if r.phase == phase]
+        if not idx:
+            continue
+        fig.add_trace(go.Bar(
+            base=[starts[i] for i in idx], x=[ends[i] - starts[i] for i in idx], y=[PHASE_SHORT[phase]] * len(idx),
+            orientation="h", name=PHASE_LABELS[phase], showlegend=False,
+            marker=dict(color=[PHASE_COLORS[phase] if i < step else FUTURE for i in idx],
+                        line=dict(color=["#000" if i == step - 1 else "#fff" for i in idx],
+                                  width=[2.5 if i == step - 1 else 0.5 for i in idx])),
+            text=[tl.new_text[i] if i < step else "" for i in idx], textposition="inside", insidetextanchor="middle",
+            textangle=0, constraintext="inside",
+            customdata=[[i + 1, tl.trace[i].new_tokens, tl.new_text[i]] for i in idx],
+            hovertemplate="第 %{customdata[0]} 次前向：输入 %{customdata[1]} 个 token，%{x:.2f} ms<br>"
+                          "输出「%{customdata[2]}」<extra></extra>"), row=1, col=1)
+    x = [0.0] + ends[:step]
+    lengths = [0] + tl.lengths[:step]  # an empty cache before the first pass
+    unit, scale = iec_unit(tl.cache_allocated_bytes)
+    top = tl.lengths[-1] * 1.15
+    fig.add_scatter(x=x, y=lengths, mode="lines+markers", line=dict(shape="hv", color=PALETTE[0], width=2.5),
+                    name="cache.length（左轴）", row=2, col=1)
+    fig.add_scatter(x=x, y=[n * tl.bytes_per_token / scale for n in lengths], mode="markers",
+                    marker=dict(symbol="line-ew-open", size=14, color=PALETTE[3]),
+                    name=f"已用字节（右轴，{unit}）", row=2, col=1, secondary_y=True)
+    fig.add_scatter(x=[0, ends[-1]], y=[tl.cache_allocated_bytes / scale] * 2, mode="lines",
+                    line=dict(dash="dash", color=PALETTE[3], width=1.5),
+                    name=f"预分配 {format_bytes(tl.cache_allocated_bytes)}（右轴）", row=2, col=1, secondary_y=True)
+    fig.update_xaxes(range=[0, ends[-1] * 1.02])
+    fig.update_xaxes(title=axis_title("时间", "ms"), row=2, col=1)
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_yaxes(title=axis_title("cache.length", "tokens"), range=[0, top], row=2, col=1, secondary_y=False)
+    fig.update_yaxes(title=axis_title("已用字节", unit), range=[0, top * tl.bytes_per_token / scale], showgrid=False,
+                     row=2, col=1, secondary_y=True)
+    fig.add_annotation(x=ends[0], y=1, xref="x", yref="y domain", yanchor="bottom", xanchor="left", showarrow=False,
+                       text=f"TTFT {tl.ttft_ms:.2f} ms", font=dict(color=PHASE_COLORS["prefill"]))
+    fig.add_annotation(x=ends[-1], y=1, xref="x", yref="y domain", yanchor="bottom", xanchor="right", showarrow=False,
+                       text=f"TPOT（中位数）{tl.tpot_ms:.2f} ms", font=dict(color=PHASE_COLORS["decode"]))
+    fig.update_yaxes(automargin=True, row=1, col=1)
+    fig.update_layout(bargap=0.25)
+    return apply_template(fig, f"一次真实的生成：提示词 {tl.prompt_tokens} 个 token，之后逐个生成 {tl.passes} 个 token",
+                          460, legend_below=True)
+
+
+# -- prefill against decode ---------------------------------------------------------------------------
+def _mark(fig, x, y, row, col, text):
+    fig.add_scatter(x=[x], y=[y], mode="markers+text", text=[text], textposition="top center", showlegend=False,
+                    marker=dict(size=15, color="rgba(0,0,0,0)", line=dict(color="#000", width=2)), row=row, col=col,
+                    hoverinfo="skip", cliponaxis=False)
+
+
+def prefill_decode_figure(sweep, selected: int) -> go.Figure:
+    """Time of the prompt as one prefill pass vs fed token by token (left), tokens/s of both (right).
+
+    ``sweep``: :class:`kvlab.lessons.prefill_decode.PrefillSweep`; ``selected``: the P to mark.
+    """
+    P = sweep.lengths
+    pts = sweep.points
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.11,
+                        subplot_titles=("处理整段提示词的耗时", "每秒处理的 token 数"))
+    pre, dec = PHASE_COLORS["prefill"], PHASE_COLORS["decode"]
+    fig.add_scatter(x=P, y=[p.prefill_seconds * 1e3 for p in pts], mode="lines+markers", line=dict(color=pre),
+                    name="预填充：一次前向（实测）", row=1, col=1)
+    fig.add_scatter(x=P, y=[p.sequential_seconds * 1e3 for p in pts], mode="lines+markers",
+                    line=dict(color=dec, dash="dash"), name="逐个送入：P × 一步解码（由实测单步算出）", row=1, col=1)
+    fig.add_scatter(x=P, y=[p.prefill_tokens_per_s for p in pts], mode="lines+markers", line=dict(color=pre),
+                    name="预填充 token/s = P ÷ 预填充耗时", row=1, col=2)
+    fig.add_scatter(x=P, y=[p.decode_tokens_per_s for p in pts], mode="lines+markers", line=dict(color=dec),
+                    name="解码 token/s = 1 ÷ 一步解码耗时", row=1, col=2)
+    s = sweep.at(selected)
+    _mark(fig, selected, s.prefill_seconds * 1e3, 1, 1, f"P={selected}")
+    _mark(fig, selected, s.sequential_seconds * 1e3, 1, 1, "")
+    _mark(fig, selected, s.prefill_tokens_per_s, 1, 2, f"P={selected}")
+    _mark(fig, selected, s.decode_tokens_per_s, 1, 2, "")
+    fig.update_xaxes(type="log", dtick=math.log10(2), tickformat="d", title=axis_title("提示词长度 P", "tokens"))
+    fig.update_yaxes(type="log", dtick="D2", title=axis_title("耗时", "ms"), row=1, col=1)
+    fig.update_yaxes(type="log", dtick="D2", title=axis_title("吞吐", "token/s"), row=1, col=2)
+    return apply_template(fig, f"预填充一次算完整段提示词，解码一步只算 1 个 token（{sweep.device}）", 420,
+                          legend_below=True)
+
+
+# -- the roofline -------------------------------------------------------------------------------------------
+def roofline_figure(roofs, points, highlight: str | None = None) -> go.Figure:
+    """This machine's roofline (log-log) with measured passes on it.
+
+    ``roofs``: :class:`kvlab.lessons.prefill_decode.Roofs`; ``points``: ``RooflinePoint`` list;
+    ``highlight``: the label of a point to ring and name.
+    """
+    bw, peak = roofs.bandwidth.best, roofs.flops.best
+    xs_pts = [p.intensity for p in points] or [roofs.ridge]
+    lo = min(min(xs_pts), roofs.ridge) / 3
+    hi = max(max(xs_pts), roofs.ridge) * 3
+    xs = np.logspace(math.log10(lo), math.log10(hi), 200)
+    fig = new_figure(f"本机的 roofline：内存带宽 {bw / 1e9:.1f} GB/s，矩阵乘 {peak / 1e9:.1f} GFLOP/s"
+                     f"（{roofs.device}）", height=480, width=WIDE)
+    fig.add_scatter(x=xs, y=[min(peak, bw * x) / 1e9 for x in xs], mode="lines", line=dict(color="#444", width=3),
+                    name="屋顶：min(矩阵乘速率, 带宽 × 算术强度)", hoverinfo="skip")
+    fig.add_scatter(x=[roofs.ridge], y=[peak / 1e9], mode="markers+text", marker=dict(size=9, color="#444"),
+                    text=[f"转折点 {roofs.ridge:.1f} FLOP/字节"], textposition="top left", showlegend=False,
+                    hoverinfo="skip")
+    for kind, (color, symbol, label) in POINT_STYLE.items():
+        sel = [p for p in points if p.kind == kind]
+        if not sel:
+            continue
+        fig.add_scatter(x=[p.intensity for p in sel], y=[p.flops_per_s / 1e9 for p in sel], mode="markers+text",
+                        marker=dict(color=color, symbol=symbol, size=10, line=dict(width=1, color="#fff")),
+                        name=label, text=[p.tag for p in sel], customdata=[p.label for p in sel], cliponaxis=False,
+                        textposition="top center" if kind == "prefill" else "bottom center",
+                        textfont=dict(size=10, color=color),
+                        hovertemplate="%{customdata}<br>算术强度 %{x:.2f} FLOP/字节<br>%{y:.2f} GFLOP/s<extra></extra>")
+    decode = [p for p in points if p.kind == "decode"]
+    if decode:
+        fig.add_annotation(x=math.log10(decode[-1].intensity), y=math.log10(decode[-1].flops_per_s / 1e9),
+                           text=f"{len(decode)} 个解码点（各个 P）<br>都挤在这里", ax=40, ay=60, showarrow=True,
+                           arrowcolor=POINT_STYLE["decode"][0], font=dict(color=POINT_STYLE["decode"][0], size=11))
+    for p in points:
+        if p.label == highlight:
+            fig.add_scatter(x=[p.intensity], y=[p.flops_per_s / 1e9], mode="markers+text", text=[p.label],
+                            textposition="bottom right", showlegend=False, hoverinfo="skip",
+                            marker=dict(size=20, color="rgba(0,0,0,0)", line=dict(color="#000", width=2.5)))
+    fig.update_xaxes(type="log", dtick="D2", title=axis_title("算术强度", "FLOP/字节"))
+    fig.update_yaxes(type="log", dtick="D2", title=axis_title("实际达到的计算速率", "GFLOP/s"))
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.24, x=0), margin=dict(b=150), height=540)
+    return fig
+
+
+# -- decode batching ---------------------------------------------------------------------------------------
+def batch_figure(sweep, selected: int) -> go.Figure:
+    """Decode tokens/s (left) and step time (right) against the batch size, measured.
+
+    ``sweep``: :class:`kvlab.lessons.prefill_decode.BatchSweep`; ``selected``: the B to mark.
+    """
+    B = sweep.batch_sizes
+    pts = sweep.points
+    one = pts[0]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.11, subplot_titles=("解码吞吐", "一步解码的耗时"))
+    color = POINT_STYLE["batch"][0]
+    fig.add_scatter(x=B, y=[p.tokens_per_s for p in pts], mode="lines+markers", line=dict(color=color),
+                    name="实测 token/s（B 条序列合计）", row=1, col=1)
+    fig.add_scatter(x=B, y=[one.tokens_per_s * b / one.batch_size for b in B], mode="lines",
+                    line=dict(color="#888", dash="dot"), name="理想：单步耗时不变时吞吐与 B 成正比", row=1, col=1)
+    fig.add_scatter(x=B, y=[p.step_seconds * 1e3 for p in pts], mode="lines+markers", line=dict(color=color),
+                    name="实测单步耗时", showlegend=False, row=1, col=2)
+    s = sweep.at(selected)
+    _mark(fig, selected, s.tokens_per_s, 1, 1, f"B={selected}")
+    _mark(fig, selected, s.step_seconds * 1e3, 1, 2, f"B={selected}")
+    fig.update_xaxes(type="log", dtick=math.log10(2), tickformat="d", title=axis_title("批次 B", "条序列"))
+    fig.update_yaxes(type="log", dtick="D2", title=axis_title("吞吐", "token/s"), row=1, col=1)
+    fig.update_yaxes(title=axis_title("单步耗时", "ms"), rangemode="tozero", row=1, col=2)
+    return apply_template(fig, f"批处理解码：一步为 B 条序列各生成 1 个 token（提示词 {sweep.prompt_len} 个 token，"
+                               f"{sweep.device}）", 400, legend_below=True)
+
+
+# -- the GPU allocator -----------------------------------------------------------------------------------------
+def allocator_figure(comparison) -> go.Figure:
+    """Allocated and reserved bytes after each pass, growing vs preallocated cache (CUDA only).
+
+    ``comparison``: :class:`kvlab.lessons.prefill_decode.AllocatorComparison` that ran.
+    """
+    traces = comparison.traces
+    top = max(max(t.reserved + t.allocated) for t in traces.values())
+    unit, scale = iec_unit(max(top, 1))
+    titles = {"dynamic": "逐步拼接 (dynamic)", "kv": "预分配 (kv)"}
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
+                        subplot_titles=[titles.get(m, m) for m in traces])
+    for col, t in enumerate(traces.values(), start=1):
+        fig.add_scatter(x=t.lengths, y=[b / scale for b in t.reserved], mode="lines", line=dict(color=PALETTE[3]),
+                        name="reserved：分配器向驱动要来的显存", showlegend=col == 1, row=1, col=col)
+        fig.add_scatter(x=t.lengths, y=[b / scale for b in t.allocated], mode="lines", line=dict(color=PALETTE[0]),
+                        name="allocated：张量真正占用的显存", showlegend=col == 1, row=1, col=col)
+    fig.update_xaxes(title=axis_title("cache.length", "tokens"))
+    fig.update_yaxes(title=axis_title("显存", unit), rangemode="tozero", row=1, col=1)
+    return apply_template(fig, f"CUDA 缓存分配器：reserved 与 allocated 之差是保留着却没有张量在用的显存"
+                               f"（{comparison.device}）", 400, legend_below=True)
+
+
+# -- unequal lengths in one batch ----------------------------------------------------------------------------------
+def padded_batch_figure(b) -> go.Figure:
+    """The left-padded batch as a grid: padding, prompt and generated tokens, one row per sequence.
+
+    ``b``: :class:`kvlab.lessons.prefill_decode.PaddedBatch`.
+    """
+    width = max(b.lengths) + b.new_tokens
+    z = np.zeros((len(b.prompts), width))
+    text = [[""] * width for _ in b.prompts]
+    for row, (prompt, pad, new) in enumerate(zip(b.prompts, b.pad_lengths, b.batch_text)):
+        z[row, pad:pad + len(prompt)] = 1
+        z[row, pad + len(prompt):] = 2
+        for j, ch in enumerate(prompt + new):
+            text[row][pad + j] = ch
+    show_text = width <= 70
+    labels = [f"序列 {i + 1}（P = {n}）{'✓' if same else '✗'}" for i, (n, same) in
+              enumerate(zip(b.lengths, b.same_as_alone))]
+    scale = [[0, SLOT_COLORS["pad"]], [0.33, SLOT_COLORS["pad"]], [0.33, SLOT_COLORS["prompt"]],
+             [0.67, SLOT_COLORS["prompt"]], [0.67, SLOT_COLORS["new"]], [1, SLOT_COLORS["new"]]]
+    fig = new_figure("左侧补齐（left padding）：灰色 padding，蓝色提示词，橙色生成的 token；✓ = 与单独运行逐 token 相同",
+                     height=max(240, 90 + 42 * len(b.prompts)), width=WIDE)
+    fig.add_trace(go.Heatmap(z=z, x=list(range(width)), y=labels, zmin=0, zmax=2, colorscale=scale, showscale=False,
+                             xgap=1, ygap=3, text=text, texttemplate="%{text}" if show_text else None,
+                             textfont=dict(size=11, color="#fff"),
+                             hovertemplate="%{y}<br>第 %{x} 列：%{text}<extra></extra>"))
+    fig.update_xaxes(title=axis_title("列（缓存槽位）", "tokens"), range=[-0.5, width - 0.5])
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    return fig
+
+
+def padding_cost_figure(b) -> go.Figure:
+    """What padding costs: cache slots (allocated, used, paged) and FLOPs (padded batch vs no padding)."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+                        subplot_titles=("缓存槽位", "计算量（预填充 + 解码）"))
+    slots = [("按最长补齐分配", b.cache_slots, SLOT_COLORS["pad"]), ("真正存 token", b.used_slots, PALETTE[0]),
+             (f"分页，每块 {b.block_size}", b.paged_slots, PALETTE[2])]
+    fig.add_bar(x=[s[0] for s in slots], y=[s[1] for s in slots], marker_color=[s[2] for s in slots],
+                text=[f"{s[1]:,}" for s in slots], textposition="outside", cliponaxis=False, showlegend=False,
+                row=1, col=1)
+    flops = [("整批（含 padding）", b.batch_cost.flops / 1e6, SLOT_COLORS["pad"]),
+             ("各自单独（无 padding）", b.alone_cost.flops / 1e6, PALETTE[0])]
+    fig.add_bar(x=[f[0] for f in flops], y=[f[1] for f in flops], marker_color=[f[2] for f in flops],
+                text=[f"{f[1]:,.1f}" for f in flops], textposition="outside", cliponaxis=False, showlegend=False,
+                row=1, col=2)
+    fig.update_yaxes(title=axis_title("槽位", "tokens"), rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title=axis_title("计算量", "MFLOP"), rangemode="tozero", row=1, col=2)
+    return apply_template(fig, f"padding 的代价：浪费 {b.slot_waste:.1%} 的槽位、{b.extra_flops:.1%} 的计算", 360)
+
+
+# -- FP16 and INT8 caches ----------------------------------------------------------------------------------------
+def precision_figure(results: dict) -> go.Figure:
+    """Cache bytes per dtype (left) and the largest logit error at each new position (right, log scale).
+
+    ``results``: ``{mode: kvlab.lessons.prefill_decode.CachePrecision}``.
+    """
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, column_widths=[0.35, 0.65],
+                        subplot_titles=("缓存字节数（实测张量）", "每个新 token 位置上 logits 的最大误差（对比 FP32 缓存）"))
+    unit, scale = iec_unit(max(r.cache_bytes for r in results.values()))
+    modes = list(results)
+    fig.add_bar(x=[results[m].label for m in modes], y=[results[m].cache_bytes / scale for m in modes],
+                marker_color=[PRECISION_COLORS.get(m, PALETTE[-1]) for m in modes],
+                text=[format_bytes(results[m].cache_bytes) for m in modes], textposition="outside", cliponaxis=False,
+                showlegend=False, row=1, col=1)
+    for m in modes:
+        r = results[m]
+        if r.max_logit_error == 0:
+            continue  # the reference itself: nothing to draw on a log axis
+        fig.add_scatter(x=list(range(1, len(r.logit_error) + 1)), y=r.logit_error, mode="lines",
+                        line=dict(color=PRECISION_COLORS.get(m, PALETTE[-1]), width=1.5),
+                        name=f"{r.label}：最大 {r.max_logit_error:.2g}", row=1, col=2)
+    first = next(iter(results.values()))
+    n = len(first.logit_error)
+    for value, text in ((first.logit_spread / 100, "logits 跨度（中位数）的 1%"),
+                        (first.reference_margin / 2, "最大与第二大 logit 之差（最小处）的一半：误差低于它，贪心选择不会变")):
+        fig.add_scatter(x=[1, n], y=[value, value], mode="lines", line=dict(color="#888", dash="dot", width=1),
+                        showlegend=False, hoverinfo="skip", row=1, col=2)
+        fig.add_annotation(x=1, y=math.log10(value), xref="x2", yref="y2", xanchor="left", yanchor="bottom",
+                           showarrow=False, text=text, font=dict(size=11, color="#555"))
+    fig.update_yaxes(title=axis_title("缓存", unit), rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(type="log", dtick="D2", title=axis_title("最大 |Δlogit|", "logit"), row=1, col=2)
+    fig.update_xaxes(title=axis_title("第几个新 token", "tokens"), row=1, col=2)
+    return apply_template(fig, "FP16 / INT8 缓存 vs FP32 缓存：省下的字节与引入的误差", 400, legend_below=True)

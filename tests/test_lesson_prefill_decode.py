@@ -1,0 +1,483 @@
+"""Chapter 3.3's lesson module, plot builders and source viewer on known small cases; its panels fed bad values."""
+import html
+import re
+
+import pytest
+
+from kvlab import ModelConfig, generate, load_demo_model
+from kvlab.costs import PassCost, decode_cost, pass_cost
+from kvlab.inputs import InputError
+from kvlab.lessons import prefill_decode as lesson
+from kvlab.measure import Rate
+from kvlab.model import Attention
+from kvlab.viz import prefill_decode_plots as plots
+from kvlab.viz.source import show_source, snippet_html, source_snippet
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_demo_model("cpu")
+
+
+@pytest.fixture(scope="module")
+def timeline(demo):
+    model, tok = demo
+    return lesson.run_timeline(model, tok, "人工智能", new_tokens=lesson.TIMELINE_TOKENS)
+
+
+def fake_rate(value: float) -> Rate:
+    return Rate(value, value, [value], "fake")
+
+
+ROOFS = lesson.Roofs(fake_rate(20e9), fake_rate(100e9), "cpu（测试）")  # ridge at 5 FLOP/byte
+
+
+# -- the source viewer -------------------------------------------------------------------------------
+def test_source_snippet_by_markers_is_the_file_as_it_is():
+    import inspect
+
+    snip = source_snippet(Attention.forward, "if cache is not None", "cache.write(")
+    assert snip.path == "kvlab/model.py" and snip.qualname == "Attention.forward"
+    assert snip.text.splitlines() == ["if cache is not None:",
+                                      "    k, v = cache.write(self.layer, k, v)  # [B, H_kv, length + T, D]: "
+                                      "everything stored so far"]
+    file_lines = inspect.getsourcefile(Attention.forward)
+    with open(file_lines, encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    assert lines[snip.first_line - 1].strip() == "if cache is not None:" and snip.last_line == snip.first_line + 1
+
+
+def test_source_snippet_by_lines_and_whole():
+    whole = source_snippet(lesson.device_label)
+    assert whole.text.startswith("def device_label(") and whole.text.count("\n") == whole.last_line - whole.first_line
+    two = source_snippet(lesson.device_label, lines=(1, 2))
+    assert two.first_line == whole.first_line and len(two.text.splitlines()) == 2
+
+
+@pytest.mark.parametrize("kwargs,name", [(dict(start="no such line"), "start"), (dict(stop="no such line"), "stop"),
+                                         (dict(lines=(0, 2)), "lines"), (dict(lines=(3, 2)), "lines"),
+                                         (dict(lines=(1, 2), start="def"), "lines")])
+def test_source_snippet_names_bad_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        source_snippet(lesson.device_label, **kwargs)
+
+
+def test_source_snippet_of_a_builtin_is_a_value_error():
+    with pytest.raises(ValueError, match="^obj"):
+        source_snippet(len)
+
+
+def test_snippet_html_is_highlighted_and_names_the_file():
+    snip = source_snippet(Attention.forward, "if cache is not None", "cache.write(")
+    text = snippet_html(snip, caption="第 3 步")
+    assert "kvlab/model.py 第" in text and "第 3 步" in text and "Attention.forward" in text
+    assert "<span" in text and "cache" in text  # pygments markup, inline styles
+    assert show_source(Attention.forward, "if cache", "cache.write(").data.count("kvlab-source") == 1
+
+
+@pytest.mark.parametrize("name,code", [("prefill", 'logits = run("prefill"'), ("prefill", "cache.advance(T)"),
+                                       ("decode", 'logits = run("decode"'), ("attention", "cache.write(self.layer, k, v)"),
+                                       ("attention", "weights @ v"), ("update", "self.length += n"),
+                                       ("update", "self.k[layer, :, :, self.length:end] = k")])
+def test_four_steps_show_the_lines_that_do_them(name, code):
+    shown = re.sub(r"<[^>]+>", "", lesson.show_step(name).data)  # the code without its highlighting markup
+    assert code in html.unescape(shown)
+
+
+def test_show_step_rejects_an_unknown_step():
+    with pytest.raises(InputError, match="「步骤」"):
+        lesson.show_step("sampling")
+
+
+# -- the timeline -------------------------------------------------------------------------------------
+def test_timeline_of_a_known_prompt(demo, timeline):
+    model, tok = demo
+    tl = timeline
+    assert tl.prompt_tokens == 4 and tl.passes == 24
+    assert [r.phase for r in tl.trace] == ["prefill"] + ["decode"] * 23
+    assert tl.lengths == list(range(4, 28))
+    assert tl.bytes_per_token == 2 * 4 * 2 * 32 * 4  # K and V, 4 layers, 2 KV heads, D = 32, fp32
+    assert tl.cache_allocated_bytes == 27 * tl.bytes_per_token  # prompt + 24 - 1 tokens, allocated once
+    greedy = generate(model, tok.encode("人工智能"), 24).new_tokens[0].tolist()
+    assert "".join(tl.new_text) == tok.decode(greedy)
+    assert tl.starts_ms[0] == 0 and tl.ends_ms[-1] == pytest.approx(sum(r.seconds for r in tl.trace) * 1e3)
+    assert tl.ttft_ms == pytest.approx(tl.trace[0].seconds * 1e3)
+
+
+def test_render_timeline_reads_the_chosen_pass(demo, timeline):
+    model, tok = demo
+    view = lesson.render_timeline(model, tok, {"人工智能": timeline}, "人工智能", 3)
+    assert view.result is timeline
+    assert "第 3 / 24 次前向：解码" in view.html and "cache.length</code> = <b>6</b>" in view.html
+    assert "(6 × 2.0 KiB)" in view.html.replace("（", "(").replace("）", ")")
+    assert "已生成 3 个 token" in view.html
+
+
+@pytest.mark.parametrize("prompt,step,label", [("", 1, "提示词"), ("人工😀", 1, "提示词"), ("人" * 233, 1, "提示词"),
+                                               (123, 1, "提示词"), ("人工", 0, "第几次前向"), ("人工", 25, "第几次前向"),
+                                               ("人工", 1.5, "第几次前向")])
+def test_render_timeline_rejects_bad_values_in_chinese(demo, prompt, step, label):
+    model, tok = demo
+    with pytest.raises(InputError, match=f"^「{label}」"):
+        lesson.render_timeline(model, tok, {}, prompt, step)
+
+
+def test_timeline_panel_greys_out_after_a_bad_prompt(demo, timeline):
+    model, tok = demo
+    panel = lesson.timeline_panel(model, tok, timeline)
+    panel.set(step=24)
+    assert "第 24 / 24 次前向" in panel.readout.value and not panel.stale
+    panel.set(prompt="abc😀")
+    assert "「提示词」" in panel.message.value and panel.stale
+    assert "第 24 / 24 次前向" in panel.readout.value  # the last valid readout stays (greyed out)
+    panel.set(prompt="人工智能")
+    assert not panel.stale and "cache.length</code> = <b>27</b>" in panel.readout.value
+
+
+def test_timeline_figure_reads_back(timeline):
+    fig = plots.timeline_figure(timeline, 5)
+    bars = [t for t in fig.data if t.type == "bar"]
+    prefill, decode = bars
+    assert list(prefill.y) == ["预填充"] and len(decode.y) == 23
+    assert list(decode.marker.color[:4]) == [plots.PHASE_COLORS["decode"]] * 4  # passes 2..5 drawn
+    assert set(decode.marker.color[4:]) == {plots.FUTURE}  # the rest still grey
+    assert list(decode.text[:4]) == timeline.new_text[1:5] and set(decode.text[4:]) == {""}
+    length = next(t for t in fig.data if t.name.startswith("cache.length"))
+    assert list(length.y) == [0, 4, 5, 6, 7, 8] and list(length.x[1:]) == pytest.approx(timeline.ends_ms[:5])
+    used = next(t for t in fig.data if t.name.startswith("已用字节"))
+    assert list(used.y) == pytest.approx([n * 2 for n in (0, 4, 5, 6, 7, 8)])  # KiB: 2 KiB per token
+    assert "提示词 4 个 token" in fig.layout.title.text
+
+
+# -- the four steps on a real cache --------------------------------------------------------------------
+def test_check_four_steps_on_a_tiny_model(tiny_model):
+    c = tiny_model.config
+    check = lesson.check_four_steps(tiny_model, [5, 9, 2, 7, 1], decode_steps=2)
+    assert check.prompt_len == 5 and check.lengths == [5, 6, 7]
+    assert check.written_rows == [[0, 1, 2, 3, 4], [5], [6]]
+    assert [r.shape for r in check.rows_per_layer_head] == [(c.n_layer, c.n_kv_head)] * 3
+    assert [int(r.min()) for r in check.rows_per_layer_head] == [5, 1, 1]
+    assert [int(r.max()) for r in check.rows_per_layer_head] == [5, 1, 1]
+    assert check.old_rows_identical == [True] * 3 and check.rest_untouched == [True] * 3
+    assert len(check.logits_max_diff) == 2 and max(check.logits_max_diff) < 1e-4
+
+
+def test_check_four_steps_rejects_bad_arguments(tiny_model):
+    with pytest.raises(ValueError, match="^decode_steps"):
+        lesson.check_four_steps(tiny_model, [1, 2], decode_steps=0)
+    with pytest.raises(ValueError, match="^decode_steps"):
+        lesson.check_four_steps(tiny_model, list(range(60)), decode_steps=10)
+
+
+# -- prefill against decode ----------------------------------------------------------------------------
+def test_length_point_by_hand():
+    p = lesson.LengthPoint(64, prefill_seconds=0.032, decode_step_seconds=0.01, decode_steps=4,
+                           prefill_cost=PassCost(3_200_000_000, 1, 0, 0), decode_cost=PassCost(400_000_000, 1, 0, 0))
+    assert p.sequential_seconds == pytest.approx(0.64) and p.speedup == pytest.approx(20)
+    assert p.prefill_tokens_per_s == pytest.approx(2000) and p.decode_tokens_per_s == pytest.approx(100)
+    assert p.prefill_flops_per_s == pytest.approx(1e11) and p.decode_flops_per_s == pytest.approx(1e10)
+
+
+def test_prefill_sweep_on_a_tiny_model(tiny_model):
+    c = tiny_model.config
+    sweep = lesson.measure_prefill_sweep(tiny_model, lengths=(2, 8), decode_steps=3, repeats=1)
+    assert sweep.lengths == [2, 8] and sweep.device.startswith("cpu")
+    p8 = sweep.at(8)
+    assert p8.prefill_cost == pass_cost(c, 8) and p8.decode_cost == decode_cost(c, 8, 3)
+    assert p8.prefill_seconds > 0 and p8.decode_step_seconds > 0 and p8.decode_steps == 3
+    points = lesson.prefill_points(sweep)
+    assert [p.kind for p in points] == ["prefill", "prefill", "decode", "decode"]
+    assert [p.tag for p in points] == ["P=2", "P=8", "", ""]
+    assert points[1].intensity == p8.prefill_cost.intensity and points[1].flops_per_s == p8.prefill_flops_per_s
+
+
+@pytest.mark.parametrize("kwargs,name", [(dict(lengths=()), "lengths"), (dict(lengths=(0,)), "lengths"),
+                                         (dict(lengths=(60,)), "lengths"), (dict(repeats=0), "repeats"),
+                                         (dict(decode_steps=0), "decode_steps")])
+def test_prefill_sweep_names_bad_arguments(tiny_model, kwargs, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        lesson.measure_prefill_sweep(tiny_model, **({"lengths": (2,)} | kwargs))
+
+
+def fake_sweep() -> lesson.PrefillSweep:
+    c = ModelConfig(vocab_size=10, d_model=4, n_layer=1, n_head=2, n_kv_head=1, head_dim=2, d_ff=6, max_seq_len=64)
+    points = [lesson.LengthPoint(P, 0.001 * (1 + P / 8), 0.001, 2, pass_cost(c, P), decode_cost(c, P, 2))
+              for P in (1, 8, 32)]
+    return lesson.PrefillSweep(points, c, "cpu（测试）")
+
+
+def test_render_prefill_by_hand():
+    view = lesson.render_prefill(fake_sweep(), 32)
+    # prefill 0.005 s for 32 tokens = 6,400 token/s; 32 decode steps of 1 ms = 32 ms = 6.4 times the prefill
+    assert "P = 32</b>" in view.html and "5.00 ms" in view.html and "6,400 token/s" in view.html
+    assert "32 × 1.00 ms = 32.0 ms" in view.html and "6.4 倍" in view.html
+
+
+@pytest.mark.parametrize("value", [0, 3, 64, 8.5, "8", None])
+def test_render_prefill_rejects_lengths_not_measured(value):
+    with pytest.raises(InputError, match="^「提示词长度 P」"):
+        lesson.render_prefill(fake_sweep(), value)
+
+
+def test_prefill_panel_switches_lengths():
+    panel = lesson.prefill_panel(fake_sweep(), prompt_len=8)
+    assert "P = 8</b>" in panel.readout.value
+    panel.set(prompt_len=32)
+    assert "P = 32</b>" in panel.readout.value and panel.result.prompt_len == 32
+
+
+def test_prefill_decode_figure_reads_back():
+    sweep = fake_sweep()
+    fig = plots.prefill_decode_figure(sweep, 8)
+    by_name = {t.name: t for t in fig.data if t.name}
+    pre = by_name["预填充：一次前向（实测）"]
+    seq = next(t for n, t in by_name.items() if n.startswith("逐个送入"))
+    assert list(pre.x) == [1, 8, 32] and list(pre.y) == pytest.approx([1.125, 2.0, 5.0])  # ms
+    assert list(seq.y) == pytest.approx([1, 8, 32])  # P × 1 ms
+    tps = next(t for n, t in by_name.items() if n.startswith("解码 token/s"))
+    assert list(tps.y) == pytest.approx([1000] * 3)
+    marks = [t for t in fig.data if t.mode == "markers+text"]
+    assert [list(t.x) for t in marks] == [[8]] * 4 and marks[0].text == ("P=8",)
+
+
+# -- the roofline ------------------------------------------------------------------------------------------
+def test_roofs_by_hand():
+    assert ROOFS.ridge == 5
+    assert ROOFS.attainable(0.5) == 10e9 and ROOFS.attainable(5) == 100e9 and ROOFS.attainable(50) == 100e9
+
+
+def test_measure_roofs_small():
+    roofs = lesson.measure_roofs("cpu", nbytes=4 * 2**20, n=64)
+    assert roofs.bandwidth.best > 0 and roofs.flops.best > 0 and "线程" in roofs.device
+    assert roofs.ridge == roofs.flops.best / roofs.bandwidth.best
+
+
+def test_roofline_figure_reads_back():
+    points = [lesson.RooflinePoint("预填充 P=64", "prefill", 30.0, 80e9, "P=64"),
+              lesson.RooflinePoint("解码 B=1，P=64", "decode", 0.5, 4e9),
+              lesson.RooflinePoint("解码 B=8", "batch", 4.0, 30e9, "B=8")]
+    fig = plots.roofline_figure(ROOFS, points, highlight="解码 B=8")
+    roof = fig.data[0]
+    for x, y in zip(roof.x, roof.y):
+        assert y == pytest.approx(min(100, 20 * x))  # GFLOP/s: min(compute, bandwidth × intensity)
+    assert min(roof.x) <= 0.5 / 3 * 1.0001 and max(roof.x) >= 30 * 3 * 0.9999  # spans every point
+    kinds = {t.name: t for t in fig.data if t.name and t.name in [s[2] for s in plots.POINT_STYLE.values()]}
+    assert len(kinds) == 3
+    prefill = kinds[plots.POINT_STYLE["prefill"][2]]
+    assert list(prefill.x) == [30.0] and list(prefill.y) == [80.0] and list(prefill.text) == ["P=64"]
+    ring = [t for t in fig.data if t.mode == "markers+text" and t.text == ("解码 B=8",)]
+    assert len(ring) == 1 and list(ring[0].x) == [4.0]
+    assert "20.0 GB/s" in fig.layout.title.text and "100.0 GFLOP/s" in fig.layout.title.text
+
+
+def test_count_flops_matches_torch_on_a_tiny_model(tiny_model):
+    check = lesson.count_flops(tiny_model, prompt_len=6)
+    assert check.prefill_formula == check.prefill_counted and check.decode_formula == check.decode_counted
+    assert tiny_model.attention_impl == "sdpa"  # restored
+
+
+# -- decode batching --------------------------------------------------------------------------------------
+def fake_batch() -> lesson.BatchSweep:
+    c = fake_sweep().config
+    return lesson.BatchSweep([lesson.BatchPoint(B, 0.01 * (1 + B / 16), decode_cost(c, 8, 2, B), 2)
+                              for B in (1, 2, 4)], 8, c, "cpu（测试）")
+
+
+def test_batch_point_by_hand():
+    p = lesson.BatchPoint(8, 0.02, PassCost(4_000_000_000, 1, 0, 0), steps=2)
+    assert p.tokens_per_s == pytest.approx(400) and p.flops_per_s == pytest.approx(1e11)
+
+
+def test_batch_sweep_on_a_tiny_model(tiny_model):
+    c = tiny_model.config
+    sweep = lesson.measure_batch_sweep(tiny_model, batch_sizes=(1, 3), prompt_len=4, decode_steps=2, repeats=1)
+    assert sweep.batch_sizes == [1, 3] and sweep.prompt_len == 4
+    assert sweep.at(3).cost == decode_cost(c, 4, 2, 3) and sweep.at(3).steps == 2
+    assert [p.tag for p in sweep.roofline_points()] == ["B=1", "B=3"]
+
+
+@pytest.mark.parametrize("kwargs,name", [(dict(batch_sizes=()), "batch_sizes"), (dict(batch_sizes=(0,)), "batch_sizes"),
+                                         (dict(prompt_len=0), "prompt_len"), (dict(repeats=0), "repeats")])
+def test_batch_sweep_names_bad_arguments(tiny_model, kwargs, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        lesson.measure_batch_sweep(tiny_model, **kwargs)
+
+
+def test_render_batch_by_hand():
+    view = lesson.render_batch(fake_batch(), ROOFS, fake_sweep(), 4)
+    # B = 4: 12.5 ms per step -> 320 token/s; B = 1: 10.625 ms -> 94.1 token/s; ×3.4 throughput, ×1.2 step time
+    assert "B = 4</b>" in view.html and "12.50 ms" in view.html and "320 token/s" in view.html
+    assert "吞吐 ×3.4" in view.html and "单步耗时 ×1.2" in view.html and "转折点 5.0" in view.html
+    assert len(view.figures) == 2 and view.result.batch_size == 4
+
+
+@pytest.mark.parametrize("value", [0, 3, 8, -1, "4", 2.5])
+def test_render_batch_rejects_sizes_not_measured(value):
+    with pytest.raises(InputError, match="^「批次 B」"):
+        lesson.render_batch(fake_batch(), ROOFS, fake_sweep(), value)
+
+
+def test_batch_figure_reads_back():
+    fig = plots.batch_figure(fake_batch(), 2)
+    measured = next(t for t in fig.data if t.name == "实测 token/s（B 条序列合计）")
+    ideal = next(t for t in fig.data if t.name and t.name.startswith("理想"))
+    assert list(measured.x) == [1, 2, 4] and list(measured.y) == pytest.approx([1 / 0.010625, 2 / 0.01125, 4 / 0.0125])
+    assert list(ideal.y) == pytest.approx([b / 0.010625 for b in (1, 2, 4)])  # B × the B = 1 throughput
+    marks = [t for t in fig.data if t.mode == "markers+text"]
+    assert [list(t.x) for t in marks] == [[2], [2]]
+
+
+def test_batch_panel_moves_the_ring_on_the_roofline():
+    panel = lesson.batch_panel(fake_batch(), ROOFS, fake_sweep())
+    panel.set(batch_size=4)
+    roof = panel.views[1].figure
+    ring = [t for t in roof.data if t.mode == "markers+text" and t.text == ("解码 B=4",)]
+    assert len(ring) == 1 and "B = 4</b>" in panel.readout.value
+
+
+# -- the allocator (CUDA only; counters faked here) ---------------------------------------------------------
+def test_allocator_growth_is_skipped_on_cpu_with_a_reason(tiny_model):
+    out = lesson.allocator_growth(tiny_model, prompt_len=4, new_tokens=4)
+    assert not out.available and "CUDA" in out.reason and out.traces == {}
+
+
+def test_allocator_growth_with_fake_counters(tiny_model):
+    readings = iter([(100, 100)] + [(100 + 10 * i, 300 + 20 * i) for i in range(1, 4)] +
+                    [(100, 100)] + [(150, 200)] * 3)
+
+    out = lesson.allocator_growth(tiny_model, prompt_len=4, new_tokens=3, batch_size=2, counters=lambda: next(readings))
+    dyn, pre = out.traces["dynamic"], out.traces["kv"]
+    assert out.available and dyn.lengths == pre.lengths == [4, 5, 6]
+    assert dyn.allocated == [10, 20, 30] and dyn.reserved == [220, 240, 260] and dyn.held_unused == [210, 220, 230]
+    assert pre.allocated == [50] * 3 and pre.held_unused == [50] * 3
+    fig = plots.allocator_figure(out)
+    reserved = [t for t in fig.data if t.name.startswith("reserved")]
+    assert [list(t.y) for t in reserved] == [[220, 240, 260], [100, 100, 100]]  # B: 260 B needs no bigger unit
+
+
+def test_allocator_growth_names_bad_arguments(tiny_model):
+    with pytest.raises(ValueError, match="^new_tokens"):
+        lesson.allocator_growth(tiny_model, prompt_len=10, new_tokens=60)
+
+
+# -- unequal lengths -------------------------------------------------------------------------------------------
+def test_corpus_prompts_are_pieces_of_the_corpus():
+    text = lesson.corpus_text()
+    prompts = lesson.corpus_prompts([3, 17, 9, 30])
+    assert [len(p) for p in prompts] == [3, 17, 9, 30] and all(p in text for p in prompts)
+    assert len(set(prompts)) == 4 and "\n" not in "".join(prompts)
+
+
+def test_padded_batch_properties_by_hand():
+    b = lesson.PaddedBatch(["ab", "abcdef"], 3, 4, [4, 0], ["xyz", "uvw"], ["xyz", "uvq"], cache_slots=16,
+                           cache_bytes=1600, bytes_per_slot=100, batch_cost=PassCost(200, 0, 0, 0),
+                           alone_cost=PassCost(150, 0, 0, 0))
+    assert b.lengths == [2, 6] and b.same_as_alone == [True, False]
+    assert b.stored_lengths == [4, 8] and b.used_slots == 12 and b.paged_slots == 4 + 8
+    assert b.slot_waste == pytest.approx(0.25) and b.extra_flops == pytest.approx(0.25)
+
+
+def test_run_padded_batch_on_the_demo_model(demo):
+    model, tok = demo
+    c = model.config
+    prompts = lesson.corpus_prompts([3, 10])
+    b = lesson.run_padded_batch(model, tok, prompts, new_tokens=5, block_size=4)
+    assert b.pad_lengths == [7, 0] and b.same_as_alone == [True, True]
+    assert b.cache_slots == 2 * (10 + 5 - 1) and b.used_slots == (3 + 4) + (10 + 4)
+    assert b.paged_slots == 8 + 16 and b.cache_bytes == b.cache_slots * 2048
+    # the padded batch computes 2 × 10 prompt positions and attends over padding; alone: 3 and 10
+    assert b.batch_cost == pass_cost(c, 10, 0, 2) + decode_cost(c, 10, 4, 2)
+    assert b.alone_cost == pass_cost(c, 3) + decode_cost(c, 3, 4) + pass_cost(c, 10) + decode_cost(c, 10, 4)
+
+
+def test_render_padded_batch_readout(demo):
+    model, tok = demo
+    view = lesson.render_padded_batch(model, tok, "3, 17, 9, 30", 16)
+    b = view.result
+    assert "4 / 4 条与单独运行逐 token 相同" in view.html
+    assert f"分配 {4 * 41} 个" in view.html and f"真正存 token 的 {14 + 28 + 20 + 41} 个" in view.html
+    assert "只需 " in view.html and len(view.figures) == 2 and b.block_size == 16
+    more = lesson.render_padded_batch(model, tok, "1, 60", 64).html
+    assert "反而需要 192 个" in more  # blocks of 64: 64 + 128 slots against 2 × 71 padded
+
+
+@pytest.mark.parametrize("lengths,block,label", [("", 16, "提示词长度（逗号分隔）"), ("abc", 16, "提示词长度（逗号分隔）"),
+                                                 ("0, 5", 16, "提示词长度（逗号分隔）"),
+                                                 ("3, 300", 16, "提示词长度（逗号分隔）"),
+                                                 (", ".join(["2"] * 9), 16, "提示词长度（逗号分隔）"),
+                                                 ("3, 5", 0, "分页块大小"), ("3, 5", 65, "分页块大小")])
+def test_render_padded_batch_rejects_bad_values(demo, lengths, block, label):
+    model, tok = demo
+    with pytest.raises(InputError, match=f"^「{re.escape(label)}」"):
+        lesson.render_padded_batch(model, tok, lengths, block)
+
+
+def test_padded_batch_panel_greys_out_and_recovers(demo):
+    model, tok = demo
+    panel = lesson.padded_batch_panel(model, tok)
+    first = panel.readout.value
+    panel.set(lengths="abc")
+    assert panel.stale and "「提示词长度（逗号分隔）」" in panel.message.value and panel.readout.value == first
+    panel.set(lengths="5, 6")
+    assert not panel.stale and "B = 2 条提示词" in panel.readout.value
+
+
+def test_padded_batch_figures_read_back():
+    b = lesson.PaddedBatch(["ab", "abcd"], 2, 2, [2, 0], ["xy", "uv"], ["xy", "uq"], cache_slots=10,
+                           cache_bytes=1000, bytes_per_slot=100, batch_cost=PassCost(300, 0, 0, 0),
+                           alone_cost=PassCost(200, 0, 0, 0))
+    grid = plots.padded_batch_figure(b).data[0]
+    assert [list(r) for r in grid.z] == [[0, 0, 1, 1, 2, 2], [1, 1, 1, 1, 2, 2]]  # pad, prompt, new
+    assert [list(r) for r in grid.text] == [["", "", "a", "b", "x", "y"], ["a", "b", "c", "d", "u", "v"]]
+    assert list(grid.y) == ["序列 1（P = 2）✓", "序列 2（P = 4）✗"]
+    slots, flops = plots.padding_cost_figure(b).data
+    assert list(slots.y) == [10, 3 + 5, 4 + 6] and list(flops.y) == pytest.approx([3e-4, 2e-4])  # MFLOP
+
+
+# -- FP16 and INT8 caches ---------------------------------------------------------------------------------------
+def test_compare_cache_precision_on_the_demo_model(demo):
+    model, tok = demo
+    c = model.config
+    out = lesson.compare_cache_precision(model, tok.encode("人工智能"), new_tokens=30)
+    fp32, fp16, int8 = out["kv"], out["fp16"], out["int8"]
+    S = 4 + 30 - 1
+    assert fp32.cache_bytes == 2 * c.n_layer * c.n_kv_head * S * c.head_dim * 4
+    assert fp16.cache_bytes == fp32.cache_bytes // 2
+    assert int8.cache_bytes == fp32.cache_bytes // 4 + 2 * c.n_layer * c.n_kv_head * S * 4  # data + fp32 scales
+    assert (fp32.element_bytes, fp16.element_bytes, int8.element_bytes) == (4, 2, 1 + 4 / 32)
+    assert fp32.max_logit_error == 0 and fp32.top1_agreement == 1 and fp32.first_divergence is None
+    assert 0 < fp16.max_logit_error < int8.max_logit_error < fp32.logit_spread / 100
+    assert len(int8.logit_error) == 30 and fp32.reference_margin > 0
+    assert fp16.greedy_safe and fp16.matching_tokens == 30
+
+
+def test_cache_precision_divergence_by_hand():
+    r = lesson.CachePrecision("int8", 10, 1.125, [0.1, 0.3], 20.0, 0.5, 0.4, [1, 2, 3, 4], [1, 2, 9, 4])
+    assert r.max_logit_error == 0.3 and r.matching_tokens == 3 and r.first_divergence == 3
+    assert not r.greedy_safe and r.label == "INT8 缓存"
+
+
+def test_precision_figure_reads_back():
+    results = {m: lesson.CachePrecision(m, b, 1, err, 20.0, 1.0, 0.5, [1], [1])
+               for m, b, err in (("kv", 4096, [0.0, 0.0]), ("fp16", 2048, [0.001, 0.002]), ("int8", 1152, [0.01, 0.05]))}
+    fig = plots.precision_figure(results)
+    bars = fig.data[0]
+    assert list(bars.y) == [4.0, 2.0, 1.125] and list(bars.text) == ["4.0 KiB", "2.0 KiB", "1.1 KiB"]
+    lines = {t.name: t for t in fig.data if t.name}
+    assert list(lines["FP16 缓存：最大 0.002"].y) == [0.001, 0.002] and "FP32 缓存：最大 0" not in lines
+    levels = sorted(t.y[0] for t in fig.data if t.type == "scatter" and not t.name)
+    assert levels == pytest.approx([0.2, 0.25])  # 1 % of the spread, half the margin
+
+
+def test_device_label():
+    assert lesson.device_label("cpu", threads=3) == "cpu（计时用 3 个线程）"
+    assert lesson.device_label("meta") == "meta"
+
+
+def test_roofline_model_is_bigger_than_a_cpu_cache():
+    model = lesson.roofline_model()
+    c = model.config
+    per_layer = c.d_model * (3 * c.n_head * c.head_dim) + c.n_head * c.head_dim * c.d_model + 3 * c.d_model * c.d_ff \
+        + 2 * c.d_model  # W_qkv, W_o, SwiGLU, two norms (MHA: as many KV heads as query heads)
+    params = c.n_layer * per_layer + 2 * c.vocab_size * c.d_model + c.d_model  # + embedding, LM head, final norm
+    assert lesson.weight_bytes_of(model) == 4 * params == 119_572_480 > 64 * 2**20

@@ -4,16 +4,18 @@
   enough". The outputs are right, but nothing is saved that matters: V of a past token at
   layer l needs that token's hidden state at layer l, which needs every earlier layer run
   over the whole prefix again. Only the K projection of past tokens is skipped.
-- Deliberately broken caches for chapter 3.5's find-the-bug lab.
+- Deliberately broken caches for chapter 3.5's find-the-bug lab: each is a :class:`~kvlab.cache.KVCache`
+  with one realistic bug in one overridden method. They run without any error, and the model's
+  output quietly goes wrong; :data:`BROKEN_CACHES` names them by a short id.
 """
 from __future__ import annotations
 
 import torch
 
 from . import attention as attn_ops
-from .cache import BaseCache, _nbytes
+from .cache import BaseCache, KVCache, _nbytes
 from .config import ModelConfig
-from .model import ForwardProbe, apply_rope
+from .model import ForwardProbe, apply_rope, rope_tables
 
 
 class KOnlyCache(BaseCache):
@@ -91,3 +93,92 @@ def k_only_forward(model, input_ids, cache: KOnlyCache, *, pad_lengths=None, las
     if last_logits_only:
         x = x[:, -1:]  # [B, 1, d_model]
     return model.lm_head(model.norm(x))
+
+
+# -- the find-the-bug lab of chapter 3.5 ---------------------------------------------------------------
+class RopeOffsetBugCache(KVCache):
+    """Bug: the new tokens' keys are stored rotated for positions ``0 .. T-1`` instead of
+    ``length .. length + T - 1``: the position offset was left out of RoPE for K.
+
+    The model has already rotated K at the right positions before it writes, so this cache undoes
+    that rotation and applies the one the buggy code would have (a rotation by -angle undoes one by
+    +angle). A prefill starts at position 0 and comes out right; every decoded key claims position 0.
+    Written for unpadded batches (the lab's single prompt).
+    """
+
+    bug_id = "rope_offset"
+
+    def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None):
+        super().__init__(config, batch_size, max_seq_len, dtype, device)
+        cos, sin = rope_tables(config.head_dim, self.max_seq_len, config.rope_theta)  # [S_max, D] each
+        self._cos, self._sin = cos.to(self.device, self.dtype), sin.to(self.device, self.dtype)
+
+    def _store(self, layer, k, v, end) -> None:
+        T = k.shape[2]
+        right = slice(self.length, end)  # the positions the model rotated K for
+        unrotated = apply_rope(k, self._cos[right], -self._sin[right])  # [B, H_kv, T, D]
+        wrong = apply_rope(unrotated, self._cos[:T], self._sin[:T])  # as if this pass started at position 0
+        super()._store(layer, wrong, v, end)
+
+
+class NoResetBugCache(KVCache):
+    """Bug: ``reset()`` forgets to set ``length`` back to 0.
+
+    A server that reuses one cache for the next request calls ``reset()`` in between; here the new
+    prompt is appended after the previous request's tokens, attends to them, and starts at the wrong
+    RoPE positions.
+    """
+
+    bug_id = "no_reset"
+
+    def reset(self) -> None:
+        pass  # the line `self.length = 0` is missing
+
+
+class KInPlaceOfVBugCache(KVCache):
+    """Bug: K is written where V belongs (a copy-paste slip in the store), so attention averages keys."""
+
+    bug_id = "k_as_v"
+
+    def _store(self, layer, k, v, end) -> None:
+        self.k[layer, :, :, self.length:end] = k
+        self.v[layer, :, :, self.length:end] = k  # should be v
+
+
+class OffByOneBugCache(KVCache):
+    """Bug: new tokens are written one slot early, at ``length - 1`` (the index of the last stored token,
+    not the next free slot).
+
+    A prefill starts at slot 0 and comes out right. Each decode step then overwrites the previous
+    token's K/V with the new token's, and the slot attention reads last, ``length``, holds zeros or
+    whatever an earlier request left there.
+    """
+
+    bug_id = "off_by_one"
+
+    def _store(self, layer, k, v, end) -> None:
+        start = max(self.length - 1, 0)  # should be self.length
+        T = k.shape[2]
+        self.k[layer, :, :, start:start + T] = k
+        self.v[layer, :, :, start:start + T] = v
+
+
+class OneLayerSlotBugCache(KVCache):
+    """Bug: every layer writes and reads layer 0's slot (the layer index is never used).
+
+    Inside one pass each layer overwrites the new tokens' slot just before reading it, so a prefill
+    comes out right; from the first decode step on, every layer attends to the *last* layer's K/V of
+    the earlier tokens.
+    """
+
+    bug_id = "one_slot"
+
+    def _store(self, layer, k, v, end) -> None:
+        super()._store(0, k, v, end)  # should be layer
+
+    def _read(self, layer, end):
+        return super()._read(0, end)  # should be layer
+
+
+BROKEN_CACHES: dict[str, type[KVCache]] = {cls.bug_id: cls for cls in (
+    RopeOffsetBugCache, NoResetBugCache, KInPlaceOfVBugCache, OffByOneBugCache, OneLayerSlotBugCache)}

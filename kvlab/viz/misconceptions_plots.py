@@ -1,0 +1,198 @@
+"""Plot builders of chapter 3.5 (misconceptions, the find-the-bug lab): pure functions, results in, figures out."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..memory import format_bytes, iec_unit
+from .style import MODE_COLORS, MODE_LABELS, PALETTE, WIDE, apply_template, axis_title, new_figure
+
+if TYPE_CHECKING:  # the lesson's result types (the lesson imports this module)
+    from ..lessons.misconceptions import BugRun, CacheRun, Dependency, ReservationPlan
+    from ..measure import DecodeTiming
+
+GIB = 2**30
+WEIGHT_COLOR, USED_COLOR, UNUSED_COLOR, FREE_COLOR, OVER_COLOR = PALETTE[0], PALETTE[1], "#f3d9a4", "#d9d9d9", "#D55E00"
+SAME_COLOR, DIFF_COLOR = PALETTE[2], PALETTE[3]
+
+
+# -- misconception 1 ---------------------------------------------------------------------------------
+def weights_vs_cache_figure(run: "CacheRun", x_max: int) -> go.Figure:
+    """Bytes against the tokens in the cache (B x S): the weights a flat line, the cache growing pass by pass
+    along the line of its bytes per token. Axes are fixed by ``x_max`` so moving a control moves the points."""
+    B = run.batch_size
+    unit, size = iec_unit(max(run.after.n_bytes, x_max * run.per_token_bytes))
+    tokens = [0] + [B * s for s in run.seq_lens]  # before the prefill, then after each pass (B x S)
+    cache = [0] + list(run.cache_bytes)
+    fig = new_figure(f"权重不变，缓存随 B × S 增长（B = {B}，S = {run.stored_tokens}：缓存 "
+                     f"{format_bytes(run.final_bytes)}，权重 {format_bytes(run.after.n_bytes)}）", height=400, width=WIDE)
+    fig.add_scatter(x=[0, x_max], y=[0, x_max * run.per_token_bytes / size], mode="lines", name=(
+        f"每个 token {format_bytes(run.per_token_bytes)}：B × S × {format_bytes(run.per_token_bytes)}"),
+        line=dict(color="#bbb", dash="dot"), hoverinfo="skip")
+    fig.add_scatter(x=[0, x_max], y=[run.before.n_bytes / size, run.after.n_bytes / size], mode="lines",
+                    name=f"权重（参数）：校验和 {run.before.checksum[:8]} → {run.after.checksum[:8]}",
+                    line=dict(color=WEIGHT_COLOR, width=3))
+    hover = "B × S = %{x:,} 个 token：%{y:.3g} " + unit + "<extra></extra>"
+    fig.add_scatter(x=tokens[:2], y=[b / size for b in cache[:2]], mode="lines+markers",
+                    name="KV Cache，预填充：一次存入整段提示词", line=dict(color=USED_COLOR, width=2, dash="dash"),
+                    marker=dict(size=7), hovertemplate=hover)
+    fig.add_scatter(x=tokens[1:], y=[b / size for b in cache[1:]], mode="lines+markers",
+                    name="KV Cache，解码：每步每条序列多 1 个 token", line=dict(color=USED_COLOR, width=3),
+                    marker=dict(size=5), hovertemplate=hover)
+    fig.update_xaxes(title=axis_title("缓存里的 token 总数 B × S", "tokens"), range=[0, x_max * 1.02])
+    top = max(run.after.n_bytes, x_max * run.per_token_bytes) / size
+    fig.update_yaxes(title=axis_title("字节", unit), range=[0, top * 1.08])
+    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.3), margin=dict(b=130), height=440)
+    return fig
+
+
+# -- misconception 2 ---------------------------------------------------------------------------------
+def k_only_figure(timings: dict[str, "DecodeTiming"]) -> go.Figure:
+    """Left: measured time of each decode step. Middle and right: tokens whose K and whose V each step projected
+    (from the trace). Lines that coincide are drawn wide under thin so both stay visible."""
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, column_widths=[0.44, 0.28, 0.28],
+                        subplot_titles=("每一步的耗时（本机实测）", "每步投影 K 的 token 数", "每步投影 V 的 token 数"))
+    width = {"k_only": 9, "none": 2.5, "kv": 2.5}  # K-only lies under "kv" (K) and under "none" (V)
+    order = sorted(timings, key=lambda m: m != "k_only")  # the wide line first, underneath
+    rank = {m: i for i, m in enumerate(timings)}  # ... but the legend in the caller's order
+    for mode in order:
+        t = timings[mode]
+        color, label = MODE_COLORS.get(mode, PALETTE[-1]), MODE_LABELS.get(mode, mode)
+        x = t.seq_len[1:]  # decode passes
+        fig.add_scatter(x=x, y=[s * 1e3 for s in t.step_seconds[1:]], mode="lines", name=label, legendgroup=mode,
+                        legendrank=rank[mode], line=dict(color=color, width=1.6), row=1, col=1)
+        for col, counts in ((2, t.k_tokens[1:]), (3, t.v_tokens[1:])):
+            fig.add_scatter(x=x, y=counts, mode="lines", name=label, legendgroup=mode, showlegend=False,
+                            line=dict(color=color, width=width.get(mode, 2.5)), opacity=0.45 if mode == "k_only" else 1,
+                            row=1, col=col)
+    fig.add_annotation(text="只缓存 K 与 KV Cache 重合：1", x=0.5, y=0.12, xref="x2 domain", yref="y2 domain",
+                       showarrow=False, font=dict(color="#555"))
+    fig.add_annotation(text="只缓存 K 与无缓存重合：t", x=0.45, y=0.75, xref="x3 domain", yref="y3 domain",
+                       showarrow=False, font=dict(color="#555"))
+    fig.update_xaxes(title=axis_title("序列长度 t", "tokens"))
+    fig.update_yaxes(title=axis_title("单步耗时", "ms"), rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", row=1, col=2)  # (the subplot titles name the quantity)
+    fig.update_yaxes(rangemode="tozero", row=1, col=3)
+    return apply_template(fig, "无缓存、只缓存 K、缓存 K 和 V：同样的 token，不同的代价（数字来自 trace）", 420,
+                          legend_below=True)
+
+
+def dependency_figure(dep: "Dependency") -> go.Figure:
+    """Per layer: how much K and V of the last token moved when only the first token was changed."""
+    layers = list(range(len(dep.k_change)))
+    fig = new_figure(f"只把第 1 个字「{dep.text[0]}」换成「{dep.changed_text[0]}」：最后一个字「{dep.text[-1]}」"
+                     "的 K 和 V 在各层变了多少", height=360, width=WIDE)
+    fig.add_bar(x=layers, y=dep.k_change, name="K 的最大变化", marker_color=PALETTE[0],
+                text=[f"{v:.3g}" for v in dep.k_change], textposition="outside")
+    fig.add_bar(x=layers, y=dep.v_change, name="V 的最大变化", marker_color=PALETTE[1],
+                text=[f"{v:.3g}" for v in dep.v_change], textposition="outside")
+    top = max(dep.k_change + dep.v_change)
+    fig.update_xaxes(title="层（从 0 开始）", tickvals=layers)
+    fig.update_yaxes(title="与原值的最大绝对差", range=[0, top * 1.2 if top > 0 else 1])
+    fig.update_layout(barmode="group", legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"),
+                      margin=dict(t=90))
+    return fig
+
+
+# -- misconception 3 ---------------------------------------------------------------------------------
+def budget_figure(plan: "ReservationPlan") -> go.Figure:
+    """The memory budget as one stacked bar: weights, then each admitted sequence's reservation (its average
+    used part and unused part), then what is left; sequences past the budget in red beyond the budget line."""
+    size = GIB
+    used = plan.slot_bytes * plan.used_share
+    fig = new_figure(f"{plan.gpu}：{plan.model.name} 的权重 + {plan.wanted} 条序列 × 每条预留 {plan.reserved_tokens:,} 个 "
+                     f"token（{format_bytes(plan.slot_bytes)}）", height=300, width=WIDE)
+    fig.add_bar(y=["显存"], x=[plan.weight_bytes / size], orientation="h", name=f"权重 {format_bytes(plan.weight_bytes)}",
+                marker_color=WEIGHT_COLOR, hovertemplate=f"权重：{format_bytes(plan.weight_bytes)}<extra></extra>")
+    for i in range(plan.admitted):
+        first = i == 0
+        fig.add_bar(y=["显存"], x=[used / size], orientation="h", name="预留中平均用到的部分", legendgroup="used",
+                    showlegend=first, marker=dict(color=USED_COLOR, line=dict(color="white", width=1)),
+                    hovertemplate=f"第 {i + 1} 条序列：平均用到 {format_bytes(round(used))}<extra></extra>")
+        fig.add_bar(y=["显存"], x=[(plan.slot_bytes - used) / size], orientation="h", name="预留中平均闲置的部分",
+                    legendgroup="unused", showlegend=first, marker=dict(color=UNUSED_COLOR, line=dict(color="white",
+                                                                                                  width=1)),
+                    hovertemplate=f"第 {i + 1} 条序列：平均闲置 {format_bytes(round(plan.slot_bytes - used))}"
+                                  "<extra></extra>")
+    left = plan.room_bytes - plan.admitted * plan.slot_bytes  # inside the budget, too small for one more slot
+    refused = plan.wanted - plan.admitted
+    fig.add_bar(y=["显存"], x=[left / size], orientation="h", marker_color=FREE_COLOR,
+                name=f"剩余 {format_bytes(left)}" + ("（不够再放 1 条）" if refused else ""),
+                hovertemplate=f"剩余：{format_bytes(left)}<extra></extra>")
+    if refused:
+        fig.add_bar(y=["显存"], x=[refused * plan.slot_bytes / size], orientation="h",
+                    name=f"放不下的 {refused} 条序列 {format_bytes(refused * plan.slot_bytes)}",
+                    marker=dict(color=OVER_COLOR, pattern=dict(shape="/")), hovertemplate="超出预算<extra></extra>")
+    fig.add_vline(x=plan.budget_bytes / size, line=dict(color="#000", dash="dash", width=2))
+    fig.add_annotation(x=plan.budget_bytes / size, y=1, yref="paper", yanchor="bottom", showarrow=False,
+                       text=f"预算上限 {format_bytes(plan.budget_bytes)}")
+    fig.update_layout(barmode="stack", legend=dict(orientation="h", x=0, y=-0.6, traceorder="normal"),
+                      margin=dict(t=80, b=110, l=60))
+    fig.update_xaxes(title=axis_title("显存", "GiB"), rangemode="tozero")
+    return fig
+
+
+def reservation_figure(sweep: Sequence["ReservationPlan"], current: "ReservationPlan") -> go.Figure:
+    """As the reservation per sequence grows: how many sequences fit (left), and what share of each reservation
+    sits unused and what share of requests does not fit in it (right). The current setting is marked."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
+                        subplot_titles=("能同时服务的序列数", "预留的浪费 vs 放不下的请求"))
+    R = [p.reserved_tokens for p in sweep]
+    fig.add_scatter(x=R, y=[p.capacity for p in sweep], mode="lines+markers", name="固定预留：放得下的序列数",
+                    line=dict(color=PALETTE[0], width=3), row=1, col=1)
+    fig.add_scatter(x=[R[0], R[-1]], y=[current.paged_capacity] * 2, mode="lines",
+                    name=f"按需分页（平均）：约 {current.paged_capacity:.1f} 条", line=dict(color=PALETTE[2], dash="dash"),
+                    row=1, col=1)
+    fig.add_scatter(x=R, y=[100 * (1 - p.used_share) for p in sweep], mode="lines+markers", name="预留中闲置的比例",
+                    line=dict(color=USED_COLOR, width=3), row=1, col=2)
+    fig.add_scatter(x=R, y=[100 * p.too_long_share for p in sweep], mode="lines+markers", name="比预留长的请求",
+                    line=dict(color=DIFF_COLOR, width=3), row=1, col=2)
+    mark = dict(mode="markers", marker=dict(size=13, color="#000", symbol="circle-open", line=dict(width=3)),
+                showlegend=False)
+    fig.add_scatter(x=[current.reserved_tokens], y=[current.capacity], name="当前", **mark, row=1, col=1)
+    fig.add_scatter(x=[current.reserved_tokens] * 2,
+                    y=[100 * (1 - current.used_share), 100 * current.too_long_share], name="当前", **mark, row=1, col=2)
+    fig.add_vline(x=current.model.context_length, line=dict(color="#999", dash="dot"))
+    ticks = [r for r in R if r & (r - 1) == 0]  # the powers of two among the reservations
+    fig.update_xaxes(type="log", title=axis_title("每条序列预留", "tokens，对数刻度"), tickvals=ticks,
+                     ticktext=[f"{r:,}" for r in ticks])
+    fig.update_yaxes(title=axis_title("序列数", "条"), rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title=axis_title("比例", "%"), range=[0, 100], row=1, col=2)
+    return apply_template(fig, f"{current.gpu} + {current.model.name}：预留越多，放下的序列越少、闲置越多"
+                               f"（虚线：上下文 {current.model.context_length:,}）", 400, legend_below=True)
+
+
+# -- the lab -----------------------------------------------------------------------------------------------
+def divergence_figure(run: "BugRun", label: str, tolerance: float, floor: float = 1e-7) -> go.Figure:
+    """Per generated token: the largest logit difference against the uncached reference (log scale, floored at
+    ``floor`` so an exact 0 can be drawn), green where the token is the same, red where it differs; a dashed
+    line at ``tolerance``, the largest difference float rounding explains."""
+    steps = list(range(1, len(run.logit_diff) + 1))
+    same = [a == b for a, b in zip(run.reference, run.output)]
+    first = run.first_token_step
+    title = (f"{label}：{len(steps)} 步全部与参考相同" if first is None
+             else f"{label}：第 {first} 步起 token 与参考不同（logits 从第 {run.first_logit_step} 步起偏离）")
+    fig = new_figure(title, height=340, width=WIDE)
+    fig.add_bar(x=steps, y=[max(d, floor) for d in run.logit_diff], name="logits 的最大差异", showlegend=False,
+                marker_color=[SAME_COLOR if s else DIFF_COLOR for s in same],
+                customdata=[f"参考「{a}」，这个缓存「{b}」" for a, b in zip(run.reference, run.output)],
+                hovertemplate="第 %{x} 步：%{y:.2e}<br>%{customdata}<extra></extra>")
+    fig.add_hline(y=tolerance, line=dict(color="#555", dash="dash"))
+    fig.add_scatter(x=[None], y=[None], mode="lines", line=dict(color="#555", dash="dash"),
+                    name=f"浮点误差的上限（{tolerance:g}）")
+    fig.add_scatter(x=[None], y=[None], mode="markers", marker=dict(color=SAME_COLOR, symbol="square", size=10),
+                    name="token 相同")
+    fig.add_scatter(x=[None], y=[None], mode="markers", marker=dict(color=DIFF_COLOR, symbol="square", size=10),
+                    name="token 不同")
+    fig.update_xaxes(title=axis_title("生成的第几个 token", "步"), dtick=2 if len(steps) > 24 else 1)
+    top = max(2.0, math.log10(max(run.logit_diff + [floor])) + 0.3)
+    powers = list(range(math.ceil(math.log10(floor)), math.floor(top) + 1, 2))
+    fig.update_yaxes(type="log", title=axis_title("logits 差异", "对数刻度"), range=[math.log10(floor) - 0.5, top],
+                     tickvals=[10.0**p for p in powers], ticktext=[f"10<sup>{p}</sup>" if p else "1" for p in powers],
+                     title_standoff=10)
+    fig.update_layout(legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"), margin=dict(t=90, l=80),
+                      bargap=0.2)
+    return fig

@@ -176,6 +176,7 @@ def test_length_point_by_hand():
     assert p.sequential_seconds == pytest.approx(0.64) and p.speedup == pytest.approx(20)
     assert p.prefill_tokens_per_s == pytest.approx(2000) and p.decode_tokens_per_s == pytest.approx(100)
     assert p.prefill_flops_per_s == pytest.approx(1e11) and p.decode_flops_per_s == pytest.approx(1e10)
+    assert p.decode_bytes_per_s == pytest.approx(1 / 0.04)  # 1 byte counted over 4 steps of 10 ms
 
 
 def test_prefill_sweep_on_a_tiny_model(tiny_model):
@@ -465,12 +466,13 @@ def test_precision_figure_reads_back():
     assert list(bars.y) == [4.0, 2.0, 1.125] and list(bars.text) == ["4.0 KiB", "2.0 KiB", "1.1 KiB"]
     lines = {t.name: t for t in fig.data if t.name}
     assert list(lines["FP16 缓存：最大 0.002"].y) == [0.001, 0.002] and "FP32 缓存：最大 0" not in lines
-    levels = sorted(t.y[0] for t in fig.data if t.type == "scatter" and not t.name)
-    assert levels == pytest.approx([0.2, 0.25])  # 1 % of the spread, half the margin
+    assert list(lines["logits 跨度（中位数）的 1%"].y) == [0.2, 0.2]  # 1 % of the spread
+    half_margin = next(t for name, t in lines.items() if name.startswith("最大与第二大"))
+    assert list(half_margin.y) == [0.25, 0.25]
 
 
 def test_device_label():
-    assert lesson.device_label("cpu", threads=3) == "cpu（计时用 3 个线程）"
+    assert lesson.device_label("cpu", threads=3) == "cpu，计时用 3 个线程"
     assert lesson.device_label("meta") == "meta"
 
 
@@ -481,3 +483,10 @@ def test_roofline_model_is_bigger_than_a_cpu_cache():
         + 2 * c.d_model  # W_qkv, W_o, SwiGLU, two norms (MHA: as many KV heads as query heads)
     params = c.n_layer * per_layer + 2 * c.vocab_size * c.d_model + c.d_model  # + embedding, LM head, final norm
     assert lesson.weight_bytes_of(model) == 4 * params == 119_572_480 > 64 * 2**20
+
+
+def test_regenerate_with_a_growing_cache(demo, timeline):
+    model, tok = demo
+    grow = lesson.regenerate(model, tok, timeline, "dynamic")
+    assert tok.decode(grow.new_tokens[0].tolist()) == "".join(timeline.new_text)
+    assert grow.trace[-1].allocations == 2 * model.config.n_layer * 24 and timeline.trace[-1].allocations == 2

@@ -35,12 +35,12 @@ PADDED_LENGTHS = "3, 17, 9, 30"
 
 
 def device_label(device, threads: int | None = None) -> str:
-    """Which device produced a number, for every readout: "cpu（计时用 1 个线程）" or the GPU's name."""
+    """Which device produced a number, for every readout: "cpu，计时用 1 个线程" or the GPU's name."""
     dev = torch.device(device)
     if dev.type == "cuda":
-        return f"{dev}（{torch.cuda.get_device_name(dev)}）"
+        return f"{torch.cuda.get_device_name(dev)} GPU"
     if dev.type == "cpu":
-        return f"cpu（计时用 {threads or measurement_threads()} 个线程）"
+        return f"cpu，计时用 {threads or measurement_threads()} 个线程"
     return str(dev)
 
 
@@ -129,6 +129,13 @@ def run_timeline(model: ToyTransformer, tokenizer, prompt: str = DEFAULT_PROMPT,
     return Timeline(prompt, len(ids), [tokenizer.decode([t]) for t in result.new_tokens[0].tolist()],
                     result.trace, cache.nbytes, cache.nbytes // cache.max_seq_len,
                     device_label(model.device, threads))
+
+
+def regenerate(model: ToyTransformer, tokenizer, timeline: Timeline, cache: str):
+    """The timeline's prompt and number of tokens generated again with another cache mode (a
+    :class:`~kvlab.generation.GenerationResult`), with the timing threads."""
+    with torch_threads(measurement_threads()):
+        return generate(model, tokenizer.encode(timeline.prompt), timeline.passes, cache=cache)
 
 
 def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, step) -> View:
@@ -255,11 +262,12 @@ def check_four_steps(model: ToyTransformer, ids, decode_steps: int = 3) -> FourS
 # -- prefill is parallel, decode is sequential ----------------------------------------------------------
 @dataclass
 class LengthPoint:
-    """A prompt of P tokens: its prefill pass, and the decode steps after it (medians over repeats)."""
+    """A prompt of P tokens: its prefill pass, and the decode steps after it (the fastest of the repeats: other
+    programs on the machine can only make a run slower, so the fastest is the one closest to the machine's own)."""
 
     prompt_len: int
     prefill_seconds: float
-    decode_step_seconds: float  # median of one decode pass
+    decode_step_seconds: float  # one decode pass: median over the passes of a run, fastest run
     decode_steps: int
     prefill_cost: PassCost
     decode_cost: PassCost  # all decode_steps passes together
@@ -290,6 +298,11 @@ class LengthPoint:
     def decode_flops_per_s(self) -> float:
         return self.decode_cost.flops / (self.decode_steps * self.decode_step_seconds)
 
+    @property
+    def decode_bytes_per_s(self) -> float:
+        """Bytes a decode step moves (weights and cache, counted) per second of its measured time."""
+        return self.decode_cost.bytes / (self.decode_steps * self.decode_step_seconds)
+
 
 @dataclass
 class PrefillSweep:
@@ -306,17 +319,21 @@ class PrefillSweep:
 
 
 def _timed_generations(model, prompts: dict, new_tokens: int, repeats: int) -> dict:
-    """``{key: [GenerationResult per repeat]}``: every prompt generated ``repeats`` times, interleaved, after a
-    prefill-only warm-up each, with the timing threads of :func:`~kvlab.measure.measurement_threads`."""
+    """``{key: [GenerationResult per repeat]}``: every prompt generated ``repeats`` times, interleaved, with the
+    timing threads of :func:`~kvlab.measure.measurement_threads`, after warming up on the smallest and the
+    largest prompt (allocator, kernels; rerunning every shape first would double the cost of the sweep)."""
     runners = {k: partial(generate, model, p, new_tokens) for k, p in prompts.items()}
-    warm = {k: partial(generate, model, p, 1) for k, p in prompts.items()}
+    sizes = sorted(prompts, key=lambda k: prompts[k].numel())
     with torch_threads(measurement_threads()):
-        return alternate(runners, repeats, warmup=warm)
+        for k in dict.fromkeys((sizes[0], sizes[-1])):
+            generate(model, prompts[k], 2)
+        return alternate(runners, repeats, warmup={k: lambda: None for k in prompts})
 
 
 def measure_prefill_sweep(model: ToyTransformer, lengths=PREFILL_LENGTHS, decode_steps: int = 4, repeats: int = 3,
                           seed: int = 0) -> PrefillSweep:
-    """Time the prefill pass and the decode steps after it for prompts of each length (random token ids)."""
+    """Time the prefill pass and the decode steps after it for prompts of each length (random token ids),
+    ``repeats`` times each, interleaved; see :class:`LengthPoint` for which run counts."""
     decode_steps = positive_int("decode_steps", decode_steps)
     repeats = positive_int("repeats", repeats)
     c = model.config
@@ -328,8 +345,8 @@ def measure_prefill_sweep(model: ToyTransformer, lengths=PREFILL_LENGTHS, decode
     runs = _timed_generations(model, prompts, decode_steps + 1, repeats)
     points = []
     for P in lengths:
-        prefill = median([res.trace[0].seconds for res in runs[P]])
-        step = median([res.time_per_output_token for res in runs[P]])
+        prefill = min(res.trace[0].seconds for res in runs[P])
+        step = min(res.time_per_output_token for res in runs[P])
         points.append(LengthPoint(P, prefill, step, decode_steps, pass_cost(c, P), decode_cost(c, P, decode_steps)))
     return PrefillSweep(points, c, device_label(model.device))
 
@@ -446,7 +463,7 @@ def count_flops(model: ToyTransformer, prompt_len: int = 32, seed: int = 0) -> F
 @dataclass
 class BatchPoint:
     batch_size: int
-    step_seconds: float  # median decode pass for the whole batch
+    step_seconds: float  # one decode pass for the whole batch: median over a run's passes, fastest run
     cost: PassCost  # all decode passes together
 
     steps: int = 1
@@ -492,7 +509,7 @@ def measure_batch_sweep(model: ToyTransformer, batch_sizes=BATCH_SIZES, prompt_l
     gen = torch.Generator().manual_seed(seed)
     prompts = {B: torch.randint(0, c.vocab_size, (B, prompt_len), generator=gen) for B in sizes}
     runs = _timed_generations(model, prompts, decode_steps + 1, repeats)
-    points = [BatchPoint(B, median([r.time_per_output_token for r in runs[B]]),
+    points = [BatchPoint(B, min(r.time_per_output_token for r in runs[B]),
                          decode_cost(c, prompt_len, decode_steps, B), decode_steps) for B in sizes]
     return BatchSweep(points, prompt_len, c, device_label(model.device))
 

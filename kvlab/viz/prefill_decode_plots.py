@@ -131,7 +131,7 @@ def roofline_figure(roofs, points, highlight: str | None = None) -> go.Figure:
     fig = new_figure(f"本机的 roofline：内存带宽 {bw / 1e9:.1f} GB/s，矩阵乘 {peak / 1e9:.1f} GFLOP/s"
                      f"（{roofs.device}）", height=480, width=WIDE)
     fig.add_scatter(x=xs, y=[min(peak, bw * x) / 1e9 for x in xs], mode="lines", line=dict(color="#444", width=3),
-                    name="屋顶：min(矩阵乘速率, 带宽 × 算术强度)", hoverinfo="skip")
+                    name="屋顶：min（矩阵乘速率，带宽 × 算术强度）", hoverinfo="skip")
     fig.add_scatter(x=[roofs.ridge], y=[peak / 1e9], mode="markers+text", marker=dict(size=9, color="#444"),
                     text=[f"转折点 {roofs.ridge:.1f} FLOP/字节"], textposition="top left", showlegend=False,
                     hoverinfo="skip")
@@ -148,7 +148,7 @@ def roofline_figure(roofs, points, highlight: str | None = None) -> go.Figure:
     decode = [p for p in points if p.kind == "decode"]
     if decode:
         fig.add_annotation(x=math.log10(decode[-1].intensity), y=math.log10(decode[-1].flops_per_s / 1e9),
-                           text=f"{len(decode)} 个解码点（各个 P）<br>都挤在这里", ax=40, ay=60, showarrow=True,
+                           text=f"{len(decode)} 个解码点（各个 P）<br>都挤在这里", ax=-40, ay=-110, showarrow=True,
                            arrowcolor=POINT_STYLE["decode"][0], font=dict(color=POINT_STYLE["decode"][0], size=11))
     for p in points:
         if p.label == highlight:
@@ -197,7 +197,7 @@ def allocator_figure(comparison) -> go.Figure:
     traces = comparison.traces
     top = max(max(t.reserved + t.allocated) for t in traces.values())
     unit, scale = iec_unit(max(top, 1))
-    titles = {"dynamic": "逐步拼接 (dynamic)", "kv": "预分配 (kv)"}
+    titles = {"dynamic": "逐步拼接（dynamic）", "kv": "预分配（kv）"}
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
                         subplot_titles=[titles.get(m, m) for m in traces])
     for col, t in enumerate(traces.values(), start=1):
@@ -283,12 +283,11 @@ def precision_figure(results: dict) -> go.Figure:
                         name=f"{r.label}：最大 {r.max_logit_error:.2g}", row=1, col=2)
     first = next(iter(results.values()))
     n = len(first.logit_error)
-    for value, text in ((first.logit_spread / 100, "logits 跨度（中位数）的 1%"),
-                        (first.reference_margin / 2, "最大与第二大 logit 之差（最小处）的一半：误差低于它，贪心选择不会变")):
-        fig.add_scatter(x=[1, n], y=[value, value], mode="lines", line=dict(color="#888", dash="dot", width=1),
-                        showlegend=False, hoverinfo="skip", row=1, col=2)
-        fig.add_annotation(x=1, y=math.log10(value), xref="x2", yref="y2", xanchor="left", yanchor="bottom",
-                           showarrow=False, text=text, font=dict(size=11, color="#555"))
+    for value, text, dash in ((first.logit_spread / 100, "logits 跨度（中位数）的 1%", "dot"),
+                              (first.reference_margin / 2,
+                               "最大与第二大 logit 之差（最小处）的一半：误差都低于它，贪心选择就不会变", "dash")):
+        fig.add_scatter(x=[1, n], y=[value, value], mode="lines", line=dict(color="#666", dash=dash, width=1.2),
+                        name=text, hoverinfo="skip", row=1, col=2)
     fig.update_yaxes(title=axis_title("缓存", unit), rangemode="tozero", row=1, col=1)
     fig.update_yaxes(type="log", dtick="D2", title=axis_title("最大 |Δlogit|", "logit"), row=1, col=2)
     fig.update_xaxes(title=axis_title("第几个新 token", "tokens"), row=1, col=2)

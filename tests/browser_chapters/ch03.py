@@ -187,3 +187,5 @@ def interact(ch: ChapterPage) -> None:
     plain = ".jp-Cell:has(.js-plotly-plot):not(:has(.kvlab-panel))"  # figures outside the panels
     extra_screenshot(ch, "roofline", f"{plain} >> nth=0")
     extra_screenshot(ch, "precision", f"{plain} >> nth=1")
+    extra_screenshot(ch, "source_prefill", ".jp-Cell:has(.kvlab-source) >> nth=0")
+    extra_screenshot(ch, "source_attention", ".jp-Cell:has(.kvlab-source) >> nth=2")

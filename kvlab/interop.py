@@ -1,6 +1,8 @@
 """Hand a kvlab model to transformers: ``LlamaForCausalLM`` with identical weights."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 
@@ -103,3 +105,100 @@ def hf_layer_kv(hf_cache, layer: int):
     if hasattr(hf_cache, "key_cache"):
         return hf_cache.key_cache[layer], hf_cache.value_cache[layer]
     return hf_cache[layer][0], hf_cache[layer][1]
+
+
+# -- running transformers' own caches -------------------------------------------------------------
+HF_CACHE_KINDS = ("dynamic", "static")  # DynamicCache (grows by torch.cat), StaticCache (preallocated)
+
+
+def _accepts(fn, name: str) -> bool:
+    import inspect
+
+    return name in inspect.signature(fn).parameters
+
+
+def hf_new_cache(hf, kind: str, batch_size: int, max_cache_len: int):
+    """An empty transformers cache for ``hf``: ``DynamicCache`` ("dynamic") or ``StaticCache`` ("static").
+
+    StaticCache's constructor changed across versions (``max_batch_size``/``batch_size``, ``device`` and
+    ``dtype`` in 4.x; allocation on the first update in 5.x), so only the arguments it takes are passed.
+    """
+    _require_transformers()
+    from transformers import DynamicCache, StaticCache
+
+    from ._validate import one_of, positive_int
+
+    one_of("kind", kind, HF_CACHE_KINDS)
+    batch_size = positive_int("batch_size", batch_size)
+    max_cache_len = positive_int("max_cache_len", max_cache_len)
+    if kind == "dynamic":
+        return DynamicCache(config=hf.config) if _accepts(DynamicCache.__init__, "config") else DynamicCache()
+    kwargs = {"config": hf.config, "max_cache_len": max_cache_len}
+    for name, value in (("batch_size", batch_size), ("device", hf.device), ("dtype", hf.dtype)):
+        if _accepts(StaticCache.__init__, name):
+            kwargs[name] = value
+    if "batch_size" not in kwargs and _accepts(StaticCache.__init__, "max_batch_size"):  # before 4.45
+        kwargs["max_batch_size"] = batch_size
+    return StaticCache(**kwargs)
+
+
+@dataclass
+class HFDecodeRun:
+    """A decode with a transformers cache, fed a given token sequence; one entry per forward pass."""
+
+    kind: str  # "dynamic" or "static"
+    seq_len: list[int]  # tokens in the cache after each pass
+    seconds: list[float]  # wall time of each forward pass (device synchronised)
+    layer0_k_address: list[int]  # data_ptr() of layer 0's K tensor after each pass
+    layer0_k_len: list[int]  # positions in layer 0's K tensor after each pass (what its attention was given)
+    predicted: torch.Tensor  # [B, passes]: transformers' greedy choice after each pass
+
+    @property
+    def reallocations(self) -> list[int]:
+        """After each pass: how many different K tensors layer 0 has used so far (a new address = a new tensor)."""
+        return distinct_so_far(self.layer0_k_address)
+
+
+def distinct_so_far(addresses: list[int]) -> list[int]:
+    """After each entry of a list of tensor addresses: the first address plus every change since."""
+    out, count = [], 0
+    for i, address in enumerate(addresses):
+        count += i == 0 or address != addresses[i - 1]
+        out.append(count)
+    return out
+
+
+@torch.no_grad()
+def hf_decode_run(hf, tokens: torch.Tensor, prompt_len: int, kind: str) -> HFDecodeRun:
+    """Prefill ``tokens[:, :prompt_len]``, then feed the following tokens one per pass (teacher forcing), as
+    kvlab's ``generate`` does with the tokens it chose: the same passes, so the same work for the cache.
+
+    ``tokens`` [B, T] (e.g. ``GenerationResult.tokens``): T - prompt_len passes, the last token is never fed.
+    """
+    from ._validate import positive_int
+    from .measure import timed
+
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
+        raise ValueError(f"tokens must be a [B, T] tensor of token ids, got {getattr(tokens, 'shape', tokens)!r}")
+    prompt_len = positive_int("prompt_len", prompt_len, maximum=tokens.shape[1] - 1)
+    ids = tokens.to(hf.device)
+    B, T = ids.shape
+    cache = hf_new_cache(hf, kind, B, T - 1)
+    cache_arg = "cache" if _accepts(hf.forward, "cache") else "past_key_values"  # renamed in transformers 5
+    with_position = _accepts(hf.forward, "cache_position")  # 4.x wants it with a StaticCache
+    seq_len, seconds, addresses, lengths, predicted = [], [], [], [], []
+    begin = 0
+    for end in [prompt_len, *range(prompt_len + 1, T)]:
+        positions = torch.arange(begin, end, device=hf.device)
+        kwargs = {cache_arg: cache, "use_cache": True, "position_ids": positions[None].expand(B, -1)}
+        if with_position:
+            kwargs["cache_position"] = positions
+        out, secs = timed(lambda: hf(input_ids=ids[:, begin:end], **kwargs), hf.device)
+        seq_len.append(end)
+        seconds.append(secs)
+        k = hf_layer_kv(cache, 0)[0]  # [B, H_kv, positions, D]
+        addresses.append(k.data_ptr())
+        lengths.append(k.shape[2])
+        predicted.append(out.logits[:, -1].argmax(-1).cpu())
+        begin = end
+    return HFDecodeRun(kind, seq_len, seconds, addresses, lengths, torch.stack(predicted, dim=1))

@@ -397,12 +397,13 @@ class Roofs:
         return min(self.flops.best, self.bandwidth.best * intensity)
 
 
-def measure_roofs(device, nbytes: int = 256 * 2**20, n: int = 1024) -> Roofs:
-    """Measure both roofs with the timing threads of the other measurements."""
+def measure_roofs(device, nbytes: int = 256 * 2**20, n: int = 1024, repeats: int = 15) -> Roofs:
+    """Measure both roofs with the timing threads of the other measurements, keeping the fastest of
+    ``repeats`` short runs each (a run that another program interrupted is only ever slower)."""
     threads = measurement_threads()
     with torch_threads(threads):
-        bandwidth = measure_read_bandwidth(device, nbytes=nbytes)
-        flops = measure_matmul_flops(device, n=n)
+        bandwidth = measure_read_bandwidth(device, nbytes=nbytes, repeats=repeats)
+        flops = measure_matmul_flops(device, n=n, repeats=repeats)
     return Roofs(bandwidth, flops, device_label(device, threads))
 
 

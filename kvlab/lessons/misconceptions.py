@@ -36,7 +36,7 @@ from ..teaching_caches import BROKEN_CACHES
 from ..tokenizer import UnknownCharactersError
 from ..viz import misconceptions_plots as plots
 from ..viz.quiz import Choice, ChoiceQuestion, NumberQuestion
-from ..viz.widgets import Panel, View, dropdown, int_slider
+from ..viz.widgets import Panel, View, dropdown, int_slider, play_slider
 from .decode import layer_qkv
 
 DEFAULT_PROMPT = "人工"  # the course's running example
@@ -183,11 +183,14 @@ def render_weights_vs_cache(model: ToyTransformer, tokenizer, prompt_len, batch_
 
 def weights_panel(model: ToyTransformer, tokenizer, prompt_len: int = 120, batch_size: int = 4,
                   new_tokens: int = 16) -> Panel:
-    controls = {"prompt_len": int_slider(PROMPT_LEN_LABEL, prompt_len, 1, M1_LIMITS["prompt_len"]),
-                "batch_size": int_slider(BATCH_LABEL, batch_size, 1, M1_LIMITS["batch_size"], width="300px"),
-                "new_tokens": int_slider(NEW_TOKENS_LABEL, new_tokens, 1, M1_LIMITS["new_tokens"], width="340px")}
+    """Prompt length and batch sliders, and a Play button that generates one more token per frame."""
+    play, tokens = play_slider(NEW_TOKENS_LABEL, new_tokens, 1, M1_LIMITS["new_tokens"], interval_ms=400)
+    tokens.layout.width = "330px"
+    controls = {"prompt_len": int_slider(PROMPT_LEN_LABEL, prompt_len, 1, M1_LIMITS["prompt_len"], width="340px"),
+                "batch_size": int_slider(BATCH_LABEL, batch_size, 1, M1_LIMITS["batch_size"], width="260px"),
+                "new_tokens": tokens}
     return Panel(controls, partial(render_weights_vs_cache, model, tokenizer), layout="horizontal",
-                 css_class="kvlab-weights")
+                 extra={"new_tokens": play}, css_class="kvlab-weights")
 
 
 # == Misconception 2: caching K alone =============================================================
@@ -661,27 +664,46 @@ def render_lab(model: ToyTransformer, tokenizer, cache, prompt, new_tokens, reve
     return View([plots.divergence_figure(result, BUG_CARDS[cache].label, LOGIT_TOLERANCE)], lab_html(result, bool(reveal)), result)
 
 
-def _tokens_html(tokens: list[str], first: int | None, color: str) -> str:
-    shown = [html.escape(t.replace("\n", "↵")) for t in tokens]
-    if first is not None:
-        i = first - 1
-        shown[i] = f'<span style="background:{color};color:white;padding:0 2px">{shown[i]}</span>'
-    return "".join(shown)
+def _shown(token: str) -> str:
+    """A token as one visible cell: a newline as ↵, a space as ␣."""
+    return html.escape(token.replace("\n", "↵").replace(" ", "␣"))
+
+
+def tokens_table_html(run: BugRun, label: str) -> str:
+    """The prompt and the new tokens, one column per step, the reference above this cache; the first step that
+    differs in a strong colour, later differences (the two texts have parted by then) in a light one."""
+    first = run.first_token_step
+    cell = "padding:1px 3px;text-align:center;min-width:1.2em"
+
+    def row(name: str, tokens: list[str], strong: str) -> str:
+        tds = []
+        for i, (tok, ref) in enumerate(zip(tokens, run.reference)):
+            bg = strong if first == i + 1 else ("#fbe3d6" if first and i + 1 > first and tok != ref else "")
+            style = f"{cell};background:{bg};color:white" if bg == strong else f"{cell};background:{bg}"
+            tds.append(f'<td style="{style}">{_shown(tok)}</td>')
+        return (f'<tr><td style="padding-right:8px;white-space:nowrap">{html.escape(name)}</td>'
+                f'<td style="color:#888;padding-right:6px;white-space:nowrap">{html.escape(run.prompt)}</td>'
+                + "".join(tds) + "</tr>")
+
+    steps = "".join(f'<td style="{cell};color:#999;font-size:75%">{i}</td>' for i in range(1, len(run.output) + 1))
+    return ('<table style="border-collapse:collapse;margin:4px 0">'
+            f'<tr><td style="color:#999;font-size:75%">第几步</td><td style="color:#999;font-size:75%">提示词</td>'
+            f"{steps}</tr>{row('无缓存（参考）', run.reference, '#0072B2')}{row(label, run.output, '#D55E00')}</table>")
 
 
 def lab_html(run: BugRun, reveal: bool) -> str:
     card = BUG_CARDS[run.cache]
     step, logit_step = run.first_token_step, run.first_logit_step
-    lines = [f"提示词「{html.escape(run.prompt)}」，先服务上一个请求「{PREVIOUS_PROMPT}」，reset() 后再服务它：",
-             f"无缓存（参考）：{_tokens_html(run.reference, step, '#0072B2')}",
-             f"{html.escape(card.label)}：{_tokens_html(run.output, step, '#D55E00')}"]
+    lines = [f"提示词「{html.escape(run.prompt)}」：先服务上一个请求「{PREVIOUS_PROMPT}」，reset() 后再服务它，"
+             "与不用缓存的参考逐个 token 对比：", tokens_table_html(run, card.label)]
     if step is None:
-        lines.append(f"<b>{len(run.output)} 步全部相同</b>；logits 最大差异 {max(run.logit_diff):.1e}")
+        lines.append(f"<b>{html.escape(card.label)}：{len(run.output)} 步全部相同</b>；"
+                     f"logits 最大差异 {max(run.logit_diff):.1e}")
         if run.cache != REFERENCE:
             lines.append("这个提示词恰好没有让 bug 暴露出来——bug 仍然在：换一个提示词，或者多生成几个 token 试试。")
     else:
-        lines.append(f"<b>第 {step} 步开始不同</b>：参考「{html.escape(run.reference[step - 1])}」，"
-                     f"这个缓存「{html.escape(run.output[step - 1])}」；logits 从第 {logit_step} 步起就超出了浮点误差")
+        lines.append(f"<b>{html.escape(card.label)}：第 {step} 步开始不同</b>：参考「{_shown(run.reference[step - 1])}」，"
+                     f"这个缓存「{_shown(run.output[step - 1])}」；logits 从第 {logit_step} 步起就超出了浮点误差")
     if reveal:
         lines.append(f"<b>解释：</b>{html.escape(card.explanation)}<br><b>修复：</b>{html.escape(card.fix)}")
     else:

@@ -123,7 +123,7 @@ def feedback_html(fb: Feedback) -> str:
         return message_html(f"⚠️ {html.escape(fb.message)}", "warn")
     color, bg = ("#1b5e20", "#e8f5e9") if fb.right else ("#8a1c1c", "#fdecea")
     return (f'<div class="kvlab-quiz-{fb.status}" style="background:{bg};color:{color};padding:6px 10px;'
-            f'border-radius:4px;margin:4px 0">{"✅" if fb.right else "❌"} {html.escape(fb.message)}</div>')
+            f'border-radius:4px;margin:4px 0">{"✓" if fb.right else "✗"} {html.escape(fb.message)}</div>')
 
 
 @dataclass

@@ -1,0 +1,266 @@
+"""Browser interactions for chapter 3.5 (run by tests/test_browser.py after run-all)."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from browser_support import ARTIFACT_DIR, ChapterPage, Fail
+
+NOTEBOOK = "05_misconceptions.ipynb"
+SCREENSHOT = ".kvlab-panel.kvlab-lab"
+DEMO_TOKEN_BYTES = 2 * 4 * 2 * 32 * 4  # K and V x 4 layers x 2 KV heads x head size 32 x fp32
+
+
+def number(pattern: str, text: str) -> int:
+    m = re.search(pattern, text)
+    assert m, f"{pattern!r} not found in: {text!r}"
+    return int(m.group(1).replace(",", ""))
+
+
+def extra_screenshot(ch: ChapterPage, name: str, selector: str) -> None:
+    """More pictures of the chapter for a reviewer (beside the README one), under $KVLAB_SCREENSHOTS."""
+    folder = Path(os.environ.get("KVLAB_SCREENSHOTS") or ARTIFACT_DIR)
+    ch.screenshot(folder / f"screenshot_05_{name}.png", selector)
+    ch.page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+# -- misconception 1 ---------------------------------------------------------------------------------
+def cache_state(readout: str) -> tuple[int, int, int]:
+    """(B, S, cache bytes) as the readout states them."""
+    return (number(r"B = (\d+) 条序列", readout), number(r"S = (\d+) 个 token", readout),
+            number(r"= ([\d,]+) B =", readout))
+
+
+def weights_checksums(readout: str) -> tuple[str, str]:
+    m = re.search(r"校验和 (\w+) → (\w+)（不变 ✓）", readout)
+    assert m, f"no unchanged checksum pair in: {readout!r}"
+    return m.group(1), m.group(2)
+
+
+def interact_weights(ch: ChapterPage) -> None:
+    w = ch.panel("kvlab-weights")
+    r0 = w.readout()
+    B, S, nbytes = cache_state(r0)
+    assert (B, S) == (w.int_value("batch_size"), w.int_value("prompt_len") + w.int_value("new_tokens") - 1), r0
+    assert nbytes == B * S * DEMO_TOKEN_BYTES, r0
+    before, after = weights_checksums(r0)
+    assert before == after
+    fig0 = w.figure(0)
+
+    w.press_slider("batch_size", "ArrowRight")  # B 4 -> 5: the cache follows, the weights do not move
+    r1 = w.wait_readout(lambda t: cache_state(t)[0] == B + 1, "ArrowRight on the batch should add a sequence")
+    assert cache_state(r1) == (B + 1, S, (B + 1) * S * DEMO_TOKEN_BYTES), r1
+    assert weights_checksums(r1) == (before, after)
+    fig1 = w.wait_figure_changed(0, fig0, "the bytes plot should redraw for B + 1")
+    assert f"B = {B + 1}" in fig1["title"], fig1["title"]
+
+    w.press_slider("prompt_len", "ArrowLeft", times=3)  # 3 tokens shorter
+    r2 = w.wait_readout(lambda t: cache_state(t)[1] == S - 3, "ArrowLeft x3 on the prompt should shorten S by 3")
+    assert cache_state(r2)[2] == (B + 1) * (S - 3) * DEMO_TOKEN_BYTES, r2
+
+    # Play: one more token per frame until the slider's end; S ends at prompt + 48 - 1
+    n_max = 48
+    w.click_play()
+    last = w.wait_readout(lambda t: cache_state(t)[1] == w.int_value("prompt_len") + n_max - 1,
+                          "Play should generate up to 48 tokens", timeout_s=90)
+    ch.wait_until(w.playing, lambda p: not p, 10, "Play should stop at the last value")
+    assert cache_state(last)[2] == (B + 1) * (S - 3 - 16 + n_max) * DEMO_TOKEN_BYTES, last
+    assert weights_checksums(last) == (before, after)
+
+    # back to the defaults
+    w.press_slider("batch_size", "ArrowLeft")
+    w.press_slider("prompt_len", "ArrowRight", times=3)
+    while w.int_value("new_tokens") > 16:
+        w.press_slider("new_tokens", "PageDown")
+    w.press_slider("new_tokens", "ArrowRight", times=16 - w.int_value("new_tokens"))
+    w.wait_readout(lambda t: t == r0, "restoring the sliders should restore the original readout")
+    extra_screenshot(ch, "weights", ".kvlab-panel.kvlab-weights")
+
+
+# -- misconception 2 ---------------------------------------------------------------------------------
+def interact_k_only(ch: ChapterPage) -> None:
+    k = ch.panel("kvlab-konly")
+    r0 = k.readout()
+    n0 = k.int_value("new_tokens")
+    assert f"生成 {n0} 个 token：三种方式生成的 token 完全相同" in r0, r0
+    fig0 = k.figure(0)
+    k.press_slider("new_tokens", "ArrowLeft")  # 200 -> 160
+    k.press_slider("repeats", "ArrowRight")  # 1 -> 2
+    ch.wait_until(lambda: (k.int_value("new_tokens"), k.int_value("repeats")), lambda v: v == (n0 - 40, 2), 10,
+                  "the sliders should move")
+    ch.page.wait_for_timeout(500)
+    assert k.readout() == r0, "the K-only panel must not re-measure before Run is clicked"
+    k.click_run()
+    r1 = k.wait_readout(lambda t: f"生成 {n0 - 40} 个 token" in t, "Run should measure 160 tokens", timeout_s=120)
+    assert "token 完全相同" in r1 and "V = t" in r1, r1
+    ms = [float(x) for x in re.findall(r"([\d.]+) ms", r1)]
+    assert len(ms) >= 3 and all(v > 0 for v in ms[:3]), r1
+    fig1 = k.wait_figure_changed(0, fig0, "the timing plot should redraw")
+    assert all(n == n0 - 40 - 1 for n in fig1["lengths"]), fig1["lengths"]  # one point per decode pass
+
+
+# -- misconception 3 ---------------------------------------------------------------------------------
+def budget_numbers(readout: str) -> tuple[int, int]:
+    """(reserved tokens per sequence, sequences that fit)."""
+    return number(r"预留 R = ([\d,]+) 个 token", readout), number(r"最多同时 (\d+) 条序列", readout)
+
+
+def interact_budget(ch: ChapterPage) -> None:
+    from kvlab.lessons import misconceptions as lesson
+
+    b = ch.panel("kvlab-budget")
+    r0 = b.readout()
+    assert budget_numbers(r0) == (2048, 2) and "第 3 条序列起就放不下了" in r0, r0
+    bar0, curves0 = b.figure(0), b.figure(1)
+
+    b.press_slider("reserved_tokens", "PageDown", times=5)  # 5 x 5 x 64 = 1600 tokens less: 448
+    want = lesson.plan_reservation("LLaMA-7B", "T4 16 GB (Colab)", 448, 4)
+    r1 = b.wait_readout(lambda t: budget_numbers(t)[0] == 448, "PageDown x5 should reserve 448 tokens")
+    assert budget_numbers(r1) == (448, want.capacity) and want.capacity >= 4 and "放得下" in r1, r1
+    assert f"{want.too_long_share:.1%} 的请求比 R 长" in r1, r1
+    b.wait_figure_changed(0, bar0, "the budget bar should redraw for 448 tokens")
+    b.wait_figure_changed(1, curves0, "the trade-off curves should move their marker")
+
+    b.press_slider("wanted", "End")  # 32 sequences: past the budget again
+    r2 = b.wait_readout(lambda t: "想同时服务 32 条" in t, "End on the sequences slider should ask for 32")
+    assert f"第 {want.capacity + 1} 条序列起就放不下了" in r2, r2
+
+    b.select("gpu", "A100 80 GB")
+    a100 = lesson.plan_reservation("LLaMA-7B", "A100 80 GB", 448, 32)
+    r3 = b.wait_readout(lambda t: "A100 80 GB" in t, "choosing the A100 should update the readout")
+    assert budget_numbers(r3)[1] == a100.capacity and "放得下" in r3, r3
+
+    b.select("model", "Llama-3-8B")
+    llama3 = lesson.plan_reservation("Llama-3-8B", "A100 80 GB", 448, 32)
+    r4 = b.wait_readout(lambda t: "Llama-3-8B" in t, "choosing Llama-3-8B should update the readout")
+    assert budget_numbers(r4)[1] == llama3.capacity > a100.capacity, r4  # GQA: a quarter of the bytes per token
+
+    # back to the defaults
+    b.select("model", "LLaMA-7B")
+    b.select("gpu", "T4 16 GB (Colab)")
+    b.press_slider("wanted", "Home")
+    b.press_slider("wanted", "ArrowRight", times=3)
+    b.press_slider("reserved_tokens", "PageUp", times=5)
+    b.wait_readout(lambda t: t == r0, "restoring the controls should restore the original readout")
+    extra_screenshot(ch, "budget", ".kvlab-panel.kvlab-budget")
+
+
+# -- the lab -------------------------------------------------------------------------------------------
+def first_step(readout: str) -> int | None:
+    if "全部相同" in readout:
+        return None
+    return number(r"第 (\d+) 步开始不同", readout)
+
+
+def interact_lab(ch: ChapterPage) -> None:
+    from kvlab import load_demo_model
+    from kvlab.lessons import misconceptions as lesson
+
+    model, tok = load_demo_model("cpu")
+    expected = lesson.run_all_lab_caches(model, tok)
+    lab = ch.panel("kvlab-lab")
+    r0 = lab.readout()
+    assert lab.value("cache").replace("\xa0", " ") == "缓存 A" and first_step(r0) == expected["rope_offset"].first_token_step, r0
+    assert "显示解释" in r0 and "<b>解释" not in r0
+    fig0 = lab.figure(0)
+
+    lab.select("cache", "缓存 C")  # K written for V: wrong from the first step
+    r1 = lab.wait_readout(lambda t: "缓存 C：" in t, "choosing 缓存 C should run it")
+    assert first_step(r1) == expected["k_as_v"].first_token_step == 1, r1
+    fig1 = lab.wait_figure_changed(0, fig0, "the divergence plot should redraw for 缓存 C")
+    assert "缓存 C：第 1 步起 token 与参考不同" in fig1["title"], fig1["title"]
+
+    reveal = lab.control("reveal").locator("input")
+    reveal.check()
+    r2 = lab.wait_readout(lambda t: "解释：" in t, "ticking 显示解释 should show the explanation")
+    assert lesson.BUG_CARDS["k_as_v"].explanation[:20] in r2, r2
+
+    lab.select("cache", "对照：正确的 KVCache")
+    r3 = lab.wait_readout(lambda t: "对照：正确的 KVCache：" in t, "the control cache should run")
+    assert first_step(r3) is None and "解释：" not in r3, r3  # another cache hides the explanation again
+    assert not reveal.is_checked()
+
+    lab.press_slider("new_tokens", "ArrowLeft", times=4)  # 24 -> 20 tokens
+    lab.wait_readout(lambda t: "20 步全部相同" in t, "ArrowLeft x4 should generate 20 tokens")
+
+    # a character the demo model does not know: a warning, the last result greyed out
+    before = lab.readout()
+    lab.type_text("prompt", "计算@")
+    warn = lab.wait_message("warn", True, "an unknown character should show a warning")
+    assert any("提示词" in w and "「@」" in w for w in warn) and lab.messages("bug") == [], warn
+    lab.wait_stale(True, "a bad prompt must grey out the readout and figure")
+    assert lab.readout() == before
+    lab.type_text("prompt", "")
+    ch.wait_until(lambda: lab.messages("warn"), lambda m: any("是空的" in w for w in m), 30,
+                  "an empty prompt should say that it is empty")
+    lab.type_text("prompt", "计算")
+    lab.wait_message("warn", False, "a valid prompt should clear the warning")
+    lab.wait_stale(False, "a valid prompt must un-grey the lab")
+
+    # back to the defaults (the README screenshot: 缓存 A, its first diverging step marked)
+    lab.press_slider("new_tokens", "ArrowRight", times=4)
+    lab.select("cache", "缓存 A")
+    lab.wait_readout(lambda t: t == r0, "restoring the controls should restore the original readout")
+
+
+# -- the review quiz ---------------------------------------------------------------------------------------
+def interact_quiz(ch: ChapterPage) -> None:
+    from kvlab import MODEL_PRESETS
+    from kvlab.lessons import misconceptions as lesson
+    from kvlab.viz.quiz import ChoiceQuestion
+
+    questions = lesson.review_questions()
+    quiz = ch.page.locator(".kvlab-quiz")
+    if quiz.count() != 1:
+        raise Fail(f"expected one .kvlab-quiz, found {quiz.count()}")
+    quiz.scroll_into_view_if_needed()
+    score = quiz.locator(".kvlab-quiz-score")
+    assert f"得分：0 / {len(questions)}" in score.inner_text()
+
+    def feedback(n: int) -> str:
+        return quiz.locator(f".kvlab-quiz-q{n} .kvlab-quiz-feedback").inner_text().strip()
+
+    # question 3 (numeric): wrong, empty, text, then right
+    q3 = quiz.locator(".kvlab-quiz-q3")
+    box = q3.locator(".kvlab-quiz-input input")
+    box.fill("65536")
+    box.press("Enter")
+    ch.wait_until(lambda: feedback(3), lambda t: t.startswith("✗"), 15, "a wrong number should say 不对")
+    assert "65536 不是正确答案" in feedback(3) and "提示" in feedback(3)
+    box.fill("")
+    q3.locator(".kvlab-quiz-check").click()
+    ch.wait_until(lambda: feedback(3), lambda t: "还没有填答案" in t, 15, "an empty answer should get a message")
+    assert q3.locator(".kvlab-msg-warn").count() == 1
+    box.fill("一百")
+    box.press("Enter")
+    ch.wait_until(lambda: feedback(3), lambda t: "不是一个数" in t, 15, "text should get a message")
+    key = MODEL_PRESETS["Llama-3-8B"].kv_bytes_per_token("fp16")
+    box.fill(f"{key:,}")
+    box.press("Enter")
+    ch.wait_until(lambda: feedback(3), lambda t: t.startswith("✓ 正确"), 15, "the right number should say 正确")
+    ch.wait_until(score.inner_text, lambda t: f"得分：1 / {len(questions)}" in t, 15, "the score should be 1")
+
+    # question 1 (multiple choice): a wrong option, then the right one
+    q1 = questions[0]
+    assert isinstance(q1, ChoiceQuestion)
+    wrong = next(c for c in q1.choices if not c.correct)
+    right = next(c for c in q1.choices if c.correct)
+    options = quiz.locator(".kvlab-quiz-q1 .kvlab-quiz-choices label")
+    options.filter(has_text=wrong.text).first.click()
+    ch.wait_until(lambda: feedback(1), lambda t: t.startswith("✗") and wrong.explanation[:10] in t, 15,
+                  "a wrong option should explain why")
+    options.filter(has_text=right.text).first.click()
+    ch.wait_until(lambda: feedback(1), lambda t: t.startswith("✓") and right.explanation[:10] in t, 15,
+                  "the right option should say why it is right")
+    ch.wait_until(score.inner_text, lambda t: f"得分：2 / {len(questions)}" in t and "已作答 2 题" in t, 15,
+                  "the score should be 2 of 2 answered")
+    extra_screenshot(ch, "quiz", ".kvlab-quiz")
+
+
+def interact(ch: ChapterPage) -> None:
+    interact_weights(ch)
+    interact_k_only(ch)
+    interact_budget(ch)
+    interact_lab(ch)
+    interact_quiz(ch)

@@ -186,7 +186,7 @@ def model_table_html(names=TABLE_MODELS, seq_lens=(1024, 4096)) -> str:
                      f"{g.mha_twin} 的 1/{g.ratio:g}" for g in gqa_savings())
     return (f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
             f"<p style='font-size:90%'>B = 1，FP16。{PAST_CONTEXT} 超过了该模型训练时的上下文长度：模型没在这么长的序列上"
-            f"训练过（GPT-2 的位置嵌入只有 1,024 个位置，根本接不下去），这一格只是照公式算出的字节数。{notes}。</p>")
+            f"训练过（GPT-2 的位置嵌入只有 1,024 个，更长的序列根本输入不了），这一格只是照公式算出的字节数。{notes}。</p>")
 
 
 # -- preallocation vs concatenation ----------------------------------------------------------------

@@ -1,0 +1,367 @@
+"""The one checker every chapter's exercises use: grade an answer, say what went wrong, never raise.
+
+A chapter module (``ch01`` ... ``ch05``) defines its :class:`Exercise` objects (task, stub cell, check cell,
+hints) and one ``grade_*`` function per exercise: a pure function from the learner's answer to a
+:class:`Verdict`. The notebook's check cell calls ``chNN.check_*(...)``, which goes through :func:`check`:
+it runs the grader, counts wrong attempts (the hint appears from the second one), and returns a
+:class:`Feedback` that Jupyter and Colab render as plain HTML (``_repr_html_``) and a terminal as text.
+
+Learner code is called through :func:`call`, which turns an exception into :class:`LearnerError` naming the
+case; an answer left as the stub gave it is 「还没有完成」, never an error. The reference solutions are in
+:mod:`kvlab.exercises.solutions` and are shown only when the learner opens 「显示参考答案」.
+"""
+from __future__ import annotations
+
+import dis
+import html
+import inspect
+import math
+import numbers
+import re
+import traceback
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable
+
+from ..memory import format_bytes
+
+TODO, RIGHT, WRONG, BUG = "todo", "right", "wrong", "bug"
+NOT_DONE = "还没有完成"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise as the notebook shows it. ``key`` is ``"chNN.name"``; the three sources are cells."""
+
+    key: str
+    title: str  # Chinese, e.g. 「亲手写一步有缓存的注意力」
+    task: str  # markdown under the title
+    stub: str  # the code cell the learner edits
+    check: str  # the code cell that calls the checker
+    hints: tuple[str, ...]  # shown one more per wrong attempt, from the second
+
+    @property
+    def chapter(self) -> str:
+        return self.key.split(".")[0]
+
+    @property
+    def name(self) -> str:
+        return self.key.split(".")[1]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a grader found: ``status`` (TODO, RIGHT or WRONG), one Chinese sentence, and detail lines
+    (the failing case, expected and got)."""
+
+    status: str
+    message: str
+    details: tuple[str, ...] = ()
+
+
+def todo(message: str = "") -> Verdict:
+    return Verdict(TODO, f"{NOT_DONE}：{message}" if message else f"{NOT_DONE}。")
+
+
+def right(message: str, *details: str) -> Verdict:
+    return Verdict(RIGHT, message, tuple(details))
+
+
+def wrong(message: str, *details: str) -> Verdict:
+    return Verdict(WRONG, message, tuple(details))
+
+
+class LearnerError(Exception):
+    """The learner's code raised; ``verdict`` says where and what."""
+
+    def __init__(self, verdict: Verdict):
+        super().__init__(verdict.message)
+        self.verdict = verdict
+
+
+def call(fn: Callable, *args, case: str = "", extra: str = ""):
+    """``fn(*args)``; an exception becomes :class:`LearnerError` with the case and the error's last line."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # the learner's code: any error is feedback, never a traceback
+        where = f"（{case}）" if case else ""
+        line = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1]
+        raise LearnerError(wrong(f"你的代码出错了{where}：{line}", *([extra] if extra else []))) from None
+
+
+# -- attempts and feedback ----------------------------------------------------------------------------
+ATTEMPTS: Counter = Counter()  # wrong attempts per exercise key, in this kernel
+
+
+def reset_attempts() -> None:
+    ATTEMPTS.clear()
+
+
+STYLES = {  # (text colour, background, icon)
+    RIGHT: ("#1b5e20", "#e8f5e9", "✅"),
+    WRONG: ("#8a1c1c", "#fdecea", "❌"),
+    TODO: ("#0b4f7c", "#eef6fc", "✏️"),
+    BUG: ("#8a1c1c", "#fdecea", "⚠️"),
+}
+
+
+@dataclass
+class Feedback:
+    """What a check cell shows. ``_repr_html_`` renders it in JupyterLab and Colab; ``str`` in a terminal."""
+
+    exercise: Exercise
+    status: str
+    message: str
+    details: tuple[str, ...] = ()
+    hint: str | None = None
+    solution: str | None = field(default=None, repr=False)
+
+    @property
+    def right(self) -> bool:
+        return self.status == RIGHT
+
+    @property
+    def text(self) -> str:
+        """Everything the learner reads, as plain text."""
+        lines = [f"{self.exercise.title}：{self.message}", *(f"  {d}" for d in self.details)]
+        if self.hint:
+            lines.append(f"提示：{self.hint}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        fg, bg, icon = STYLES[self.status]
+        parts = [f"<b>{icon} {html.escape(self.exercise.title)}</b>　{html.escape(self.message)}"]
+        if self.details:
+            items = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
+            parts.append(f'<ul class="kvlab-exercise-details" style="margin:4px 0 0 0">{items}</ul>')
+        if self.hint:
+            parts.append(f'<div class="kvlab-exercise-hint" style="margin-top:4px">💡 提示：{html.escape(self.hint)}</div>')
+        if self.solution:
+            parts.append('<details class="kvlab-exercise-solution" style="margin-top:6px;color:#333">'
+                         '<summary style="cursor:pointer">显示参考答案</summary>'
+                         f'<pre style="background:#f7f7f7;padding:6px;margin:4px 0">{html.escape(self.solution)}</pre>'
+                         '</details>')
+        return (f'<div class="kvlab-exercise-feedback kvlab-exercise-{self.status}" data-exercise="{self.exercise.key}" '
+                f'style="background:{bg};color:{fg};padding:6px 10px;border-radius:4px;margin:4px 0">'
+                + "".join(parts) + "</div>")
+
+
+def check(exercise: Exercise, grade: Callable[..., Verdict], *answers, **named) -> Feedback:
+    """Grade ``answers`` with ``grade`` and build the feedback; never raises."""
+    from .solutions import SOLUTIONS
+
+    try:
+        verdict = grade(*answers, **named)
+    except LearnerError as exc:
+        verdict = exc.verdict
+    except Exception as exc:  # a bug in the checker itself: say so instead of blaming the learner
+        line = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1]
+        verdict = Verdict(BUG, f"检查程序本身出错了（这是 kvlab 的 bug，请报告）：{line}")
+    hint = None
+    if verdict.status == WRONG:
+        ATTEMPTS[exercise.key] += 1
+        failures = ATTEMPTS[exercise.key]
+        if failures >= 2 and exercise.hints:
+            hint = exercise.hints[min(failures - 2, len(exercise.hints) - 1)]
+    elif verdict.status == RIGHT:
+        ATTEMPTS.pop(exercise.key, None)
+    return Feedback(exercise, verdict.status, verdict.message, verdict.details, hint, SOLUTIONS.get(exercise.key))
+
+
+# -- is it still the stub? ------------------------------------------------------------------------------
+def _code_key(code) -> tuple:
+    """What a function does, instruction by instruction with their arguments resolved (line numbers, comments and
+    the docstring left out)."""
+    return tuple((ins.opname, _code_key(ins.argval) if inspect.iscode(ins.argval) else repr(ins.argval))
+                 for ins in dis.get_instructions(code))
+
+
+def is_stub(fn, stub_source: str, name: str) -> bool:
+    """True when ``fn`` is still the function ``name`` of ``stub_source`` (same bytecode and constants;
+    comments, blank lines and the docstring may differ)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    namespace: dict = {}
+    exec(compile(stub_source, "<stub>", "exec"), {"__builtins__": __builtins__}, namespace)  # defs only
+    stub = namespace.get(name)
+    return stub is not None and _code_key(code) == _code_key(stub.__code__)
+
+
+def not_callable(answer, name: str) -> Verdict | None:
+    if callable(answer):
+        return None
+    return wrong(f"需要一个函数，收到的是 {type(answer).__name__}：请把上一格里定义的函数 {name} 传进来")
+
+
+# -- answers that are numbers ---------------------------------------------------------------------------
+BINARY_UNITS = {"B": 1, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+DECIMAL_UNITS = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+BINARY_OF = {"KB": "KiB", "MB": "MiB", "GB": "GiB", "TB": "TiB"}
+UNIT_NAMES = {"B": "B", "KIB": "KiB", "MIB": "MiB", "GIB": "GiB", "TIB": "TiB", "KB": "KB", "MB": "MB", "GB": "GB",
+              "TB": "TB", "字节": "B", "BYTES": "B", "BYTE": "B"}
+QUANTITY = re.compile(r"^([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z字节]*)$")
+
+
+class AnswerError(ValueError):
+    """An answer that cannot be read (the message says how to write it)."""
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A size the learner wrote: ``value`` in ``unit`` (as written), ``bytes`` exact."""
+
+    value: Fraction
+    unit: str  # "B", "KiB" ... "GB"
+    bytes: Fraction
+
+    @property
+    def decimal(self) -> bool:
+        return self.unit in DECIMAL_UNITS
+
+    def as_binary(self) -> Fraction:
+        """The bytes this number would be if its GB were read as GiB (MB as MiB ...)."""
+        return self.value * BINARY_UNITS[BINARY_OF[self.unit].upper()] if self.decimal else self.bytes
+
+    def __str__(self) -> str:
+        return f"{_fraction_text(self.value)} {self.unit}"
+
+
+def _fraction_text(x: Fraction) -> str:
+    return f"{int(x):,}" if x.denominator == 1 else f"{float(x):g}"
+
+
+def _normalize(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).strip()
+    return re.sub(r"(?<=\d)[,_，](?=\d{3})", "", text)
+
+
+def parse_number(answer, what: str = "答案") -> Fraction:
+    """An int, float or numeric string as an exact Fraction (floats as their shortest decimal)."""
+    if isinstance(answer, bool) or answer is None:
+        raise AnswerError(f"{what}需要一个数，收到的是 {answer!r}")
+    if isinstance(answer, numbers.Integral):
+        return Fraction(int(answer))
+    if isinstance(answer, numbers.Real):
+        if not math.isfinite(answer):
+            raise AnswerError(f"{what}需要一个有限的数，收到的是 {answer!r}")
+        return Fraction(repr(float(answer)))
+    if isinstance(answer, str):
+        try:
+            return Fraction(_normalize(answer))
+        except ValueError:
+            raise AnswerError(f"「{answer}」不是一个数") from None
+    raise AnswerError(f"{what}需要一个数，收到的是 {type(answer).__name__}：{answer!r}")
+
+
+def parse_bytes(answer) -> Quantity:
+    """A size: a number of bytes (int), or a string with a unit: "4 GiB", "4096 MiB", "4,294,967,296 B"."""
+    if isinstance(answer, str):
+        m = QUANTITY.match(_normalize(answer))
+        if not m:
+            raise AnswerError(f"读不懂「{answer}」：请写一个数加单位，例如 \"1.5 GiB\"，或者直接写字节数（整数）")
+        unit = UNIT_NAMES.get(m.group(2).upper() if m.group(2) != "字节" else "字节") if m.group(2) else "B"
+        if unit is None:
+            raise AnswerError(f"不认识单位「{m.group(2)}」：请用 B、KiB、MiB、GiB（或 KB、MB、GB）")
+        value = Fraction(m.group(1))
+    else:
+        value, unit = parse_number(answer), "B"
+    factor = BINARY_UNITS.get(unit.upper()) or DECIMAL_UNITS[unit]
+    return Quantity(value, unit, value * factor)
+
+
+def exact_bytes_text(n) -> str:
+    return f"{int(n):,} 字节" if Fraction(n).denominator == 1 else f"{float(n):,.1f} 字节"
+
+
+def grade_bytes(answer, expected: int, known: dict[int, str] | None = None, what: str = "答案") -> Verdict:
+    """A size, checked exactly. ``known`` maps the byte counts of anticipated mistakes to what to say."""
+    if answer is None:
+        return todo()
+    try:
+        q = parse_bytes(answer)
+    except AnswerError as exc:
+        return wrong(str(exc))
+    got = f"你的{what}：{q} = {exact_bytes_text(q.bytes)}"
+    if q.bytes == expected:
+        return right(f"正确！{exact_bytes_text(expected)} = {format_bytes(expected)}。")
+    if q.value < 1024 and q.unit == "B" and not isinstance(answer, str):
+        return wrong(f"你写的是 {_fraction_text(q.value)} 字节：不带单位的数按字节算。要用 GiB 之类的单位，请写成字符串，"
+                     f"例如 \"{_fraction_text(q.value)} GiB\"。")
+    if q.decimal and q.as_binary() == expected:
+        big = BINARY_OF[q.unit]
+        return wrong(f"数值对了，单位错了：1 {q.unit} = {DECIMAL_UNITS[q.unit]:,} 字节（10 的幂），而这个数是按 "
+                     f"1 {big} = {BINARY_UNITS[big.upper()]:,} 字节（1024 的幂）算出来的。请把单位写成 {big}。", got)
+    if q.decimal and abs(q.bytes - expected) <= Fraction(expected, 100):
+        return wrong(f"大约对，但题目要精确值：{q.unit} 是 10 的幂（1 GB = 10⁹ 字节），换算时四舍五入了。"
+                     "请写出字节数，或者用 GiB、MiB（1024 的幂）写出精确值。", got)
+    for value, message in (known or {}).items():
+        if q.bytes == value or (q.decimal and q.as_binary() == value):
+            return wrong(message, got)
+    if abs(q.bytes - expected) <= Fraction(expected, 100):
+        return wrong("很接近，但不精确：缓存的字节数是整数，请写出精确值（字节数，或者能整除的 GiB、MiB）。", got)
+    return wrong(f"不对。{got}。", )
+
+
+def grade_count(answer, expected: int, known: dict[int, str] | None = None, what: str = "答案") -> Verdict:
+    """A whole number (tokens, sequences), checked exactly."""
+    if answer is None:
+        return todo()
+    try:
+        value = parse_number(answer, what)
+    except AnswerError as exc:
+        return wrong(str(exc))
+    if value.denominator != 1:
+        return wrong(f"{what}应当是整数，你写的是 {float(value):g}：放不下半个，记得向下取整。")
+    n = int(value)
+    if n == expected:
+        return right(f"正确！{n:,}。")
+    if n in (known or {}):
+        return wrong(known[n], f"你的{what}：{n:,}")
+    return wrong(f"不对：你的{what}是 {n:,}。")
+
+
+@dataclass(frozen=True)
+class Choice:
+    key: str  # what the learner writes: "A", "rope_offset" ...
+    correct: bool
+    feedback: str
+    aliases: tuple[str, ...] = ()  # other spellings accepted for the same choice
+
+    def matches(self, text: str) -> bool:
+        return text.lower() in (k.lower() for k in (self.key, *self.aliases))
+
+
+def pick(answer, choices: list[Choice], what: str = "选项") -> Choice | Verdict:
+    """The choice ``answer`` names (keys case-insensitive, spaces and quotes ignored), or the verdict saying why
+    there is none (TODO for None)."""
+    if answer is None:
+        return todo()
+    if not isinstance(answer, str):
+        return wrong(f"{what}要写成字符串，例如 \"{choices[0].key}\"，收到的是 {answer!r}")
+    key = unicodedata.normalize("NFKC", answer).strip().strip("\"'「」").strip()
+    found = next((c for c in choices if c.matches(key)), None)
+    if found is None:
+        shown = "、".join(f"\"{c.key}\"" for c in choices)
+        return wrong(f"没有「{answer}」这个{what}：请从 {shown} 中选一个")
+    return found
+
+
+def grade_choice(answer, choices: list[Choice], what: str = "选项") -> Verdict:
+    """One of ``choices``, with the feedback written for it."""
+    found = pick(answer, choices, what)
+    if isinstance(found, Verdict):
+        return found
+    return (right if found.correct else wrong)(("正确！" if found.correct else "不对。") + found.feedback)
+
+
+def close(got: float, expected: float, rel: float) -> bool:
+    return math.isfinite(got) and abs(got - expected) <= rel * abs(expected)

@@ -1,0 +1,69 @@
+"""Reference solutions of every exercise, for teachers: each is the exercise's code cell as a learner would fill it in.
+
+Keyed by the exercise's key (``"ch01.cached_step"``). A check cell shows one only inside a collapsed
+「显示参考答案」; ``tests/test_exercises.py`` runs every one of them through its checker.
+"""
+
+SOLUTIONS = {
+    # -- 3.1 ------------------------------------------------------------------------------------------
+    "ch01.cached_step": '''def cached_attention_step(q, k_new, v_new, k_cache, v_cache, pos):
+    q, k_new = rope(q, pos), rope(k_new, pos)  # RoPE at the new token's position
+    k_cache[:, :, pos:pos + 1] = k_new  # the cache keeps K already rotated
+    v_cache[:, :, pos:pos + 1] = v_new
+    n_rep = q.shape[1] // k_cache.shape[1]  # query heads per KV head
+    k = repeat_kv(k_cache[:, :, :pos + 1], n_rep)  # [B, H, pos + 1, D]: the filled part only
+    v = repeat_kv(v_cache[:, :, :pos + 1], n_rep)
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # [B, H, 1, pos + 1]
+    return torch.softmax(scores, dim=-1) @ v  # [B, H, 1, D]''',
+    "ch01.work": '''def predict_work(p, n):
+    lengths = range(p, p + n)  # t of each forward pass: the prefill sees p, the last decode p + n - 1
+    kv_without_cache = sum(lengths)  # every pass projects all t tokens again
+    kv_with_cache = p + (n - 1)  # the prompt once, then one token per decode pass
+    scores_without_cache = sum(t * t for t in lengths)  # t x t per pass
+    scores_with_cache = p * p + sum(lengths[1:])  # the prefill's p x p, then one row of t per pass
+    return kv_without_cache, kv_with_cache, scores_without_cache, scores_with_cache''',
+    # -- 3.2 ------------------------------------------------------------------------------------------
+    "ch02.cache_size": '''preset = MODEL_PRESETS["Llama-3-8B"]
+L, H_kv, D = preset.n_layer, preset.n_kv_head, preset.head_dim  # 32, 8 (GQA: not the 32 query heads), 128
+S, B, bytes_per_element = 8192, 4, 2  # bf16: 16 bits
+answer = 2 * L * B * H_kv * S * D * bytes_per_element  # K and V: 4,294,967,296 bytes = "4 GiB"''',
+    "ch02.tokens_fit": '''preset = MODEL_PRESETS["Llama-3-8B"]
+room = 24 * 2**30 - preset.n_params * 2  # a 24 GiB card minus the fp16 weights
+per_token = 2 * preset.n_layer * preset.n_kv_head * preset.head_dim * 2  # K and V of one token, all layers, fp16
+tokens = room // per_token  # whole tokens only: round down''',
+    # -- 3.3 ------------------------------------------------------------------------------------------
+    "ch03.roofline": '''machine = ch03.this_machine()  # measured just now
+print(machine)
+run_a = pass_cost(ch03.CONFIG, 256)  # A: .flops, .bytes
+run_b = pass_cost(ch03.CONFIG, 1, 255)  # B
+ridge = machine.flops / machine.bandwidth  # (FLOP/s) / (bytes/s) = FLOP per byte
+intensity_a = run_a.flops / run_a.bytes
+intensity_b = run_b.flops / run_b.bytes
+memory_bound = "".join(name for name, i in (("A", intensity_a), ("B", intensity_b)) if i < ridge)''',
+    "ch03.ttft_tpot": '''import statistics
+
+traced = ch03.traced_run()
+display(ch03.trace_table(traced))
+ttft_ms = sum(r.seconds for r in traced.trace if r.phase == "prefill") * 1e3  # every prefill chunk
+tpot_ms = statistics.median(r.seconds for r in traced.trace if r.phase == "decode") * 1e3''',
+    # -- 3.4 ------------------------------------------------------------------------------------------
+    "ch04.two_x": '''right_side = "code"  # the code multiplies all three factors of 2; the comment is its output at S = 1024
+layer_size = 2 * 32 * 2048 * 128 * 2  # K and V, H, S, D, fp16: 33,554,432 bytes = "32 MiB"
+total_size = 32 * layer_size  # 1,073,741,824 bytes = "1 GiB"
+why = "A"''',
+    "ch04.largest_batch": '''card = GPU_PRESETS["A100 80 GB"]
+preset = MODEL_PRESETS["Llama-2-13B"]
+room = card.memory_bytes - preset.n_params * 2  # what the fp16 weights leave
+per_sequence = 2 * preset.n_layer * preset.n_kv_head * 4096 * preset.head_dim * 2  # one sequence of 4096 tokens
+largest_batch = room // per_sequence  # whole sequences only''',
+    # -- 3.5 ------------------------------------------------------------------------------------------
+    "ch05.identify": '''display(ch05.mystery_report())
+bug_x = "no_reset"  # right on a fresh cache, wrong from the prefill on once the cache is reused
+bug_y = "k_as_v"  # wrong from the prefill on, fresh or not''',
+    "ch05.fix": '''def store(cache, layer, k, v):
+    # k, v: [B, H_kv, T, D], the T new tokens of this layer; cache.k, cache.v: (L, B, H_kv, S_max, D)
+    start = cache.length  # the next free slot: slots 0 .. length - 1 are taken
+    T = k.shape[2]
+    cache.k[layer, :, :, start:start + T] = k
+    cache.v[layer, :, :, start:start + T] = v''',
+}

@@ -1,0 +1,492 @@
+"""The 动手练习 of every chapter: each checker accepts its reference solution and rejects known-wrong answers with
+the specific Chinese feedback a learner would read; untouched stubs report 「还没有完成」 and never raise; the
+generator writes, replaces and keeps the notebooks' exercise sections; the shared checker's pieces on their own.
+
+Every exercise is run the way a learner runs it: the chapter's setup cell, then the stub cell (or a filled-in
+version of it), then the check cell, all in one namespace. Expected numbers are worked out by hand below."""
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from kvlab.exercises import CHAPTER_MODULES, ch01, ch02, ch03, ch04, ch05, chapter_module, checker, notebook
+from kvlab.exercises.solutions import SOLUTIONS
+from kvlab.generation import GenerationResult, PassRecord
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULES = [chapter_module(name) for name in CHAPTER_MODULES]
+EXERCISES = [ex for m in MODULES for ex in m.EXERCISES]
+GIB, MIB = 2**30, 2**20
+
+
+@pytest.fixture(autouse=True)
+def fresh_attempts():
+    checker.reset_attempts()
+    yield
+    checker.reset_attempts()
+
+
+@pytest.fixture(autouse=True)
+def fixed_machine(monkeypatch):
+    """3.3's roofs as if measured: 10 GB/s and 100 GFLOP/s, a ridge of exactly 10 FLOP per byte."""
+    monkeypatch.setattr(ch03, "this_machine", lambda device=None: ch03.Machine(10e9, 100e9, "test"))
+
+
+def module_of(ex):
+    return chapter_module(ex.chapter)
+
+
+def run_cells(ex, source: str, **extra) -> checker.Feedback:
+    """The setup cell, ``source`` in place of the stub cell, then the check cell, as a learner would run them."""
+    ns = {"display": lambda *a, **k: None, **extra}
+    exec(module_of(ex).SETUP, ns)
+    exec(source, ns)
+    return eval(ex.check, ns)
+
+
+def replace(source: str, old: str, new: str) -> str:
+    assert old in source, old
+    return source.replace(old, new)
+
+
+# -- every exercise: the stub, the solution -------------------------------------------------------------
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.key)
+def test_untouched_stub_reports_not_done(ex):
+    fb = run_cells(ex, ex.stub)
+    assert fb.status == checker.TODO and checker.NOT_DONE in fb.text
+    assert checker.ATTEMPTS[ex.key] == 0  # not counted as a wrong attempt
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.key)
+def test_reference_solution_passes(ex):
+    fb = run_cells(ex, SOLUTIONS[ex.key])
+    assert fb.status == checker.RIGHT, fb.text
+    assert fb.text.startswith(ex.title)
+
+
+def test_every_exercise_has_a_solution_and_hints():
+    assert set(SOLUTIONS) == {ex.key for ex in EXERCISES}
+    assert all(len(ex.hints) >= 1 for ex in EXERCISES)
+    assert all(len(m.EXERCISES) >= 2 for m in MODULES)  # 2-4 per chapter (the issue)
+
+
+def _functions(source: str):
+    return [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)]
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.key)
+def test_cells_are_wiring_only(ex):
+    """No raise in any cell the notebook holds; functions short (a stub's body is the learner's to write)."""
+    for source in (module_of(ex).SETUP, ex.stub, ex.check, SOLUTIONS[ex.key]):
+        tree = ast.parse(source)
+        assert not any(isinstance(n, ast.Raise) for n in ast.walk(tree)), source
+        assert all(f.end_lineno - f.lineno + 1 <= 15 for f in _functions(source)), source
+    assert len(ex.check.splitlines()) == 1
+
+
+# -- 3.1 --------------------------------------------------------------------------------------------------
+STEP = SOLUTIONS["ch01.cached_step"]
+ROPE_LINE = "q, k_new = rope(q, pos), rope(k_new, pos)"
+
+
+@pytest.mark.parametrize("source, expected", [
+    (replace(STEP, ROPE_LINE, "q, k_new = rope(q, pos), rope(k_new, 0)"), "漏了位置偏移、按位置 0 旋转了"),
+    (replace(STEP, ROPE_LINE, "q, k_new = rope(q, 0), k_new"), "写进缓存的 K 没有按位置 pos = 5 旋转"),
+    (replace(STEP, ROPE_LINE, "q, k_new = q, rope(k_new, pos)"), "Q 没有按位置 pos = 5 旋转"),
+    (replace(replace(STEP, "repeat_kv(k_cache[:, :, :pos + 1], n_rep)", "k_cache[:, :, :pos + 1]"),
+             "repeat_kv(v_cache[:, :, :pos + 1], n_rep)", "v_cache[:, :, :pos + 1]"), "先用 repeat_kv 把 K/V 扩成"),
+    (replace(replace(STEP, "repeat_kv(k_cache[:, :, :pos + 1], n_rep)", "k_cache[:, :, :pos + 1].repeat(1, n_rep, 1, 1)"),
+             "repeat_kv(v_cache[:, :, :pos + 1], n_rep)", "v_cache[:, :, :pos + 1].repeat(1, n_rep, 1, 1)"),
+     "查询头 h 应当读第 h // n_rep 个 KV 头"),
+    (STEP.replace(":pos + 1], n_rep)", ":], n_rep)"), "包括还没有填的位置"),
+    (STEP.replace(":pos + 1], n_rep)", ":pos], n_rep)"), "漏掉了新 token 自己"),
+    (replace(STEP, "k_cache[:, :, pos:pos + 1] = k_new", "k_cache = torch.cat([k_cache[:, :, :pos], k_new], 2)"),
+     "新 token 的 K 没有写进缓存"),
+], ids=["k at position 0", "q and k unrotated", "q unrotated", "no GQA repeat", "repeat instead of repeat_kv",
+        "whole cache read", "new token left out", "not written"])
+def test_cached_step_rejects_known_mistakes(source, expected):
+    fb = run_cells(ch01.CACHED_STEP, source)
+    assert fb.status == checker.WRONG and expected in fb.text, fb.text
+
+
+def test_cached_step_reports_the_case_and_the_first_diverging_step():
+    fb = run_cells(ch01.CACHED_STEP, replace(STEP, ROPE_LINE, "q, k_new = rope(q, pos), rope(k_new, 0)"))
+    # the demo model's first case: the prefill (step 1) is the model's own, the first decode step is wrong
+    assert "用例 1（演示模型" in fb.message and "第 2 步开始与无缓存的参考不同" in fb.message
+    assert any(d.startswith("无缓存（参考）生成：") for d in fb.details)
+    assert any(d.startswith("用你的函数生成：") for d in fb.details)
+
+
+def test_cached_step_layouts_find_what_one_layout_hides():
+    """``.repeat`` in place of ``repeat_kv`` gives the same heads with MHA and MQA: only GQA with 2+ KV heads
+    catches it, and the checker runs both GQA layouts."""
+    tiled = replace(replace(STEP, "repeat_kv(k_cache[:, :, :pos + 1], n_rep)",
+                            "k_cache[:, :, :pos + 1].repeat(1, n_rep, 1, 1)"),
+                    "repeat_kv(v_cache[:, :, :pos + 1], n_rep)", "v_cache[:, :, :pos + 1].repeat(1, n_rep, 1, 1)")
+    ns = {}
+    exec(ch01.SETUP, ns)
+    exec(tiled, ns)
+    fn = ns["cached_attention_step"]
+    by_model = {c.model: ch01.first_divergence(c, fn) for c in ch01.LOOP_CASES}
+    assert by_model["mha"] is None and by_model["mqa"] is None
+    assert by_model["demo"] is not None and by_model["gqa"] is not None and by_model["gqa"].step == 2
+
+
+def test_cached_step_restores_the_model_after_a_failing_run():
+    fn = lambda q, *rest: q[..., :1]  # noqa: E731  (the wrong shape)
+    fb = run_cells(ch01.CACHED_STEP, "cached_attention_step = fn", fn=fn)
+    assert fb.status == checker.WRONG and "应为 [B, H, 1, D]" in fb.text
+    model = ch01.random_model("mha")
+    assert all("forward" not in vars(block.attn) for block in model.layers)
+
+
+WORK = SOLUTIONS["ch01.work"]
+
+
+def test_work_counts_against_hand_arithmetic():
+    # p = 6, n = 10: passes see t = 6 .. 15
+    assert ch01.traced_work(6, 10) == (sum(range(6, 16)), 6 + 9, sum(t * t for t in range(6, 16)),
+                                       36 + sum(range(7, 16)))
+    assert ch01.traced_work(6, 10) == (105, 15, 1185, 135)
+    assert ch01.traced_work(1, 1) == (1, 1, 1, 1)  # one token: the prefill only
+
+
+@pytest.mark.parametrize("source, expected", [
+    (replace(replace(WORK, "range(p, p + n)", "range(p, p + n + 1)"), "p + (n - 1)", "p + n"), "你多算了一次前向计算"),
+    (replace(replace(WORK, "sum(t * t for t in lengths)", "sum(t * (t + 1) // 2 for t in lengths)"),
+             "p * p + sum", "p * (p + 1) // 2 + sum"), "你只数了因果掩码下可见的分数"),
+    (replace(WORK, "kv_with_cache = p + (n - 1)", "kv_with_cache = n"), "有缓存时投影 K/V 的 token 数：trace 里数出 4，你的预测 3"),
+], ids=["n passes", "masked half", "prompt forgotten"])
+def test_work_rejects_known_mistakes(source, expected):
+    fb = run_cells(ch01.WORK, source)
+    assert fb.status == checker.WRONG and expected in fb.text, fb.text
+
+
+def test_work_reports_expected_and_got_for_the_failing_case():
+    fb = run_cells(ch01.WORK, replace(WORK, "kv_with_cache = p + (n - 1)", "kv_with_cache = p + n"))
+    assert fb.message == "用例 p = 1，n = 1：和 trace 对不上。"
+    assert fb.details[0] == "有缓存时投影 K/V 的 token 数：trace 里数出 1，你的预测 2"  # then the likely cause
+
+
+# -- 3.2 --------------------------------------------------------------------------------------------------
+def size_answer(value) -> str:
+    return f"answer = {value!r}"
+
+
+@pytest.mark.parametrize("value", [4 * GIB, "4 GiB", "4GiB", "4096 MiB", "4,294,967,296 B", "4294967296", "４ GiB",
+                                   "4.00 GiB", 4294967296.0])
+def test_cache_size_accepts_bytes_and_binary_units(value):
+    # Llama-3-8B: 2 (K, V) x 32 layers x B 4 x 8 KV heads x S 8192 x D 128 x 2 bytes = 4 GiB
+    assert run_cells(ch02.CACHE_SIZE, size_answer(value)).status == checker.RIGHT
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("4 GB", "数值对了，单位错了：1 GB = 1,000,000,000 字节"),
+    ("4.29 GB", "大约对，但题目要精确值"),
+    ("16 GiB", "你用的是查询头数 32"),
+    (2 * GIB, "K 和 V 各存一份"),
+    ("1 GiB", "少乘了批次 B = 4"),
+    ("8 GiB", "多了一倍"),
+    (4, "不带单位的数按字节算"),
+    ("4 GiBs", "不认识单位「GiBs」"),
+    ("about 4 GiB", "读不懂「about 4 GiB」"),
+    ("3.99 GiB", "很接近，但不精确"),
+])
+def test_cache_size_rejects_known_mistakes(value, expected):
+    fb = run_cells(ch02.CACHE_SIZE, size_answer(value))
+    assert fb.status == checker.WRONG and expected in fb.text, fb.text
+
+
+@pytest.mark.parametrize("value, expected", [
+    (60573, "当成了 24 × 10⁹ 字节（GB）"),  # (24e9 - 16,060,522,496) // 131,072
+    (196608, "忘了先减去权重"),  # 24 GiB // 131,072
+    (18518, "查询头数 32"),  # 9,709,281,280 // 524,288
+    (74076, "向上取整了"),
+    (74537, "不能用 8B 这个约数"),  # (24 GiB - 16e9) // 131,072
+    (74075.9, "应当是整数"),
+])
+def test_tokens_fit_rejects_known_mistakes(value, expected):
+    fb = run_cells(ch02.TOKENS_FIT, f"tokens = {value!r}")
+    assert fb.status == checker.WRONG and expected in fb.text, fb.text
+
+
+def test_tokens_fit_against_hand_arithmetic():
+    # 24 GiB - 8,030,261,248 x 2 bytes = 9,709,281,280; one token: 2 x 32 x 8 x 128 x 2 = 131,072 bytes
+    assert (24 * GIB - 8_030_261_248 * 2) // 131_072 == 74_075
+    assert run_cells(ch02.TOKENS_FIT, "tokens = 74075").status == checker.RIGHT
+
+
+# -- 3.3 --------------------------------------------------------------------------------------------------
+ROOF = SOLUTIONS["ch03.roofline"]
+
+
+def test_roofline_truth_on_the_fixed_machine():
+    a, b = (ch03.pass_cost(ch03.CONFIG, n, p) for _, n, p in ch03.RUNS.values())
+    assert a.intensity > 10 > b.intensity  # ridge 10: the prefill of 256 is compute-bound, the decode step not
+    assert run_cells(ch03.ROOFLINE, replace(ROOF, "memory_bound = ", "memory_bound = 'B' or ")).right
+
+
+@pytest.mark.parametrize("old, new, expected", [
+    ("ridge = machine.flops / machine.bandwidth", "ridge = machine.bandwidth / machine.flops", "倒过来了：脊点 = 算力 ÷ 带宽"),
+    ("ridge = machine.flops / machine.bandwidth", "ridge = (machine.flops / 1e9) / machine.bandwidth", "单位不一致"),
+    ("intensity_a = run_a.flops / run_a.bytes", "intensity_a = run_a.flops / run_a.weight_bytes", "字节数只算了权重"),
+    ("memory_bound = ", "memory_bound = 'A' or ", "运行 A 的强度"),
+    ("memory_bound = ", "memory_bound = 'AB' or ", "高于本机脊点 10"),
+])
+def test_roofline_rejects_known_mistakes(old, new, expected):
+    fb = run_cells(ch03.ROOFLINE, replace(ROOF, old, new))
+    assert fb.status == checker.WRONG and expected in fb.text, fb.text
+
+
+def test_roofline_partly_filled_is_not_done_yet():
+    fb = run_cells(ch03.ROOFLINE, replace(ROOF, "memory_bound = ", "memory_bound = None and "))
+    assert fb.status == checker.TODO and "memory_bound" in fb.text
+
+
+def fake_run() -> GenerationResult:
+    """A trace with known times: 3 prefill chunks (2, 3, 1 ms), 4 decode steps (0.5, 0.7, 0.6, 10 ms)."""
+    ms = {"prefill": [2.0, 3.0, 1.0], "decode": [0.5, 0.7, 0.6, 10.0]}
+    trace, seq = [], 0
+    for phase, times in ms.items():
+        for t in times:
+            new = 7 if phase == "prefill" else 1
+            seq += new
+            trace.append(PassRecord(phase, seq, new, t / 1e3, 0, 0, 0, 0, 0, 0))
+    return GenerationResult(tokens=torch.zeros(1, 21 + 5, dtype=torch.long), trace=trace, prompt_len=21, cache_mode="kv")
+
+
+def timing_cells(ttft, tpot) -> checker.Feedback:
+    return run_cells(ch03.TTFT_TPOT, f"traced = run\nttft_ms = {ttft!r}\ntpot_ms = {tpot!r}", run=fake_run())
+
+
+def test_ttft_tpot_against_hand_arithmetic():
+    # TTFT = 2 + 3 + 1 = 6 ms; TPOT = median(0.5, 0.6, 0.7, 10) = 0.65 ms; the mean, 2.95 ms, is accepted too
+    assert timing_cells(6.0, 0.65).right and timing_cells(6.0, 2.95).right and timing_cells(6.004, 0.65).right
+    assert run_cells(ch03.TTFT_TPOT, SOLUTIONS["ch03.ttft_tpot"]).right  # on a real trace
+
+
+@pytest.mark.parametrize("ttft, tpot, expected", [
+    (2.0, 0.65, "只算了第一次预填充：提示词分成了 3 块"),
+    (6.5, 0.65, "多算了第一次解码"),
+    (0.006, 0.65, "这是秒"),
+    (6.0, 1.0, "把预填充也算进来了"),  # median of all 7 passes
+    (6.0, 17.8 / 5, "这是总时间除以 5 个新 token"),
+])
+def test_ttft_tpot_rejects_known_mistakes(ttft, tpot, expected):
+    fb = timing_cells(ttft, tpot)
+    assert fb.status == checker.WRONG and expected in fb.text, fb.text
+
+
+# -- 3.4 --------------------------------------------------------------------------------------------------
+TWO_X = SOLUTIONS["ch04.two_x"]
+
+
+def test_two_x_accepts_units():
+    # 2 x 32 heads x 2048 x 128 x 2 bytes = 33,554,432 = 32 MiB per layer; x 32 layers = 1 GiB
+    src = 'right_side = "代码"\nlayer_size = "32 MiB"\ntotal_size = "1 GiB"\nwhy = "a"'
+    assert run_cells(ch04.TWO_X, src).right
+
+
+@pytest.mark.parametrize("old, new, expected, n_wrong", [
+    ('right_side = "code"', 'right_side = "comment"', "right_side：不对。注释里的 16.0 MB、0.50 GB 恰好是", 1),
+    ("2 * 32 * 2048 * 128 * 2", "2 * 32 * 1024 * 128 * 2", "layer_size：这是注释里的 16.0 MB", 2),  # S = 1024
+    ("total_size = 32 * layer_size", 'total_size = "1 GB"', "total_size：数值对了，单位错了", 1),
+    ("total_size = 32 * layer_size", 'total_size = "0.5 GiB"', "total_size：这是注释里的 0.50 GB", 1),
+    ('why = "A"', 'why = "C"', "GB 与 GiB 只差约 7%", 1),
+    ('why = "A"', 'why = "B"', "最前面的 2 就是 K 和 V", 1),
+])
+def test_two_x_rejects_known_mistakes(old, new, expected, n_wrong):
+    fb = run_cells(ch04.TWO_X, replace(TWO_X, old, new))
+    assert fb.status == checker.WRONG and expected in fb.text, fb.text
+    assert fb.message == f"{n_wrong} 处不对。"
+
+
+@pytest.mark.parametrize("value, expected", [
+    (16, "当成了 10⁹ 字节的 GB"),  # (80e9 - 26,031,728,640) // 3,355,443,200
+    (25, "忘了先减去权重"),  # 85,899,345,920 // 3,355,443,200
+    (18, "向上取整了"),
+    (10, "权重算大了一倍"),
+])
+def test_largest_batch_rejects_known_mistakes(value, expected):
+    fb = run_cells(ch04.LARGEST_BATCH, f"largest_batch = {value}")
+    assert fb.status == checker.WRONG and expected in fb.text, fb.text
+
+
+def test_largest_batch_against_hand_arithmetic():
+    # 81,920 MiB - 13,015,864,320 x 2 = 59,867,617,280 bytes; one sequence: 2 x 40 x 40 x 4096 x 128 x 2 = 3,355,443,200
+    assert (81_920 * MIB - 13_015_864_320 * 2) // (2 * 40 * 40 * 4096 * 128 * 2) == 17
+    assert run_cells(ch04.LARGEST_BATCH, "largest_batch = 17").right
+
+
+# -- 3.5 --------------------------------------------------------------------------------------------------
+def test_mysteries_have_the_signatures_the_task_relies_on():
+    assert ch05.signature("no_reset") == ch05.Signature(None, 1)  # right when fresh, wrong from the prefill once reused
+    assert ch05.signature("k_as_v") == ch05.Signature(1, 1)  # even the prefill is wrong
+    for bug in ("rope_offset", "off_by_one", "one_slot"):
+        assert ch05.signature(bug) == ch05.Signature(2, 2)  # prefill right, the first decode step wrong
+    assert "神秘缓存 X：全新的缓存：8 步全部相同" in repr(ch05.mystery_report())
+
+
+@pytest.mark.parametrize("x, y, expected", [
+    ("rope_offset", "k_as_v", "如果 X 是 rope_offset，会看到「全新的缓存：第 2 步开始不同"),
+    ("no_reset", "off_by_one", "如果 Y 是 off_by_one"),
+    ("no_reset", "stale", "没有「stale」这个选项"),
+])
+def test_identify_rejects_known_mistakes(x, y, expected):
+    fb = run_cells(ch05.IDENTIFY, f"bug_x = {x!r}\nbug_y = {y!r}")
+    assert fb.status == checker.WRONG and expected in fb.text, fb.text
+
+
+FIX = SOLUTIONS["ch05.fix"]
+
+
+@pytest.mark.parametrize("old, new, expected", [
+    ("start = cache.length", "start = cache.length + 1", "应写进第 0–2 格（[length, length + T)），你的代码写到了第 1–3 格"),
+    ("cache.v[layer, :, :, start:start + T] = v", "cache.v[layer, :, :, start:start + T] = k", "V 的位置写进了 K"),
+    ("cache.k[layer, :, :, start:start + T] = k\n    cache.v[layer, :, :, start:start + T] = v",
+     "cache.k[0, :, :, start:start + T] = k\n    cache.v[0, :, :, start:start + T] = v", "每一层有自己的一份缓存"),
+    ("start = cache.length", "start = max(cache.length - 1, 0) if cache.length else 0", "你的代码写到了第 2–2 格"),
+])
+def test_fix_rejects_known_mistakes(old, new, expected):
+    fb = run_cells(ch05.FIX, replace(FIX, old, new))
+    assert fb.status == checker.WRONG and expected in fb.text, fb.text
+    assert "步开始与无缓存的参考不同" in fb.message
+
+
+# -- the shared checker ------------------------------------------------------------------------------------
+def test_hint_from_the_second_wrong_attempt_and_reset_by_a_right_one():
+    first = run_cells(ch02.TOKENS_FIT, "tokens = 1")
+    second = run_cells(ch02.TOKENS_FIT, "tokens = 2")
+    third = run_cells(ch02.TOKENS_FIT, "tokens = 3")
+    assert first.hint is None and second.hint == ch02.TOKENS_FIT.hints[0] and third.hint == ch02.TOKENS_FIT.hints[1]
+    assert run_cells(ch02.TOKENS_FIT, "tokens = 74075").right
+    assert run_cells(ch02.TOKENS_FIT, "tokens = 1").hint is None
+
+
+def test_feedback_html_holds_the_solution_collapsed_and_escaped():
+    fb = run_cells(ch02.TOKENS_FIT, "tokens = 1")
+    page = fb._repr_html_()
+    assert 'class="kvlab-exercise-feedback kvlab-exercise-wrong"' in page and "❌" in page
+    assert "<details" in page and "<summary" in page and "显示参考答案" in page
+    assert "room // per_token" in page and "<details open" not in page  # collapsed until opened
+    bug = checker.Feedback(ch02.TOKENS_FIT, checker.WRONG, "<script>x</script>", ("a<b",), None, "x < y")
+    assert "<script>" not in bug._repr_html_() and "&lt;script&gt;" in bug._repr_html_()
+
+
+def test_a_bug_in_a_grader_is_reported_not_raised():
+    def broken(_answer):
+        raise KeyError("oops")
+
+    fb = checker.check(ch02.TOKENS_FIT, broken, 1)
+    assert fb.status == checker.BUG and "kvlab 的 bug" in fb.text and checker.ATTEMPTS[ch02.TOKENS_FIT.key] == 0
+
+
+def test_learner_errors_name_the_case():
+    fb = run_cells(ch01.WORK, "def predict_work(p, n):\n    return 1 // 0")
+    assert fb.status == checker.WRONG and "你的代码出错了（用例 p = 1，n = 1）：ZeroDivisionError" in fb.text
+
+
+@pytest.mark.parametrize("text, unit, n_bytes", [
+    ("1.5 GiB", "GiB", 3 * GIB // 2), ("1536MiB", "MiB", 3 * GIB // 2), ("2 KB", "KB", 2000), ("7 字节", "B", 7),
+    ("1,024 B", "B", 1024), ("1e3 MB", "MB", 10**9), (12, "B", 12), ("0.5 gib", "GiB", GIB // 2),
+])
+def test_parse_bytes(text, unit, n_bytes):
+    q = checker.parse_bytes(text)
+    assert (q.unit, q.bytes) == (unit, n_bytes)
+
+
+@pytest.mark.parametrize("bad", ["GiB", "1.5 GiBytes", "", [1], True])
+def test_parse_bytes_explains_what_it_cannot_read(bad):
+    with pytest.raises(checker.AnswerError):
+        checker.parse_bytes(bad)
+
+
+def test_is_stub_ignores_comments_and_docstrings_only():
+    stub = "def f(x):\n    # todo\n    return None"
+    ns = {}
+    exec("def f(x):\n    '''doc'''\n    return None  # still the stub", ns)
+    assert checker.is_stub(ns["f"], stub, "f")
+    exec("def f(x):\n    return x", ns)
+    assert not checker.is_stub(ns["f"], stub, "f") and not checker.is_stub(len, stub, "f")
+
+
+def test_choices_accept_case_quotes_and_aliases():
+    assert checker.grade_choice(" 'a' ", ch04.WHY).status == checker.RIGHT
+    assert checker.grade_choice("代码", ch04.SIDES).status == checker.RIGHT
+    assert "请从" in checker.grade_choice("E", ch04.WHY).message
+    assert checker.grade_choice(1, ch04.WHY).status == checker.WRONG
+
+
+# -- the generator ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.NOTEBOOK)
+def test_notebook_exercise_section_is_current(module):
+    path = ROOT / "chapters" / module.NOTEBOOK
+    assert path.exists(), f"{module.__name__}.NOTEBOOK names a missing notebook"
+    assert notebook.section_is_current(path), (
+        f"the 动手练习 section of {path.name} is out of date: run `python -m kvlab.exercises chapters/{path.name}`")
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def test_generator_appends_then_replaces_only_its_own_cells(tmp_path):
+    path = tmp_path / ch04.NOTEBOOK
+    nb = json.loads((ROOT / "chapters" / ch04.NOTEBOOK).read_text(encoding="utf-8"))
+    nb["cells"] = [c for c in nb["cells"] if not notebook.is_generated(c)]
+    original = [c for c in nb["cells"]]
+    path.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+    assert notebook.main([str(path)]) == 0
+    cells = _cells(path)
+    assert cells[:len(original)] == original  # nothing before it touched; the section at the end
+    section = cells[len(original):]
+    assert [c["metadata"][notebook.META_KEY] for c in section] == [
+        "ch04/intro", "ch04/setup", "ch04.two_x/task", "ch04.two_x/stub", "ch04.two_x/check",
+        "ch04.largest_batch/task", "ch04.largest_batch/stub", "ch04.largest_batch/check"]
+    assert "## 动手练习" in "".join(section[0]["source"]) and all(c["id"].startswith("kvlab-ex-") for c in section)
+    assert all(c.get("outputs") == [] and c.get("execution_count") is None for c in section if c["cell_type"] == "code")
+    once = path.read_text(encoding="utf-8")
+    assert notebook.main([str(path)]) == 0 and path.read_text(encoding="utf-8") == once  # idempotent
+
+    # an author adds a cell after the section and a learner's edit lands in a stub: a rerun restores the stub in place
+    nb = json.loads(once)
+    nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": ["下一节见。"], "id": "outro"})
+    stub = next(c for c in nb["cells"] if c.get("metadata", {}).get(notebook.META_KEY) == "ch04.two_x/stub")
+    stub["source"] = ["why = 'A'"]
+    path.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    assert not notebook.section_is_current(path)
+    assert notebook.main(["--check", str(path)]) == 1
+    assert notebook.main([str(path)]) == 0
+    cells = _cells(path)
+    assert cells[-1]["id"] == "outro" and cells[:-1] == json.loads(once)["cells"]
+
+
+def test_generator_targets_only_the_notebooks_named(tmp_path):
+    for name in (ch01.NOTEBOOK, ch04.NOTEBOOK):
+        shutil.copy(ROOT / "chapters" / name, tmp_path / name)
+    target = tmp_path / ch04.NOTEBOOK
+    nb = json.loads(target.read_text(encoding="utf-8"))
+    nb["cells"] = [c for c in nb["cells"] if not notebook.is_generated(c)]
+    target.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    other = (tmp_path / ch01.NOTEBOOK).read_text(encoding="utf-8")
+    assert notebook.main([str(target)]) == 0
+    assert notebook.section_is_current(target) and (tmp_path / ch01.NOTEBOOK).read_text(encoding="utf-8") == other
+
+
+def test_generator_refuses_a_notebook_without_exercises(tmp_path):
+    path = tmp_path / "99_other.ipynb"
+    path.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}), encoding="utf-8")
+    with pytest.raises(ValueError, match="path: no exercise module"):
+        notebook.sync_notebook(path)
+    assert notebook.main([str(tmp_path / "missing.ipynb")]) == 2
+
+
+def test_every_chapter_module_names_its_notebook_and_setup():
+    assert [m.NOTEBOOK[:2] for m in MODULES] == ["01", "02", "03", "04", "05"]
+    assert all(f"from kvlab.exercises import {m.__name__.rsplit('.', 1)[1]}" in m.SETUP for m in MODULES)

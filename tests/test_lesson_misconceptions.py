@@ -252,10 +252,14 @@ def test_refused_allocation_allocates_nothing(demo, monkeypatch):
 
 # -- the lab -------------------------------------------------------------------------------------------
 def test_bug_run_steps_on_a_hand_case():
-    run = lesson.BugRun("x", "p", ["a", "b", "c"], ["a", "x", "c"], [0.0, 1e-6, 2.0])
+    run = lesson.BugRun("k_as_v", "p", ["a", "b", "c"], ["a", "x", "c"], [0.0, 1e-6, 2.0])
     assert run.first_token_step == 2 and run.first_logit_step == 3
-    same = lesson.BugRun("x", "p", ["a"], ["a"], [1e-6])
+    assert lesson.lab_line(run) == "缓存 C：token 从第 2 步起不同，logits 从第 3 步起偏离"
+    same = lesson.BugRun("kv", "p", ["a"], ["a"], [1e-6])
     assert same.first_token_step is None and same.first_logit_step is None
+    assert lesson.lab_line(same) == "对照：正确的 KVCache：1 步全部与参考相同（logits 的差异都在浮点误差以内）"
+    hidden = lesson.BugRun("Fixed", "p", ["a"], ["a"], [3.0])
+    assert lesson.lab_line(hidden) == "Fixed：token 全部相同，logits 从第 1 步起偏离"
 
 
 def test_lab_on_its_default_prompt(demo):
@@ -281,6 +285,18 @@ def test_make_lab_cache():
     assert isinstance(lesson.make_lab_cache("no_reset", model, 8), NoResetBugCache)
     with pytest.raises(ValueError, match="^cache"):
         lesson.make_lab_cache("none", model, 8)
+
+
+def test_a_fixed_subclass_runs_in_the_lab(demo):
+    from kvlab.teaching_caches import NoResetBugCache
+
+    class Fixed(NoResetBugCache):
+        def reset(self):
+            self.length = 0
+
+    model, tok = demo
+    run = lesson.run_lab_cache(model, tok, Fixed, new_tokens=8)
+    assert run.cache == "Fixed" and run.first_token_step is None and run.first_logit_step is None
 
 
 def test_render_lab(demo):
@@ -421,8 +437,9 @@ def test_summary_rows(demo):
            "k_as_v": lesson.BugRun("k_as_v", "计算", ["a"], ["b"], [9.0])}
     rows = lesson.summary_rows(runs, timings, [lesson.plan_reservation(reserved_tokens=2048)], lab)
     assert len(rows) == 4
-    assert "B = 1，S = 6" in rows[0].measured and "全部不变" in rows[0].measured and "全部等于" in rows[0].measured
-    assert "3.00 ms" in rows[1].measured and "4 / 4 / 4" in rows[1].measured
+    assert "B × S = 1 × 6" in rows[0].measured and "全部不变" in rows[0].measured and "全部等于" in rows[0].measured
+    assert "无缓存 3.00 ms，只缓存 K 3.00 ms，KV Cache 3.00 ms" in rows[1].measured  # the last of 2 decode steps
+    assert "4 / 4 / 4" in rows[1].measured
     assert "预留 2,048 → 2 条" in rows[2].measured
     assert "1 个坏缓存" in rows[3].measured and "缓存 C 第 1 步" in rows[3].measured and "全部相同" in rows[3].measured
     html = lesson.summary_html(rows)

@@ -195,6 +195,7 @@ def weights_panel(model: ToyTransformer, tokenizer, prompt_len: int = 120, batch
 
 # == Misconception 2: caching K alone =============================================================
 K_ONLY_MODES = ("none", "k_only", "kv")
+K_ONLY_NAMES = {"none": "无缓存", "k_only": "只缓存 K", "kv": "KV Cache"}
 
 
 def compare_k_only(model: ToyTransformer, prompt_ids, new_tokens: int, repeats: int = 1) -> dict[str, DecodeTiming]:
@@ -228,6 +229,11 @@ def step_flops(model: ToyTransformer, mode: str, seq_len: int) -> int:
     raise ValueError(f"mode must be one of {K_ONLY_MODES}, got {mode!r}")
 
 
+def tail_times_text(timings: dict[str, DecodeTiming]) -> str:
+    """「无缓存 6.49 ms，只缓存 K 6.21 ms，KV Cache 1.05 ms」: the median step of the last quarter of each run."""
+    return "，".join(f"{K_ONLY_NAMES.get(m, m)} {tail_step_ms(t):.2f} ms" for m, t in timings.items())
+
+
 def same_tokens(timings: dict[str, DecodeTiming]) -> bool:
     first = next(iter(timings.values())).tokens
     return all(torch.equal(t.tokens, first) for t in timings.values())
@@ -241,14 +247,12 @@ def render_k_only(model: ToyTransformer, prompt_ids, new_tokens, repeats) -> Vie
     n = inputs.whole_number(NEW_TOKENS_LABEL, new_tokens, 8, model.config.max_seq_len - len(prompt_ids[0]))
     r = inputs.whole_number(REPEATS_LABEL, repeats, 1, 9)
     timings = compare_k_only(model, prompt_ids, n, r)
-    ms = {m: tail_step_ms(t) for m, t in timings.items()}
     last = timings["none"].seq_len[-1]
     share = step_flops(model, "k_only", last) / step_flops(model, "none", last)
     tokens = "三种方式生成的 token 完全相同" if same_tokens(timings) else '<span style="color:#b00">token 不同！</span>'
     readout = (
         f"生成 {n} 个 token：{tokens}。最后 1/4 的解码步（t ≈ {last}）单步耗时中位数："
-        f"无缓存 <b>{ms['none']:.2f} ms</b>，只缓存 K <b>{ms['k_only']:.2f} ms</b>，KV Cache <b>{ms['kv']:.2f} ms</b>"
-        f"（{model.device}，{measurement_threads()} 个 CPU 线程）<br>"
+        f"<b>{tail_times_text(timings)}</b>（{model.device}，{measurement_threads()} 个 CPU 线程）<br>"
         f"trace 记录的每步投影（第 t 步）：无缓存 K = V = t；只缓存 K：K = 1，<b>V = t</b>；KV Cache：K = V = 1。"
         f"按定义计数，t = {last} 时只缓存 K 的一步仍要做无缓存的 <b>{share:.1%}</b> 的计算"
     )
@@ -590,7 +594,7 @@ LAB_CACHES = (REFERENCE, *BROKEN_CACHES)
 class BugRun:
     """One cache against the uncached reference, on the second of two requests served with the same cache."""
 
-    cache: str  # "kv" or a key of BROKEN_CACHES
+    cache: str  # "kv", a key of BROKEN_CACHES, or the name of the KVCache subclass that was run
     prompt: str
     reference: list[str]  # the new tokens without a cache, one string each
     output: list[str]  # ... with this cache
@@ -607,23 +611,27 @@ class BugRun:
         return next((i + 1 for i, d in enumerate(self.logit_diff) if d > LOGIT_TOLERANCE), None)
 
 
-def make_lab_cache(cache: str, model: ToyTransformer, max_seq_len: int) -> KVCache:
-    """A fresh cache for the lab: the correct ``KVCache`` ("kv") or one of ``BROKEN_CACHES`` by its id."""
-    if cache == REFERENCE:
+def make_lab_cache(cache, model: ToyTransformer, max_seq_len: int) -> KVCache:
+    """A fresh cache for the lab: the correct ``KVCache`` ("kv"), one of ``BROKEN_CACHES`` by its id, or any
+    ``KVCache`` subclass (a learner's fixed version of a broken one)."""
+    if isinstance(cache, type) and issubclass(cache, KVCache):
+        cls = cache
+    elif cache == REFERENCE:
         cls = KVCache
     elif cache in BROKEN_CACHES:
         cls = BROKEN_CACHES[cache]
     else:
-        raise ValueError(f"cache must be one of {', '.join(LAB_CACHES)}; got {cache!r}")
+        raise ValueError(f"cache must be one of {', '.join(LAB_CACHES)} or a KVCache subclass; got {cache!r}")
     return cls(model.config, 1, max_seq_len, dtype=model.dtype, device=model.device)
 
 
 @leave_a_core
 @torch.no_grad()
-def run_lab_cache(model: ToyTransformer, tokenizer, cache: str, prompt: str = LAB_PROMPT,
+def run_lab_cache(model: ToyTransformer, tokenizer, cache, prompt: str = LAB_PROMPT,
                   new_tokens: int = LAB_NEW_TOKENS, previous: str = PREVIOUS_PROMPT) -> BugRun:
     """Serve ``previous`` and then ``prompt`` with one cache (``reset()`` in between, as a server would), and
-    compare the second request with ``generate(..., cache="none")``."""
+    compare the second request with ``generate(..., cache="none")``. ``cache``: an id (see
+    :func:`make_lab_cache`) or a ``KVCache`` subclass."""
     new_tokens = positive_int("new_tokens", new_tokens)
     first, second = tokenizer.encode(previous), tokenizer.encode(prompt)
     kv = make_lab_cache(cache, model, len(first) + len(second) + 2 * (new_tokens - 1))
@@ -633,7 +641,18 @@ def run_lab_cache(model: ToyTransformer, tokenizer, cache: str, prompt: str = LA
     ref = generate(model, [second], new_tokens, cache="none", return_logits=True)
     diff = (out.logits - ref.logits).abs().amax(dim=-1)[0]  # [new_tokens]
     as_text = lambda ids: [tokenizer.decode([int(i)]) for i in ids]  # noqa: E731
-    return BugRun(cache, prompt, as_text(ref.new_tokens[0]), as_text(out.new_tokens[0]), diff.tolist())
+    name = cache.__name__ if isinstance(cache, type) else cache
+    return BugRun(name, prompt, as_text(ref.new_tokens[0]), as_text(out.new_tokens[0]), diff.tolist())
+
+
+def lab_line(run: BugRun) -> str:
+    """One line per cache for a printed overview: where its tokens and its logits first part from the reference."""
+    label = BUG_CARDS[run.cache].label if run.cache in BUG_CARDS else run.cache
+    if run.first_token_step is None and run.first_logit_step is None:
+        return f"{label}：{len(run.output)} 步全部与参考相同（logits 的差异都在浮点误差以内）"
+    tokens = ("token 全部相同" if run.first_token_step is None
+              else f"token 从第 {run.first_token_step} 步起不同")
+    return f"{label}：{tokens}，logits 从第 {run.first_logit_step} 步起偏离"
 
 
 MAX_LAB_PROMPT, MAX_LAB_TOKENS = 64, 48
@@ -811,23 +830,22 @@ class SummaryRow:
 def summary_rows(runs: list[CacheRun], timings: dict[str, DecodeTiming], budget_plans: list[ReservationPlan],
                  lab: dict[str, BugRun]) -> list[SummaryRow]:
     """The chapter's claims next to what this notebook measured for them, from the results it already has."""
-    checks = "、".join(f"B = {r.batch_size}，S = {r.stored_tokens}" for r in runs)
+    checks = "、".join(f"{r.batch_size} × {r.stored_tokens}" for r in runs)
     same = all(r.weights_unchanged for r in runs)
     exact = all(r.final_bytes == r.batch_size * r.stored_tokens * r.per_token_bytes for r in runs)
-    ms = {m: tail_step_ms(t) for m, t in timings.items()}
     v_last = {m: t.v_tokens[-1] for m, t in timings.items()}
     plans = "；".join(f"预留 {p.reserved_tokens:,} → {p.capacity} 条，闲置 {1 - p.used_share:.0%}，"
                      f"{p.too_long_share:.1%} 的请求放不下" for p in budget_plans)
     broken = {c: r for c, r in lab.items() if c != REFERENCE}
     steps = "，".join(f"{BUG_CARDS[c].label} 第 {r.first_token_step} 步" for c, r in broken.items())
     return [
-        SummaryRow("误区 1：缓存是参数", f"{len(runs)} 次生成（{checks}）：参数校验和{'全部不变' if same else '变了'}；"
-                   f"缓存字节 {'全部等于' if exact else '不等于'} B × S × {format_bytes(runs[0].per_token_bytes)}；"
+        SummaryRow("误区 1：缓存是参数", f"{len(runs)} 次生成（B × S = {checks}）：参数校验和{'全部不变' if same else '变了'}；"
+                   f"缓存字节数{'全部等于' if exact else '不等于'} B × S × {format_bytes(runs[0].per_token_bytes)}；"
                    f"reset() 后 {runs[-1].length_after_reset} 个 token",
                    "缓存是推理时另外分配的临时张量，随输入增长；权重一个字节都不变"),
-        SummaryRow("误区 2：只缓存 K", f"最后 1/4 解码步的单步耗时：无缓存 {ms['none']:.2f} ms，只缓存 K {ms['k_only']:.2f} ms，"
-                   f"KV Cache {ms['kv']:.2f} ms；最后一步投影 V 的 token 数 {v_last['none']} / {v_last['k_only']} / "
-                   f"{v_last['kv']}", "V 必须和 K 一起缓存，否则每步仍要把整个前缀重算一遍"),
+        SummaryRow("误区 2：只缓存 K", f"最后 1/4 解码步的单步耗时：{tail_times_text(timings)}；最后一步投影 V 的 token 数 "
+                   f"{v_last['none']} / {v_last['k_only']} / {v_last['kv']}",
+                   "V 必须和 K 一起缓存，否则每步仍要把整个前缀重算一遍"),
         SummaryRow("误区 3：缓存越大越好", f"{budget_plans[0].gpu} + {budget_plans[0].model.name}（FP16）：{plans}",
                    "预留多少要看显存预算和请求长度的分布；按需分页（PagedAttention）避免闲置"),
         SummaryRow("找 bug", f"{len(broken)} 个坏缓存在「{lab[REFERENCE].prompt}」上第一次生成不同的 token：{steps}；正确的缓存："

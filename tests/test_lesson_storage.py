@@ -10,7 +10,7 @@ from kvlab.inputs import InputError
 from kvlab.lessons import storage as lesson
 from kvlab.lessons.storage import CacheGrowth, padding_waste
 from kvlab.viz import storage_plots
-from kvlab.viz.style import FONT_FAMILY
+from kvlab.viz.style import FONT_FAMILY, MODE_LABELS
 
 
 # -- the memory panel ---------------------------------------------------------------------------------
@@ -60,7 +60,7 @@ def test_memory_panel_greys_out_after_a_bad_batch():
 def test_memory_panel_lays_its_controls_out_in_three_rows():
     panel = lesson.memory_panel()
     box = next(c for c in panel.widget.children if panel.controls["L"] in getattr(c, "children", ()))
-    assert box.layout.display == "grid" and box.layout.grid_template_columns.count("max-content") == 2
+    assert box.layout.grid_template_columns == "repeat(4, max-content)"  # Panel(layout="grid", columns=4)
     kids = list(box.children)
     order = ["L", "H", "D", "B", "S", "dtype", "filled_pct"]
     positions = [kids.index(panel.controls[name]) for name in order]
@@ -173,7 +173,7 @@ def test_kvlab_sentence_uses_the_legend_names():
     runs = {m: CacheGrowth(m, [1, 2], [5.0, 10.0], [1, 1], None) for m in ("kv", "dynamic")}
     runs["dynamic"].step_ms = [5.0, 20.0]
     sentence = lesson.GrowthComparison(runs, 1).kvlab_sentence()
-    assert storage_plots.GROWTH_LABELS["dynamic"] in sentence and "慢了 100%" in sentence
+    assert MODE_LABELS["dynamic"] in sentence and "慢了 100%" in sentence
     assert " ，" not in sentence and "， " not in sentence
 
 
@@ -296,7 +296,7 @@ def test_cache_growth_figure():
     copied = [t for t in fig.data if t.xaxis == "x2"]
     assert [list(t.y) for t in copied] == [[1.0, 2.0], [1.0, 2.0]]  # MiB
     names = [t.name for t in fig.data if t.showlegend is not False]
-    assert names == [storage_plots.GROWTH_LABELS[m] for m in runs] and "StaticCache" in names[-1]
+    assert names == [MODE_LABELS[m] for m in runs] and "StaticCache" in names[-1]
     assert list(next(t for t in fig.data if t.xaxis == "x" and t.name == names[1]).y) == [1, 2]
     assert [list(t.y) for t in fig.data if t.xaxis == "x3"] == [[1.05, 1.05], [1.05, 1.05], [3.0, 3.0]]  # medians
 

@@ -21,6 +21,7 @@ from ..memory import DTYPE_BITS, format_bytes, kv_cache_bytes
 from ..model import ToyTransformer
 from ..presets import LATENT, MODEL_PRESETS, ModelPreset
 from ..viz import storage_plots as plots
+from ..viz.style import MODE_LABELS
 from ..viz.widgets import Panel, View, dropdown, int_box, int_slider, play_slider
 
 MAX_S, MAX_B = 10_000_000, 100_000  # beyond any real model's context or batch: treated as a typing error
@@ -96,20 +97,6 @@ def _caption(text: str):
     return W.HTML(f"<b>{text}</b>", layout=W.Layout(width="auto"))
 
 
-def _controls_in_rows(panel: Panel, columns: int) -> Panel:
-    """Lay the panel's controls (and the captions/Play shown before them) out in rows of ``columns`` cells.
-
-    (Panel wraps its controls in one flowing row; until it takes a grid, the lesson sets one on that box.)
-    """
-    first = next(iter(panel.controls.values()))
-    box = next(c for c in panel.widget.children if first in getattr(c, "children", ()))
-    box.layout.display = "grid"
-    box.layout.grid_template_columns = f"max-content repeat({columns - 1}, max-content)"
-    box.layout.grid_gap = "2px 16px"
-    box.layout.align_items = "center"
-    return panel
-
-
 def memory_panel() -> Panel:
     """Three rows: the model's shape (L, H, D), the request (B, S, dtype), and Play filling the cache."""
     play, fill_slider = play_slider("已生成（%）", 30, 0, 100, interval_ms=150)
@@ -123,8 +110,7 @@ def memory_panel() -> Panel:
                 "dtype": dropdown("数据类型", list(DTYPE_BITS), dtype, width="200px"),
                 "filled_pct": fill_slider}
     extra = {"L": _caption("模型的形状"), "B": _caption("这次推理"), "filled_pct": play}
-    panel = Panel(controls, render_memory, extra=extra, layout="horizontal", css_class="kvlab-memory")
-    return _controls_in_rows(panel, 4)
+    return Panel(controls, render_memory, extra=extra, layout="grid", columns=4, css_class="kvlab-memory")
 
 
 # -- real models -------------------------------------------------------------------------------------
@@ -232,7 +218,7 @@ class GrowthComparison:
     def kvlab_sentence(self) -> str:
         """How much slower kvlab's concatenating cache measured than its preallocated one, late in the run."""
         kv, dyn = self.runs["kv"], self.runs["dynamic"]
-        return pace_sentence(plots.GROWTH_LABELS["kv"], kv.late_ms(), plots.GROWTH_LABELS["dynamic"], dyn.late_ms())
+        return pace_sentence(MODE_LABELS["kv"], kv.late_ms(), MODE_LABELS["dynamic"], dyn.late_ms())
 
     def transformers_sentences(self) -> list[str]:
         """StaticCache against DynamicCache, early (short caches) and late in the run."""

@@ -11,10 +11,6 @@ from .style import MODE_COLORS, MODE_LABELS, PALETTE, WIDE, apply_template, axis
 FILLED, EMPTY, PADDING, TAIL = PALETTE[0], "#e4e4e4", "#d0d0d0", "#F3C77A"  # stored / allocated but empty
 MAX_SEPARATORS = 96  # layer or head boundaries drawn one by one up to this many
 MAX_BLOCKS = 800  # pages drawn one by one up to this many
-# transformers' caches in the growth figure (style.MODE_LABELS names kvlab's own modes; its entries win)
-GROWTH_LABELS = {"transformers:dynamic": "transformers DynamicCache（逐步拼接）",
-                 "transformers:static": "transformers StaticCache（预分配）", **MODE_LABELS}
-GROWTH_COLORS = {"transformers:dynamic": "#CC79A7", "transformers:static": "#56B4E9", **MODE_COLORS}
 GROWTH_DASH = {"transformers:dynamic": "dot", "transformers:static": "dot"}
 
 
@@ -152,8 +148,8 @@ def cache_growth_figure(runs: dict) -> go.Figure:
         "第 0 层的 K 用过几块存储<br>（data_ptr 变一次算一块）", "累计写入缓存的字节<br>（kvlab 自己计数）",
         "每次前向的耗时<br>（前后 15 次的中位数）"))
     for name, r in runs.items():
-        style = dict(color=GROWTH_COLORS.get(name, "#000"), dash=GROWTH_DASH.get(name))
-        label = GROWTH_LABELS.get(name, name)
+        style = dict(color=MODE_COLORS.get(name, "#000"), dash=GROWTH_DASH.get(name))
+        label = MODE_LABELS.get(name, name)
         fig.add_scatter(x=r.t, y=r.layer0_k_tensors, name=label, line=style, legendgroup=name, row=1, col=1)
         if r.bytes_copied is not None:
             fig.add_scatter(x=r.t, y=[b / 2**20 for b in r.bytes_copied], name=label, line=style,

@@ -120,10 +120,11 @@ class Panel:
     """Controls wired to ``render(**values) -> View``; updates figures and the readout on change."""
 
     def __init__(self, controls: dict, render: Callable[..., View], css_class: str = "", mode: str | None = None,
-                 layout: str = "vertical", extra=(), button: W.Button | None = None):
+                 layout: str = "vertical", extra=(), button: W.Button | None = None, columns: int = 4):
         """``extra`` widgets are shown but not observed (e.g. a Play button linked to a slider): a list goes
         before the controls, a dict ``{control name: widget}`` puts each widget just before that control.
-        With a ``button``, changes wait for a click instead of re-rendering at once (costly measurements)."""
+        With a ``button``, changes wait for a click instead of re-rendering at once (costly measurements).
+        ``layout``: "vertical", "horizontal" (one wrapping row) or "grid" (rows of ``columns`` cells)."""
         self.controls = controls
         self.render = render
         self.button = button
@@ -148,8 +149,13 @@ class Panel:
         for name, control in controls.items():
             items += [before[name], control] if name in before else [control]
         items += [button] if button is not None else []
-        control_box = (W.HBox(items, layout=W.Layout(flex_flow="row wrap", align_items="center"))
-                       if layout == "horizontal" else W.VBox(items))
+        if layout == "grid":  # rows of ``columns`` cells: e.g. a caption and three controls per row
+            control_box = W.GridBox(items, layout=W.Layout(
+                grid_template_columns=f"repeat({columns}, max-content)", grid_gap="2px 16px", align_items="center"))
+        elif layout == "horizontal":
+            control_box = W.HBox(items, layout=W.Layout(flex_flow="row wrap", align_items="center"))
+        else:
+            control_box = W.VBox(items)
         self.widget = W.VBox([self.style, control_box, self.message, self.readout, *[v.widget for v in self.views]])
         if css_class:
             self.widget.add_class(css_class)

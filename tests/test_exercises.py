@@ -371,7 +371,7 @@ def test_hint_from_the_second_wrong_attempt_and_reset_by_a_right_one():
 def test_feedback_html_holds_the_solution_collapsed_and_escaped():
     fb = run_cells(ch02.TOKENS_FIT, "tokens = 1")
     page = fb._repr_html_()
-    assert 'class="kvlab-exercise-feedback kvlab-exercise-wrong"' in page and "❌" in page
+    assert 'class="kvlab-exercise-feedback kvlab-exercise-wrong"' in page and "✗" in page
     assert "<details" in page and "<summary" in page and "显示参考答案" in page
     assert "room // per_token" in page and "<details open" not in page  # collapsed until opened
     bug = checker.Feedback(ch02.TOKENS_FIT, checker.WRONG, "<script>x</script>", ("a<b",), None, "x < y")

@@ -99,11 +99,11 @@ def reset_attempts() -> None:
     ATTEMPTS.clear()
 
 
-STYLES = {  # (text colour, background, icon)
-    RIGHT: ("#1b5e20", "#e8f5e9", "✅"),
-    WRONG: ("#8a1c1c", "#fdecea", "❌"),
-    TODO: ("#0b4f7c", "#eef6fc", "✏️"),
-    BUG: ("#8a1c1c", "#fdecea", "⚠️"),
+STYLES = {  # (text colour, background, mark): marks from common text fonts, not emoji (no missing-glyph boxes)
+    RIGHT: ("#1b5e20", "#e8f5e9", "✓"),
+    WRONG: ("#8a1c1c", "#fdecea", "✗"),
+    TODO: ("#0b4f7c", "#eef6fc", "✎"),
+    BUG: ("#8a1c1c", "#fdecea", "⚠"),
 }
 
 
@@ -143,7 +143,7 @@ class Feedback:
             items = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
             parts.append(f'<ul class="kvlab-exercise-details" style="margin:4px 0 0 0">{items}</ul>')
         if self.hint:
-            parts.append(f'<div class="kvlab-exercise-hint" style="margin-top:4px">💡 提示：{html.escape(self.hint)}</div>')
+            parts.append(f'<div class="kvlab-exercise-hint" style="margin-top:4px">提示：{html.escape(self.hint)}</div>')
         if self.solution:
             parts.append('<details class="kvlab-exercise-solution" style="margin-top:6px;color:#333">'
                          '<summary style="cursor:pointer">显示参考答案</summary>'

@@ -3,7 +3,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from kvlab import KVCache, ModelConfig, ToyTransformer
+from kvlab import KVCache, ModelConfig
 from kvlab.costs import (PassCost, attention_crossover, attention_flops, decode_cost, linear_flops_per_token,
                          pass_cost, weight_bytes)
 

@@ -76,7 +76,8 @@ def test_snippet_html_is_highlighted_and_names_the_file():
 
 
 @pytest.mark.parametrize("name,code", [("prefill", 'logits = run("prefill"'), ("prefill", "cache.advance(T)"),
-                                       ("decode", 'logits = run("decode"'), ("attention", "cache.write(self.layer, k, v)"),
+                                       ("decode", 'logits = run("decode"'),
+                                       ("attention", "cache.write(self.layer, k, v)"),
                                        ("attention", "weights @ v"), ("update", "self.length += n"),
                                        ("update", "self.k[layer, :, :, self.length:end] = k")])
 def test_four_steps_show_the_lines_that_do_them(name, code):
@@ -460,7 +461,8 @@ def test_cache_precision_divergence_by_hand():
 
 def test_precision_figure_reads_back():
     results = {m: lesson.CachePrecision(m, b, 1, err, 20.0, 1.0, 0.5, [1], [1])
-               for m, b, err in (("kv", 4096, [0.0, 0.0]), ("fp16", 2048, [0.001, 0.002]), ("int8", 1152, [0.01, 0.05]))}
+               for m, b, err in (("kv", 4096, [0.0, 0.0]), ("fp16", 2048, [0.001, 0.002]),
+                                 ("int8", 1152, [0.01, 0.05]))}
     fig = plots.precision_figure(results)
     bars = fig.data[0]
     assert list(bars.y) == [4.0, 2.0, 1.125] and list(bars.text) == ["4.0 KiB", "2.0 KiB", "1.1 KiB"]

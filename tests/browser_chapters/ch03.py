@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from browser_support import ARTIFACT_DIR, ChapterPage, PanelDriver
+from browser_support import ARTIFACT_DIR, ChapterPage
 
 NOTEBOOK = "03_prefill_and_decode.ipynb"
 SCREENSHOT = ".kvlab-panel.kvlab-batch"

@@ -94,7 +94,7 @@ def test_show_step_rejects_an_unknown_step():
 def test_timeline_of_a_known_prompt(demo, timeline):
     model, tok = demo
     tl = timeline
-    assert tl.prompt_tokens == 4 and tl.passes == 24
+    assert tl.prompt_tokens == 4 and tl.passes == 24 and tl.runs == 3  # the fastest of 3 generations
     assert [r.phase for r in tl.trace] == ["prefill"] + ["decode"] * 23
     assert tl.lengths == list(range(4, 28))
     assert tl.bytes_per_token == 2 * 4 * 2 * 32 * 4  # K and V, 4 layers, 2 KV heads, D = 32, fp32
@@ -112,6 +112,7 @@ def test_render_timeline_reads_the_chosen_pass(demo, timeline):
     assert "第 3 / 24 次前向：解码" in view.html and "cache.length</code> = <b>6</b>" in view.html
     assert "(6 × 2.0 KiB)" in view.html.replace("（", "(").replace("）", ")")
     assert "已生成 3 个 token" in view.html
+    assert "3 次生成中最快的一次" in view.html
 
 
 @pytest.mark.parametrize("prompt,step,label", [("", 1, "提示词"), ("人工😀", 1, "提示词"), ("人" * 233, 1, "提示词"),

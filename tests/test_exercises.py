@@ -100,7 +100,8 @@ ROPE_LINE = "q, k_new = rope(q, pos), rope(k_new, pos)"
     (replace(STEP, ROPE_LINE, "q, k_new = q, rope(k_new, pos)"), "Q 没有按位置 pos = 5 旋转"),
     (replace(replace(STEP, "repeat_kv(k_cache[:, :, :pos + 1], n_rep)", "k_cache[:, :, :pos + 1]"),
              "repeat_kv(v_cache[:, :, :pos + 1], n_rep)", "v_cache[:, :, :pos + 1]"), "先用 repeat_kv 把 K/V 扩成"),
-    (replace(replace(STEP, "repeat_kv(k_cache[:, :, :pos + 1], n_rep)", "k_cache[:, :, :pos + 1].repeat(1, n_rep, 1, 1)"),
+    (replace(replace(STEP, "repeat_kv(k_cache[:, :, :pos + 1], n_rep)",
+                     "k_cache[:, :, :pos + 1].repeat(1, n_rep, 1, 1)"),
              "repeat_kv(v_cache[:, :, :pos + 1], n_rep)", "v_cache[:, :, :pos + 1].repeat(1, n_rep, 1, 1)"),
      "查询头 h 应当读第 h // n_rep 个 KV 头"),
     (STEP.replace(":pos + 1], n_rep)", ":], n_rep)"), "包括还没有填的位置"),
@@ -257,7 +258,8 @@ def fake_run() -> GenerationResult:
             new = 7 if phase == "prefill" else 1
             seq += new
             trace.append(PassRecord(phase, seq, new, t / 1e3, 0, 0, 0, 0, 0, 0))
-    return GenerationResult(tokens=torch.zeros(1, 21 + 5, dtype=torch.long), trace=trace, prompt_len=21, cache_mode="kv")
+    tokens = torch.zeros(1, 21 + 5, dtype=torch.long)  # a prompt of 21, 5 new tokens
+    return GenerationResult(tokens=tokens, trace=trace, prompt_len=21, cache_mode="kv")
 
 
 def timing_cells(ttft, tpot) -> checker.Feedback:

@@ -195,7 +195,8 @@ class TraceTable:
                      for i, r in enumerate(run.trace)]
 
     def __repr__(self) -> str:
-        return "\n".join(f"{i:>3} {phase:8s} 新 token {n:>3}  序列 {s:>3}  {ms:.3f} ms" for i, phase, _, n, s, ms in self.rows)
+        return "\n".join(f"{i:>3} {phase:8s} 新 token {n:>3}  序列 {s:>3}  {ms:.3f} ms"
+                         for i, phase, _, n, s, ms in self.rows)
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{h}</th>" for h in ("第几次前向计算", "phase", "阶段", "新 token 数", "序列长度", "耗时（ms）"))

@@ -149,7 +149,8 @@ class Feedback:
                          '<summary style="cursor:pointer">显示参考答案</summary>'
                          f'<pre style="background:#f7f7f7;padding:6px;margin:4px 0">{html.escape(self.solution)}</pre>'
                          '</details>')
-        return (f'<div class="kvlab-exercise-feedback kvlab-exercise-{self.status}" data-exercise="{self.exercise.key}" '
+        return (f'<div class="kvlab-exercise-feedback kvlab-exercise-{self.status}" '
+                f'data-exercise="{self.exercise.key}" '
                 f'style="background:{bg};color:{fg};padding:6px 10px;border-radius:4px;margin:4px 0">'
                 + "".join(parts) + "</div>")
 

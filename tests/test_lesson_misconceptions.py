@@ -42,6 +42,8 @@ def test_corpus_prompts_are_distinct_windows(demo):
     rows = lesson.corpus_prompts(tok, 7, 3)
     assert [len(r) for r in rows] == [7, 7, 7] and len({tuple(r) for r in rows}) == 3
     assert rows[1][:3] == tok.encode(lesson.corpus_text()[53:56])
+    with pytest.raises(ValueError, match="^batch_size"):
+        lesson.corpus_prompts(tok, 7, 10**6)
 
 
 def test_run_with_cache_on_a_hand_case(demo):
@@ -438,7 +440,7 @@ def test_summary_rows(demo):
     rows = lesson.summary_rows(runs, timings, [lesson.plan_reservation(reserved_tokens=2048)], lab)
     assert len(rows) == 4
     assert "B × S = 1 × 6" in rows[0].measured and "全部不变" in rows[0].measured and "全部等于" in rows[0].measured
-    assert "无缓存 3.00 ms，只缓存 K 3.00 ms，KV Cache 3.00 ms" in rows[1].measured  # the last of 2 decode steps
+    assert "无缓存 3.00 ms，只缓存 K 3.00 ms，有缓存 3.00 ms" in rows[1].measured  # the last of 2 decode steps
     assert "4 / 4 / 4" in rows[1].measured
     assert "预留 2,048 → 2 条" in rows[2].measured
     assert "1 个坏缓存" in rows[3].measured and "缓存 C 第 1 步" in rows[3].measured and "全部相同" in rows[3].measured

@@ -53,6 +53,7 @@ def leave_a_core(fn):
     return wrapper
 
 
+@lru_cache(maxsize=1)
 def corpus_text() -> str:
     """The demo model's training text (every character is in its vocabulary)."""
     return (assets_dir() / CORPUS).read_text(encoding="utf-8")
@@ -60,7 +61,12 @@ def corpus_text() -> str:
 
 def corpus_prompts(tokenizer, prompt_len: int, batch_size: int, stride: int = 53) -> list[list[int]]:
     """``batch_size`` different prompts of exactly ``prompt_len`` tokens: windows of the corpus ``stride`` apart."""
-    ids = tokenizer.encode(corpus_text()[: stride * batch_size + prompt_len])
+    need = stride * (positive_int("batch_size", batch_size) - 1) + positive_int("prompt_len", prompt_len)
+    text = corpus_text()
+    if need > len(text):
+        raise ValueError(f"batch_size: {batch_size} windows of {prompt_len} tokens need {need} characters of the "
+                         f"corpus, which has {len(text)}")
+    ids = tokenizer.encode(text[:need])
     return [ids[b * stride: b * stride + prompt_len] for b in range(batch_size)]
 
 
@@ -195,7 +201,7 @@ def weights_panel(model: ToyTransformer, tokenizer, prompt_len: int = 120, batch
 
 # == Misconception 2: caching K alone =============================================================
 K_ONLY_MODES = ("none", "k_only", "kv")
-K_ONLY_NAMES = {"none": "无缓存", "k_only": "只缓存 K", "kv": "KV Cache"}
+K_ONLY_NAMES = {"none": "无缓存", "k_only": "只缓存 K", "kv": "有缓存"}  # as in the figures' legends
 
 
 def compare_k_only(model: ToyTransformer, prompt_ids, new_tokens: int, repeats: int = 1) -> dict[str, DecodeTiming]:
@@ -230,7 +236,7 @@ def step_flops(model: ToyTransformer, mode: str, seq_len: int) -> int:
 
 
 def tail_times_text(timings: dict[str, DecodeTiming]) -> str:
-    """「无缓存 6.49 ms，只缓存 K 6.21 ms，KV Cache 1.05 ms」: the median step of the last quarter of each run."""
+    """「无缓存 6.49 ms，只缓存 K 6.21 ms，有缓存 1.05 ms」: the median step of the last quarter of each run."""
     return "，".join(f"{K_ONLY_NAMES.get(m, m)} {tail_step_ms(t):.2f} ms" for m, t in timings.items())
 
 
@@ -253,7 +259,7 @@ def render_k_only(model: ToyTransformer, prompt_ids, new_tokens, repeats) -> Vie
     readout = (
         f"生成 {n} 个 token：{tokens}。最后 1/4 的解码步（t ≈ {last}）单步耗时中位数："
         f"<b>{tail_times_text(timings)}</b>（{model.device}，{measurement_threads()} 个 CPU 线程）<br>"
-        f"trace 记录的每步投影（第 t 步）：无缓存 K = V = t；只缓存 K：K = 1，<b>V = t</b>；KV Cache：K = V = 1。"
+        f"trace 记录的每步投影（第 t 步）：无缓存 K = V = t；只缓存 K：K = 1，<b>V = t</b>；有缓存：K = V = 1。"
         f"按定义计数，t = {last} 时只缓存 K 的一步仍要做无缓存的 <b>{share:.1%}</b> 的计算"
     )
     return View([plots.k_only_figure(timings)], readout, timings)
@@ -680,7 +686,8 @@ def render_lab(model: ToyTransformer, tokenizer, cache, prompt, new_tokens, reve
     prompt = lab_prompt(tokenizer, prompt)
     n = inputs.whole_number(NEW_TOKENS_LABEL, new_tokens, 1, MAX_LAB_TOKENS)
     result = run(model, tokenizer, cache, prompt, n)
-    return View([plots.divergence_figure(result, BUG_CARDS[cache].label, LOGIT_TOLERANCE)], lab_html(result, bool(reveal)), result)
+    figure = plots.divergence_figure(result, BUG_CARDS[cache].label, LOGIT_TOLERANCE)
+    return View([figure], lab_html(result, bool(reveal)), result)
 
 
 def _shown(token: str) -> str:
@@ -798,7 +805,7 @@ def review_questions() -> list:
                        "只有 KV 头数不同，比一比两者的 KV 头数。"),
         ChoiceQuestion("3.5", "用同一个模型生成了几段不同长度、不同批次的文字之后，模型 state_dict 的校验和会怎样？", (
             C("不变", True, "推理不改权重：缓存是每次生成时另外分配的张量，不在 state_dict 里。"),
-            C("随生成的 token 数变大", False, "变大的是 KV Cache（B × S × 每 token 字节），不是参数。"),
+            C("随生成的 token 数变大", False, "变大的是 KV Cache（B × S × 每个 token 的字节数），不是参数。"),
             C("每次生成都不同", False, "只有缓存的内容随输入变；参数一个字节都没变。"))),
         ChoiceQuestion("3.5", "为什么只缓存 K、不缓存 V 几乎不省时间？", (
             C("因为 V 比 K 大", False, "K 和 V 的形状完全相同。"),

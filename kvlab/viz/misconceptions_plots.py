@@ -68,7 +68,7 @@ def k_only_figure(timings: dict[str, "DecodeTiming"]) -> go.Figure:
             fig.add_scatter(x=x, y=counts, mode="lines", name=label, legendgroup=mode, showlegend=False,
                             line=dict(color=color, width=width.get(mode, 2.5)), opacity=0.45 if mode == "k_only" else 1,
                             row=1, col=col)
-    fig.add_annotation(text="只缓存 K 与 KV Cache 重合：1", x=0.5, y=0.12, xref="x2 domain", yref="y2 domain",
+    fig.add_annotation(text="只缓存 K 与有缓存重合：1", x=0.5, y=0.12, xref="x2 domain", yref="y2 domain",
                        showarrow=False, font=dict(color="#555"))
     fig.add_annotation(text="只缓存 K 与无缓存重合：t", x=0.45, y=0.75, xref="x3 domain", yref="y3 domain",
                        showarrow=False, font=dict(color="#555"))

@@ -161,7 +161,8 @@ def interact_lab(ch: ChapterPage) -> None:
     expected = lesson.run_all_lab_caches(model, tok)
     lab = ch.panel("kvlab-lab")
     r0 = lab.readout()
-    assert lab.value("cache").replace("\xa0", " ") == "缓存 A" and first_step(r0) == expected["rope_offset"].first_token_step, r0
+    shown = lab.value("cache").replace("\xa0", " ")  # ipywidgets shows spaces in options as no-break spaces
+    assert shown == "缓存 A" and first_step(r0) == expected["rope_offset"].first_token_step, r0
     assert "显示解释" in r0 and "<b>解释" not in r0
     fig0 = lab.figure(0)
 

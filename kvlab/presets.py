@@ -10,13 +10,19 @@ their presets say so (``cache_formula``) and size themselves with their own rule
 
 * **sliding window** (Mistral-7B v0.1, Gemma-2): a windowed layer attends to the last ``sliding_window``
   tokens only, so it keeps at most that many (Mistral's "rolling buffer cache");
-* **latent KV** (MLA, DeepSeek-V2/V3): a layer stores one compressed vector of ``kv_latent_dim``
-  numbers per token (``kv_lora_rank`` + the RoPE key dims), shared by K and V of every head.
+* **latent KV** (MLA, DeepSeek-V2/V3): a layer stores two things per token: one compressed vector of
+  ``kv_lora_rank`` numbers, from which K and V of every head are up-projected, and one RoPE key of
+  ``kv_rope_dim`` numbers shared by all heads (not reconstructed from the latent).
+
+A hypothetical preset (the original chapter's 70B with 64 KV heads) has a Chinese ``display_name``
+(what learners see; its key stays English, other chapters use it), a typed parameter count, and no
+released context: nothing warns about a context it never had.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 from ._validate import positive_int
 from .memory import DTYPE_BITS, dtype_name, kv_cache_bytes
@@ -49,7 +55,26 @@ class ModelPreset:
     hypothetical: bool = False
     sliding_window: int | None = None  # tokens a windowed layer keeps
     sliding_period: int = 1  # layer i is windowed when i % sliding_period == 0 (1: every layer)
-    kv_latent_dim: int | None = None  # MLA: numbers stored per token per layer
+    kv_lora_rank: int | None = None  # MLA: the compressed vector K and V of every head are rebuilt from
+    kv_rope_dim: int | None = None  # MLA: the decoupled RoPE key shared by all heads, stored beside it
+    display_name: str = ""  # what learners see when it differs from the key (the hypothetical's Chinese label)
+    learned_positions: bool = False  # a learned position table of context_length rows: no input can be longer
+    released_dtype: str | None = None  # set when the released weights are narrower than 16 bits (DeepSeek-V3: fp8)
+
+    @property
+    def label(self) -> str:
+        """The name shown to learners (``name`` is the dictionary key and stays as it is)."""
+        return self.display_name or self.name
+
+    @property
+    def kv_latent_dim(self) -> int | None:
+        """MLA: numbers cached per token per layer (``kv_lora_rank + kv_rope_dim``); None for other models."""
+        return None if self.kv_lora_rank is None else self.kv_lora_rank + (self.kv_rope_dim or 0)
+
+    @property
+    def has_released_context(self) -> bool:
+        """False for a hypothetical model: its ``context_length`` is a placeholder, never a warning threshold."""
+        return not self.hypothetical
 
     @property
     def cache_formula(self) -> str:
@@ -61,7 +86,8 @@ class ModelPreset:
     @property
     def attention(self) -> str:
         if self.kv_latent_dim is not None:
-            return f"MLA (latent KV of {self.kv_latent_dim} numbers per token per layer)"
+            return (f"MLA (per token per layer: a latent of {self.kv_lora_rank} numbers + a shared RoPE key of "
+                    f"{self.kv_rope_dim})")
         if self.n_kv_head == self.n_head:
             return "MHA"
         return "MQA" if self.n_kv_head == 1 else f"GQA ({self.n_head // self.n_kv_head} query heads per KV head)"
@@ -108,16 +134,19 @@ class ModelPreset:
         return self.kv_cache_bytes(1, 1, dtype)
 
     def weight_bytes(self, dtype="fp16") -> int:
-        """Bytes of the weights stored in ``dtype`` (quantization scales not included)."""
+        """Bytes of ``n_params`` numbers of ``dtype`` each: an underestimate for int8/int4/fp8, whose scales are
+        not counted (and most schemes keep the embedding and output layer in 16 bits)."""
         return -(-self.n_params * DTYPE_BITS[dtype_name(dtype)] // 8)
 
 
 _PRESETS = [
     # -- MHA: every query head keeps its own K and V ------------------------------------------
     ModelPreset("GPT-2 (124M)", 12, 12, 12, 64, 768, 124_439_808, 1024,
-                "Radford et al. 2019; openai-community/gpt2 config.json (n_layer 12, n_head 12, n_embd 768, n_ctx 1024)"),
+                "Radford et al. 2019; openai-community/gpt2 config.json (n_layer 12, n_head 12, n_embd 768, "
+                "n_ctx 1024; learned position embeddings: n_positions 1024)", learned_positions=True),
     ModelPreset("GPT-2 XL (1.5B)", 48, 25, 25, 64, 1600, 1_557_611_200, 1024,
-                "Radford et al. 2019; openai-community/gpt2-xl config.json (n_layer 48, n_head 25, n_embd 1600)"),
+                "Radford et al. 2019; openai-community/gpt2-xl config.json (n_layer 48, n_head 25, n_embd 1600; "
+                "learned position embeddings: n_positions 1024)", learned_positions=True),
     ModelPreset("LLaMA-7B", 32, 32, 32, 128, 4096, 6_738_415_616, 2048,
                 "Touvron et al. 2023 (LLaMA), Table 2: 32 layers, 32 heads, dimension 4096; 6.7B parameters"),
     ModelPreset("LLaMA-13B", 40, 40, 40, 128, 5120, 13_015_864_320, 2048,
@@ -133,6 +162,10 @@ _PRESETS = [
     ModelPreset("Gemma-7B", 28, 16, 16, 256, 3072, 8_537_680_896, 8192,
                 "Gemma Team 2024, Table 1; google/gemma-7b config.json (16 heads of 256: 4096 wide, more than "
                 "its hidden size 3072)"),
+    ModelPreset("Qwen1.5-72B", 80, 64, 64, 128, 8192, 72_287_920_128, 32768,
+                "Qwen Team 2024 (Qwen1.5); Qwen/Qwen1.5-72B-Chat config.json: num_hidden_layers 80, "
+                "num_attention_heads 64, num_key_value_heads 64 (MHA), hidden_size 8192 (head_dim 128), "
+                "intermediate_size 24576, vocab_size 152064, untied, biases on q/k/v; max_position_embeddings 32768"),
     # -- GQA: a group of query heads shares one K and V ----------------------------------------
     ModelPreset("Llama-2-70B", 80, 64, 8, 128, 8192, 68_976_648_192, 4096,
                 "Touvron et al. 2023 (Llama 2); meta-llama/Llama-2-70b-hf config.json (8 KV heads, GQA)"),
@@ -155,7 +188,8 @@ _PRESETS = [
     ModelPreset("Falcon-7B", 32, 71, 1, 64, 4544, 6_921_720_704, 2048,
                 "Almazrouei et al. 2023; tiiuae/falcon-7b config.json (multi_query true: 71 query heads, 1 KV head)"),
     ModelPreset("StarCoder (15.5B)", 40, 48, 1, 128, 6144, 15_517_456_384, 8192,
-                "Li et al. 2023 (StarCoder); bigcode/starcoder config.json (multi_query true, n_positions 8192)"),
+                "Li et al. 2023 (StarCoder); bigcode/starcoder config.json (multi_query true; learned position "
+                "embeddings: n_positions 8192)", learned_positions=True),
     ModelPreset("Gemma-2B", 18, 8, 1, 256, 2048, 2_506_172_416, 8192,
                 "Gemma Team 2024, Table 1; google/gemma-2b config.json (num_key_value_heads 1)"),
     # -- sliding-window layers: the cache of a windowed layer stops growing -------------------
@@ -173,17 +207,21 @@ _PRESETS = [
                 "DeepSeek-AI 2024 (DeepSeek-V2), section 2.1: MLA caches kv_lora_rank 512 + qk_rope_head_dim 64 "
                 "numbers per token per layer; deepseek-ai/DeepSeek-V2 config.json (60 layers, 128 heads of 128); "
                 "128K context",
-                kv_latent_dim=512 + 64),
+                kv_lora_rank=512, kv_rope_dim=64),
     ModelPreset("DeepSeek-V3 (671B)", 61, 128, 128, 128, 7168, 671_026_419_200, 131072,
                 "DeepSeek-AI 2024 (DeepSeek-V3): MLA with kv_lora_rank 512 + qk_rope_head_dim 64; "
                 "deepseek-ai/DeepSeek-V3 config.json (61 layers, 128 heads); 671B parameters without the "
-                "multi-token-prediction module; 128K context",
-                kv_latent_dim=512 + 64),
+                "multi-token-prediction module; 128K context; weights released in FP8 (block-scaled, "
+                "quantization_config fmt e4m3)",
+                kv_lora_rank=512, kv_rope_dim=64, released_dtype="fp8"),
     # -- the chapter's hypothetical ---------------------------------------------------------
-    ModelPreset("70B, 64 KV heads (chapter's hypothetical)", 80, 64, 64, 128, 8192, 70_000_000_000, 4096,
-                "Hypothetical: the original chapter's '70B model (L=80, H=64, D=128)' with every head keeping "
-                "its own K/V. No released 70B model is built this way: Llama-2/3-70B use 8 KV heads.",
-                hypothetical=True),
+    ModelPreset("70B, 64 KV heads (chapter's hypothetical)", 80, 64, 64, 128, 8192, 70_000_000_000, 8192,
+                "Hypothetical: the original chapter's '70B model (L=80, H=64, D=128)' with every head keeping its "
+                "own K/V; n_params is the round 70B of its name, not a count. Released models with exactly this "
+                "cache shape: LLaMA-65B and Qwen1.5-72B (80 layers, 64 heads of 128, 64 KV heads); Llama-2/3-70B "
+                "use GQA with 8 KV heads. context_length is a placeholder (the chapter's 8192 tokens), not a "
+                "released context: no beyond-context warning is shown for it.",
+                hypothetical=True, display_name="原文假设的 70B（64 个 KV 头）"),
 ]
 
 MODEL_PRESETS: dict[str, ModelPreset] = {p.name: p for p in _PRESETS}
@@ -197,16 +235,29 @@ class GpuPreset:
     marketed: str  # as the datasheet says it
     memory_mib: int  # ``nvidia-smi --query-gpu=memory.total`` (MiB: 2**20 bytes)
     source: str
+    torch_total_gib: str | None = None  # what PyTorch reports as the card's total, as its messages print it
+    torch_source: str = ""
 
     @property
     def memory_bytes(self) -> int:
         return self.memory_mib * 2**20
 
+    @property
+    def torch_total_bytes_at_most(self) -> int | None:
+        """The most bytes PyTorch's two-decimal reading can stand for (14.75 GiB: less than 14.755 GiB)."""
+        if self.torch_total_gib is None:
+            return None
+        return int((Fraction(self.torch_total_gib) + Fraction(5, 1000)) * 2**30)
+
 
 _GPUS = [
     GpuPreset("T4 16 GB (Colab)", "16 GB GDDR6", 15_360,
               "NVIDIA T4 datasheet (16 GB GDDR6); with ECC on, as on Colab and cloud T4s, 1/16 of the 16 GiB "
-              "holds check bits and nvidia-smi reports 15360 MiB"),
+              "holds check bits and a recent driver's nvidia-smi reports 15360 MiB (more with ECC off; older "
+              "drivers report a little less)",
+              torch_total_gib="14.75",
+              torch_source="PyTorch's out-of-memory message on Colab T4s: 'GPU 0; 14.75 GiB total capacity' "
+                           "(e.g. googlecolab/colabtools#3439, 2023); the CUDA context takes a few hundred MiB more"),
     GpuPreset("RTX 4090 24 GB", "24 GB GDDR6X", 24_564,
               "NVIDIA GeForce RTX 4090 specifications (24 GB); nvidia-smi reports 24564 MiB"),
     GpuPreset("A100 40 GB", "40 GB HBM2", 40_960,

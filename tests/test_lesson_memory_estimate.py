@@ -11,8 +11,44 @@ from kvlab.lessons import memory_estimate as lesson
 from kvlab.presets import GPU_PRESETS
 from kvlab.viz import memory_estimate_plots as plots
 
-GIB, MIB = 2**30, 2**20
+GIB, MIB, KIB = 2**30, 2**20, 2**10
 T4 = "T4 16 GB (Colab)"
+HYPO = "70B, 64 KV heads (chapter's hypothetical)"
+HYPO_LABEL = "原文假设的 70B（64 个 KV 头）"
+T4_USABLE = 15360 * MIB * 9 // 10  # 14,495,514,624 B: 0.9 of nvidia-smi's total
+LLAMA7_FP16 = 2 * 6_738_415_616  # 13,476,831,232 B
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def test_ratio_text_and_zh_join():
+    assert lesson.ratio_text(Fraction(2)) == "2" and lesson.ratio_text(Fraction(1024)) == "1,024"
+    assert lesson.ratio_text(Fraction(3, 2)) == "1.5" and lesson.ratio_text(Fraction(32768, 576)) == "56.9"
+    assert lesson.ratio_text(Fraction(100001, 100)) == "1,000"
+    assert lesson.zh_join(["甲"]) == "甲" and lesson.zh_join(["甲", "乙", "丙"]) == "甲、乙 和 丙"
+
+
+def test_model_options_show_the_label_and_keep_the_key():
+    options = dict(lesson.model_options())
+    assert options[HYPO_LABEL] == HYPO and options["LLaMA-7B"] == "LLaMA-7B"
+    assert len(options) == len(MODEL_PRESETS)
+
+
+def test_same_cache_shape_and_the_hypothetical_note():
+    assert [p.name for p in lesson.same_cache_shape(HYPO)] == ["LLaMA-65B", "Qwen1.5-72B"]
+    assert [p.name for p in lesson.same_cache_shape("Llama-3-70B")] == ["Llama-2-70B", "Llama-3.1-70B"]
+    note = lesson.hypothetical_note(HYPO)
+    assert "LLaMA-65B 和 Qwen1.5-72B" in note and "Llama-2-70B 和 Llama-3-70B 用 GQA，只有 8 个 KV 头" in note
+    assert "70B 也是假设的" in note
+
+
+def test_beyond_context_lines():
+    assert lesson.beyond_context_html("LLaMA-7B", 2048) == ""
+    rope = lesson.beyond_context_html("LLaMA-7B", 2049)
+    assert "⚠ S = 2,049" in rope and "（2,048 个 token）" in rope and "外推" in rope
+    learned = lesson.beyond_context_html("GPT-2 (124M)", 1025)
+    assert "根本无法处理" in learned and "1,024 行" in learned and "外推" not in learned
+    assert "根本无法处理" in lesson.beyond_context_html("StarCoder (15.5B)", 8193)
+    assert lesson.beyond_context_html(HYPO, lesson.MAX_SEQ_LEN) == ""  # never released: no context to exceed
 
 
 # -- 1. the chapter's figures ----------------------------------------------------------------------
@@ -24,7 +60,10 @@ def test_chapter_figures_against_hand_arithmetic():
     assert per_layer.ratio == total.ratio == long.ratio == 2
     assert not (per_layer.holds or total.holds or long.holds)
     assert mha_70b.kvlab_bytes == 2 * 80 * 64 * 8192 * 128 * 2 == 20 * GIB and mha_70b.holds
-    assert real_70b.kvlab_bytes == 2 * 80 * 8 * 8192 * 128 * 2 and not real_70b.holds
+    assert real_70b.model.name == "Llama-3-70B" and real_70b.kvlab_bytes == 2 * 80 * 8 * 8192 * 128 * 2
+    assert not real_70b.holds
+    # 8192 tokens is past LLaMA-7B's 2048; the hypothetical has no context; Llama-3-70B's is 8192
+    assert [f.beyond_context for f in (per_layer, total, long, mha_70b, real_70b)] == [False, False, True, False, False]
 
 
 def test_text_figure_relations():
@@ -32,26 +71,41 @@ def test_text_figure_relations():
     assert about.holds and not lesson.TextFigure("x", "x", "≈", 100, 111).holds
     assert lesson.TextFigure("x", "x", ">", 100, 101).holds and not lesson.TextFigure("x", "x", ">", 100, 100).holds
     assert lesson.TextFigure("x", "x", "=", 100, 100).holds and about.ratio == Fraction(109, 100)
+    assert not about.beyond_context  # no model given
 
 
 def test_each_halving_reproduces_the_comment_and_the_code_prints_its_own_numbers():
-    as_written, s_1024, k_only, one_byte = lesson.halving_variants()
+    as_written, s_1024, k_only, one_byte, half_h, half_d, half_l = lesson.halving_variants()
     assert as_written.printed == ("32.0 MB", "1.00 GB")
-    for v in (s_1024, k_only, one_byte):
+    for v in (s_1024, k_only, one_byte, half_h, half_d):
         assert v.printed == ("16.0 MB", "0.50 GB")
         assert v.per_layer_bytes == 32 * 2048 * 128 * 2  # one factor of 2 fewer: 16 MiB
         assert v.total_bytes == 32 * v.per_layer_bytes
+    assert (half_l.per_layer_bytes, half_l.total_bytes) == (32 * MIB, 16 * 32 * MIB)  # only the total halves
+    assert half_l.printed == ("32.0 MB", "0.50 GB")
 
 
 def test_tables_show_each_figure():
     html = lesson.chapter_figures_html(lesson.chapter_figures())
     assert html.count("<tr>") == 6 and "不成立" in html and "33,554,432 B" in html and "2 倍" in html
-    assert lesson.variants_html(lesson.halving_variants()).count("16.0 MB") == 3
+    assert html.count("⚠") == 1 and "超过 LLaMA-7B 发布时的上下文（2,048 个 token）" in html
+    assert HYPO_LABEL in html and "chapter's hypothetical" not in html
+    variants = lesson.variants_html(lesson.halving_variants())
+    assert variants.count("16.0 MB") == 5 and variants.count("<tr>") == 8
 
 
 def test_gb_and_gib():
     assert lesson.gb_and_gib(GIB) == (Fraction(GIB, 10**9), 1)
     assert lesson.gb_and_gib(3 * 10**9) == (3, Fraction(3 * 10**9, GIB))
+
+
+def test_seventy_b_reading():
+    r = lesson.seventy_b_reading()
+    assert r.at_chapter_s == 2 * 80 * 64 * 2048 * 128 * 2 == 5 * GIB
+    assert r.at_long_s == 20 * GIB and r.scale == Fraction(80 * 64, 32 * 32) == 5
+    assert r.text_scaled_gb == 10 and r.corrected_scaled == 20 * GIB and r.text_threshold_bytes == 16 * GIB
+    text = lesson.seventy_b_text(r)
+    assert "5.00 GiB" in text and "20.00 GiB" in text and "约 10 GB，并不超过 16 GB" in text
 
 
 # -- 2. the calculator ------------------------------------------------------------------------------
@@ -60,9 +114,12 @@ def test_estimate_cache_on_hand_cases():
     assert e.total_bytes == 2 * 32 * 3 * 32 * 2048 * 128 * 1
     assert e.layer_bytes == (2 * 3 * 32 * 2048 * 128,) * 32
     assert e.per_token_bytes == 2 * 32 * 32 * 128 and e.plain_bytes == e.total_bytes
+    assert e.mean_per_token == e.per_token_bytes
     assert not e.beyond_context and lesson.estimate_cache("LLaMA-7B", 2049).beyond_context
+    assert not lesson.estimate_cache(HYPO, 10**6).beyond_context
     m = lesson.estimate_cache("Mistral-7B", 8192)
     assert 2 * m.total_bytes == m.plain_bytes
+    assert m.per_token_bytes == 2 * 32 * 8 * 128 * 2 == 128 * KIB and m.mean_per_token == 64 * KIB
     with pytest.raises(ValueError, match="^model"):
         lesson.estimate_cache("GPT-5", 10)
     with pytest.raises(ValueError, match="^seq_len"):
@@ -70,35 +127,70 @@ def test_estimate_cache_on_hand_cases():
 
 
 def test_cache_curves():
-    (c,) = lesson.cache_curves(["GPT-2 (124M)"], batch_size=2, seq_lens=[1, 10])
+    c, h = lesson.cache_curves(["GPT-2 (124M)", HYPO], batch_size=2, seq_lens=[1, 10])
     per_token = 2 * 12 * 12 * 64 * 2  # 36 KiB
-    assert c.bytes == (2 * per_token, 20 * per_token)
-    assert (c.context_length, c.context_bytes) == (1024, 2 * 1024 * per_token)
+    assert c.bytes == (2 * per_token, 20 * per_token) and c.per_token_bytes == per_token
+    assert (c.context_length, c.context_bytes) == (1024, 2 * 1024 * per_token) and c.label == c.name
+    assert h.label == HYPO_LABEL and (h.context_length, h.context_bytes) == (None, None)
 
 
 def test_render_calculator_default():
     view = lesson.render_calculator("LLaMA-7B", 2048, 1, "fp16")
     assert "1,073,741,824 B = 1.00 GiB" in view.html and "512.0 KiB" in view.html and "32.0 MiB" in view.html
-    assert "⚠" not in view.html
+    assert "⚠" not in view.html and "窗口填满之前" not in view.html and view.result.total_bytes == GIB
     curves, layers = view.figures
-    names = [t.name for t in curves.data if t.mode == "lines"]
-    assert set(names) == set(lesson.CURVE_MODELS)
+    groups = [t.legendgroup for t in curves.data if t.mode == "lines"]
+    assert set(groups) == set(lesson.CURVE_MODELS)
     thick = [t for t in curves.data if t.mode == "lines" and t.line.width == 5]
-    assert [t.name for t in thick] == ["LLaMA-7B"]
+    assert [t.legendgroup for t in thick] == ["LLaMA-7B"]
     marker = [t for t in curves.data if t.mode == "markers+text"][0]
     assert list(marker.x) == [2048] and list(marker.y) == [GIB]
     assert len(layers.data) == 1 and list(layers.data[0].y) == [32.0] * 32  # MiB per layer
 
 
+def test_render_calculator_curve_choice():
+    only = lesson.render_calculator("Mistral-7B", 2048, 1, "fp16", ("GPT-2 (124M)",))
+    assert [t.legendgroup for t in only.figures[0].data if t.mode == "lines"] == ["Mistral-7B", "GPT-2 (124M)"]
+    reordered = lesson.render_calculator("LLaMA-7B", 2048, 1, "fp16", tuple(reversed(lesson.CURVE_MODELS)))
+    assert reordered.figures[0].data == lesson.render_calculator("LLaMA-7B", 2048, 1, "fp16").figures[0].data
+    # a picked model keeps its colour and dash whichever model is selected
+    def styles(selected):
+        fig = lesson.render_calculator(selected, 2048, 1, "fp16").figures[0]
+        return {t.legendgroup: (t.line.color, t.line.dash) for t in fig.data if t.mode == "lines" and t.line.width < 5}
+    assert styles("Gemma-2-9B")["Llama-3.1-405B"] == styles("LLaMA-7B")["Llama-3.1-405B"]
+    assert styles("Gemma-2-9B")[HYPO] == styles("Mistral-7B")[HYPO]
+    alone = lesson.render_calculator("Mistral-7B", 2048, 1, "fp16", ())
+    assert [t.legendgroup for t in alone.figures[0].data if t.mode == "lines"] == ["Mistral-7B"]
+    for bad in (("GPT-5",), "LLaMA-7B", None):
+        with pytest.raises(InputError) as err:
+            lesson.render_calculator("LLaMA-7B", 2048, 1, "fp16", bad)
+        assert err.value.control == "曲线上的模型"
+
+
 def test_render_calculator_flags_and_own_formulas():
     beyond = lesson.render_calculator("GPT-2 (124M)", 4096, 1, "fp16").html
-    assert "⚠" in beyond and "1,024" in beyond
+    assert "⚠" in beyond and "1,024" in beyond and "根本无法处理" in beyond
     gemma = lesson.render_calculator("Gemma-2-9B", 8192, 1, "fp16")
-    assert "滑动窗口" in gemma.html and "min(S, 4,096)" in gemma.html
+    assert "滑动窗口" in gemma.html and "min(S, 4,096)" in gemma.html and "Mistral 论文" not in gemma.html
+    assert "推理引擎是否实现了滚动缓存" in gemma.html and "是实际的 1.33 倍" in gemma.html  # 42 x 8192 / (21 x 4096 + 21 x 8192)
     assert len(gemma.figures[1].data) == 2  # windowed and global layers in two colours
-    assert "Gemma-2-9B" in [t.name for t in gemma.figures[0].data]  # added to the curves
+    assert "Gemma-2-9B" in [t.legendgroup for t in gemma.figures[0].data]  # added to the curves
+    mistral = lesson.render_calculator("Mistral-7B", 8192, 1, "fp16").html
+    assert "Mistral 论文称之为滚动缓存" in mistral and "窗口填满之前）：128.0 KiB" in mistral
+    assert "S = 8,192 时平均每个 token：64.0 KiB" in mistral
+    assert "是实际的 1,024 倍" in lesson.render_calculator("Mistral-7B", 2**22, 1, "fp16").html  # 2**22 / 4096
     mla = lesson.render_calculator("DeepSeek-V3 (671B)", 1000, 1, "fp16").html
-    assert "MLA" in mla and "61 × 1 × 1,000 × 576 × 2 B" in mla
+    assert "MLA" in mla and "61 × 1 × 1,000 × (512 + 64) × 2 B" in mla
+    assert "一个 512 维的压缩向量（所有头的 K 和 V 都由它还原）和一个所有头共用的 64 维旋转位置编码（RoPE）键" in mla
+    assert "共 576 个数" in mla and "D = 128 维" in mla and "是实际的 56.9 倍" in mla  # 2*128*128 / 576
+
+
+def test_render_calculator_hypothetical_and_quantized_caches():
+    hypo = lesson.render_calculator(HYPO, 16384, 1, "fp16").html
+    assert HYPO_LABEL in hypo and "chapter's hypothetical" not in hypo
+    assert "⚠" not in hypo and "没有发布时的上下文" in hypo and "LLaMA-65B 和 Qwen1.5-72B" in hypo
+    assert "缩放系数" in lesson.render_calculator("LLaMA-7B", 10, 1, "int4").html
+    assert "缩放系数" not in lesson.render_calculator("LLaMA-7B", 10, 1, "bf16").html
 
 
 @pytest.mark.parametrize("values, control", [
@@ -119,14 +211,37 @@ def test_render_calculator_bad_values(values, control):
 
 def test_calculator_panel_updates_and_greys_out():
     panel = lesson.calculator_panel()
-    assert "1.00 GiB" in panel.readout.value
+    slider = panel.widget.children[1].children[1]  # placed just before the S box
+    assert slider.value == 2048 and not slider.readout and "1.00 GiB" in panel.readout.value
     panel.set(seq_len=8192)
     assert "4.00 GiB" in panel.readout.value and "⚠" in panel.readout.value  # past LLaMA-7B's 2048
+    assert slider.value == 8192  # a typed length the slider has moves the slider
+    slider.value = 3072  # dragging writes into the box, which renders
+    assert panel.controls["seq_len"].value == 3072 and "1.50 GiB" in panel.readout.value
+    panel.set(seq_len=5000)  # any length can be typed; the slider keeps its place
+    assert slider.value == 3072 and f"{5000 * 512 * KIB:,} B" in panel.readout.value
     panel.set(batch_size=0)
     assert panel.stale and "批次 B" in panel.message.value
-    panel.set(batch_size=2)
+    panel.set(batch_size=2, seq_len=8192)
     assert not panel.stale and "8.00 GiB" in panel.readout.value
-    assert 1 in panel.controls["seq_len"].options[0] and lesson.MAX_SEQ_LEN == lesson.SEQ_OPTIONS[-1]
+    panel.set(curve_models=("GPT-2 (124M)",))
+    assert len([t for t in panel.views[0].figure.data if t.mode == "lines"]) == 2
+    assert 1 in slider.options[0] and lesson.MAX_SEQ_LEN == lesson.SEQ_OPTIONS[-1]
+    assert lesson.seq_len_slider(5000).value == 4096  # a start between two options: the one below
+
+
+def test_comparisons_and_long_context_rows():
+    falcon, big, mistral, longer, half = lesson.comparison_lines()
+    assert "8.0 KiB" in falcon and "的 1/64：" in falcon and "贡献 1/32" in falcon and "贡献 1/2" in falcon
+    assert "504.0 KiB" in big and "512.0 KiB" in big  # 2*126*8*128*2 = 504 KiB < 2*32*32*128*2 = 512 KiB
+    assert "512.0 MiB" in mistral and "是实际的 2 倍" in mistral and "推理引擎" in mistral
+    assert "16.00 GiB" in longer and "14.96 GiB" in longer
+    assert "8.58 GiB" in half and "一半左右" in half and half.startswith("671B 的 DeepSeek-V3")
+    rows = {r.model.name: r for r in lesson.long_context_rows()}
+    v3 = rows["DeepSeek-V3 (671B)"]
+    assert v3.released_weight_bytes == 671_026_419_200 and v3.fp16_weight_bytes == 2 * 671_026_419_200
+    assert rows["Llama-3.1-8B"].released_weight_bytes is None
+    assert "FP8 权重：624.94 GiB" in lesson.long_context_line(v3)
 
 
 # -- 3. will it fit? --------------------------------------------------------------------------------
@@ -148,67 +263,145 @@ def test_longest_context_and_largest_batch_by_hand():
     assert g.kv_cache_bytes(s) <= room < g.kv_cache_bytes(s + 1)
 
 
+def test_usable_fraction():
+    assert lesson.usable_fraction(0.9) == Fraction(9, 10) and lesson.usable_fraction(1) == 1
+    assert lesson.usable_fraction(Fraction(1, 3)) == Fraction(1, 3)
+    for bad in (0, -0.5, 1.5, True, "0.9", None):
+        with pytest.raises(ValueError, match="^usable_fraction"):
+            lesson.usable_fraction(bad)
+
+
 def test_plan_fit_llama7b_on_a_t4():
-    plan = lesson.plan_fit("LLaMA-7B", GPU_PRESETS[T4].memory_bytes, 2048)
-    weights = 2 * 6_738_415_616
-    assert plan.weight_bytes == weights and plan.cache_bytes == GIB
-    room = 15360 * MIB - weights  # 2,629,296,128 B
-    assert plan.room_bytes == room and plan.free_bytes == room - GIB and plan.fits
-    assert plan.longest_context == room // (512 * 1024) == 5014
-    assert plan.largest_batch == room // GIB == 2
+    plan = lesson.plan_fit("LLaMA-7B", GPU_PRESETS[T4].memory_bytes, 2048)  # 0.9 of the card by default
+    assert plan.weight_bytes == LLAMA7_FP16 and plan.cache_bytes == GIB
+    assert plan.budget_bytes == T4_USABLE and plan.reserved_bytes == 15360 * MIB - T4_USABLE
+    room = T4_USABLE - LLAMA7_FP16  # 1,018,683,392 B: 971.5 MiB
+    assert plan.room_bytes == room and plan.free_bytes == room - GIB and not plan.fits and plan.weights_fit
+    assert plan.longest_context == room // (512 * KIB) == 1942 and plan.largest_batch == 0
+    whole = lesson.plan_fit("LLaMA-7B", GPU_PRESETS[T4].memory_bytes, 2048, usable=1)
+    assert (whole.longest_context, whole.largest_batch) == ((15360 * MIB - LLAMA7_FP16) // (512 * KIB), 2) == (5014, 2)
     over = lesson.plan_fit("LLaMA-65B", GPU_PRESETS[T4].memory_bytes, 2048)
     assert not over.weights_fit and over.longest_context == 0 and over.largest_batch == 0
-    with pytest.raises(ValueError, match="^budget_bytes"):
+    with pytest.raises(ValueError, match="^total_bytes"):
         lesson.plan_fit("LLaMA-7B", 0, 10)
+    with pytest.raises(ValueError, match="^usable_fraction"):
+        lesson.plan_fit("LLaMA-7B", GIB, 10, usable=0)
+
+
+def test_t4_plans_and_lines():
+    llama7, llama3, llama3_int8 = lesson.t4_plans()
+    assert llama7.longest_context == 1942 and llama7.largest_batch == 0
+    assert not llama3.weights_fit and llama3.weight_bytes == 2 * 8_030_261_248
+    assert llama3.weight_bytes > GPU_PRESETS[T4].torch_total_bytes_at_most  # 14.96 GiB > 14.755 GiB
+    per_seq = 2 * 32 * 8 * 128 * 2 * 2048  # 256 MiB
+    assert llama3_int8.largest_batch == (T4_USABLE - 8_030_261_248) // per_seq == 24
+    assert "最长上下文 1,942 个 token" in lesson.plan_line(llama7)
+    assert "权重本身就放不下，还差 1.46 GiB" in lesson.plan_line(llama3)  # 16,060,522,496 - 14,495,514,624 B
+
+
+def test_weights_do_not_fit_message_names_the_shortfall_and_only_narrower_dtypes():
+    assert lesson.narrower_dtypes("fp16") == ["fp8", "int8", "int4"] and lesson.narrower_dtypes("int8") == ["int4"]
+    assert lesson.narrower_dtypes("int4") == []
+    # a budget whose usable part is 1 MiB short of LLaMA-7B's fp16 weights
+    plan = lesson.plan_fit("LLaMA-7B", LLAMA7_FP16 - MIB, 10, usable=1)
+    msg = lesson.weights_do_not_fit(plan)
+    assert "还差 1.0 MiB" in msg and "fp8 或 int8 或 int4" in msg and "按显存使用比例 1，只有" in msg
+    assert "连 LLaMA-7B 的 fp16 权重" in msg
+    hypo = lesson.weights_do_not_fit(lesson.plan_fit(HYPO, GIB, 10))
+    assert f"连{HYPO_LABEL}的 fp16 权重（130.39 GiB）" in hypo  # 70e9 x 2 B: no spaces around a Chinese label
+    assert lesson.spaced("Llama-3-70B") == " Llama-3-70B " and lesson.spaced(HYPO_LABEL) == HYPO_LABEL
+    int4 = lesson.plan_fit("LLaMA-7B", GIB, 10, weight_dtype="int4")
+    msg4 = lesson.weights_do_not_fit(int4)
+    assert "int8" not in msg4 and "把权重换成" not in msg4 and "或者把模型切分到多张卡上" in msg4
 
 
 def test_render_fit_default_and_labels():
-    view = lesson.render_fit("LLaMA-7B", "fp16", "fp16", T4, 15360, 2048, 1)
-    assert "5,014" in view.html and "<b>2</b> 条序列" in view.html
+    view = lesson.render_fit("LLaMA-7B", "fp16", "fp16", T4, 15360, 0.9, 2048, 1)
+    assert "最长上下文：<b>1,942</b>" in view.html and "<b>0</b> 条序列" in view.html and "还差" in view.html
+    assert "× 0.9" in view.html and "vLLM" in view.html and "缩放系数" not in view.html
     bar, tradeoff = view.figures
-    assert T4 in bar.layout.title.text
-    assert "自定义预算 15,000 MiB" in lesson.render_fit("LLaMA-7B", "fp16", "fp16", T4, 15000, 2048, 1) \
+    assert T4 in bar.layout.title.text and view.result.budget_bytes == T4_USABLE
+    whole = lesson.render_fit("LLaMA-7B", "fp16", "fp16", T4, 15360, 1, 2048, 1)
+    assert "5,014" in whole.html and "<b>2</b> 条序列" in whole.html
+    assert "自定义 15,000 MiB" in lesson.render_fit("LLaMA-7B", "fp16", "fp16", T4, 15000, 1, 2048, 1) \
         .figures[0].layout.title.text
-    assert [p.x[0] for p in tradeoff.data if p.mode == "markers"] == [1]
+    assert [p.x[0] for p in tradeoff.data if p.mode == "markers" and p.marker.symbol == "x"] == [1]
+    int8 = lesson.render_fit("Llama-3-8B", "int8", "fp16", T4, 15360, 0.9, 2048, 1).html
+    assert "缩放系数" in int8 and "lm_head" in int8 and "偏小的估计" in int8
+
+
+def test_render_fit_flags_context_and_the_hypothetical():
+    past = lesson.render_fit("LLaMA-7B", "fp16", "fp16", "A100 80 GB", 81920, 0.9, 4096, 1).html
+    assert "⚠ S = 4,096 超过了 LLaMA-7B 发布时的上下文" in past
+    assert "根本无法处理" in lesson.render_fit("GPT-2 (124M)", "fp16", "fp16", T4, 15360, 0.9, 2048, 1).html
+    hypo = lesson.render_fit(HYPO, "fp16", "fp16", "H200 141 GB", 143_771, 1, 8192, 1)
+    assert "70,000,000,000 个参数（假设的参数量）" in hypo.html and "⚠" not in hypo.html
+    assert not any(s.visible for s in hypo.figures[1].layout.shapes)  # no context line for a hypothetical model
+    assert any("假设的参数量" in t.name for t in hypo.figures[0].data)
 
 
 @pytest.mark.parametrize("values, control", [
-    (("LLaMA-65B", "fp16", "fp16", T4, 15360, 2048, 1), "可用显存（MiB）"),  # weights alone do not fit
-    (("LLaMA-7B", "fp16", "fp16", T4, 0, 2048, 1), "可用显存（MiB）"),
-    (("LLaMA-7B", "fp16", "fp16", T4, -3, 2048, 1), "可用显存（MiB）"),
-    (("LLaMA-7B", "fp16", "fp16", "TPU", 15360, 2048, 1), "GPU"),
-    (("LLaMA-7B", "fp13", "fp16", T4, 15360, 2048, 1), "权重数据类型"),
-    (("LLaMA-7B", "fp16", "fp16", T4, 15360, 10**9, 1), "序列长度 S"),
-    (("LLaMA-7B", "fp16", "fp16", T4, 15360, 2048, -1), "批次 B"),
+    (("LLaMA-65B", "fp16", "fp16", T4, 15360, 0.9, 2048, 1), "总显存（MiB）"),  # weights alone do not fit
+    (("LLaMA-7B", "fp16", "fp16", T4, 14000, 0.9, 2048, 1), "总显存（MiB）"),  # 12.30 GiB usable < 12.55 GiB
+    (("LLaMA-7B", "fp16", "fp16", T4, 0, 0.9, 2048, 1), "总显存（MiB）"),
+    (("LLaMA-7B", "fp16", "fp16", T4, -3, 0.9, 2048, 1), "总显存（MiB）"),
+    (("LLaMA-7B", "fp16", "fp16", T4, 15360, 0, 2048, 1), "显存使用比例"),
+    (("LLaMA-7B", "fp16", "fp16", T4, 15360, 1.5, 2048, 1), "显存使用比例"),
+    (("LLaMA-7B", "fp16", "fp16", T4, 15360, float("nan"), 2048, 1), "显存使用比例"),
+    (("LLaMA-7B", "fp16", "fp16", "TPU", 15360, 0.9, 2048, 1), "GPU"),
+    (("LLaMA-7B", "fp13", "fp16", T4, 15360, 0.9, 2048, 1), "权重数据类型"),
+    (("LLaMA-7B", "fp16", "fp16", T4, 15360, 0.9, 10**9, 1), "序列长度 S"),
+    (("LLaMA-7B", "fp16", "fp16", T4, 15360, 0.9, 2048, -1), "批次 B"),
 ])
 def test_render_fit_bad_values(values, control):
     with pytest.raises(InputError) as err:
         lesson.render_fit(*values)
     assert err.value.control == control
     if values[0] == "LLaMA-65B":
-        assert "放不下" in str(err.value) and "121.60 GiB" in str(err.value)
+        assert "放不下" in str(err.value) and "121.60 GiB" in str(err.value) and "还差" in str(err.value)
 
 
 def test_fit_panel_card_fills_the_budget_and_bad_budget_greys_out():
     panel = lesson.fit_panel()
-    assert panel.controls["budget_mib"].value == 15360
+    assert panel.controls["budget_mib"].value == 15360 and panel.controls["usable"].value == 0.9
+    assert panel.result.longest_context == 1942
     panel.set(gpu="H200 141 GB")
     assert panel.controls["budget_mib"].value == 143_771 and "H200 141 GB" in panel.views[0].figure.layout.title.text
     panel.set(model="LLaMA-65B")
     assert not panel.stale
-    panel.set(gpu="A100 40 GB")  # 40 GiB cannot hold 121.6 GiB of fp16 weights
-    assert panel.stale and "可用显存（MiB）" in panel.message.value
+    panel.set(gpu="A100 40 GB")  # 36 GiB usable cannot hold 121.6 GiB of fp16 weights
+    assert panel.stale and "总显存（MiB）" in panel.message.value
     panel.set(weight_dtype="int4")  # 30.4 GiB of weights: fits again
     assert not panel.stale
+    panel.set(usable=0)
+    assert panel.stale and "显存使用比例" in panel.message.value
+    panel.set(usable=1.0)
+    assert not panel.stale and panel.result.budget_bytes == 40 * GIB
     panel.set(gpu=lesson.CUSTOM_GPU)
     assert panel.controls["budget_mib"].value == 40_960  # the box keeps its value for editing
 
 
+def test_gpu_table_and_device_memory_text():
+    table = lesson.gpu_table_html()
+    assert table.count("<tr>") == 1 + len(GPU_PRESETS) and "143,771 MiB" in table and "约 14.75 GiB" in table
+    assert lesson.device_memory("cpu") is None
+    assert "不是 CUDA GPU" in lesson.device_memory_text(None, "cpu")
+    t4 = GPU_PRESETS[T4]
+    more = lesson.device_memory_text(lesson.DeviceMemory("Tesla T4", 15360 * MIB + 2 * MIB, GIB, t4), "cuda")
+    assert "比它多 2.0 MiB" in more  # ECC off, say: more than the table's total, and no error
+    less = lesson.device_memory_text(lesson.DeviceMemory("Tesla T4", 15360 * MIB - 251 * MIB, GIB, t4), "cuda")
+    assert "比它少 251.0 MiB" in less
+    assert "表里没有这张卡" in lesson.device_memory_text(lesson.DeviceMemory("X", GIB, GIB, None), "cuda")
+
+
 # -- 4. GQA twins -----------------------------------------------------------------------------------
 def test_gqa_twins():
-    chapter, llama, small = lesson.gqa_twins()
-    assert chapter.ratio == llama.ratio == 8 and small.ratio == 4
+    chapter, small = lesson.gqa_twins()
+    assert chapter.ratio == 8 and small.ratio == 4 and chapter.gqa.name == "Llama-3-70B"
     assert small.mha_bytes == 2 * 32 * 32 * 8192 * 128 * 2 and small.gqa_bytes == 2 * 32 * 8 * 8192 * 128 * 2
+    assert chapter.beyond_context == () and [p.name for p in small.beyond_context] == ["Llama-2-7B"]  # 4096 < 8192
+    assert lesson.twin_line(chapter).startswith(f"{HYPO_LABEL}：20.00 GiB；Llama-3-70B（8 个 KV 头）：2.50 GiB")
+    assert lesson.twin_line(small).endswith("前者是后者的 4 倍（超过 Llama-2-7B 的上下文 4,096）")
     with pytest.raises(ValueError, match="^pairs"):
         lesson.gqa_twins(pairs=[("LLaMA-7B", "Llama-2-70B")])
 
@@ -218,17 +411,34 @@ def test_measure_cache_allocation_on_cpu():
     check = lesson.measure_cache_allocation("GPT-2 (124M)", seq_len=16, batch_size=2, dtype="fp32", device="cpu")
     assert check.shape == (12, 2, 12, 16, 64)
     assert check.formula_bytes == check.measured_bytes == 2 * 12 * 2 * 12 * 16 * 64 * 4
-    assert "untyped_storage" in check.method and check.released_bytes is None
+    assert check.tensor_bytes == (12 * 2 * 12 * 16 * 64 * 4,) * 2 and check.allocator_bytes == check.formula_bytes
+    assert "untyped_storage" in check.method and "并不是分配器的实测" in check.method
+    assert check.released_bytes is None and not check.is_measurement
+    assert lesson.allocation_lines(check)[2].startswith("公式 2,359,296 B，张量存储 2,359,296 B")
     with pytest.raises(ValueError, match="^model"):
         lesson.measure_cache_allocation("Mistral-7B", seq_len=4, device="cpu")
 
 
+def test_allocator_rounding_to_512_bytes():
+    check = lesson.AllocationCheck("cuda:0", "", (1,), "fp16", 0, 0, 0, (1, 513))
+    assert check.allocator_bytes == 512 + 1024 and check.is_measurement
+    assert "向上取整到 512 字节" in lesson.allocation_lines(check)[-1]
+
+
 def test_device_memory_and_gpu_names():
-    assert lesson.device_memory("cpu") is None
     assert lesson.matching_gpu("Tesla T4").memory_mib == 15360
     assert lesson.matching_gpu("NVIDIA H200").name == "H200 141 GB"
     assert lesson.matching_gpu("NVIDIA H100 NVL") is None
-    assert lesson.gpu_table_html().count("<tr>") == 1 + len(GPU_PRESETS) and "143,771 MiB" in lesson.gpu_table_html()
+
+
+def test_summary():
+    cpu = lesson.measure_cache_allocation("GPT-2 (124M)", seq_len=4, device="cpu")
+    text = lesson.summary_html(cpu)
+    assert "每层 32.0 MiB，共 1.00 GiB" in text and "4.00 GiB" in text and "S = 1,024 时的输出" in text
+    assert "0.50 GB 上乘 4" in text and "恰好少了一半" in text and "约 7%" in text and "1/8" in text
+    assert "PagedAttention" in text and "并不是分配器的实测" in text
+    gpu = lesson.AllocationCheck("cuda:0", "", (1,), "fp16", 512, 512, 512, (256, 256))
+    assert "分配器实测的字节数与公式完全一致" in lesson.summary_html(gpu)
 
 
 # -- plot builders, read back -----------------------------------------------------------------------
@@ -239,14 +449,19 @@ def test_iec_log_ticks():
 
 
 def test_cache_curves_figure_reads_back():
-    curves = lesson.cache_curves(["LLaMA-7B", "Mistral-7B"], seq_lens=[1024, 8192])
+    curves = lesson.cache_curves(["LLaMA-7B", "Mistral-7B", "Llama-3.1-405B", HYPO], seq_lens=[1024, 8192])
     fig = plots.cache_curves_figure(curves, "Mistral-7B", 8192, 512 * MIB, 1, "fp16")
-    lines = {t.name: t for t in fig.data if t.mode == "lines"}
+    lines = {t.legendgroup: t for t in fig.data if t.mode == "lines"}
     assert list(lines["LLaMA-7B"].y) == [512 * MIB, 4 * GIB]
     assert list(lines["Mistral-7B"].y) == [128 * MIB, 512 * MIB]
-    assert fig.data[0].name == "Mistral-7B"  # the selected model is drawn first, under the others
+    assert lines["Llama-3.1-405B"].name == "Llama-3.1-405B：每个 token 504.0 KiB"
+    assert lines[HYPO].name.startswith(HYPO_LABEL)
+    assert fig.data[0].legendgroup == "Mistral-7B"  # the selected model is drawn first, under the others
+    assert lines["Mistral-7B"].line.dash == "solid" and lines["Mistral-7B"].line.width == 5
+    thin = [lines[n].line.dash for n in ("LLaMA-7B", "Llama-3.1-405B", HYPO)]
+    assert len(set(thin)) == 3  # overlapping thin lines stay apart by their dashes
     diamonds = [t for t in fig.data if t.mode == "markers"]
-    assert sorted(d.x[0] for d in diamonds) == [2048, 8192]
+    assert sorted(d.x[0] for d in diamonds) == [2048, 8192, 131072]  # none for the hypothetical
 
 
 def test_layer_bytes_figure_reads_back():
@@ -259,26 +474,54 @@ def test_layer_bytes_figure_reads_back():
 
 
 def test_fit_bar_figure_reads_back():
-    plan = lesson.plan_fit("LLaMA-7B", 15 * GIB, 2048)
+    plan = lesson.plan_fit("LLaMA-7B", 15 * GIB, 2048, usable=1)
     fig = plots.fit_bar_figure(plan, "T4")
-    assert [t.x[0] for t in fig.data] == [plan.weight_bytes / GIB, 1.0, (15 * GIB - plan.weight_bytes - GIB) / GIB]
+    assert [t.x[0] for t in fig.data] == [plan.weight_bytes / GIB, 1.0, (15 * GIB - plan.weight_bytes - GIB) / GIB, 0]
     assert sum(t.x[0] for t in fig.data) == pytest.approx(15)
-    over = lesson.plan_fit("LLaMA-7B", 13 * GIB, 2048)  # 0.45 GiB of room for a 1 GiB cache
+    roomy = lesson.plan_fit("LLaMA-7B", 20 * GIB, 2048, usable=Fraction(3, 4))  # 15 GiB usable, 5 GiB held back
+    fig = plots.fit_bar_figure(roomy, "T4")
+    assert fig.data[3].name == "预留 25% 5.00 GiB" and fig.data[3].x[0] == 5
+    assert sum(t.x[0] for t in fig.data) == pytest.approx(20)
+    assert [(s.x0, s.visible) for s in fig.layout.shapes] == [(15, None), (20, True)]  # usable limit, total
+    assert [s.visible for s in plots.fit_bar_figure(plan, "T4").layout.shapes] == [None, False]  # nothing held back
+    over = lesson.plan_fit("LLaMA-7B", 13 * GIB, 2048, usable=1)  # 0.45 GiB of room for a 1 GiB cache
     fig = plots.fit_bar_figure(over, "T4")
     assert fig.data[2].name.startswith("放不下") and sum(t.x[0] for t in fig.data) == pytest.approx(
         (over.weight_bytes + GIB) / GIB)
-    assert "还差" in fig.layout.title.text
+    assert "还差" in fig.layout.title.text and len(fig.data) == 3  # nothing held back
+    # 0.9 of a T4: 52.5 MiB of the 1 GiB cache is missing, inside the 1.5 GiB held back; the rest is drawn
+    t4 = lesson.plan_fit("LLaMA-7B", 15360 * MIB, 2048)
+    fig = plots.fit_bar_figure(t4, "T4")
+    missing = GIB - (T4_USABLE - LLAMA7_FP16)
+    assert [t.x[0] * GIB for t in fig.data][2:] == pytest.approx([missing, 15360 * MIB - T4_USABLE - missing])
+    assert fig.data[3].name.startswith("预留 10%（未被占用的部分）")
+    assert sum(t.x[0] for t in fig.data) == pytest.approx(15)
 
 
-def test_fit_tradeoff_and_twins_figures_read_back():
+def test_fit_tradeoff_figure_reads_back():
     fig = plots.fit_tradeoff_figure([(1, 5014), (2, 2507), (4, None)], 2048, 2, 2048, True, "LLaMA-7B")
     curve = fig.data[0]
     assert list(curve.x) == [1, 2] and list(curve.y) == [5014, 2507]
-    assert any("不受显存限制" in a.text for a in fig.layout.annotations)
     context = [a for a in fig.layout.annotations if "上下文 2,048" in a.text]
     assert len(context) == 1 and context[0].y == pytest.approx(math.log10(2048))  # log axes place annotations in log10
-    twins = lesson.gqa_twins()
-    fig = plots.twins_figure(twins)
+    # Mistral-like: capped for B <= 2, bounded after; the axis starts at B = 1 and the capped range is a band
+    fig = plots.fit_tradeoff_figure([(1, None), (2, None), (4, 9000), (8, 4500)], 8192, 4, 8192, True, "Mistral-7B")
+    assert fig.layout.xaxis.range[0] <= 0 and fig.layout.xaxis.range[1] >= math.log10(8)
+    band = [s for s in fig.layout.shapes if s.type == "rect" and s.visible]
+    # shapes on log axes take data values: from the axis' left end to halfway between B = 2 and B = 4
+    assert len(band) == 1 and band[0].x0 == pytest.approx(10 ** fig.layout.xaxis.range[0])
+    assert band[0].x1 == pytest.approx(math.sqrt(8))
+    assert any("B ≤ 2" in (t.name or "") for t in fig.data)
+    hypo = plots.fit_tradeoff_figure([(1, 100)], None, 1, 50, True, HYPO_LABEL)
+    # no released context and no capped batches: both drawn hidden, so a figure redrawn in place drops them
+    assert [s.visible for s in hypo.layout.shapes] == [False, False] and not hypo.layout.annotations[0].visible
+    first = plots.fit_tradeoff_figure([(1, 5014), (2, 2507), (4, None)], 2048, 2, 2048, True, "LLaMA-7B")
+    assert len(first.layout.shapes) == len(hypo.layout.shapes) and len(first.layout.annotations) == 1
+
+
+def test_twins_figure_reads_back():
+    fig = plots.twins_figure(lesson.gqa_twins())
     mha, gqa = fig.data
-    assert list(mha.y) == [20.0, 20.0, 4.0] and list(gqa.y) == [2.5, 2.5, 1.0]
-    assert gqa.text[0].endswith("（÷8）")
+    assert list(mha.y) == [20.0, 4.0] and list(gqa.y) == [2.5, 1.0]
+    assert gqa.text[0].endswith("（1/8）")
+    assert mha.x[0] == f"{HYPO_LABEL}<br>vs Llama-3-70B" and "⚠ 超过 Llama-2-7B 的上下文 4,096" in mha.x[1]

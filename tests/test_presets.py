@@ -54,6 +54,7 @@ EXPECTED_PARAMS = {
     "LLaMA-13B": llama_like(32000, 5120, 40, 40, 40, 128, 13824),
     "LLaMA-33B": llama_like(32000, 6656, 60, 52, 52, 128, 17920),
     "LLaMA-65B": llama_like(32000, 8192, 80, 64, 64, 128, 22016),
+    "Qwen1.5-72B": llama_like(152064, 8192, 80, 64, 64, 128, 24576, qkv_bias=True),
     "Llama-2-7B": llama_like(32000, 4096, 32, 32, 32, 128, 11008),
     "Llama-2-13B": llama_like(32000, 5120, 40, 40, 40, 128, 13824),
     "Llama-2-70B": llama_like(32000, 8192, 80, 64, 8, 128, 28672),
@@ -115,6 +116,26 @@ def test_head_dim_is_hidden_over_heads_except_where_the_config_says_otherwise():
     assert different == {"Gemma-7B", "Gemma-2-9B", "DeepSeek-V2 (236B)", "DeepSeek-V3 (671B)"}
 
 
+def test_display_labels_keep_the_keys_and_only_the_hypothetical_is_relabelled():
+    relabelled = {n: p.label for n, p in MODEL_PRESETS.items() if p.label != n}
+    assert relabelled == {"70B, 64 KV heads (chapter's hypothetical)": "原文假设的 70B（64 个 KV 头）"}
+    assert [p.name for p in MODEL_PRESETS.values() if not p.has_released_context] == [
+        "70B, 64 KV heads (chapter's hypothetical)"]
+
+
+def test_learned_positions_released_dtypes_and_the_70b_shape():
+    learned = {n for n, p in MODEL_PRESETS.items() if p.learned_positions}
+    assert learned == {"GPT-2 (124M)", "GPT-2 XL (1.5B)", "StarCoder (15.5B)"}  # learned absolute position tables
+    assert {n: p.released_dtype for n, p in MODEL_PRESETS.items() if p.released_dtype} == {"DeepSeek-V3 (671B)": "fp8"}
+    hypothetical = MODEL_PRESETS["70B, 64 KV heads (chapter's hypothetical)"]
+    shape = (80, 64, 64, 128)  # layers, query heads, KV heads, head size
+    for name in ("LLaMA-65B", "Qwen1.5-72B"):
+        p = MODEL_PRESETS[name]
+        assert (p.n_layer, p.n_head, p.n_kv_head, p.head_dim) == shape == (
+            hypothetical.n_layer, hypothetical.n_head, hypothetical.n_kv_head, hypothetical.head_dim)
+    assert MODEL_PRESETS["Qwen1.5-72B"].context_length == 32768
+
+
 def test_attention_labels():
     assert MODEL_PRESETS["LLaMA-7B"].attention == "MHA"
     assert MODEL_PRESETS["Falcon-7B"].attention == "MQA"
@@ -138,7 +159,7 @@ def test_mistral_rolling_buffer_keeps_at_most_the_window():
     assert m.kv_cache_bytes(4096) == 4096 * per_token == m.plain_formula_bytes(4096)
     assert m.kv_cache_bytes(100) == 100 * per_token
     assert m.kv_cache_bytes(8192) == m.kv_cache_bytes(10**6) == 4096 * per_token
-    # Mistral's release: the rolling buffer "saves half of the cache memory" at 8192 tokens
+    # computed, not quoted: at 8192 tokens the window keeps half of what the plain formula counts
     assert 2 * m.kv_cache_bytes(8192) == m.plain_formula_bytes(8192)
     assert m.n_windowed_layers == 32
 
@@ -156,6 +177,7 @@ def test_gemma2_windows_every_other_layer():
 
 def test_mla_caches_one_latent_vector_per_token_per_layer():
     v3, v2 = MODEL_PRESETS["DeepSeek-V3 (671B)"], MODEL_PRESETS["DeepSeek-V2 (236B)"]
+    assert (v3.kv_lora_rank, v3.kv_rope_dim, v3.kv_latent_dim) == (512, 64, 576)  # latent + shared RoPE key
     assert v3.kv_bytes_per_token() == 61 * (512 + 64) * 2 == 70_272
     assert v2.kv_bytes_per_token("bf16") == 60 * 576 * 2
     assert v3.kv_cache_bytes(1000, 3, "fp8") == 61 * 3 * 1000 * 576
@@ -220,3 +242,10 @@ def test_gpu_memory_is_what_nvidia_smi_reports_in_mib():
     assert GPU_PRESETS["A100 80 GB"].memory_bytes == 80 * GIB
     for g in GPU_PRESETS.values():
         assert g.memory_bytes <= int(g.marketed.split()[0]) * GIB, g.name  # never more than the label as GiB
+
+
+def test_torch_reading_of_the_t4_is_kept_as_printed_with_its_upper_bound():
+    t4 = GPU_PRESETS["T4 16 GB (Colab)"]
+    assert t4.torch_total_gib == "14.75" and "14.75 GiB" in t4.torch_source
+    assert t4.torch_total_bytes_at_most == 1073741824 * 14755 // 1000 == 15_843_060_613  # < 14.755 GiB
+    assert GPU_PRESETS["A100 80 GB"].torch_total_bytes_at_most is None

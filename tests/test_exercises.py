@@ -309,10 +309,11 @@ def test_two_x_rejects_known_mistakes(old, new, expected, n_wrong):
 
 
 @pytest.mark.parametrize("value, expected", [
-    (16, "当成了 10⁹ 字节的 GB"),  # (80e9 - 26,031,728,640) // 3,355,443,200
-    (25, "忘了先减去权重"),  # 85,899,345,920 // 3,355,443,200
-    (18, "向上取整了"),
-    (10, "权重算大了一倍"),
+    (13, "当成了 10⁹ 字节的 GB"),  # (72e9 - 26,031,728,640) // 3,355,443,200
+    (17, "你用了整张卡：只按总显存的 0.9"),  # (85,899,345,920 - 26,031,728,640) // 3,355,443,200
+    (23, "忘了先减去权重"),  # 77,309,411,328 // 3,355,443,200
+    (16, "向上取整了"),
+    (7, "权重算大了一倍"),
 ])
 def test_largest_batch_rejects_known_mistakes(value, expected):
     fb = run_cells(ch04.LARGEST_BATCH, f"largest_batch = {value}")
@@ -320,9 +321,10 @@ def test_largest_batch_rejects_known_mistakes(value, expected):
 
 
 def test_largest_batch_against_hand_arithmetic():
-    # 81,920 MiB - 13,015,864,320 x 2 = 59,867,617,280 bytes; one sequence: 2 x 40 x 40 x 4096 x 128 x 2 = 3,355,443,200
-    assert (81_920 * MIB - 13_015_864_320 * 2) // (2 * 40 * 40 * 4096 * 128 * 2) == 17
-    assert run_cells(ch04.LARGEST_BATCH, "largest_batch = 17").right
+    # 0.9 x 81,920 MiB = 77,309,411,328 bytes, minus 13,015,864,320 x 2 of weights = 51,277,682,688;
+    # one sequence: 2 x 40 x 40 x 4096 x 128 x 2 = 3,355,443,200 bytes -> 15.28 -> 15
+    assert (81_920 * MIB * 9 // 10 - 13_015_864_320 * 2) // (2 * 40 * 40 * 4096 * 128 * 2) == 15
+    assert run_cells(ch04.LARGEST_BATCH, "largest_batch = 15").right
 
 
 # -- 3.5 --------------------------------------------------------------------------------------------------

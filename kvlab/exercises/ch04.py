@@ -1,7 +1,9 @@
 """Exercises of chapter 3.4: find and correct the 2x error of the original text's LLaMA-7B example; the largest
-batch at a given context on a chosen card. Expected values come from :mod:`kvlab.presets`."""
+batch at a given context on a chosen card. Expected values come from :mod:`kvlab.presets`; the usable share of a
+card is the chapter's ``DEFAULT_USABLE`` (the fit panel's default)."""
 from __future__ import annotations
 
+from ..lessons.memory_estimate import DEFAULT_USABLE
 from ..presets import GPU_PRESETS, MODEL_PRESETS
 from . import checker
 from .checker import Choice, Exercise, Verdict, right, wrong
@@ -87,19 +89,25 @@ def check_two_x(right_side, layer_size, total_size, why):
 
 # == 2. the largest batch on a card ========================================================================
 BATCH_MODEL, BATCH_CARD, BATCH_S = "Llama-2-13B", "A100 80 GB", 4096
+SHARE = f"{float(DEFAULT_USABLE):g}"
+
+
+def usable_bytes(total: int) -> int:
+    """The part of a card's memory planned with (the fit panel's default share), in whole bytes."""
+    return total * DEFAULT_USABLE.numerator // DEFAULT_USABLE.denominator
 
 LARGEST_BATCH = Exercise(
     key="ch04.largest_batch",
     title="练习 2：这张卡最多能放多大的批次",
-    task=f"""在一张 **{BATCH_CARD}** 上部署 **{BATCH_MODEL}**（多头注意力，每个头都存自己的 K/V），权重和缓存都用 FP16。每条序列的上下文是 S = {BATCH_S:,} 个 token。先放权重，剩下的显存全部给缓存：最多能同时放下多少条序列（批次 B）？
+    task=f"""在一张 **{BATCH_CARD}** 上部署 **{BATCH_MODEL}**（多头注意力，每个头都存自己的 K/V），权重和缓存都用 FP16。每条序列的上下文是 S = {BATCH_S:,} 个 token。和上面的面板一样，只按总显存的 {SHARE}（显存使用比例）来规划：先放权重，这一部分里剩下的全部给缓存。最多能同时放下多少条序列（批次 B）？
 
-这张卡能用的显存是 `GPU_PRESETS["{BATCH_CARD}"].memory_bytes`（`nvidia-smi` 报告的总量，字节），模型的结构和精确参数个数在 `MODEL_PRESETS["{BATCH_MODEL}"]` 里。答案是一个整数。""",
+总显存是 `GPU_PRESETS["{BATCH_CARD}"].memory_bytes`（`nvidia-smi` 报告的总量，字节），乘以 {SHARE} 后向下取整到整字节；模型的结构和精确参数个数在 `MODEL_PRESETS["{BATCH_MODEL}"]` 里。答案是一个整数。""",
     stub=f'''card = GPU_PRESETS["{BATCH_CARD}"]
 preset = MODEL_PRESETS["{BATCH_MODEL}"]
 largest_batch = None  # a whole number of sequences''',
     check="ch04.check_largest_batch(largest_batch)",
     hints=(
-        "留给缓存的显存 = card.memory_bytes − n_params × 2；一条序列的缓存 = 2 × L × H_kv × S × D × 2 字节。",
+        f"留给缓存的显存 = card.memory_bytes × {SHARE} − n_params × 2；一条序列的缓存 = 2 × L × H_kv × S × D × 2 字节。",
         "批次只能是整数：用 // 向下取整。",
     ),
 )
@@ -108,20 +116,22 @@ largest_batch = None  # a whole number of sequences''',
 def largest_batch_mistakes() -> dict[int, str]:
     p, card = MODEL_PRESETS[BATCH_MODEL], GPU_PRESETS[BATCH_CARD]
     per_sequence = 2 * p.n_layer * p.n_kv_head * BATCH_S * p.head_dim * 2
-    weights = p.n_params * 2
+    weights, usable = p.n_params * 2, usable_bytes(card.memory_bytes)
     marketed = int(card.marketed.split()[0]) * 10**9
     return {
-        (marketed - weights) // per_sequence: f"你把标称的「{card.marketed}」当成了 10⁹ 字节的 GB。"
-                                              f"这张卡报告的总量是 {card.memory_mib:,} MiB，用 card.memory_bytes。",
-        card.memory_bytes // per_sequence: "忘了先减去权重：权重和缓存共用这张卡的显存。",
-        -(-(card.memory_bytes - weights) // per_sequence): "向上取整了：最后一条序列放不下，要向下取整。",
-        (card.memory_bytes - 2 * weights) // per_sequence: "权重算大了一倍：FP16 每个参数 2 字节。",
+        (usable_bytes(marketed) - weights) // per_sequence: f"你把标称的「{card.marketed}」当成了 10⁹ 字节的 GB。"
+                                                            f"这张卡报告的总量是 {card.memory_mib:,} MiB，用 card.memory_bytes。",
+        (card.memory_bytes - weights) // per_sequence: f"你用了整张卡：只按总显存的 {SHARE}（显存使用比例）来规划，"
+                                                       "其余留给 CUDA 上下文和激活值。",
+        usable // per_sequence: "忘了先减去权重：权重和缓存共用这张卡的显存。",
+        -(-(usable - weights) // per_sequence): "向上取整了：最后一条序列放不下，要向下取整。",
+        (usable - 2 * weights) // per_sequence: "权重算大了一倍：FP16 每个参数 2 字节。",
     }
 
 
 def grade_largest_batch(answer) -> Verdict:
     p, card = MODEL_PRESETS[BATCH_MODEL], GPU_PRESETS[BATCH_CARD]
-    room = card.memory_bytes - p.weight_bytes("fp16")
+    room = usable_bytes(card.memory_bytes) - p.weight_bytes("fp16")
     return checker.grade_count(answer, room // p.kv_cache_bytes(BATCH_S, 1, "fp16"), largest_batch_mistakes())
 
 

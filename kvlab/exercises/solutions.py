@@ -53,7 +53,7 @@ total_size = 32 * layer_size  # 1,073,741,824 bytes = "1 GiB"
 why = "A"''',
     "ch04.largest_batch": '''card = GPU_PRESETS["A100 80 GB"]
 preset = MODEL_PRESETS["Llama-2-13B"]
-room = card.memory_bytes - preset.n_params * 2  # what the fp16 weights leave
+room = card.memory_bytes * 9 // 10 - preset.n_params * 2  # the usable 0.9 of the card, minus the fp16 weights
 per_sequence = 2 * preset.n_layer * preset.n_kv_head * 4096 * preset.head_dim * 2  # one sequence of 4096 tokens
 largest_batch = room // per_sequence  # whole sequences only''',
     # -- 3.5 ------------------------------------------------------------------------------------------

@@ -251,17 +251,17 @@ def interact_exercises(ch: ChapterPage) -> None:
     stub = exercise_cell(ch, "ch04.largest_batch/stub", "batch-stub")
     check = exercise_cell(ch, "ch04.largest_batch/check", "batch-check")
     stub.scroll_into_view_if_needed()
-    # wrong: the A100's "80 GB" read as 80 x 10^9 bytes -> 16; the specific message, no hint yet
-    status, text = answer_last_line(ch, stub, check, "largest_batch = 16")
-    assert status == "wrong" and "当成了 10⁹ 字节的 GB" in text and "你的答案：16" in text, text
-    assert "提示" not in text, text
-    # wrong again (the weights forgotten -> 25): its own message, and now the first hint
-    status, text = answer_last_line(ch, stub, check, "largest_batch = 25")
-    assert status == "wrong" and "忘了先减去权重" in text and f"提示：{ex.LARGEST_BATCH.hints[0]}" in text, text
-    exercise_screenshot(ch, "wrong")
-    # right: (81,920 MiB - 2 x 13,015,864,320) // (2 x 40 x 40 x 4096 x 128 x 2) = 17
+    # wrong: the whole card instead of its usable 0.9 -> 17; the specific message, no hint yet
     status, text = answer_last_line(ch, stub, check, "largest_batch = 17")
-    assert status == "right" and "正确！17" in text, text
+    assert status == "wrong" and "你用了整张卡" in text and "你的答案：17" in text, text
+    assert "提示" not in text, text
+    # wrong again (the A100's "80 GB" read as 80 x 10^9 bytes -> 13): its own message, and now the first hint
+    status, text = answer_last_line(ch, stub, check, "largest_batch = 13")
+    assert status == "wrong" and "当成了 10⁹ 字节的 GB" in text and f"提示：{ex.LARGEST_BATCH.hints[0]}" in text, text
+    exercise_screenshot(ch, "wrong")
+    # right: (0.9 x 81,920 MiB - 2 x 13,015,864,320) // (2 x 40 x 40 x 4096 x 128 x 2) = 15
+    status, text = answer_last_line(ch, stub, check, "largest_batch = 15")
+    assert status == "right" and "正确！15" in text, text
     # the reference solution stays folded until 「显示参考答案」 is clicked
     solution = check.locator(".kvlab-exercise-solution")
     code = solution.locator("pre")

@@ -236,7 +236,7 @@ def padded_batch_figure(b) -> go.Figure:
                              xgap=1, ygap=3, text=text, texttemplate="%{text}" if show_text else None,
                              textfont=dict(size=11, color="#fff"),
                              hovertemplate="%{y}<br>第 %{x} 列：%{text}<extra></extra>"))
-    fig.update_xaxes(title=axis_title("列（缓存槽位）", "tokens"), range=[-0.5, width - 0.5])
+    fig.update_xaxes(title=axis_title("列 = 缓存槽位", "tokens"), range=[-0.5, width - 0.5])
     fig.update_yaxes(autorange="reversed", automargin=True)
     return fig
 

@@ -14,6 +14,7 @@ SHOWN_TEXT_MODULES = sorted([*(ROOT / "kvlab" / "lessons").glob("*.py"), *(ROOT 
                              ROOT / "kvlab" / "inputs.py", *(ROOT / "kvlab" / "exercises").glob("*.py")])
 
 CJK = "\u4e00-\u9fff"
+ORIGINAL_CODE_MARKER = "# 原文代码"  # a code cell that runs the original chapter's code unchanged
 FORBIDDEN = [
     (re.compile(f"[{CJK}]token|token[{CJK}]"), "「token」 needs a space on each side next to Chinese: 「1 个 token」"),
     (re.compile("动态扩容|扩容"), "the concatenating cache is 「逐步拼接」"),
@@ -21,6 +22,7 @@ FORBIDDEN = [
     (re.compile(f"[{CJK}] ?\\("), "a half-width bracket right after Chinese: use 「（…）」"),
     (re.compile("）\\s*\\("), "mixed brackets 「（…） (…)」"),
     (re.compile(f"[{CJK}][:,;]|[:,;][{CJK}]"), "half-width colon, comma or semicolon in a Chinese sentence"),
+    (re.compile("[“”]"), "quotation marks are 「…」 (and 『…』 inside them)"),
 ]
 
 
@@ -47,7 +49,11 @@ def chinese_strings(path: Path) -> list[tuple[int, str]]:
     return out
 
 
+QUOTED_ORIGINAL = re.compile("原文[^「」。\\n]{0,12}「[^」]*」")  # the original text quoted verbatim keeps its own form
+
+
 def violations(text: str) -> list[str]:
+    text = QUOTED_ORIGINAL.sub("原文「…」", text)
     return [f"{why}: …{text[max(0, m.start() - 12):m.end() + 12]!r}…"
             for pattern, why in FORBIDDEN for m in pattern.finditer(text)]
 
@@ -59,8 +65,10 @@ def test_notebook_prose_follows_the_glossary(path):
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] == "markdown":
             found += [f"cell {i}: {v}" for v in violations(prose_of_markdown("".join(cell["source"])))]
-        else:  # the Chinese a code cell prints
+        else:  # the Chinese a code cell prints (the original text's own code runs as written)
             src = "".join(cell["source"])
+            if src.startswith(ORIGINAL_CODE_MARKER):
+                continue
             try:
                 strings = [n.value for n in ast.walk(ast.parse(src))
                            if isinstance(n, ast.Constant) and isinstance(n.value, str)]
@@ -77,8 +85,9 @@ def test_labels_and_messages_follow_the_glossary(path):
 
 
 def test_the_rules_catch_what_they_should():
-    for bad in ["生成token数", "1个token", "动态扩容", "KV头", "缓存 (kv)", "（…） (tokens)", "说明:这里", "甲,乙"]:
+    for bad in ["生成token数", "1个token", "动态扩容", "KV头", "缓存 (kv)", "（…） (tokens)", "说明:这里", "甲,乙",
+                "“引号”"]:
         assert violations(bad), bad
     for good in ["生成 token 数", "1 个 token", "逐步拼接（dynamic）", "KV 头", "有缓存（kv）", "12, 40, 7",
-                 "(L, B, H, S, D)", "形状：（2, 4）"]:
+                 "(L, B, H, S, D)", "形状：（2, 4）", "原文说「只需计算新token的Q」"]:
         assert not violations(good), good

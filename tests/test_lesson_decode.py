@@ -139,13 +139,60 @@ def test_latency_figure_reports_exponents():
     assert "（ms）" in fig.layout.yaxis.title.text and "（s）" in fig.layout.yaxis2.title.text
 
 
-def test_work_figure_counts():
-    fig = decode_plots.work_figure(5)
+def test_work_figure_plots_the_trace_counts():
+    # a prompt of 2, then 3 decode passes: the trace's seq_len and K/V projections per pass
+    fig = decode_plots.work_figure([2, 3, 4, 5], [2, 3, 4, 5], [2, 1, 1, 1])
     none_kv, none_scores, none_total, kv_kv, kv_scores, kv_total, cube, square = fig.data
-    assert list(none_kv.y) == [1, 2, 3, 4, 5] and list(none_scores.y) == [1, 4, 9, 16, 25]
-    assert list(none_total.y) == [1, 5, 14, 30, 55]  # running sums of t^2
-    assert list(kv_kv.y) == [1] * 5 and list(kv_scores.y) == [1, 2, 3, 4, 5] and list(kv_total.y) == [1, 3, 6, 10, 15]
-    assert cube.name == "n³/3" and cube.y[-1] == pytest.approx(125 / 3) and square.y[-1] == pytest.approx(12.5)
+    assert list(none_kv.x) == [2, 3, 4, 5] and list(none_scores.y) == [4, 9, 16, 25]
+    assert list(none_total.y) == [4, 13, 29, 54] and list(none_total.x) == [1, 2, 3, 4]  # against n
+    assert list(kv_kv.y) == [2, 1, 1, 1] and list(kv_scores.y) == [4, 3, 4, 5] and list(kv_total.y) == [4, 7, 11, 16]
+    assert cube.name == "n³/3" and cube.y[-1] == pytest.approx(64 / 3) and square.y[-1] == pytest.approx(8)
+
+
+def test_theil_sen_ignores_a_spike():
+    xs = list(range(10))
+    ys = [1 + 2 * x for x in xs]
+    ys[7] = 500  # one timer spike
+    a, b = lesson.theil_sen(xs, ys)
+    assert a == pytest.approx(1) and b == pytest.approx(2)
+
+
+def _fake(name, t, ms):
+    return DecodeTiming(name=name, seq_len=[t[0] - 1] + list(t), pass_seconds=[[0.01] + [m / 1e3 for m in ms]],
+                        wall_seconds=[1.0], batch_size=1, new_tokens=len(t) + 1,
+                        tokens=torch.zeros(1, 3, dtype=torch.long))
+
+
+def test_explain_latency_chooses_words_from_the_numbers():
+    model = lesson.timing_model()
+    flops = lesson.uncached_flops(model.config)
+    t = list(range(5, 197))
+    # fixed 2 ms + 30 GFLOP/s without a cache; flat 2 ms with one
+    none = _fake("none", t, [2 + flops(x) / 30e6 for x in t])
+    kv = _fake("kv", t, [2.0 for _ in t])
+    text = "\n".join(lesson.explain_latency({"none": none, "kv": kv}, model))
+    assert "固定开销 2.00 ms" in text and "30.0 GFLOP/s" in text
+    assert f"单步指数 {none.step_exponent:.2f} {lesson.exponent_phrase(none.step_exponent)}" in text
+    assert "不到单步的 5%" in text  # the flat cached run
+    # a noisy run where no growth can be fitted says so instead of printing a negative cost
+    noisy = _fake("none", t, [5.0 - 0.001 * x for x in t])
+    assert "计时太乱" in lesson.explain_latency({"none": noisy, "kv": kv}, model)[0]
+
+
+@pytest.mark.parametrize("k,words", [(0.1, "接近 0"), (0.6, "在 0 和 1 之间"), (1.0, "接近 1"), (1.4, "在 1 和 2 之间"),
+                                     (2.06, "接近 2")])
+def test_exponent_phrase(k, words):
+    assert lesson.exponent_phrase(k).startswith(words)
+
+
+def test_explain_growth_by_hand():
+    model = lesson.timing_model()
+    t = list(range(5, 1029))
+    rising = lesson.fit_step_time(_fake("kv", t, [2 + 0.001 * x for x in t]))
+    text = "\n".join(lesson.explain_growth(rising, model))
+    assert "斜率 1.00 µs/token，为正" in text and "8.0 KiB" in text and "8.2 GB/s" in text  # 8 KiB / 1 µs
+    flat = lesson.fit_step_time(_fake("kv", t, [2.0 for _ in t]))
+    assert "没有测出随 t 的增长" in lesson.explain_growth(flat, model)[0]
 
 
 def test_cache_rows_figure_outlines_the_new_rows():

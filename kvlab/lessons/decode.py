@@ -11,9 +11,10 @@ import torch
 from .._validate import non_negative_int, positive_int
 from ..cache import KVCache
 from ..config import ModelConfig
-from ..costs import attention_crossover
+from ..costs import attention_crossover, attention_flops, linear_flops_per_token
 from ..generation import generate
-from ..measure import DecodeTiming, measurement_threads, time_generate
+from ..measure import DecodeTiming, measurement_threads, median, time_generate
+from ..memory import format_bytes, kv_cache_bytes
 from ..model import ToyTransformer, apply_rope
 from ..inputs import whole_number
 from ..viz import decode_plots as plots
@@ -121,9 +122,9 @@ def render_step(steps: list[DecodeStep], step, layer, head) -> View:
     return View(figures, readout, s)
 
 
-def steps_where_heads_disagree(steps: list[DecodeStep], layer: int, head_a: int, head_b: int) -> list[int]:
-    """Steps at which two heads' newest queries look most at different tokens (the walkthrough's task)."""
-    return [s.step for s in steps if most_attended(s, layer, head_a)[0] != most_attended(s, layer, head_b)[0]]
+def steps_where_heads_agree(steps: list[DecodeStep], layer: int, head_a: int, head_b: int) -> list[int]:
+    """Steps at which two heads' newest queries look most at the same position (the walkthrough's task)."""
+    return [s.step for s in steps if most_attended(s, layer, head_a)[0] == most_attended(s, layer, head_b)[0]]
 
 
 def walkthrough_panel(model: ToyTransformer, steps: list[DecodeStep]) -> Panel:
@@ -294,80 +295,163 @@ def latency_panel(model: ToyTransformer, new_tokens: int = 192) -> Panel:
                  button=W.Button(description="运行测量", button_style="primary", icon="play"))
 
 
+def _binned_medians(xs, ys, bins: int = 32) -> tuple[list[float], list[float]]:
+    """Median x and median y of consecutive chunks: one timer spike cannot pull a fit through it."""
+    size = max(1, len(xs) // bins)
+    chunks = [(xs[i:i + size], ys[i:i + size]) for i in range(0, len(xs), size)]
+    return [median(x) for x, _ in chunks], [median(y) for _, y in chunks]
+
+
+def theil_sen(xs, ys) -> tuple[float, float]:
+    """Robust straight line y = a + b x: b the median of pairwise slopes, a the median of y - b x."""
+    slopes = [(ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs)) for j in range(i + 1, len(xs))
+              if xs[j] != xs[i]]
+    if not slopes:
+        raise ValueError("xs: needs at least two different values to fit a line")
+    b = median(slopes)
+    return median(y - b * x for x, y in zip(xs, ys)), b
+
+
 @dataclass
 class StepFit:
-    """Decode step time fitted as a fixed cost plus a slope times t (least squares, median over repeats)."""
+    """Decode step time as a fixed cost plus a part proportional to ``work(t)`` (robust fit over binned medians).
+
+    For a cached step ``work(t) = t`` (the K/V it reads); for an uncached one, the pass's FLOPs.
+    """
 
     t: list[int]
     step_ms: list[float]
-    fixed_ms: float  # a: what a step costs with nothing in the cache (many small operations, weights read)
-    slope_ms: float  # b: what each token already in the sequence adds to a step
+    fixed_ms: float  # what a step costs before t matters: many small operations, reading the weights
+    slope_ms: float  # ms per unit of work
+    work: list[float]  # work(t) at each measured t
 
-    def at(self, t: float) -> float:
-        return self.fixed_ms + self.slope_ms * t
+    def at(self, t: float, work: float | None = None) -> float:
+        return self.fixed_ms + self.slope_ms * (t if work is None else work)
 
     @property
     def fit_ms(self) -> list[float]:
-        return [self.at(t) for t in self.t]
+        return [self.fixed_ms + self.slope_ms * w for w in self.work]
 
     @property
     def growing_share_at_end(self) -> float:
-        """Share of the fitted step time at the last t that the growing term b·t accounts for."""
-        return max(0.0, self.slope_ms * self.t[-1]) / max(self.at(self.t[-1]), 1e-12)
+        """Share of the fitted step time at the last t that the growing part accounts for."""
+        grow = max(0.0, self.slope_ms * self.work[-1])
+        return grow / max(self.fixed_ms + grow, 1e-12)
 
 
-def fit_step_time(timing: DecodeTiming) -> StepFit:
-    """Fit ``a + b·t`` to the decode passes of a timed generation."""
+def fit_step_time(timing: DecodeTiming, work=None) -> StepFit:
+    """Fit ``fixed + slope * work(t)`` to the decode passes of a timed generation (``work`` default: t)."""
     t, ms = timing.seq_len[1:], [s * 1e3 for s in timing.step_seconds[1:]]
     if len(t) < 2:
         raise ValueError("timing: needs at least 2 decode passes to fit a line")
-    mt, mm = sum(t) / len(t), sum(ms) / len(ms)
-    sxx = sum((x - mt) ** 2 for x in t)
-    b = sum((x - mt) * (y - mm) for x, y in zip(t, ms)) / sxx
-    return StepFit(list(t), ms, mm - b * mt, b)
+    w = [float(x) if work is None else float(work(x)) for x in t]
+    a, b = theil_sen(*_binned_medians(w, ms))
+    return StepFit(list(t), ms, a, b, w)
+
+
+def uncached_flops(config: ModelConfig):
+    """FLOPs of one uncached pass over t tokens: linear terms plus attention's t² (``kvlab.costs``)."""
+    return lambda t: t * linear_flops_per_token(config) + attention_flops(config, t)
+
+
+def exponent_phrase(k: float) -> str:
+    """Where a fitted step-time exponent sits, in words chosen from its value."""
+    if k < 0.3:
+        return "接近 0（固定开销为主）"
+    if k < 0.85:
+        return "在 0 和 1 之间（固定开销和线性部分都有份）"
+    if k < 1.15:
+        return "接近 1（线性部分为主）"
+    if k < 1.85:
+        return "在 1 和 2 之间（t² 部分已经显现）"
+    return "接近 2（t² 部分为主）"
+
+
+def cumulative_phrase(k: float) -> str:
+    if k < 1.15:
+        return "接近 1"
+    return "在 1 和 2 之间" if k < 1.85 else "接近 2"
+
+
+def estimated_seconds(fit: StepFit, t_values, work=None) -> float:
+    """What generating through ``t_values`` would take by the fit (for the slider's right end)."""
+    return sum(fit.at(t, None if work is None else work(t)) for t in t_values) / 1e3
 
 
 def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> list[str]:
-    """Chinese sentences saying what this run measured: which term of the step time dominates where.
+    """Chinese sentences saying what this run measured: which part of the step time dominates where.
 
-    Written from the numbers, so they stay true on any machine (a GPU, a noisy laptop).
+    Every phrase is chosen from the numbers, so the sentences stay true on any machine.
     """
-    none, kv = fit_step_time(results["none"]), fit_step_time(results["kv"])
+    c = model.config
+    flops = uncached_flops(c)
+    none, kv = fit_step_time(results["none"], flops), fit_step_time(results["kv"])
     n, cross = none.t[-1], crossover_length(model)
+    k_none, k_cum = results["none"].step_exponent, results["none"].cumulative_exponent
     lines = []
-    if none.slope_ms <= 0:
-        lines.append(f"无缓存：这次测量看不出单步耗时随 t 增长（拟合斜率 {none.slope_ms * 1e3:.1f} µs/token，噪声盖过了它），"
-                     "把生成长度调大或增加重复次数再测一次。")
+    if none.slope_ms <= 0 or none.fixed_ms < 0:
+        lines.append(f"无缓存：这一次的计时太乱，拟合不出「固定开销 + 与计算量成正比的部分」（固定 {none.fixed_ms:.2f} ms，"
+                     f"每 GFLOP {none.slope_ms * 1e9:.2f} ms）；增加重复次数再测一次。")
     else:
-        turn = none.fixed_ms / none.slope_ms
-        where = (f"t 小于约 {turn:.0f} 时固定开销占大头，超过之后与 t 成正比的投影和前馈网络占大头"
+        lin = none.slope_ms * n * linear_flops_per_token(c)
+        quad = none.slope_ms * attention_flops(c, n)
+        turn = none.fixed_ms / (none.slope_ms * linear_flops_per_token(c))
+        where = (f"t 小于约 {turn:.0f} 时固定开销占大头，之后与 t 成正比的投影和前馈网络占大头"
                  if turn < n else f"在整个测量范围（t ≤ {n}）里固定开销都比与 t 成正比的部分大")
         lines.append(
-            f"无缓存：单步耗时 ≈ {none.fixed_ms:.2f} ms + {none.slope_ms * 1e3:.1f} µs × t。{where}；"
-            f"在 t = {n} 处两项约为 {none.fixed_ms:.2f} ms 和 {none.slope_ms * n:.2f} ms。"
-            f"所以拟合出的单步指数 {results['none'].step_exponent:.2f} 落在 0（只有固定开销）和 1（只有线性项）之间，"
-            f"累计指数 {results['none'].cumulative_exponent:.2f} 落在 1 和 2 之间。")
-    lines.append(f"t² 的注意力项按 FLOP 数要到 t ≈ {cross} 才追上线性项，{'远超' if cross > 2 * n else '接近'}这次测量的长度，"
-                 f"所以这里看不到单步指数接近 2。")
-    if kv.growing_share_at_end < 0.05:
-        grows = (f"单步耗时约 {kv.fixed_ms:.2f} ms，拟合斜率 {kv.slope_ms * 1e3:.2f} µs/token：在 t ≤ {n} 内，"
-                 f"读缓存那一项小于单步的 5%，淹没在固定开销和计时噪声里")
+            f"无缓存：把单步耗时拟合成「固定开销 + 计算量 ÷ 速度」，得到固定开销 {none.fixed_ms:.2f} ms、"
+            f"速度约 {1 / none.slope_ms / 1e6:.1f} GFLOP/s。{where}。在 t = {n} 处三部分约为：固定 {none.fixed_ms:.2f} ms，"
+            f"线性 {lin:.2f} ms，t² 项 {quad:.2f} ms。")
+    lines.append(f"所以无缓存的单步指数 {k_none:.2f} {exponent_phrase(k_none)}，累计指数 {k_cum:.2f} {cumulative_phrase(k_cum)}。"
+                 f"t² 项按 FLOP 数要到 t ≈ {cross} 才追上线性项"
+                 + ("，远超这次测量的长度。" if cross > 2 * n else "，已经接近这次测量的长度。"))
+    k_kv = results["kv"].step_exponent
+    if kv.slope_ms <= 0 or kv.growing_share_at_end < 0.05:
+        grows = (f"单步耗时约 {kv.fixed_ms:.2f} ms，读缓存那一项在 t ≤ {n} 内不到单步的 5%"
+                 f"（拟合斜率 {kv.slope_ms * 1e3:.2f} µs/token），淹没在固定开销和计时噪声里")
     else:
         grows = (f"单步耗时 ≈ {kv.fixed_ms:.2f} ms + {kv.slope_ms * 1e3:.2f} µs × t；在 t = {n} 处随 t 增长的部分"
                  f"占单步的 {kv.growing_share_at_end:.0%}")
-    lines.append(f"有缓存：{grows}。所以单步指数 {results['kv'].step_exponent:.2f} 接近 0、"
-                 f"累计指数 {results['kv'].cumulative_exponent:.2f} 接近 1；下一格用更长的生成把这一项测出来。")
+    lines.append(f"有缓存：{grows}。单步指数 {k_kv:.2f} {exponent_phrase(k_kv)}，累计指数 "
+                 f"{results['kv'].cumulative_exponent:.2f} {cumulative_phrase(results['kv'].cumulative_exponent)}。")
+    if none.slope_ms > 0 and none.fixed_ms >= 0:
+        top = c.max_seq_len - 8
+        est = estimated_seconds(none, range(5, top + 4), flops)
+        lines.append(f"按这次的拟合，把滑块拉到最右（{top:,} 个 token），无缓存一次约需 {est / 60:.0f} 分钟，"
+                     f"有缓存约 {estimated_seconds(kv, range(5, top + 4)):.0f} 秒。")
     return lines
 
 
-def cached_step_growth(model: ToyTransformer, new_tokens: int = 1024, prompt_len: int = 4) -> StepFit:
-    """One long generation with a cache only: does the step time grow with t, and by how much?"""
+def kv_bytes_per_token(config: ModelConfig, dtype="fp32") -> int:
+    """K and V of one token, all layers: what a cached decode step reads for each token it attends to."""
+    return kv_cache_bytes(config.n_layer, config.n_kv_head, config.head_dim, 1, 1, dtype)
+
+
+def cached_step_growth(model: ToyTransformer, new_tokens: int = 1024, prompt_len: int = 4,
+                       repeats: int = 2) -> StepFit:
+    """A long generation with a cache only, ``repeats`` times: how fast does the step time grow with t?"""
     new_tokens = positive_int("new_tokens", new_tokens)
     if prompt_len + new_tokens > model.config.max_seq_len:
         raise ValueError(f"new_tokens: prompt_len ({prompt_len}) + new_tokens ({new_tokens}) passes the model's "
                          f"max_seq_len ({model.config.max_seq_len})")
     prompt = torch.randint(0, model.config.vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(1))
-    return fit_step_time(time_generate(model, prompt, new_tokens, ("kv",))["kv"])
+    return fit_step_time(time_generate(model, prompt, new_tokens, ("kv",), repeats=repeats)["kv"])
+
+
+def explain_growth(fit: StepFit, model: ToyTransformer) -> list[str]:
+    """Chinese sentences for the long cached run, chosen from its numbers."""
+    start, end = fit.t[0], fit.t[-1]
+    if fit.slope_ms <= 0:
+        return [f"这一次没有测出随 t 的增长（拟合斜率 {fit.slope_ms * 1e3:.2f} µs/token ≤ 0）：计时噪声盖过了它，"
+                "重跑这一格，或者加大 new_tokens 再试。"]
+    per_token = kv_bytes_per_token(model.config)
+    rate = per_token / (fit.slope_ms / 1e3) / 1e9
+    share = fit.growing_share_at_end
+    size = "占了大头" if share > 0.5 else ("已经不小" if share > 0.2 else "还不大")
+    return [f"有缓存，t 从 {start} 到 {end}：拟合单步耗时从 {fit.at(start):.2f} ms 变为 {fit.at(end):.2f} ms，"
+            f"斜率 {fit.slope_ms * 1e3:.2f} µs/token，为正：缓存里每多一个 token，每一步就多花这么多时间。",
+            f"在 t = {end} 处这一项占单步的 {share:.0%}，{size}。每多一个 token 要多读它 {format_bytes(per_token)} 的 K/V，"
+            f"相当于以约 {rate:.1f} GB/s 的速度读缓存（再加上和它做注意力的计算）。"]
 
 
 def crossover_length(model: ToyTransformer) -> int:

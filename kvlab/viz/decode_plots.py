@@ -51,7 +51,7 @@ def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
         f"无缓存：重算 {kv_full} 个 token 的 K/V<br>{t}×{t} 分数矩阵", right))
     common = dict(x=x_labels, y=labels, zmin=0, zmax=1, colorscale=HEATMAP_SCALE, xgap=1, ygap=1,
-                  hovertemplate="query %{y} → key %{x}：权重 %{z:.3f}<extra></extra>")
+                  hovertemplate="查询 %{y} → 键 %{x}：权重 %{z:.3f}<extra></extra>")
     fig.add_trace(go.Heatmap(z=_json_safe(masked), showscale=False, name="无缓存", **common), row=1, col=1)
     fig.add_trace(go.Heatmap(z=_json_safe(cached_rows), name="有缓存", colorbar=dict(title="注意力权重", len=0.9),
                              **common), row=1, col=2)
@@ -59,11 +59,11 @@ def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[
         fig.add_annotation(x=0.5, y=0.55, xref="x2 domain", yref="y2 domain", showarrow=False,
                            text="前面各行在之前的步骤里已经算过，<br>本步只需新 token 这一行", font=dict(color="#555"))
     for col in (1, 2):
-        fig.update_yaxes(autorange="reversed", title=dict(text="query（当前 token）", standoff=8), automargin=True,
+        fig.update_yaxes(autorange="reversed", title=dict(text="查询 Q（当前 token）", standoff=8), automargin=True,
                          row=1, col=col)
-        fig.update_xaxes(title=dict(text="key（被关注的 token）", standoff=16), tickangle=0, automargin=True,
+        fig.update_xaxes(title=dict(text="键 K（被关注的 token）", standoff=16), tickangle=0, automargin=True,
                          row=1, col=col)
-    apply_template(fig, f"第 {layer} 层、第 {head} 个头的注意力权重 softmax(QKᵀ/√d)", 440)
+    apply_template(fig, f"第 {layer} 层第 {head} 头的注意力权重 softmax(QKᵀ/√d)", 440)
     return fig
 
 
@@ -102,9 +102,11 @@ def latency_figure(results: dict) -> go.Figure:
         fig.add_scatter(x=r.seq_len, y=[s * 1e3 for s in r.step_seconds], mode="lines",
                         line=dict(color=color, width=1.6),
                         name=f"{label}：每步 ∝ t^{r.step_exponent:.2f}", legendgroup=mode, row=1, col=1)
-        fig.add_scatter(x=r.seq_len, y=r.cumulative_seconds, mode="lines", line=dict(color=color, width=2.4),
+        n = list(range(1, len(r.cumulative_seconds) + 1))  # the exponent is fitted against n: plot against n
+        fig.add_scatter(x=n, y=r.cumulative_seconds, mode="lines", line=dict(color=color, width=2.4),
                         name=f"{label}：累计 ∝ n^{r.cumulative_exponent:.2f}", legendgroup=mode, row=1, col=2)
-    fig.update_xaxes(title=axis_title("序列长度 t", "tokens"))
+    fig.update_xaxes(title=axis_title("序列长度 t", "tokens"), row=1, col=1)
+    fig.update_xaxes(title=axis_title("已生成的 token 数 n", "tokens"), row=1, col=2)
     fig.update_yaxes(title=axis_title("单步耗时", "ms"), rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title=axis_title("累计耗时", "s"), rangemode="tozero", row=1, col=2)
     return apply_template(fig, "无缓存与有缓存：解码耗时随序列长度的增长（本机实测）", 420, legend_below=True)
@@ -122,22 +124,27 @@ def step_growth_figure(t: list[int], step_ms: list[float], fit_ms: list[float], 
     return fig
 
 
-def work_figure(max_t: int) -> go.Figure:
-    """Counted work: K/V projections and attention scores per step, and scores summed over n steps."""
-    t = np.arange(1, max_t + 1)
+def work_figure(seq_len: list[int], none_per_pass: list[int], kv_per_pass: list[int]) -> go.Figure:
+    """Counted work, per pass from a real run's trace: K/V projections, attention scores (new queries × keys),
+    and scores summed over the run, against the formulas n³/3 and n²/2."""
+    t = np.asarray(seq_len)
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09, subplot_titles=(
-        "第 t 步要计算 K/V 的 token 数", "第 t 步的注意力分数（每层每头）", "生成 n 个 token 的分数总数"))
-    for mode, kv, scores in (("none", t, t * t), ("kv", np.ones_like(t), t)):
+        "输入长度为 t 的一步要计算 K/V 的 token 数", "这一步的注意力分数（每层每头）", "生成 n 个 token 的分数总数"))
+    for mode, kv in (("none", np.asarray(none_per_pass)), ("kv", np.asarray(kv_per_pass))):
         color, label = MODE_COLORS[mode], MODE_LABELS[mode]
+        scores = kv * t  # each new query against all t keys
         fig.add_scatter(x=t, y=kv, name=label, line=dict(color=color), legendgroup=mode, row=1, col=1)
         fig.add_scatter(x=t, y=scores, name=label, line=dict(color=color), legendgroup=mode, showlegend=False,
                         row=1, col=2)
-        fig.add_scatter(x=t, y=np.cumsum(scores), name=label, line=dict(color=color, width=2.5), legendgroup=mode,
-                        showlegend=False, row=1, col=3)
-    fig.add_scatter(x=t, y=t**3 / 3, name="n³/3", line=dict(color=MODE_COLORS["none"], dash="dot"), row=1, col=3)
-    fig.add_scatter(x=t, y=t**2 / 2, name="n²/2", line=dict(color=MODE_COLORS["kv"], dash="dot"), row=1, col=3)
-    fig.update_xaxes(title=axis_title("t 或 n", "tokens"))
+        fig.add_scatter(x=np.arange(1, len(t) + 1), y=np.cumsum(scores), name=label, line=dict(color=color, width=2.5),
+                        legendgroup=mode, showlegend=False, row=1, col=3)
+    n = np.arange(1, len(t) + 1)
+    fig.add_scatter(x=n, y=n**3 / 3, name="n³/3", line=dict(color=MODE_COLORS["none"], dash="dot"), row=1, col=3)
+    fig.add_scatter(x=n, y=n**2 / 2, name="n²/2", line=dict(color=MODE_COLORS["kv"], dash="dot"), row=1, col=3)
+    fig.update_xaxes(title=axis_title("输入长度 t", "tokens"), row=1, col=1)
+    fig.update_xaxes(title=axis_title("输入长度 t", "tokens"), row=1, col=2)
+    fig.update_xaxes(title=axis_title("已生成的 token 数 n", "tokens"), row=1, col=3)
     fig.update_yaxes(title=axis_title("K/V 计算量", "tokens"), row=1, col=1)
     fig.update_yaxes(title=axis_title("分数个数", "个"), row=1, col=2)
     fig.update_yaxes(title=axis_title("分数总数", "个"), type="log", row=1, col=3)
-    return apply_template(fig, "按定义数出来的计算量：单步 t² 对 t，累计 n³/3 对 n²/2", 380, legend_below=True)
+    return apply_template(fig, "从 trace 数出来的计算量：单步 t² 对 t，累计约 n³/3 对 n²/2", 380, legend_below=True)

@@ -53,7 +53,7 @@ def interact(ch: ChapterPage) -> None:
     cache_l1 = wt.figure(2)
     wt.select("head", "1（KV 组 0）")
     wt.wait_readout(lambda t: "第 1 层第 1 头" in t, "choosing head 1 should update the readout")
-    heat3 = wt.wait_figure(1, lambda s: "第 1 个头" in s["title"], "choosing head 1 should retitle the heatmaps")
+    heat3 = wt.wait_figure(1, lambda s: "第 1 头" in s["title"], "choosing head 1 should retitle the heatmaps")
     assert heat3["data"] != heat2["data"] and wt.figure(2)["data"] == cache_l1["data"]  # shared K/V
     wt.select("head", "2（KV 组 1）")
     wt.wait_figure(2, lambda s: "KV 组 1" in s["title"] and s["data"] != cache_l1["data"],

@@ -572,7 +572,7 @@ class AllocatorComparison:
 
 
 CPU_ALLOCATOR_REASON = ("当前设备不是 CUDA GPU，跳过：CPU 上 PyTorch 的张量直接向操作系统申请内存，没有像 CUDA 缓存分配器"
-                        "那样“保留（reserved）却未使用”的显存可以查询，所以这里看不到碎片。")
+                        "那样「保留（reserved）却未使用」的显存可以查询，所以这里看不到碎片。")
 
 
 @torch.no_grad()

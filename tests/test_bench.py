@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from kvlab import bench
+from kvlab import CACHE_MODES, bench
 from kvlab.measure import DecodeTiming, Rate
 
 
@@ -68,7 +68,7 @@ def quick_report():
 
 def test_quick_run_structure(quick_report):
     r = quick_report
-    assert set(r.runs) == {f"kvlab:{m}" for m in ("kv", "none", "k_only", "dynamic", "int8")} | {
+    assert set(r.runs) == {f"kvlab:{m}" for m in CACHE_MODES} | {
         "transformers:cached", "transformers:no-cache"}
     for name, item in r.runs.items():
         assert len(item.wall_seconds) == 2 and len(item.step_seconds) == 12, name

@@ -113,7 +113,7 @@ class Rate:
     best: float
     median: float
     runs: list[float]
-    what: str  # how it was measured, for the readout
+    what: str  # how it was measured, for the readout (Chinese)
 
     @property
     def best_g(self) -> float:
@@ -132,7 +132,7 @@ def measure_read_bandwidth(device, nbytes: int = 256 * 2**20, repeats: int = 7) 
     buf.sum()  # warm-up
     runs = [nbytes / timed(buf.sum, dev)[1] for _ in range(positive_int("repeats", repeats))]
     del buf
-    return Rate(max(runs), median(runs), runs, f"sum over {nbytes / 2**20:.0f} MiB of float32")
+    return Rate(max(runs), median(runs), runs, f"对 {nbytes / 2**20:.0f} MiB 的 float32 数组求和")
 
 
 def measure_matmul_flops(device, n: int = 1024, repeats: int = 5, dtype=torch.float32) -> Rate:
@@ -143,7 +143,7 @@ def measure_matmul_flops(device, n: int = 1024, repeats: int = 5, dtype=torch.fl
     b = torch.randn(n, n, device=dev, dtype=dtype)
     a @ b  # warm-up
     runs = [2 * n**3 / timed(lambda: a @ b, dev)[1] for _ in range(positive_int("repeats", repeats))]
-    return Rate(max(runs), median(runs), runs, f"{n}×{n} matmul, {str(dtype).removeprefix('torch.')}")
+    return Rate(max(runs), median(runs), runs, f"{n}×{n} 的 {str(dtype).removeprefix('torch.')} 矩阵乘")
 
 
 # -- timed generations ---------------------------------------------------------------------------

@@ -1,53 +1,113 @@
 """Chapter 3.2's lesson module on known small cases, and its panels fed bad values."""
+import html
 import re
 
 import numpy as np
 import pytest
 import torch
 
-from kvlab import MODEL_PRESETS, ModelConfig, format_bytes
+from kvlab import MODEL_PRESETS, ModelConfig, ToyTransformer, format_bytes
 from kvlab.inputs import InputError
 from kvlab.lessons import storage as lesson
-from kvlab.lessons.storage import CacheGrowth, padding_waste
+from kvlab.lessons.storage import CacheGrowth, GrowthComparison, LastLevelCache, padding_waste
 from kvlab.viz import storage_plots
 from kvlab.viz.style import FONT_FAMILY, MODE_LABELS
 
-
-# -- the memory panel ---------------------------------------------------------------------------------
-def test_render_memory_by_hand():
-    view = lesson.render_memory(L=2, H=3, D=4, S=10, B=5, dtype="fp16", filled_pct=30)
-    r = view.result
-    assert r.total_bytes == 2 * 2 * 5 * 3 * 10 * 4 * 2 == 4800 and r.filled == 3
-    assert r.used_bytes == 1440 and r.per_token_bytes == 2 * 2 * 3 * 4 * 2
-    assert "= <b>4,800 B = 4.7 KiB</b>" in view.html and "已生成 3 / 10 个 token" in view.html
-    assert "1/1.12e+05" in view.html  # 4,800 B against the example's 536,870,912 B
-    assert view.figures[0].layout.title.text.endswith("已用 1.4 KiB / 共 4.7 KiB")
+EXAMPLE = "原文示例（L=32、B=1、H=32、S=1,024、D=128、fp16）"
+SHAPE = dict(L=32, H=32, D=128, S=1024, filled_pct=30)
 
 
-def test_render_memory_compares_with_the_chapter_example():
-    assert lesson.example_bytes() == 2 * 32 * 32 * 1024 * 128 * 2
-    assert "的 1 倍" in lesson.render_memory(32, 32, 128, 1024, 1, "fp16", 0).html
-    assert "的 8 倍" in lesson.render_memory(32, 32, 128, 4096, 2, "fp16", 0).html
-    assert "的 1/4" in lesson.render_memory(32, 8, 128, 1024, 1, "fp16", 0).html
-    assert "的 1.5 倍" in lesson.render_memory(48, 32, 128, 1024, 1, "fp16", 0).html
+# -- ratios as a learner reads them ------------------------------------------------------------------
+@pytest.mark.parametrize("ratio,text", [
+    (8, "8 倍"), (1.5, "1.5 倍"), (1.125, "约 1.12 倍"), (0.25, "1/4"), (2 / 3, "约 0.67 倍"),
+    (4096, "4,096 倍"), (1234.5, "约 1,234 倍"), (9.77e8, "约 9.77 亿倍"), (1 / 8_388_608, "约 839 万分之一"),
+    (1 / 500.5, "约 1/500"),
+])
+def test_ratio_text_has_no_exponent_notation(ratio, text):
+    assert storage_plots.ratio_text(ratio) == text and "e+" not in text
+
+
+def test_compared_with_says_as_large_at_the_example():
+    assert storage_plots.compared_with(5, 5, "原文示例") == "与原文示例一样大"
+    assert storage_plots.compared_with(40, 5, "原文示例") == "是原文示例的 8 倍"
+    assert storage_plots.compared_with(1, 2e8, "原文示例") == "约是原文示例的 2 亿分之一"
+
+
+# -- the shape panel ----------------------------------------------------------------------------------
+def test_render_shape_by_hand():
+    view = lesson.render_shape(L=2, H=3, D=4, S=10, filled_pct=30)
+    s = view.result
+    assert (s.numbers_per_token, s.numbers, s.filled) == (2 * 3 * 4, 2 * 2 * 3 * 10 * 4, 3)
+    assert "K 的形状（L, B, H, S, D）=（2, 1, 3, 10, 4）" in view.html and "<b>480 个数</b>" in view.html
+    assert "约是原文示例的 55.9 万分之一" in view.html  # 268,435,456 / 480 = 559,240.5
+    assert "已生成 3 / 10 个 token" in view.html
+    assert "与原文示例一样大" in lesson.render_shape(**SHAPE).html
 
 
 @pytest.mark.parametrize("override,label", [
     (dict(S=0), "序列长度 S"), (dict(S=10**12), "序列长度 S"), (dict(S=-5), "序列长度 S"), (dict(S=2.5), "序列长度 S"),
-    (dict(B=0), "批次 B"), (dict(B=-3), "批次 B"), (dict(B=10**9), "批次 B"), (dict(dtype="fp12"), "数据类型"),
     (dict(L=1.5), "层数 L"), (dict(L=0), "层数 L"), (dict(H=0), "KV 头数 H"), (dict(D=None), "头维度 D"),
     (dict(filled_pct=101), "已生成（%）"),
 ])
-def test_render_memory_rejects_bad_values_in_chinese(override, label):
-    args = dict(L=32, H=32, D=128, S=1024, B=1, dtype="fp16", filled_pct=30) | override
+def test_render_shape_rejects_bad_values_in_chinese(override, label):
     with pytest.raises(InputError, match=f"^「{re.escape(label)}」") as err:
-        lesson.render_memory(**args)
+        lesson.render_shape(**(SHAPE | override))
     assert not re.search(r"\b(must|got|between|seq_len|batch_size|head_dim|n_layer)\b", str(err.value)), err.value
 
 
-def test_memory_panel_greys_out_after_a_bad_batch():
+def test_shape_panel_lays_its_controls_out_in_two_rows():
+    panel = lesson.shape_panel()
+    box = next(c for c in panel.widget.children if panel.controls["L"] in getattr(c, "children", ()))
+    assert box.layout.grid_template_columns == "repeat(4, max-content)"  # Panel(layout="grid", columns=4)
+    kids = list(box.children)
+    positions = [kids.index(panel.controls[name]) for name in ["L", "H", "D", "S", "filled_pct"]]
+    assert positions == [1, 2, 3, 5, 7]  # a caption starts each row; Play stands before the fill slider
+    assert "模型的形状" in kids[0].value and "这次请求" in kids[4].value and "Play" in type(kids[6]).__name__
+
+
+def test_every_shape_control_changes_the_tensor_picture():
+    def picture(**kw):
+        return lesson.render_shape(**(SHAPE | kw)).figures[0].to_plotly_json()["data"]
+    reference = picture()
+    for change in (dict(L=16), dict(H=8), dict(D=64), dict(S=2048), dict(filled_pct=80)):
+        assert picture(**change) != reference, change
+
+
+# -- the bytes panel ----------------------------------------------------------------------------------
+def test_render_bytes_by_hand():
+    view = lesson.render_bytes(B=5, dtype="fp16", L=2, H=3, D=4, S=10, filled_pct=30)
+    r = view.result
+    assert r.total_bytes == 2 * 2 * 5 * 3 * 10 * 4 * 2 == 4800 and r.filled == 3
+    assert r.used_bytes == 1440 and r.per_token_bytes == 2 * 2 * 3 * 4 * 2
+    assert "= <b>4,800 B = 4.7 KiB</b>" in view.html and "已生成 3 / 10 个 token" in view.html
+    assert f"约是{EXAMPLE}的 11.2 万分之一" in view.html  # 536,870,912 / 4,800 = 111,848.1
+    assert view.figures[0].layout.title.text.startswith("整批的 KV Cache，fp16：已用 1.4 KiB / 共 4.7 KiB")
+    assert "缩放系数" not in view.html and "缩放系数" in lesson.render_bytes(5, "int8", 2, 3, 4, 10, 30).html
+
+
+def test_render_bytes_compares_with_the_chapter_example():
+    assert lesson.example_bytes() == 2 * 32 * 32 * 1024 * 128 * 2
+    assert f"与{EXAMPLE}一样大" in lesson.render_bytes(1, "fp16", **SHAPE).html
+    assert f"是{EXAMPLE}的 8 倍" in lesson.render_bytes(2, "fp16", **(SHAPE | dict(S=4096))).html
+    assert f"是{EXAMPLE}的 1/4" in lesson.render_bytes(1, "fp16", **(SHAPE | dict(H=8))).html
+    assert f"是{EXAMPLE}的 1.5 倍" in lesson.render_bytes(1, "fp16", **(SHAPE | dict(L=48))).html
+    huge = lesson.render_bytes(100_000, "fp32", 128, 128, 256, 10_000_000, 0).html
+    assert "亿倍" in huge and "e+" not in huge
+
+
+@pytest.mark.parametrize("override,label", [
+    (dict(B=0), "批次 B"), (dict(B=-3), "批次 B"), (dict(B=10**9), "批次 B"), (dict(B=2.5), "批次 B"),
+    (dict(dtype="fp12"), "数据类型"), (dict(S=0), "序列长度 S"),
+])
+def test_render_bytes_rejects_bad_values_in_chinese(override, label):
+    with pytest.raises(InputError, match=f"^「{re.escape(label)}」"):
+        lesson.render_bytes(**(dict(B=1, dtype="fp16") | SHAPE | override))
+
+
+def test_bytes_panel_follows_the_shape_panel_and_greys_out_with_it():
     """Hole 1: B=8 then B=0 must not leave 4,294,967,296 B on screen as if it were current."""
-    panel = lesson.memory_panel()
+    shape = lesson.shape_panel()
+    panel = lesson.bytes_panel(shape)
     panel.set(B=8)
     assert "4,294,967,296 B" in panel.readout.value and not panel.stale
     panel.set(B=0)
@@ -55,27 +115,22 @@ def test_memory_panel_greys_out_after_a_bad_batch():
     assert panel.stale and "kvlab-stale" in panel.widget._dom_classes
     panel.set(B=1)
     assert not panel.stale and "536,870,912 B" in panel.readout.value
+    shape.set(S=2048)  # the bytes follow the shape panel's S
+    assert "1,073,741,824 B" in panel.readout.value and "（32, 1, 32, 2048, 128）" in shape.readout.value
+    shape.set(S=0)  # a bad S greys out both panels
+    assert shape.stale and panel.stale and "「序列长度 S」" in panel.message.value
+    shape.set(S=1024)
+    assert not shape.stale and not panel.stale and "536,870,912 B" in panel.readout.value
 
 
-def test_memory_panel_lays_its_controls_out_in_three_rows():
-    panel = lesson.memory_panel()
-    box = next(c for c in panel.widget.children if panel.controls["L"] in getattr(c, "children", ()))
-    assert box.layout.grid_template_columns == "repeat(4, max-content)"  # Panel(layout="grid", columns=4)
-    kids = list(box.children)
-    order = ["L", "H", "D", "B", "S", "dtype", "filled_pct"]
-    positions = [kids.index(panel.controls[name]) for name in order]
-    assert positions == [1, 2, 3, 5, 6, 7, 9]  # a caption (or Play) starts each row of four cells
-    assert "模型的形状" in kids[0].value and "这次推理" in kids[4].value and "Play" in type(kids[8]).__name__
-
-
-def test_every_memory_control_changes_the_tensor_picture():
-    base = dict(L=32, H=32, D=128, S=1024, B=1, dtype="fp16", filled_pct=30)
-    def picture(**kw):
-        return lesson.render_memory(**(base | kw)).figures[0].to_plotly_json()["data"]
-    reference = picture()
-    for change in (dict(L=16), dict(H=8), dict(D=64), dict(S=2048), dict(B=3), dict(dtype="int8"),
-                   dict(filled_pct=80)):
-        assert picture(**change) != reference, change
+def test_every_bytes_control_changes_both_pictures():
+    def pictures(**kw):
+        view = lesson.render_bytes(**(dict(B=1, dtype="fp16") | SHAPE | kw))
+        return [f.to_plotly_json()["data"] for f in view.figures]
+    reference = pictures()
+    for change in (dict(B=3), dict(dtype="int8"), dict(L=16), dict(H=8), dict(D=64), dict(S=2048)):
+        changed = pictures(**change)
+        assert changed[0] != reference[0] and changed[1] != reference[1], change
 
 
 # -- real models ------------------------------------------------------------------------------------
@@ -110,17 +165,31 @@ def test_head_dim_exceptions_are_real_models_with_heads_times_dim_not_hidden():
 
 
 # -- preallocation vs concatenation -------------------------------------------------------------------
-def test_cache_growth_counts():
+def test_cache_growth_counts_over_alternating_repeats():
     model = lesson.wide_cache_model()
-    growth = lesson.compare_cache_growth(model, new_tokens=5, prompt_len=3, with_transformers=False)
+    growth = lesson.compare_cache_growth(model, new_tokens=5, prompt_len=3, repeats=3, with_transformers=False)
     pre, dyn = growth.runs["kv"], growth.runs["dynamic"]
     per_token = lesson.per_token_bytes(model.config)
-    assert per_token == 2 * 8 * 16 * 64 * 4
-    assert pre.t == [3, 4, 5, 6, 7] and pre.allocations[-1] == 2 and dyn.allocations[-1] == 2 * 8 * 5
+    assert per_token == 2 * 4 * 32 * 256 * 4 == growth.per_token_bytes  # 256 KiB: K and V, 4 layers, fp32
+    assert pre.t == [3, 4, 5, 6, 7] and pre.allocations[-1] == 2 and dyn.allocations[-1] == 2 * 4 * 5
     assert pre.bytes_copied[-1] == 7 * per_token and dyn.bytes_copied[-1] == (3 + 4 + 5 + 6 + 7) * per_token
     assert pre.layer0_k_tensors == [1, 1, 1, 1, 1] and dyn.layer0_k_tensors == [1, 2, 3, 4, 5]
     assert pre.attended == dyn.attended == [3, 4, 5, 6, 7]  # attention reads the stored tokens only
     assert torch.equal(pre.tokens, dyn.tokens) and growth.transformers_skipped and growth.prompt_len == 3
+    assert growth.repeats == 3 and all(len(r.repeat_ms) == 3 and all(len(p) == 5 for p in r.repeat_ms)
+                                       for r in (pre, dyn))
+    assert growth.peak_bytes == 7 * per_token and growth.weight_bytes == 4 * sum(
+        p.numel() for p in model.parameters())
+
+
+def test_cache_growth_rejects_bad_arguments():
+    model = lesson.wide_cache_model()
+    with pytest.raises(ValueError, match="^new_tokens"):
+        lesson.compare_cache_growth(model, 1)
+    with pytest.raises(ValueError, match="^new_tokens"):
+        lesson.compare_cache_growth(model, 600)  # past max_seq_len 512
+    with pytest.raises(ValueError, match="^repeats"):
+        lesson.compare_cache_growth(model, 4, repeats=0)
 
 
 def test_cache_growth_with_transformers_sees_the_same_tokens_and_reallocations():
@@ -132,8 +201,10 @@ def test_cache_growth_with_transformers_sees_the_same_tokens_and_reallocations()
     assert hf_dyn.t == hf_static.t == growth.runs["kv"].t == [4, 5, 6, 7, 8, 9]
     assert torch.equal(hf_dyn.tokens, new) and torch.equal(hf_static.tokens, new)
     assert hf_dyn.layer0_k_tensors == [1, 2, 3, 4, 5, 6] and hf_static.layer0_k_tensors == [1] * 6
-    assert hf_dyn.attended == [4, 5, 6, 7, 8, 9] and hf_static.attended == [9] * 6  # the whole buffer, masked
+    assert hf_dyn.attended == [4, 5, 6, 7, 8, 9] and hf_static.attended == [9] * 6  # K's length: all of it, masked
     assert hf_dyn.allocations is None and len(growth.transformers_sentences()) == 2
+    assert len(hf_dyn.repeat_ms) == len(hf_static.repeat_ms) == 3
+    assert "缓存张量的长度从 4 个位置长到 9 个" in growth.readout_html()
 
 
 def test_cache_growth_without_transformers_says_why(monkeypatch):
@@ -150,31 +221,98 @@ def test_cache_growth_without_transformers_says_why(monkeypatch):
     growth = lesson.compare_cache_growth(lesson.wide_cache_model(), new_tokens=2, prompt_len=2)
     assert set(growth.runs) == {"kv", "dynamic"} and growth.transformers_sentences() == []
     assert growth.transformers_skipped.startswith("没有安装 transformers")
+    assert html.escape(growth.transformers_skipped) in growth.readout_html()
 
 
 def test_growth_medians_by_hand():
-    run = CacheGrowth("kv", [1, 2, 3, 4, 5, 6, 7, 8, 9], [50, 1, 2, 3, 4, 9, 8, 7, 6], [1] * 9, None)
-    assert run.late_ms() == 7  # the second half [4, 9, 8, 7, 6]
-    assert run.early_ms() == 1.5  # the first quarter of the 8 decode passes: [1, 2] (the 50 ms prefill left out)
-    assert run.smoothed_ms(3) == [25.5, 2, 2, 3, 4, 8, 8, 7, 6.5]  # medians of [50, 1], [50, 1, 2], ... [7, 6]
+    run = CacheGrowth("kv", [1, 2, 3, 4, 5, 6, 7, 8, 9],
+                      [[50, 1, 2, 3, 4, 9, 8, 7, 6], [40, 3, 2, 1, 4, 5, 6, 7, 8], [60, 2, 2, 2, 2, 2, 2, 2, 2]],
+                      [1] * 9, None)
+    assert run.step_ms == [50, 2, 2, 2, 4, 5, 6, 7, 6]  # per pass, the median of the 3 repeats
+    assert run.late_ms() == [7, 6, 2]  # per repeat, the median of the second half [4:]
+    assert run.early_ms() == [1.5, 2.5, 2]  # per repeat, the first quarter of the 8 decode passes (prefill left out)
+    assert run.smoothed_ms(3) == [26, 2, 2, 2, 4, 5, 6, 6, 6.5]  # medians of [50, 2], [50, 2, 2], ... [7, 6]
 
 
-@pytest.mark.parametrize("fast,slow,expected", [
-    (10.0, 15.0, "慢了 50%"), (7.82, 11.76, "慢了 50%"), (10.0, 11.2, "慢了 12%"),
-    (10.0, 10.5, "相差不到 10%"), (10.0, 9.5, "相差不到 10%"), (10.0, 8.0, "这一次 B 快了 20%"),
+@pytest.mark.parametrize("base,other,expected", [
+    ([10, 10, 10], [15, 15, 15], "每一次都更慢：B 慢了 50%。"),
+    ([7.82, 7.9, 7.7], [11.76, 11.5, 12.0], "每一次都更慢：B 慢了 50%。"),
+    ([10, 10, 10], [8, 8, 8], "每一次都更快：B 快了 20%。"),
+    ([10, 10, 10], [10.5, 10.3, 10.6], "方向一致，但中位数只差 5%，不到 10%：差别很小。"),
+    ([10, 10, 10], [12, 9, 11], "快慢不一致：在这台机器上分不出快慢。"),
+    ([10, 10, 10], [13, 13, 9.9], "快慢不一致：在这台机器上分不出快慢。"),  # a big median gap, one repeat the other way
 ])
-def test_pace_sentence_follows_the_measured_ratio(fast, slow, expected):
-    sentence = lesson.pace_sentence("A", fast, "B", slow)
-    assert expected in sentence and f"B 是 {slow:.2f} ms，A 是 {fast:.2f} ms" in sentence
-    assert ("慢了" in sentence) == (slow / fast >= 1.1)
-
-
-def test_kvlab_sentence_uses_the_legend_names():
-    runs = {m: CacheGrowth(m, [1, 2], [5.0, 10.0], [1, 1], None) for m in ("kv", "dynamic")}
-    runs["dynamic"].step_ms = [5.0, 20.0]
-    sentence = lesson.GrowthComparison(runs, 1).kvlab_sentence()
-    assert MODE_LABELS["dynamic"] in sentence and "慢了 100%" in sentence
+def test_pace_sentence_follows_the_repeats(base, other, expected):
+    sentence = lesson.pace_sentence("A", base, "B", other)
+    assert sentence.endswith(expected), sentence
+    assert f"B {np.median(other):.2f} ms，A {np.median(base):.2f} ms（3 轮各取中位数" in sentence
     assert " ，" not in sentence and "， " not in sentence
+
+
+def test_pace_sentence_lists_every_repeat():
+    sentence = lesson.pace_sentence("A", [10, 10, 10], "B", [12, 9, 11])
+    assert "3 轮里，B 比 A 分别慢 20%、快 10%、慢 10%" in sentence
+
+
+def _comparison(per_token=1000, peak_tokens=64, llc=None, device="cpu"):
+    t = list(range(8, peak_tokens + 1))
+    runs = {m: CacheGrowth(m, t, [[1.0] * len(t)] * 3, [1] * len(t), None, [2] * len(t), [0] * len(t),
+                           [per_token * peak_tokens] * len(t)) for m in ("kv", "dynamic")}
+    runs["dynamic"].repeat_ms = [[2.0] * len(t)] * 3
+    return GrowthComparison(runs, 8, 3, per_token, 10, lesson.wide_cache_model().config, torch.device(device), 1,
+                            llc, "这次没有要求运行 transformers")
+
+
+def test_kvlab_sentence_uses_this_chapters_names():
+    sentence = _comparison().kvlab_sentence()
+    assert lesson.CHAPTER_LABELS["dynamic"] in sentence and "预分配（kv）" in sentence and "慢了 100%" in sentence
+    assert sentence.startswith("后半程（缓存里 36–64 个 token）每次前向")  # t = 8 .. 64: the second half from 36
+
+
+def test_llc_sentence_fits_exceeds_or_unknown():
+    l3 = LastLevelCache("L3", 32 * 2**20, "/sys/devices/system/cpu/cpu0/cache/index3/size")
+    fits = _comparison(per_token=2**18, peak_tokens=64, llc=l3).llc_sentence()  # 16 MiB
+    assert fits.startswith("缓存最大 16.0 MiB（K 和 V，所有层），这台机器 CPU 的 L3 缓存是 32.0 MiB（读自 /sys/")
+    assert "整个缓存装得进 L3" in fits and "内存" in fits and "显存" not in fits
+    over = _comparison(per_token=2**18, peak_tokens=256, llc=l3)  # 64 MiB: twice the L3, past it at token 128
+    assert over.llc_tokens == 128 and "缓存是它的 2 倍，从第 128 个 token 起装不进 L3" in over.llc_sentence()
+    unknown = _comparison(llc=None).llc_sentence()
+    assert "没有读到这台机器 CPU 最后一级缓存的大小" in unknown
+    gpu = _comparison(per_token=2**18, llc=LastLevelCache("L2", 50 * 2**20, "torch.cuda.get_device_properties"),
+                      device="cuda").llc_sentence()
+    assert "GPU 的 L2 缓存是 50.0 MiB" in gpu and "显存" in gpu
+
+
+@pytest.mark.parametrize("text,size", [("32768K", 32 * 2**20), ("1M", 2**20), ("512", 512), ("2G\n", 2 * 2**30)])
+def test_parse_cache_size(text, size):
+    assert lesson.parse_cache_size(text) == size
+
+
+def test_last_level_cache_reads_the_highest_data_level(tmp_path):
+    for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"),
+                                              (3, "Unified", "32768K")]):
+        index = tmp_path / f"index{i}"
+        index.mkdir()
+        (index / "level").write_text(f"{level}\n")
+        (index / "type").write_text(f"{kind}\n")
+        (index / "size").write_text(f"{size}\n")
+    llc = lesson.last_level_cache("cpu", tmp_path)
+    assert (llc.level, llc.bytes, llc.source) == ("L3", 32 * 2**20, str(tmp_path / "index3" / "size"))
+    assert lesson.last_level_cache("cpu", tmp_path / "missing") is None
+    assert lesson.last_level_cache("meta") is None
+
+
+def test_growth_panel_choices_and_bad_value(monkeypatch):
+    model = lesson.wide_cache_model()
+    assert lesson.growth_choices(model) == [("64 个 token（缓存最大 16.0 MiB）", 64),
+                                            ("128 个 token（缓存最大 32.0 MiB）", 128),
+                                            ("256 个 token（缓存最大 64.0 MiB）", 256)]
+    with pytest.raises(InputError, match="^「缓存最多存多少个 token」"):
+        lesson.render_growth(model, 100)
+    monkeypatch.setattr(lesson, "GROWTH_LENGTHS", (12,))
+    view = lesson.render_growth(model, 12)
+    assert view.result.runs["kv"].t[-1] == 12 and view.result.repeats == 3
+    assert "预分配（kv）：共 2 次分配" in view.html and len(view.figures) == 1
 
 
 # -- padding ---------------------------------------------------------------------------------------
@@ -185,6 +323,20 @@ def test_padding_waste_by_hand():
     assert w.waste_fraction == pytest.approx(61 / 120) and w.paged_bytes == 800
 
 
+def test_padding_reserve_for_generation_by_hand():
+    w = lesson.padding_waste([12, 40, 7], bytes_per_slot=10, block_size=16, reserve=8)
+    assert (w.padded_length, w.allocated_slots, w.paged_slots) == (48, 144, 80)  # pages are not reserved
+    assert w.waste_fraction == pytest.approx(1 - 59 / 144)
+    with pytest.raises(ValueError, match="^reserve"):
+        lesson.padding_waste([12], 10, 16, reserve=-1)
+
+
+def test_pool_blocks_are_taken_as_the_sequences_grow():
+    w = lesson.padding_waste([12, 40, 7], bytes_per_slot=10, block_size=16)
+    assert [(b.owner, b.index, b.used) for b in w.pool_blocks()] == [
+        (0, 0, 12), (1, 0, 16), (2, 0, 7), (1, 1, 16), (1, 2, 8)]  # every first block before any second one
+
+
 def test_padding_readout_says_when_paging_costs_more():
     """Hole 12: 64 sequences of length 1 in blocks of 16 need more with paging than with padding."""
     more = lesson.render_padding(", ".join(["1"] * 64), 16).html
@@ -192,11 +344,18 @@ def test_padding_readout_says_when_paging_costs_more():
     less = lesson.render_padding("12, 40, 7, 33, 25, 60", 16).html
     assert "只需" in less and "少" in less
     assert "14 块 × 16 = 224 个槽位" in less and "浪费 21.0%" in less  # 1 + 3 + 1 + 3 + 2 + 4 blocks; 1 - 177/224
+    assert "6 × 60 = 360 个槽位" in less and "浪费 50.8%" in less and "预留" not in less.split("<br>")[0]
+
+
+def test_padding_readout_with_a_reserve():
+    html = lesson.render_padding("12, 40, 7, 33, 25, 60", 16, 32).html
+    assert "每条再为生成预留 32 个" in html and "6 × 92 = 552 个槽位" in html and "浪费 67.9%" in html  # 1 - 177/552
+    assert "14 块 × 16 = 224 个槽位" in html  # paging unchanged
 
 
 @pytest.mark.parametrize("text", ["", "abc", "3, -1", "0", "1.5", ",,,", "9" * 9, ", ".join(["1"] * 65)])
 def test_padding_rejects_bad_lengths(text):
-    with pytest.raises(InputError, match=re.escape("「序列长度（提示词 + 生成）」")):
+    with pytest.raises(InputError, match=re.escape(f"「{lesson.LENGTHS_LABEL}」")):
         lesson.render_padding(text, 16)
 
 
@@ -206,16 +365,24 @@ def test_padding_rejects_bad_block_sizes(block):
         lesson.render_padding("12, 40", block)
 
 
+@pytest.mark.parametrize("reserve", [-1, 2.5, 10**7, None])
+def test_padding_rejects_bad_reserves(reserve):
+    with pytest.raises(InputError, match="^「每条序列为生成预留」"):
+        lesson.render_padding("12, 40", 16, reserve)
+
+
 def test_padding_accepts_chinese_commas_and_spaces():
     assert lesson.render_padding("12，40 7", 16).result.lengths == [12, 40, 7]
 
 
-def test_padding_panel_greys_out_after_bad_lengths():
+def test_padding_panel_greys_out_after_bad_lengths_and_follows_the_reserve():
     panel = lesson.padding_panel()
     panel.set(lengths="abc")
     assert panel.stale and "kvlab-msg-warn" in panel.message.value
     panel.set(lengths="5, 50")
     assert not panel.stale and "浪费 45.0%" in panel.readout.value
+    panel.set(reserve=48)
+    assert "2 × 98 = 196 个槽位" in panel.readout.value and len(panel.views) == 2
 
 
 def test_measured_padding_bytes():
@@ -240,65 +407,113 @@ def _boxes(trace):
     return out
 
 
-def test_cache_tensor_figure_is_drawn_to_scale():
-    # L=2, H=4, D=8, fp16: 2 * 4 * 8 * 2 = 128 B per token (all layers), 64 B per layer; S = 10, 4 filled
-    fig = storage_plots.cache_tensor_figure(L=2, B=1, H=4, S=10, D=8, filled=4, dtype="fp16",
-                                            reference=(4, 4, 8, 20, "fp16"))
-    assert _boxes(_trace(fig, "已存的 token")) == [(0, 4, 0, 128)]
-    assert _boxes(_trace(fig, "已分配、还空着")) == [(4, 10, 0, 128)]
-    assert _boxes(_trace(fig, "已存的 token", "x2")) == [(0, 4, 0, 64)]
-    reference = next(t for t in fig.data if t.name.startswith("虚线：原文示例 L=4、H=4、D=8、S=20"))
-    assert _boxes(reference) == [(0, 20, 0, 256)]  # 4 * 4 * 8 * 2 B by 20 slots, same scale
-    assert list(_trace(fig, "层与层的分界").y) == [64, 64, None]  # one boundary between 2 layers
-    assert [y for y in _trace(fig, "头与头的分界", "x2").y if y is not None] == [16, 16, 32, 32, 48, 48]
-    assert "（2, 1, 4, 10, 8）" in fig.layout.title.text and fig.layout.title.text.endswith("已用 1.0 KiB / 共 2.5 KiB")  # 2 * 2*1*4*{4,10}*8 * 2 B
-    assert fig.layout.template.layout.font.family == FONT_FAMILY
-    assert "KiB" not in fig.layout.yaxis.title.text and "（B）" in fig.layout.yaxis.title.text
+def _lines(trace):
+    return [y for y in trace.y if y is not None][::2]
 
 
-def test_cache_tensor_figure_follows_dtype_and_batch():
-    fp32 = storage_plots.cache_tensor_figure(L=2, B=3, H=4, S=10, D=8, filled=10, dtype="fp32")
-    assert _boxes(_trace(fp32, "已存的 token")) == [(0, 10, 0, 256)]  # 4 bytes per number: twice fp16's height
-    assert not any(t.name == "已分配、还空着" for t in fp32.data)  # full
-    shadows = _boxes(next(t for t in fp32.data if t.name == "另外 2 条序列（同样大小）"))
-    assert len(shadows) == 2 and all((x1 - x0, y1 - y0) == pytest.approx((10, 256)) for x0, x1, y0, y1 in shadows)
-    int4 = storage_plots.cache_tensor_figure(L=2, B=1, H=4, S=10, D=8, filled=0, dtype="int4")
-    assert _boxes(_trace(int4, "已分配、还空着")) == [(0, 10, 0, 32)] and not any(
-        t.name == "已存的 token" for t in int4.data)
+def test_cache_tensor_figure_is_drawn_to_scale_in_numbers():
+    # L=2, H=4, D=8: 64 numbers of K per token (all layers), 32 per layer; S = 10, 4 filled
+    fig = storage_plots.cache_tensor_figure(L=2, H=4, S=10, D=8, filled=4, reference=(4, 4, 8, 20))
+    assert _boxes(_trace(fig, "已存的 token")) == [(0, 4, 0, 64)]
+    assert _boxes(_trace(fig, "已分配、还空着")) == [(4, 10, 0, 64)]
+    assert _boxes(_trace(fig, "已存的 token", "x2")) == [(0, 4, 0, 32)]
+    assert _boxes(_trace(fig, "虚线：原文示例 L=4、H=4、D=8、S=20")) == [(0, 20, 0, 128)]  # 4 * 4 * 8, same scale
+    assert _lines(_trace(fig, "层与层的分界")) == [32]  # one boundary between 2 layers
+    assert _lines(_trace(fig, "头与头的分界", "x2")) == [8, 16, 24]
+    titles = [a.text for a in fig.layout.annotations]
+    assert "原文示例的一层：4 × 8 = 32 个数，与这里一样" in titles[1]
+    assert fig.layout.title.text == "一条序列的 K：（L, H, S, D）=（2, 4, 10, 8），共 640 个数，已存 4 / 10 个 token"
+    assert fig.layout.template.layout.font.family == FONT_FAMILY and "（个）" in fig.layout.yaxis.title.text
+
+
+def test_zoom_is_scaled_to_the_current_layer_and_gives_the_reference_as_a_number():
+    fig = storage_plots.cache_tensor_figure(L=32, H=8, S=1024, D=128, filled=512, reference=(32, 32, 128, 1024))
+    assert list(fig.layout.yaxis2.range) == pytest.approx([0, 8 * 128 * 1.05])  # the layer itself, not the reference's
+    assert "原文示例的一层：32 × 128 = 4,096 个数，是这里的 4 倍" in fig.layout.annotations[1].text
+    assert _lines(_trace(fig, "头与头的分界", "x2")) == [128 * i for i in range(1, 8)]  # all 8 heads visible
+
+
+def test_many_heads_or_layers_get_every_kth_separator():
+    assert storage_plots.separator_step(128, 256, 128 * 256 * 1.05) == 4  # 1.9 px apart -> every 4th: 7.4 px
+    assert storage_plots.separator_step(8, 128, 8 * 128 * 1.05) == 1
+    fig = storage_plots.cache_tensor_figure(L=128, H=128, S=16, D=256, filled=1)
+    heads = _lines(_trace(fig, "头与头的分界", "x2"))
+    assert heads == [256 * i for i in range(4, 128, 4)] and "（每 4 个头画一条分界）" in fig.layout.annotations[1].text
+    layers = _lines(_trace(fig, "层与层的分界"))
+    assert len(layers) == 31 and "（每 4 层画一条分界）" in fig.layout.annotations[0].text
 
 
 def test_cache_tensor_figure_points_at_a_tensor_too_small_to_see():
-    small = storage_plots.cache_tensor_figure(L=4, B=1, H=2, S=100, D=32, filled=50, dtype="fp32",
-                                              reference=(32, 32, 128, 1024, "fp16"))
-    assert [a.text for a in small.layout.annotations if a.showarrow] == ["当前的张量", "当前的第 0 层"]
-    same = storage_plots.cache_tensor_figure(32, 1, 32, 1024, 128, 300, "fp16", reference=(32, 32, 128, 1024, "fp16"))
+    small = storage_plots.cache_tensor_figure(L=4, H=2, S=100, D=32, filled=50, reference=(32, 32, 128, 1024))
+    assert [a.text for a in small.layout.annotations if a.showarrow] == ["当前的张量"]
+    same = storage_plots.cache_tensor_figure(32, 32, 1024, 128, 300, reference=(32, 32, 128, 1024))
     assert not [a for a in same.layout.annotations if a.showarrow]
-    many = storage_plots.cache_tensor_figure(L=128, B=1, H=128, S=16, D=256, filled=1, dtype="fp16")
-    assert not any(t.name in ("层与层的分界", "头与头的分界") for t in many.data)  # too many to draw one by one
 
 
-def test_memory_vs_seq_is_linear_and_marks_s():
-    fig = storage_plots.memory_vs_seq_figure(32, 1, 32, 128, 1024, "fp16")
-    fp16 = next(tr for tr in fig.data if tr.name == "fp16")
-    x, y = np.array(fp16.x), np.array(fp16.y)
-    assert np.allclose(y / x, y[0] / x[0])  # linear in S
-    marker = fig.data[-1]
-    assert list(marker.x) == [1024] and marker.text[0] == "512.0 MiB"
-    assert "GiB" in fig.layout.yaxis.title.text and list(marker.y) == [0.5]  # unit chosen from the largest curve
+def test_batch_bytes_figure_stacks_every_sequence_filled_alike():
+    # L=2, H=4, D=8, fp32: 256 B per slot per sequence; 3 sequences stacked: 768 B; all 10 slots filled
+    fig = storage_plots.batch_bytes_figure(L=2, B=3, H=4, S=10, D=8, filled=6, dtype="fp32")
+    assert _boxes(_trace(fig, "已存的 token")) == [(0, 6, 0, 768)]  # every sequence filled to the same 6 slots
+    assert _boxes(_trace(fig, "已分配、还空着")) == [(6, 10, 0, 768)]
+    assert _lines(_trace(fig, "序列与序列的分界")) == [256, 512]
+    assert _boxes(_trace(fig, "第 1 条序列")) == [(0, 10, 0, 256)]
+    assert "3 条序列叠起来" in fig.layout.annotations[0].text and "每个数 4 字节" in fig.layout.annotations[0].text
+    int4 = storage_plots.batch_bytes_figure(L=2, B=1, H=4, S=10, D=8, filled=0, dtype="int4")
+    assert _boxes(_trace(int4, "已分配、还空着")) == [(0, 10, 0, 32)] and not any(
+        t.name == "已存的 token" for t in int4.data)
+    assert int4.layout.title.text.startswith("整批的 KV Cache，int4：已用 0 B / 共 640 B")  # 2*2*4*10*8 / 2
+
+
+def test_batch_bytes_figure_keeps_the_reference_at_the_same_scale():
+    fig = storage_plots.batch_bytes_figure(32, 2, 32, 1024, 128, 0, "fp16", reference=(32, 32, 128, 1024, "fp16"))
+    assert _boxes(_trace(fig, "虚线：原文示例（B=1、fp16）")) == [(0, 1024, 0, 256)]  # KiB, half the batch
+    assert _boxes(_trace(fig, "已分配、还空着")) == [(0, 1024, 0, 512)] and "（KiB）" in fig.layout.yaxis.title.text
+
+
+def test_memory_vs_seq_has_fixed_log_axes_and_moves_the_line():
+    capacities = (("甲卡 的显存", 16 * 2**30),)
+    fig = storage_plots.memory_vs_seq_figure(32, 1, 32, 128, 1024, "fp16", reference=(32, 32, 128, 1024, "fp16"),
+                                             capacities=capacities)
+    current = _trace(fig, "当前的设置")
+    x, y = np.array(current.x), np.array(current.y)
+    assert np.allclose(y / x, 512 * 2**10)  # linear in S: 512 KiB per token
+    assert (fig.layout.xaxis.type, fig.layout.yaxis.type) == ("log", "log")
+    assert list(fig.layout.xaxis.range) == [-0.05, 7.05]
+    assert list(fig.layout.yaxis.range) == pytest.approx([np.log10(2**10), np.log10(2**50)])
+    marker = _trace(fig, "当前 S=1,024")
+    assert list(marker.x) == [1024] and marker.text[0] == "512.0 MiB" and list(marker.y) == [2**29]
+    assert list(_trace(fig, "甲卡 的显存").y) == [16 * 2**30] * 2
+    other = storage_plots.memory_vs_seq_figure(32, 4, 8, 128, 4096, "int8", reference=(32, 32, 128, 1024, "fp16"),
+                                               capacities=capacities)
+    assert list(other.layout.yaxis.range) == list(fig.layout.yaxis.range)  # the axes never move
+    ref_name = "原文示例（L=32、B=1、H=32、D=128、fp16）"
+    assert list(_trace(other, ref_name).y) == list(_trace(fig, ref_name).y)  # nor does the reference line
+    assert np.allclose(np.array(_trace(other, "当前的设置").y), y / 2)  # B x4, H /4, int8: half the bytes
+
+
+def test_memory_vs_seq_widens_the_axis_for_a_point_outside():
+    fig = storage_plots.memory_vs_seq_figure(128, 100_000, 128, 256, 10_000_000, "fp32")
+    top = fig.layout.yaxis.range[1]
+    assert 10**top >= 2 * float(_trace(fig, "当前 S=10,000,000").y[0])
 
 
 def test_cache_growth_figure():
-    runs = {m: CacheGrowth(m, [5, 6], [1.0, 1.1], [1, 1] if m == "kv" else [1, 2], None, [2, 2],
-                           [2**20, 2**21], [0, 0]) for m in ("kv", "dynamic")}
-    runs["transformers:static"] = CacheGrowth("transformers:static", [5, 6], [3.0, 3.0], [1, 1], None)
-    fig = storage_plots.cache_growth_figure(runs)
+    runs = {m: CacheGrowth(m, [5, 6], [[1.0, 1.1], [1.2, 1.0], [0.9, 1.3]], [1, 1] if m == "kv" else [1, 2], None,
+                           [2, 2], [2**20, 2**21], [0, 0]) for m in ("kv", "dynamic")}
+    runs["transformers:static"] = CacheGrowth("transformers:static", [5, 6], [[3.0, 3.0]] * 3, [1, 1], None)
+    fig = storage_plots.cache_growth_figure(runs, lesson.CHAPTER_LABELS, llc=("L3 = 1.0 MiB", 5.5))
     assert len(fig.data) == 3 + 3 + 2  # transformers: no byte count of its own
     copied = [t for t in fig.data if t.xaxis == "x2"]
     assert [list(t.y) for t in copied] == [[1.0, 2.0], [1.0, 2.0]]  # MiB
     names = [t.name for t in fig.data if t.showlegend is not False]
-    assert names == [MODE_LABELS[m] for m in runs] and "StaticCache" in names[-1]
+    assert names == ["预分配（kv）", MODE_LABELS["dynamic"], MODE_LABELS["transformers:static"]]
     assert list(next(t for t in fig.data if t.xaxis == "x" and t.name == names[1]).y) == [1, 2]
-    assert [list(t.y) for t in fig.data if t.xaxis == "x3"] == [[1.05, 1.05], [1.05, 1.05], [3.0, 3.0]]  # medians
+    # per pass the median of 3 repeats ([1.0, 1.1], ...), then of the 5 passes around: here both passes
+    assert [list(t.y) for t in fig.data if t.xaxis == "x3"] == [[1.05, 1.05], [1.05, 1.05], [3.0, 3.0]]
+    assert fig.layout.shapes[0].x0 == 5.5 and any(a.text == "L3 = 1.0 MiB" for a in fig.layout.annotations)
+    assert "3 轮的中位数" in fig.layout.annotations[2].text
+    outside = storage_plots.cache_growth_figure(runs, lesson.CHAPTER_LABELS, llc=("L3 = 1.0 MiB", 50))
+    assert not outside.layout.shapes  # the cache never reached the L3 size: no line
 
 
 def test_padding_figure_draws_padding_and_pages():
@@ -311,12 +526,46 @@ def test_padding_figure_draws_padding_and_pages():
     assert [(x0, x1) for x0, x1, *_ in _boxes(_trace(fig, "padding（空着的槽位）"))] == [(5, 50)]
     pages = _boxes(_trace(fig, "一个块", "x2"))
     assert len(pages) == 1 + 4 and all(13 < x1 - x0 <= 16 for x0, x1, *_ in pages)  # 16 slots less a small gap
+    assert len(_boxes(_trace(fig, "序列 2 的块", "x2"))) == 4  # its own colour, page by page
     tails = _boxes(_trace(fig, "每条序列最后一块没用完的部分", "x2"))
     assert [x0 for x0, *_ in tails] == [5, 50] and [round(x1) for _, x1, *_ in tails] == [16, 64]
     assert "45.0%" in fig.layout.annotations[0].text and "共 5 块" in fig.layout.annotations[1].text
+    assert not any(t.name.startswith("为生成预留") for t in fig.data)
 
 
-def test_padding_figure_merges_pages_when_there_are_too_many():
-    w = padding_waste([1000] * 10, bytes_per_slot=1, block_size=1)
+def test_padding_figure_draws_the_reserve():
+    w = padding_waste([5, 50], bytes_per_slot=64, block_size=16, reserve=30)
     fig = storage_plots.padding_figure(w)
-    assert len(_boxes(_trace(fig, "一个块", "x2"))) == 10 and "不逐块画出" in fig.layout.annotations[1].text
+    reserve = _boxes(_trace(fig, "为生成预留（每条 30 个）"))
+    assert [(x0, x1) for x0, x1, *_ in reserve] == [(50, 80), (50, 80)]
+    assert "2 × 80 个槽位" in fig.layout.annotations[0].text
+
+
+def test_padding_figure_outlines_pages_only_when_they_are_wide_enough():
+    narrow = storage_plots.padding_figure(padding_waste([1000] * 10, bytes_per_slot=1, block_size=1))
+    assert not any(t.name == "一个块" for t in narrow.data) and "不逐块画出" in narrow.layout.annotations[1].text
+    assert len(_boxes(_trace(narrow, "序列 1 的块", "x2"))) == 1  # one bar per sequence
+    # 60 slots + a reserve of 64 in blocks of 1: 420 px / 124 slots = 3.4 px per block: merged too
+    merged = storage_plots.padding_figure(padding_waste([12, 40, 7, 33, 25, 60], 1, block_size=1, reserve=64))
+    assert not any(t.name == "一个块" for t in merged.data)
+    wide = storage_plots.padding_figure(padding_waste([12, 40, 7, 33, 25, 60], 1, block_size=1))  # 7 px per block
+    assert len(_boxes(_trace(wide, "一个块", "x2"))) == 177
+
+
+def test_pool_figure_scatters_a_sequences_blocks_among_the_others():
+    fig = storage_plots.pool_figure(padding_waste([12, 40, 7], bytes_per_slot=1, block_size=16))
+    # 5 blocks in one row of ceil(sqrt(20)) = 5 columns, in the order taken: seq 1, 2, 3, then 2, 2
+    assert [x0 for x0, *_ in _boxes(_trace(fig, "序列 2"))] == pytest.approx([1.05, 3.05, 4.05])  # not adjacent
+    assert [x0 for x0, *_ in _boxes(_trace(fig, "序列 3"))] == pytest.approx([2.05])
+    first = _boxes(_trace(fig, "序列 1"))[0]
+    assert first[1] - first[0] == pytest.approx(0.9 * 12 / 16)  # 12 of 16 slots used
+    tails = _boxes(_trace(fig, "最后一块没用完的部分"))
+    assert len(tails) == 3  # the last blocks of all three sequences
+    assert list(_trace(fig, "块的主人").text) == ["1", "2", "3", "2", "2"]
+    assert "5 块" in fig.layout.title.text and "只画出" not in fig.layout.title.text
+
+
+def test_pool_figure_draws_at_most_max_blocks():
+    fig = storage_plots.pool_figure(padding_waste([2000, 100], bytes_per_slot=1, block_size=1), max_blocks=64)
+    drawn = sum(len(_boxes(t)) for t in fig.data if t.name.startswith("序列"))
+    assert drawn == 64 and "共 2,100 块，只画出前 64 块" in fig.layout.title.text

@@ -1,39 +1,123 @@
-"""Chapter 3.2 (the KV cache's storage and shape): the cache tensor's five dimensions, the memory formula and its
-panel, real models' numbers, preallocation vs concatenation (kvlab's caches and transformers'), and
-padding waste in a batch, padded and paged."""
+"""Chapter 3.2 (the KV cache's storage and shape): the cache tensor's five dimensions in two panels (the shape in
+numbers, then the bytes of a batch), real models' numbers, preallocation vs concatenation (kvlab's caches and
+transformers', timed in alternating repeats against this machine's last-level cache), and padding waste in a
+batch, padded (with room reserved for generation) and paged in a shared pool of blocks."""
 from __future__ import annotations
 
 import html
+import math
 import re
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 import torch
 
-from .._validate import positive_int
+from .._validate import non_negative_int, positive_int
 from ..cache import DynamicKVCache, KVCache
 from ..config import ModelConfig
 from ..generation import generate
-from ..interop import distinct_so_far
+from ..interop import HF_CACHE_KINDS, distinct_so_far
 from ..inputs import choice, whole_number, whole_numbers
-from ..measure import measurement_threads, median, torch_threads
+from ..measure import alternate, measurement_threads, median, torch_threads
 from ..memory import DTYPE_BITS, format_bytes, kv_cache_bytes
 from ..model import ToyTransformer
-from ..presets import LATENT, MODEL_PRESETS, ModelPreset
+from ..presets import GPU_PRESETS, LATENT, MODEL_PRESETS, ModelPreset
 from ..viz import storage_plots as plots
 from ..viz.style import MODE_LABELS
 from ..viz.widgets import Panel, View, dropdown, int_box, int_slider, play_slider
 
 MAX_S, MAX_B = 10_000_000, 100_000  # beyond any real model's context or batch: treated as a typing error
+# This chapter sets two caches side by side, not a cache against none: its preallocated cache is named for that.
+# (Proposed for kvlab.viz.style.MODE_LABELS as a chapter-3.2 label; passed explicitly until then.)
+CHAPTER_LABELS = {**MODE_LABELS, "kv": "预分配（kv）"}
 
 
-# -- the memory formula, live ------------------------------------------------------------------------
+# -- the shape panel: L, H, D, S and how much of S is filled -----------------------------------------
 CHAPTER_EXAMPLE = (32, 32, 128, 1024, "fp16")  # the original chapter's (L, H, D, S, dtype), B = 1
+SHAPE_LABELS = {"L": "层数 L", "H": "KV 头数 H", "D": "头维度 D", "S": "序列长度 S", "filled_pct": "已生成（%）"}
+
+
+def example_text(example=CHAPTER_EXAMPLE) -> str:
+    L, H, D, S, dtype = example
+    return f"原文示例（L={L}、B=1、H={H}、S={S:,}、D={D}、{dtype}）"
+
+
+@dataclass
+class CacheShape:
+    """The cache of one sequence as the shape panel shows it: its four sizes and the tokens stored so far."""
+
+    L: int
+    H: int
+    D: int
+    S: int
+    filled: int  # tokens stored so far (of S)
+
+    @property
+    def numbers_per_token(self) -> int:
+        """Numbers of K one token stores in all layers (V stores as many again)."""
+        return self.L * self.H * self.D
+
+    @property
+    def numbers(self) -> int:
+        """Numbers of K and V together: 2 x L x H x S x D."""
+        return 2 * self.numbers_per_token * self.S
+
+
+def shape_of(L, H, D, S, filled_pct) -> CacheShape:
+    """The shape panel's values checked as a learner typed or dragged them (Chinese messages naming the control)."""
+    S = whole_number(SHAPE_LABELS["S"], S, 1, MAX_S)
+    return CacheShape(L=whole_number(SHAPE_LABELS["L"], L, 1, 1024), H=whole_number(SHAPE_LABELS["H"], H, 1, 1024),
+                      D=whole_number(SHAPE_LABELS["D"], D, 1, 4096), S=S,
+                      filled=S * whole_number(SHAPE_LABELS["filled_pct"], filled_pct, 0, 100) // 100)
+
+
+def example_numbers(example=CHAPTER_EXAMPLE) -> int:
+    L, H, D, S, _ = example
+    return 2 * L * H * S * D
+
+
+def render_shape(L, H, D, S, filled_pct) -> View:
+    """The shape panel: K of one sequence drawn to scale in numbers, the counts, and the fill."""
+    s = shape_of(L, H, D, S, filled_pct)
+    readout = (
+        f"K 的形状（L, B, H, S, D）=（{s.L}, 1, {s.H}, {s.S}, {s.D}），V 与它同形。每个 token 在每一层的 K 里存 "
+        f"H × D = {s.H * s.D:,} 个数，所有层共 L × H × D = {s.numbers_per_token:,} 个，V 也一样多；整个缓存（K 和 V）"
+        f"2 × L × H × S × D = <b>{s.numbers:,} 个数</b>，{plots.compared_with(s.numbers, example_numbers(), '原文示例')}。"
+        f"<br>已生成 {s.filled:,} / {s.S:,} 个 token：所有层、所有头的前 {s.filled:,} 个位置已经写入"
+    )
+    figure = plots.cache_tensor_figure(s.L, s.H, s.D, s.S, s.filled, reference=CHAPTER_EXAMPLE[:4])
+    return View([figure], readout, s)
+
+
+def _caption(text: str):
+    import ipywidgets as W
+
+    return W.HTML(f"<b>{text}</b>", layout=W.Layout(width="auto"))
+
+
+def shape_panel() -> Panel:
+    """Two rows: the model's shape (L, H, D), then the request (S) with Play filling it."""
+    play, fill_slider = play_slider(SHAPE_LABELS["filled_pct"], 30, 0, 100, interval_ms=150)
+    fill_slider.step = play.step = 5
+    fill_slider.layout.width = "300px"
+    L, H, D, S, _ = CHAPTER_EXAMPLE
+    controls = {"L": int_slider(SHAPE_LABELS["L"], L, 1, 128, width="300px"),
+                "H": int_slider(SHAPE_LABELS["H"], H, 1, 128, width="300px"),
+                "D": int_slider(SHAPE_LABELS["D"], D, 16, 256, step=16, width="300px"),
+                "S": int_box(SHAPE_LABELS["S"], S, width="220px"), "filled_pct": fill_slider}
+    extra = {"L": _caption("模型的形状"), "S": _caption("这次请求"), "filled_pct": play}
+    return Panel(controls, render_shape, extra=extra, layout="grid", columns=4, css_class="kvlab-shape")
+
+
+# -- the bytes panel: B and the dtype, reading the shape panel --------------------------------------
+QUANTIZED = ("int8", "int4", "fp8")  # formats whose caches also store scales (not counted by the formula)
+GPU_LINES = ("T4 16 GB (Colab)", "H100 80 GB")  # memory sizes drawn on the bytes-against-S figure
 
 
 @dataclass
 class MemoryReadout:
-    """The formula's inputs and what it gives, as shown by the memory panel."""
+    """The formula's inputs and what it gives, as shown by the bytes panel."""
 
     L: int
     B: int
@@ -63,54 +147,43 @@ def example_bytes(example=CHAPTER_EXAMPLE) -> int:
     return kv_cache_bytes(L, H, D, S, 1, dtype)
 
 
-def times_text(ratio: float) -> str:
-    """A size ratio as a learner reads it: "8 倍", "1/4", "1.5 倍"."""
-    if ratio >= 1:
-        return f"{ratio:,.3g} 倍"
-    return f"1/{1 / ratio:,.3g}"
+def gpu_lines(names=GPU_LINES) -> tuple[tuple[str, int], ...]:
+    return tuple((f"{GPU_PRESETS[n].name} 的显存", GPU_PRESETS[n].memory_bytes) for n in names)
 
 
-def render_memory(L, H, D, S, B, dtype, filled_pct) -> View:
-    """The memory panel: the formula with the chosen values, the tensor drawn to scale, bytes against S."""
-    r = MemoryReadout(L=whole_number("层数 L", L, 1, 1024), B=whole_number("批次 B", B, 1, MAX_B),
-                      H=whole_number("KV 头数 H", H, 1, 1024), S=whole_number("序列长度 S", S, 1, MAX_S),
-                      D=whole_number("头维度 D", D, 1, 4096), dtype=choice("数据类型", dtype, list(DTYPE_BITS)),
-                      filled=0)
-    r.filled = r.S * whole_number("已生成（%）", filled_pct, 0, 100) // 100
-    eL, eH, eD, eS, edtype = CHAPTER_EXAMPLE
+def render_bytes(B, dtype, L, H, D, S, filled_pct) -> View:
+    """The bytes panel: the formula with the chosen values, the batch drawn to scale in bytes, bytes against S."""
+    s = shape_of(L, H, D, S, filled_pct)
+    r = MemoryReadout(L=s.L, B=whole_number("批次 B", B, 1, MAX_B), H=s.H, S=s.S, D=s.D,
+                      dtype=choice("数据类型", dtype, list(DTYPE_BITS)), filled=s.filled)
+    total = r.total_bytes
     readout = (
         f"2 × L × B × H × S × D × 每元素字节 = 2 × {r.L} × {r.B:,} × {r.H} × {r.S:,} × {r.D} × "
-        f"{DTYPE_BITS[r.dtype] / 8:g} B = <b>{r.total_bytes:,} B"
-        f"{'' if r.total_bytes < 1024 else ' = ' + format_bytes(r.total_bytes)}</b>，"
-        f"是原文示例（L={eL}、B=1、H={eH}、S={eS:,}、D={eD}、{edtype}）的 {times_text(r.total_bytes / example_bytes())}<br>"
+        f"{DTYPE_BITS[r.dtype] / 8:g} B = <b>{total:,} B{'' if total < 1024 else ' = ' + format_bytes(total)}</b>，"
+        f"{plots.compared_with(total, example_bytes(), example_text())}<br>"
         f"每个 token（1 条序列，所有层的 K 和 V）：{format_bytes(r.per_token_bytes)}；"
         f"已生成 {r.filled:,} / {r.S:,} 个 token，已用 {format_bytes(r.used_bytes)}"
+        + ("；量化缓存另存的缩放系数不在其内" if r.dtype in QUANTIZED else "")
     )
-    figures = [plots.cache_tensor_figure(r.L, r.B, r.H, r.S, r.D, r.filled, r.dtype, reference=CHAPTER_EXAMPLE),
-               plots.memory_vs_seq_figure(r.L, r.B, r.H, r.D, r.S, r.dtype)]
+    figures = [plots.batch_bytes_figure(r.L, r.B, r.H, r.S, r.D, r.filled, r.dtype, reference=CHAPTER_EXAMPLE),
+               plots.memory_vs_seq_figure(r.L, r.B, r.H, r.D, r.S, r.dtype, reference=CHAPTER_EXAMPLE,
+                                          capacities=gpu_lines())]
     return View(figures, readout, r)
 
 
-def _caption(text: str):
-    import ipywidgets as W
+def bytes_panel(shape: Panel) -> Panel:
+    """B and the dtype; the shape (L, H, D, S, fill) is read from ``shape`` and followed as it changes."""
+    controls = {"B": int_box("批次 B", 1, width="200px"),
+                "dtype": dropdown("数据类型", list(DTYPE_BITS), CHAPTER_EXAMPLE[4], width="200px")}
 
-    return W.HTML(f"<b>{text}</b>", layout=W.Layout(width="auto"))
+    def render(B, dtype) -> View:
+        return render_bytes(B, dtype, **shape.values())
 
-
-def memory_panel() -> Panel:
-    """Three rows: the model's shape (L, H, D), the request (B, S, dtype), and Play filling the cache."""
-    play, fill_slider = play_slider("已生成（%）", 30, 0, 100, interval_ms=150)
-    fill_slider.step = play.step = 5
-    fill_slider.layout.width = "300px"
-    L, H, D, S, dtype = CHAPTER_EXAMPLE
-    controls = {"L": int_slider("层数 L", L, 1, 128, width="300px"),
-                "H": int_slider("KV 头数 H", H, 1, 128, width="300px"),
-                "D": int_slider("头维度 D", D, 16, 256, step=16, width="300px"),
-                "B": int_box("批次 B", 1, width="200px"), "S": int_box("序列长度 S", S, width="220px"),
-                "dtype": dropdown("数据类型", list(DTYPE_BITS), dtype, width="200px"),
-                "filled_pct": fill_slider}
-    extra = {"L": _caption("模型的形状"), "B": _caption("这次推理"), "filled_pct": play}
-    return Panel(controls, render_memory, extra=extra, layout="grid", columns=4, css_class="kvlab-memory")
+    panel = Panel(controls, render, extra=[_caption("读上面的形状，再定")], layout="horizontal",
+                  css_class="kvlab-bytes")
+    for control in shape.controls.values():
+        control.observe(lambda _change: panel.refresh(), names="value")
+    return panel
 
 
 # -- real models -------------------------------------------------------------------------------------
@@ -176,49 +249,146 @@ def model_table_html(names=TABLE_MODELS, seq_lens=(1024, 4096)) -> str:
 
 
 # -- preallocation vs concatenation ----------------------------------------------------------------
+SYSFS_CPU_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+@dataclass
+class LastLevelCache:
+    """The largest cache between the processor and memory: its level ("L3"), size and where it was read."""
+
+    level: str
+    bytes: int
+    source: str
+
+
+def parse_cache_size(text: str) -> int:
+    """sysfs's cache size ("32768K", "1M", "512") in bytes."""
+    text = text.strip().upper()
+    factor = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in "KMG" else text
+    if not digits.isdigit():
+        raise ValueError(f"text must be a cache size such as 32768K, got {text!r}")
+    return int(digits) * factor
+
+
+def last_level_cache(device, sysfs: Path = SYSFS_CPU_CACHE) -> LastLevelCache | None:
+    """The CPU's last-level cache from sysfs (Linux), a CUDA device's L2 from its properties; None when unknown."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        size = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
+        return LastLevelCache("L2", size, "torch.cuda.get_device_properties") if size else None
+    if dev.type != "cpu":
+        return None
+    best = None
+    for index in sorted(Path(sysfs).glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = parse_cache_size((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind != "Instruction" and (best is None or level > best[0]):
+            best = (level, size, str(index / "size"))
+    return None if best is None else LastLevelCache(f"L{best[0]}", best[1], best[2])
+
+
 @dataclass
 class CacheGrowth:
-    """One generation's cache, pass by pass: what was observed (time, layer 0's K storage) for every cache,
-    and what kvlab counts itself (allocations, bytes written) for kvlab's."""
+    """One way of caching, run ``repeats`` times: each pass's time in every repeat, and (from the first repeat)
+    what was observed (layer 0's K storage) for every cache and what kvlab counts itself for kvlab's."""
 
     name: str  # "kv", "dynamic" (kvlab) or "transformers:dynamic", "transformers:static"
     t: list[int]  # tokens in the cache after each pass
-    step_ms: list[float]  # wall time of each forward pass
+    repeat_ms: list[list[float]]  # [repeat][pass]: wall time of each forward pass
     layer0_k_tensors: list[int]  # distinct K tensors layer 0 has used so far (its data_ptr() changed)
     tokens: torch.Tensor  # kvlab: the tokens generated [B, prompt + new]; transformers: its greedy choices [B, passes]
     allocations: list[int] | None = None  # kvlab: storage tensors allocated so far (all layers, K and V)
     bytes_copied: list[int] | None = None  # kvlab: bytes written into storage so far
     allocated_bytes: list[int] | None = None  # kvlab: bytes allocated for storage
-    attended: list[int] | None = None  # positions of K that layer 0's attention was given in each pass
+    attended: list[int] | None = None  # kvlab: positions of K its attention was given; transformers: K's length
 
-    def smoothed_ms(self, window: int = 15) -> list[float]:
-        """Each pass's time as the median of the ``window`` passes around it (timer spikes removed)."""
-        half = window // 2
-        return [median(self.step_ms[max(0, i - half): i + half + 1]) for i in range(len(self.step_ms))]
+    @property
+    def step_ms(self) -> list[float]:
+        """Each pass's median over the repeats."""
+        return [median(column) for column in zip(*self.repeat_ms)]
 
-    def late_ms(self) -> float:
-        """Median time of a pass over the second half of the run (the longest caches)."""
-        return median(self.step_ms[len(self.step_ms) // 2:])
+    def smoothed_ms(self, window: int = 5) -> list[float]:
+        """Each pass's median over repeats, then the median of the ``window`` passes around it."""
+        step, half = self.step_ms, window // 2
+        return [median(step[max(0, i - half): i + half + 1]) for i in range(len(step))]
 
-    def early_ms(self) -> float:
-        """Median time of the first quarter of the decode passes (short caches)."""
-        decode = self.step_ms[1:]
-        return median(decode[: max(1, len(decode) // 4)])
+    def late_ms(self) -> list[float]:
+        """Per repeat: the median pass over the second half of the run (the longest caches)."""
+        return [median(r[len(r) // 2:]) for r in self.repeat_ms]
+
+    def early_ms(self) -> list[float]:
+        """Per repeat: the median of the first quarter of the decode passes (short caches)."""
+        return [median(r[1:][: max(1, (len(r) - 1) // 4)]) for r in self.repeat_ms]
+
+
+def _spaced(label: str) -> str:
+    """A label inside a Chinese sentence: a space on a side where it begins or ends with a Latin letter."""
+    return (" " if label[0].isascii() else "") + label + (" " if label[-1].isascii() else "")
+
+
+def pace_sentence(base_label: str, base_ms: list[float], other_label: str, other_ms: list[float],
+                  when: str = "后半程") -> str:
+    """Chinese sentences comparing two ways timed in the same rounds (one value per repeat each): their medians,
+    each repeat's difference, and a verdict only when every repeat points the same way and the medians differ by
+    10 % or more."""
+    base, other = median(base_ms), median(other_ms)
+    ratios = [o / b for o, b in zip(other_ms, base_ms)]
+    b_, o_ = _spaced(base_label), _spaced(other_label)
+    each = "、".join(("慢" if r >= 1 else "快") + f" {abs(r - 1):.0%}" for r in ratios)
+    text = (f"{when}每次前向：{o_}{other:.2f} ms，{b_}{base:.2f} ms（{len(ratios)} 轮各取中位数，再取中位数）。"
+            f"{len(ratios)} 轮里，{o_}比{b_}分别{each}")
+    ratio = other / base
+    if all(r > 1 for r in ratios) and ratio >= 1.1:
+        text += f"，每一次都更慢：{o_}慢了 {ratio - 1:.0%}。"
+    elif all(r < 1 for r in ratios) and ratio <= 1 / 1.1:
+        text += f"，每一次都更快：{o_}快了 {1 - ratio:.0%}。"
+    elif all(r > 1 for r in ratios) or all(r < 1 for r in ratios):
+        text += f"，方向一致，但中位数只差 {abs(ratio - 1):.0%}，不到 10%：差别很小。"
+    else:
+        text += "，快慢不一致：在这台机器上分不出快慢。"
+    return re.sub(r" *([，。：；、（）]) *", r"\1", text)  # no space next to full-width punctuation
 
 
 @dataclass
 class GrowthComparison:
     """kvlab's two caches and, when transformers is installed, its DynamicCache and StaticCache on the same
-    weights and tokens. ``transformers_skipped`` says why they are missing."""
+    weights and tokens, run in alternating rounds. ``transformers_skipped`` says why they are missing."""
 
     runs: dict[str, CacheGrowth]
     prompt_len: int
+    repeats: int
+    per_token_bytes: int  # K and V of one token, all layers
+    weight_bytes: int
+    config: ModelConfig
+    device: torch.device
+    threads: int
+    llc: LastLevelCache | None
     transformers_skipped: str | None = None
 
+    @property
+    def peak_bytes(self) -> int:
+        """The largest cache of the run: kvlab's preallocated one, sized for the last pass."""
+        return self.runs["kv"].allocated_bytes[-1]
+
+    @property
+    def llc_tokens(self) -> float | None:
+        """Tokens whose cache fills the last-level cache (None when its size is unknown)."""
+        return None if self.llc is None else self.llc.bytes / self.per_token_bytes
+
+    def _late_window(self) -> str:
+        t = self.runs["kv"].t
+        return f"后半程（缓存里 {t[len(t) // 2]}–{t[-1]} 个 token）"
+
     def kvlab_sentence(self) -> str:
-        """How much slower kvlab's concatenating cache measured than its preallocated one, late in the run."""
+        """How kvlab's concatenating cache measured against its preallocated one, late in the run."""
         kv, dyn = self.runs["kv"], self.runs["dynamic"]
-        return pace_sentence(MODE_LABELS["kv"], kv.late_ms(), MODE_LABELS["dynamic"], dyn.late_ms())
+        return pace_sentence(CHAPTER_LABELS["kv"], kv.late_ms(), CHAPTER_LABELS["dynamic"], dyn.late_ms(),
+                             self._late_window())
 
     def transformers_sentences(self) -> list[str]:
         """StaticCache against DynamicCache, early (short caches) and late in the run."""
@@ -227,12 +397,62 @@ class GrowthComparison:
         static, dynamic = self.runs["transformers:static"], self.runs["transformers:dynamic"]
         return [pace_sentence("DynamicCache", dynamic.early_ms(), "StaticCache", static.early_ms(),
                               "前四分之一的解码步"),
-                pace_sentence("StaticCache", static.late_ms(), "DynamicCache", dynamic.late_ms())]
+                pace_sentence("StaticCache", static.late_ms(), "DynamicCache", dynamic.late_ms(), self._late_window())]
+
+    def llc_sentence(self) -> str:
+        """The cache's peak size against the last-level cache, and what that means for the copies."""
+        gpu = self.device.type == "cuda"
+        where, memory = ("GPU", "显存") if gpu else ("CPU", "内存")
+        peak = format_bytes(self.peak_bytes)
+        if self.llc is None:
+            return (f"缓存最大 {peak}（K 和 V，所有层）；没有读到这台机器 {where} 最后一级缓存的大小，"
+                    "无法判断整个缓存装不装得进去。")
+        level, size = self.llc.level, format_bytes(self.llc.bytes)
+        head = f"缓存最大 {peak}（K 和 V，所有层），这台机器 {where} 的 {level} 缓存是 {size}（读自 {self.llc.source}）"
+        if self.peak_bytes <= self.llc.bytes:
+            return (head + f"：整个缓存装得进 {level}，逐步拼接每步拷贝的数据可以一直留在 {level} 里，"
+                           f"不必到{memory}里读写，所以拷贝的代价可能小到测不出来。")
+        return (head + f"：缓存是它的 {plots.ratio_text(self.peak_bytes / self.llc.bytes)}，从第 "
+                       f"{math.ceil(self.llc_tokens):,} 个 token 起装不进 {level}，此后逐步拼接每步拷贝的数据都要到"
+                       f"{memory}里读写。")
+
+    def readout_html(self) -> str:
+        c, kv, dyn = self.config, self.runs["kv"], self.runs["dynamic"]
+        on = f"{self.device}，{self.threads} 个 CPU 线程" if self.device.type == "cpu" else str(self.device)
+        lines = [
+            f"模型：{c.n_layer} 层，每层 {c.n_kv_head} 个 {c.head_dim} 维的 KV 头，d_model = {c.d_model}；每个 token 的"
+            f"缓存 {format_bytes(self.per_token_bytes)}（FP32），全部权重 {format_bytes(self.weight_bytes)}，只相当于 "
+            f"{self.weight_bytes / self.per_token_bytes:.0f} 个 token 的缓存。"
+            f"每种缓存生成 {kv.t[-1] - self.prompt_len + 1} 个 token，交替运行 {self.repeats} 轮（{on}）。",
+            self.llc_sentence(),
+            f"{CHAPTER_LABELS['kv']}：共 {kv.allocations[-1]} 次分配，写入 {format_bytes(kv.bytes_copied[-1])}，"
+            f"第 0 层的 K 始终是同一块（{kv.layer0_k_tensors[-1]} 块）。",
+            f"{CHAPTER_LABELS['dynamic']}：共 {dyn.allocations[-1]:,} 次分配，写入 {format_bytes(dyn.bytes_copied[-1])}，"
+            f"第 0 层的 K 换了 {dyn.layer0_k_tensors[-1]} 块。",
+            f"<b>{self.kvlab_sentence()}</b>",
+        ]
+        if self.transformers_skipped:
+            lines.append(self.transformers_skipped)
+        else:
+            hf_dyn, hf_static = self.runs["transformers:dynamic"], self.runs["transformers:static"]
+            lines += [f"transformers DynamicCache：第 0 层的 K 换了 {hf_dyn.layer0_k_tensors[-1]} 块，缓存张量的长度从 "
+                      f"{hf_dyn.attended[0]} 个位置长到 {hf_dyn.attended[-1]} 个。",
+                      f"transformers StaticCache：第 0 层的 K 始终是 {hf_static.layer0_k_tensors[-1]} 块，缓存张量从第一步起"
+                      f"就是全部 {hf_static.attended[0]} 个位置（没填的位置在注意力里用掩码遮住）。",
+                      *self.transformers_sentences()]
+        return "<br>".join(html.escape(line) if not line.startswith("<b>") else line for line in lines)
+
+    def figure(self):
+        llc = None
+        if self.llc is not None:
+            llc = (f"{self.llc.level} = {format_bytes(self.llc.bytes)}", self.llc_tokens)
+        return plots.cache_growth_figure(self.runs, CHAPTER_LABELS, llc)
 
 
 def wide_cache_model(seed: int = 0, device=None) -> ToyTransformer:
-    """Thin weights, wide cache (16 heads of 64 per layer): cache copies are visible next to weight reads."""
-    config = ModelConfig(vocab_size=512, d_model=256, n_layer=8, n_head=16, head_dim=64, max_seq_len=4096)
+    """Thin weights, wide cache: 4 layers of 32 heads of 256 numbers (256 KiB of K/V per token in FP32) on a model
+    width of 32, so 64 tokens of cache outweigh all the weights and cache copies are visible next to weight reads."""
+    config = ModelConfig(vocab_size=512, d_model=32, n_layer=4, n_head=32, head_dim=256, max_seq_len=512)
     model = ToyTransformer(config, seed=seed).eval()
     with torch.no_grad():  # a random model's logits are nearly tied: scaled up, greedy choices are decisive,
         model.lm_head.weight.mul_(20)  # so float rounding (kvlab vs transformers, CPU vs GPU) picks the same tokens
@@ -257,82 +477,117 @@ def watch_layer0_k(cache) -> tuple[list[int], list[int]]:
     return addresses, attended
 
 
-def _kvlab_growth(model, prompt, new_tokens, mode) -> CacheGrowth:
+def _kvlab_run(model, prompt, new_tokens, mode):
+    """One generation with a fresh kvlab cache, watched: (GenerationResult, layer 0's K addresses, K positions)."""
     cache_class = {"kv": KVCache, "dynamic": DynamicKVCache}[mode]
-    make = partial(cache_class, model.config, 1, prompt.shape[1] + new_tokens - 1, dtype=model.dtype,
-                   device=model.device)
-    generate(model, prompt, min(8, new_tokens), cache=mode)  # warm-up
-    cache = make()
+    cache = cache_class(model.config, 1, prompt.shape[1] + new_tokens - 1, dtype=model.dtype, device=model.device)
     addresses, attended = watch_layer0_k(cache)
-    res = generate(model, prompt, new_tokens, cache=cache)
+    return generate(model, prompt, new_tokens, cache=cache), addresses, attended
+
+
+def _kvlab_growth(mode: str, repeats: list) -> CacheGrowth:
+    res, addresses, attended = repeats[0]
     tr = res.trace
-    return CacheGrowth(mode, [r.seq_len for r in tr], [r.seconds * 1e3 for r in tr], distinct_so_far(addresses),
-                       res.tokens, [r.allocations for r in tr], [r.bytes_copied for r in tr],
-                       [r.cache_allocated_bytes for r in tr], attended)
+    return CacheGrowth(mode, [r.seq_len for r in tr], [[r.seconds * 1e3 for r in rep[0].trace] for rep in repeats],
+                       distinct_so_far(addresses), res.tokens, [r.allocations for r in tr],
+                       [r.bytes_copied for r in tr], [r.cache_allocated_bytes for r in tr], attended)
 
 
-def _transformers_growth(model, tokens, prompt_len) -> dict[str, CacheGrowth]:
+def _transformers_growth(kind: str, repeats: list) -> CacheGrowth:
+    first = repeats[0]
+    return CacheGrowth(f"transformers:{kind}", first.seq_len, [[s * 1e3 for s in run.seconds] for run in repeats],
+                       first.reallocations, first.predicted, attended=first.layer0_k_len)
+
+
+def compare_cache_growth(model: ToyTransformer, new_tokens: int, prompt_len: int = 8, repeats: int = 3,
+                         with_transformers: bool = True) -> GrowthComparison:
+    """Generate with kvlab's preallocated ("kv") and concatenating ("dynamic") caches on one prompt and (if
+    transformers is installed) feed the same tokens through its DynamicCache and StaticCache: ``repeats`` rounds,
+    the caches alternating within each round after a warm-up (``kvlab.measure.alternate``)."""
     from ..interop import hf_decode_run, to_hf_llama
 
-    hf = to_hf_llama(model)
-    out = {}
-    for kind in ("dynamic", "static"):
-        hf_decode_run(hf, tokens[:, : prompt_len + 8], prompt_len, kind)  # warm-up
-        run = hf_decode_run(hf, tokens, prompt_len, kind)
-        out[f"transformers:{kind}"] = CacheGrowth(f"transformers:{kind}", run.seq_len,
-                                                  [s * 1e3 for s in run.seconds], run.reallocations, run.predicted,
-                                                  attended=run.layer0_k_len)
-    return out
-
-
-def compare_cache_growth(model: ToyTransformer, new_tokens: int, prompt_len: int = 8,
-                         with_transformers: bool = True) -> GrowthComparison:
-    """Generate with kvlab's preallocated ("kv") and concatenating ("dynamic") caches on one prompt, then (if
-    transformers is installed) feed the same tokens through its DynamicCache and StaticCache."""
     new_tokens = positive_int("new_tokens", new_tokens)
     prompt_len = positive_int("prompt_len", prompt_len)
-    prompt = torch.arange(prompt_len)[None] % model.config.vocab_size
+    repeats = positive_int("repeats", repeats)
+    if new_tokens < 2:
+        raise ValueError(f"new_tokens must be at least 2 (a prefill and a decode pass), got {new_tokens}")
+    if prompt_len + new_tokens - 1 > model.config.max_seq_len:
+        raise ValueError(f"new_tokens: prompt_len ({prompt_len}) + new_tokens ({new_tokens}) - 1 passes the model's "
+                         f"max_seq_len ({model.config.max_seq_len})")
+    prompt = (torch.arange(prompt_len)[None] % model.config.vocab_size).to(model.device)
     skipped = None
-    with torch_threads(measurement_threads()):
-        runs = {mode: _kvlab_growth(model, prompt, new_tokens, mode) for mode in ("kv", "dynamic")}
+    threads = measurement_threads()
+    with torch_threads(threads):
+        reference = generate(model, prompt, new_tokens, cache="kv").tokens  # transformers is fed these; a warm-up
+        runners = {mode: partial(_kvlab_run, model, prompt, new_tokens, mode) for mode in ("kv", "dynamic")}
+        warm = {"kv": lambda: None, "dynamic": partial(generate, model, prompt, min(8, new_tokens), cache="dynamic")}
         if with_transformers:
             try:
-                runs |= _transformers_growth(model, runs["kv"].tokens, prompt_len)
+                hf = to_hf_llama(model)
             except ImportError as exc:
                 skipped = f"没有安装 transformers，跳过它的 DynamicCache 和 StaticCache（{exc}）"
+            else:
+                for kind in HF_CACHE_KINDS:
+                    runners[f"transformers:{kind}"] = partial(hf_decode_run, hf, reference, prompt_len, kind)
+                    warm[f"transformers:{kind}"] = partial(hf_decode_run, hf, reference[:, : prompt_len + 4],
+                                                           prompt_len, kind)
         else:
             skipped = "这次没有要求运行 transformers"
-    return GrowthComparison(runs, prompt_len, skipped)
+        results = alternate(runners, repeats, warmup=warm)
+    runs = {mode: _kvlab_growth(mode, results[mode]) for mode in ("kv", "dynamic")}
+    runs |= {name: _transformers_growth(name.split(":")[1], reps) for name, reps in results.items()
+             if name.startswith("transformers:")}
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return GrowthComparison(runs, prompt_len, repeats, per_token_bytes(model.config, model.dtype), weights,
+                            model.config, model.device, threads, last_level_cache(model.device), skipped)
 
 
-def _spaced(label: str) -> str:
-    """A label inside a Chinese sentence: a space on a side where it begins or ends with a Latin letter."""
-    return (" " if label[0].isascii() else "") + label + (" " if label[-1].isascii() else "")
+GROWTH_PROMPT = 8  # prompt tokens of the growth runs
+GROWTH_LENGTHS = (64, 128, 256)  # tokens in the cache after the last pass: the panel's choices
+GROWTH_LABEL = "缓存最多存多少个 token"
 
 
-def pace_sentence(fast_label: str, fast_ms: float, slow_label: str, slow_ms: float, when: str = "后半程") -> str:
-    """One Chinese sentence saying how much slower ``slow`` measured than ``fast``, in the words that fit the
-    measured ratio (within 10 %: no difference worth naming)."""
-    ratio = slow_ms / fast_ms
-    fast, slow = _spaced(fast_label), _spaced(slow_label)
-    numbers = f"{slow}是 {slow_ms:.2f} ms，{fast}是 {fast_ms:.2f} ms".strip()
-    if ratio >= 1.1:
-        text = f"{when}每次前向：{numbers}，{slow}慢了 {ratio - 1:.0%}。"
-    elif ratio > 1 / 1.1:
-        text = f"{when}每次前向：{numbers}，相差不到 10%，在这台机器上分不出快慢。"
-    else:
-        text = f"{when}每次前向：{numbers}，这一次{slow}快了 {1 - ratio:.0%}。"
-    return re.sub(r" *([，。：]) *", r"\1", text)  # no space next to full-width punctuation
+def growth_choices(model: ToyTransformer, lengths=GROWTH_LENGTHS) -> list[tuple[str, int]]:
+    """The dropdown's options: each length with the cache's size at that length."""
+    per_token = per_token_bytes(model.config, model.dtype)
+    return [(f"{n} 个 token（缓存最大 {format_bytes(n * per_token)}）", n) for n in lengths]
+
+
+def render_growth(model: ToyTransformer, tokens) -> View:
+    """The growth panel: run the comparison up to ``tokens`` cached tokens; counts, times and the verdicts."""
+    tokens = choice(GROWTH_LABEL, tokens, GROWTH_LENGTHS)
+    growth = compare_cache_growth(model, tokens - GROWTH_PROMPT + 1, GROWTH_PROMPT)
+    return View([growth.figure()], growth.readout_html(), growth)
+
+
+def growth_panel(model: ToyTransformer, tokens: int = GROWTH_LENGTHS[0]) -> Panel:
+    """A length and a button: each click runs all caches again (a longer run takes longer)."""
+    import ipywidgets as W
+
+    length = dropdown(GROWTH_LABEL, growth_choices(model), tokens, width="420px")
+    return Panel({"tokens": length}, partial(render_growth, model), layout="horizontal", css_class="kvlab-growth",
+                 button=W.Button(description="运行测量", button_style="primary", icon="play"))
 
 
 # -- padding in a batch -------------------------------------------------------------------------------
 @dataclass
+class PoolBlock:
+    """One physical block of a paged cache: which sequence owns it, its place in that sequence, slots in use."""
+
+    owner: int  # index of the sequence in the batch
+    index: int  # the sequence's 0th, 1st ... block
+    used: int  # slots holding tokens (block_size except in a sequence's last block)
+
+
+@dataclass
 class PaddingWaste:
-    """Slots a padded batch allocates vs uses, and what a paged cache of ``block_size`` would allocate."""
+    """Slots a padded batch allocates (the longest sequence plus ``reserve`` slots each for generation) vs uses,
+    and what a paged cache of ``block_size`` holds for the same tokens (pages are taken as tokens arrive)."""
 
     lengths: list[int]
     block_size: int
     bytes_per_slot: int  # K and V of one token, all layers
+    reserve: int = 0  # slots each sequence keeps free for the tokens it may still generate (padded layout only)
 
     @property
     def batch_size(self) -> int:
@@ -343,8 +598,13 @@ class PaddingWaste:
         return max(self.lengths)
 
     @property
+    def padded_length(self) -> int:
+        """Slots per sequence in the padded layout: the longest sequence plus the reserve."""
+        return self.max_len + self.reserve
+
+    @property
     def allocated_slots(self) -> int:
-        return self.batch_size * self.max_len
+        return self.batch_size * self.padded_length
 
     @property
     def used_slots(self) -> int:
@@ -379,24 +639,37 @@ class PaddingWaste:
     def paged_bytes(self) -> int:
         return self.paged_slots * self.bytes_per_slot
 
+    def pool_blocks(self) -> list[PoolBlock]:
+        """The shared pool in the order the blocks were taken if all sequences grew one token per step together:
+        every sequence's block j is taken at its token j x block_size + 1, so all j-th blocks come before any
+        (j+1)-th, in batch order."""
+        bs = self.block_size
+        return [PoolBlock(i, j, min(bs, n - j * bs)) for j in range(max(self.blocks_per_sequence))
+                for i, n in enumerate(self.lengths) if j * bs < n]
 
-def padding_waste(lengths, bytes_per_slot: int, block_size: int = 16) -> PaddingWaste:
-    """The waste of padding ``lengths`` to the longest, and of paging them in blocks of ``block_size``."""
+
+def padding_waste(lengths, bytes_per_slot: int, block_size: int = 16, reserve: int = 0) -> PaddingWaste:
+    """The waste of padding ``lengths`` to the longest (plus ``reserve`` slots each), and of paging them in blocks
+    of ``block_size``."""
     if not isinstance(lengths, (list, tuple)) or not lengths:
         raise ValueError(f"lengths must be a non-empty list of sequence lengths, got {lengths!r}")
     return PaddingWaste([positive_int("lengths", n) for n in lengths], positive_int("block_size", block_size),
-                        positive_int("bytes_per_slot", bytes_per_slot))
+                        positive_int("bytes_per_slot", bytes_per_slot), non_negative_int("reserve", reserve))
 
 
-LENGTHS_LABEL = "序列长度（提示词 + 生成）"
+LENGTHS_LABEL = "每条序列现在的长度（提示词 + 已生成）"
+BLOCK_LABEL = "分页块大小"
+RESERVE_LABEL = "每条序列为生成预留"
 
 
-def render_padding(lengths, block_size) -> View:
-    """The padding panel: one batch drawn padded and paged, and LLaMA-7B's bytes for it both ways."""
+def render_padding(lengths, block_size, reserve=0) -> View:
+    """The padding panel: one batch drawn padded and paged (per sequence and in the shared pool), and LLaMA-7B's
+    bytes for it both ways."""
     values = whole_numbers(LENGTHS_LABEL, lengths, 1, 1_000_000, 64)
-    block = whole_number("分页块大小", block_size, 1, 4096)
+    block = whole_number(BLOCK_LABEL, block_size, 1, 4096)
+    reserve = whole_number(RESERVE_LABEL, reserve, 0, 1_000_000)
     llama = MODEL_PRESETS["LLaMA-7B"]
-    w = padding_waste(values, llama.kv_bytes_per_token("fp16"), block)
+    w = padding_waste(values, llama.kv_bytes_per_token("fp16"), block, reserve)
     if w.paged_bytes < w.allocated_bytes:
         paged = f"只需 {format_bytes(w.paged_bytes)}，比按最长者分配少 {format_bytes(w.allocated_bytes - w.paged_bytes)}"
     elif w.paged_bytes > w.allocated_bytes:
@@ -404,23 +677,26 @@ def render_padding(lengths, block_size) -> View:
                  f"{format_bytes(w.paged_bytes - w.allocated_bytes)}（块比序列还长时，每条序列最后一块的空位更多）")
     else:
         paged = f"同样需要 {format_bytes(w.paged_bytes)}"
+    reserved = f"，每条再为生成预留 {w.reserve:,} 个" if w.reserve else ""
     readout = (
-        f"B = {w.batch_size} 条序列，最长 {w.max_len:,} 个 token：分配 {w.allocated_slots:,} 个槽位，"
-        f"真正用到 {w.used_slots:,} 个，<b>浪费 {w.waste_fraction:.1%}</b>。<br>"
+        f"B = {w.batch_size} 条序列，现在最长 {w.max_len:,} 个 token{reserved}：按最长者分配 {w.batch_size} × "
+        f"{w.padded_length:,} = {w.allocated_slots:,} 个槽位，真正用到 {w.used_slots:,} 个，"
+        f"<b>浪费 {w.waste_fraction:.1%}</b>。<br>"
         f"分页：{sum(w.blocks_per_sequence):,} 块 × {w.block_size} = {w.paged_slots:,} 个槽位，"
-        f"<b>浪费 {w.paged_waste_fraction:.1%}</b>（只在每条序列的最后一块里）。<br>"
+        f"<b>浪费 {w.paged_waste_fraction:.1%}</b>（只在每条序列的最后一块里；块在生成时按需领取，不必预留）。<br>"
         f"换成 {llama.name}（FP16，每个 token {format_bytes(w.bytes_per_slot)}）：按最长者分配 "
         f"{format_bytes(w.allocated_bytes)}，只用 {format_bytes(w.used_bytes)}；按每块 {w.block_size} 个 token 分页{paged}。"
     )
-    return View([plots.padding_figure(w)], readout, w)
+    return View([plots.padding_figure(w), plots.pool_figure(w)], readout, w)
 
 
 def padding_panel() -> Panel:
     import ipywidgets as W
 
     lengths = W.Text(value="12, 40, 7, 33, 25, 60", description=LENGTHS_LABEL, continuous_update=False,
-                     style={"description_width": "initial"}, layout=W.Layout(width="420px"))
-    return Panel({"lengths": lengths, "block_size": int_slider("分页块大小", 16, 1, 64)}, render_padding,
+                     style={"description_width": "initial"}, layout=W.Layout(width="480px"))
+    return Panel({"lengths": lengths, "block_size": int_slider(BLOCK_LABEL, 16, 1, 64, width="380px"),
+                  "reserve": int_slider(RESERVE_LABEL, 0, 0, 256, step=8, width="380px")}, render_padding,
                  layout="horizontal", css_class="kvlab-padding")
 
 

@@ -1,6 +1,8 @@
 """Plot builders of chapter 3.2 (the cache's storage and shape): pure functions, parameters in, figures out."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -8,10 +10,50 @@ from plotly.subplots import make_subplots
 from ..memory import DTYPE_BITS, format_bytes, iec_unit, kv_cache_bytes
 from .style import MODE_COLORS, MODE_LABELS, PALETTE, WIDE, apply_template, axis_title, new_figure
 
-FILLED, EMPTY, PADDING, TAIL = PALETTE[0], "#e4e4e4", "#d0d0d0", "#F3C77A"  # stored / allocated but empty
-MAX_SEPARATORS = 96  # layer or head boundaries drawn one by one up to this many
-MAX_BLOCKS = 800  # pages drawn one by one up to this many
+FILLED, EMPTY, PADDING, TAIL, RESERVED = PALETTE[0], "#e4e4e4", "#d0d0d0", "#F3C77A", "#f2dede"
+# The sequences' own colours in the paging figures (no yellow or orange: those mark unused slots and layer 0)
+OWNER_COLORS = ["#0072B2", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#882255", "#117733", "#332288"]
+PLOT_PX = 250  # height of a tensor figure's plot area in pixels (440 px high, legend below)
+MIN_GAP_PX = 4  # separators closer than this merge into a grey smear: draw every k-th instead
+HALF_PLOT_PX = 420  # width of one of two side-by-side subplots in a WIDE figure, in pixels
+MAX_POOL_BLOCKS = 1024  # physical blocks drawn one by one in the pool figure
 GROWTH_DASH = {"transformers:dynamic": "dot", "transformers:static": "dot"}
+
+
+# -- shared pieces ------------------------------------------------------------------------------------
+def _chinese_number(v: float) -> tuple[str, bool]:
+    """``v`` (>= 1) in at most 3 significant digits with 万/亿/万亿 for big ones, and whether that is exact."""
+    for size, unit in ((1e12, " 万亿"), (1e8, " 亿"), (1e4, " 万")):
+        if v >= size:
+            return f"{v / size:.3g}{unit}", False
+    shown = f"{v:.3g}" if v < 100 else f"{v:,.0f}"
+    return shown, float(shown.replace(",", "")) == v
+
+
+def ratio_text(ratio: float) -> str:
+    """How many times as large, as a Chinese reader says it: "8 倍", "1.5 倍", "1/4", "约 0.67 倍", "约 9.8 亿倍",
+    "约 839 万分之一" (no 1e+08 notation). ``ratio`` must be positive and not 1."""
+    if ratio >= 1:
+        shown, exact = _chinese_number(ratio)
+        times = f"{shown}倍" if ratio >= 1e4 else f"{shown} 倍"  # 「9.8 亿倍」, 「8 倍」
+        return times if exact else f"约 {times}"
+    n = 1 / ratio
+    if float(n).is_integer() and n < 1e4:
+        return f"1/{int(n):,}"
+    if ratio >= 0.1:
+        return f"约 {ratio:.2g} 倍"
+    shown, _ = _chinese_number(n)
+    return f"约 {shown}分之一" if n >= 1e4 else f"约 1/{shown}"
+
+
+def compared_with(value: float, reference: float, what: str) -> str:
+    """「与原文示例一样大」, 「是原文示例的 8 倍」, 「约是原文示例的 9.8 亿倍」."""
+    if value == reference:
+        return f"与{what}一样大"
+    text = ratio_text(value / reference)
+    if text.startswith("约 "):
+        return f"约是{what}的 {text[2:]}"
+    return f"是{what}的 {text}"
 
 
 def _rects(boxes) -> tuple[list, list]:
@@ -31,131 +73,211 @@ def _box(fig, boxes, name, fill, line=None, row=None, col=None, legend=True, das
                     hoveron="fills" if hover else None, text=hover, row=row, col=col)
 
 
-def _lines_at(ys, x0, x1) -> tuple[list, list]:
-    """Horizontal segments at each ``y`` from ``x0`` to ``x1``, as one None-separated line."""
-    xs, out = [], []
-    for y in ys:
-        xs += [x0, x1, None]
-        out += [y, y, None]
-    return xs, out
+def separator_step(count: int, spacing: float, top: float, plot_px: float = PLOT_PX) -> int:
+    """Every how many of ``count`` equal bands a line is drawn so that lines are ``MIN_GAP_PX`` apart: 1, 2, 4, 8...
+    (``spacing`` is one band's height and ``top`` the axis range, in the same unit)."""
+    step = 1
+    while step < count and step * spacing / top * plot_px < MIN_GAP_PX:
+        step *= 2
+    return step
 
 
-def _tensor_sheet(fig, col, S, filled, height, bands, band_height, reference, top, scale, show_legend,
-                  band_name):
-    """One sheet of the cache, ``S`` slots wide and ``height`` bytes per token tall, split into ``bands``
-    (layers or heads) when they are tall enough to see; ``reference`` (S, height, label) is outlined dashed."""
-    h = height / scale
-    if filled < S:
-        _box(fig, [(filled, S, 0, h)], "已分配、还空着", EMPTY, row=1, col=col, legend=show_legend, group="empty",
-             hover=f"还空着的 {S - filled:,} 个位置")
-    if filled:
-        _box(fig, [(0, filled, 0, h)], "已存的 token", FILLED, row=1, col=col, legend=show_legend, group="filled",
-             hover=f"已存 {filled:,} 个 token")
-    if 1 < bands <= MAX_SEPARATORS and band_height / top >= 1 / 60:  # at least ~4 px apart
-        xs, ys = _lines_at([i * band_height / scale for i in range(1, bands)], 0, S)
-        fig.add_scatter(x=xs, y=ys, mode="lines", line=dict(color="white", width=1), hoverinfo="skip",
-                        name=band_name, showlegend=False, row=1, col=col)
-    _box(fig, [(0, S, 0, h)], "当前的张量", None, line="#333", row=1, col=col, legend=False)
-    if reference:
-        ref_S, ref_height, label = reference
-        _box(fig, [(0, ref_S, 0, ref_height / scale)], label, None, line="#000", dash="dash", row=1, col=col,
-             legend=show_legend, group="reference")
+def separator_note(count: int, spacing: float, top: float, unit: str) -> str:
+    """What a figure title says when only every k-th separator is drawn (empty when every one is)."""
+    step = separator_step(count, spacing, top)
+    return f"<br>（每 {step} {unit}画一条分界）" if 1 < step < count else ""
+
+
+def _separators(fig, col, count, spacing, x1, top, name) -> None:
+    """White lines between ``count`` bands of ``spacing`` (every k-th when they would be closer than
+    ``MIN_GAP_PX``)."""
+    step = separator_step(count, spacing, top)
+    if count <= 1 or step >= count:
+        return
+    xs, ys = [], []
+    for i in range(step, count, step):
+        xs += [0, x1, None]
+        ys += [i * spacing, i * spacing, None]
+    fig.add_scatter(x=xs, y=ys, mode="lines", line=dict(color="white", width=1), hoverinfo="skip", name=name,
+                    showlegend=False, row=1, col=col)
 
 
 def _point_at_if_small(fig, col, x, y, x_top, y_top, text):
-    """An arrow to a rectangle's corner ``(x, y)`` when it covers under 2 % of the axes (easy to miss)."""
+    """An arrow to a rectangle's corner ``(x, y)`` when it covers under 2 % of the axes (easy to miss); the arrow
+    comes from inside the axes (from the left near the right edge, from below near the top)."""
     if x * y < 0.02 * x_top * y_top:
         axis = "" if col == 1 else str(col)
         fig.add_annotation(x=x, y=y, xref=f"x{axis}", yref=f"y{axis}", text=text, showarrow=True, arrowhead=2,
-                           ax=60, ay=-50, font=dict(color="#333"))
+                           ax=-70 if x > 0.6 * x_top else 60, ay=40 if y > 0.6 * y_top else -50,
+                           font=dict(color="#333"))
 
 
-def cache_tensor_figure(L: int, B: int, H: int, S: int, D: int, filled: int, dtype: str = "fp16",
-                        reference: tuple[int, int, int, int, str] | None = None) -> go.Figure:
-    """The K tensor of a cache (V is its twin) drawn to scale: S slots wide, every layer's H heads of D numbers
-    stacked upwards in bytes (so the area is the bytes), the first ``filled`` slots coloured; on the right,
-    layer 0 enlarged. ``reference`` (L, H, D, S, dtype) is outlined dashed in both, at the same scale.
-    """
-    per_number = DTYPE_BITS[dtype] / 8  # bytes per stored number
-    layer_h, total_h = H * D * per_number, L * H * D * per_number  # bytes per token: one layer, all layers
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
-        f"K（V 同形，另存一份）：{L} 层叠起来" + (f"，共 {B:,} 条序列" if B > 1 else "，1 条序列"),
-        f"放大第 0 层：{H} 个 KV 头，每个头 {D} 个数 × {per_number:g} 字节"))
-    ref_all = ref_layer = None
-    width, top_all, top_layer = S, total_h, layer_h
+def _filled_and_empty(fig, col, S, filled, height, legend, hover_unit=""):
+    if filled < S:
+        _box(fig, [(filled, S, 0, height)], "已分配、还空着", EMPTY, row=1, col=col, legend=legend, group="empty",
+             hover=f"还空着的 {S - filled:,} 个位置{hover_unit}")
+    if filled:
+        _box(fig, [(0, filled, 0, height)], "已存的 token", FILLED, row=1, col=col, legend=legend, group="filled",
+             hover=f"已存 {filled:,} 个 token{hover_unit}")
+
+
+# -- the shape panel: K of one sequence in numbers -----------------------------------------------------
+def cache_tensor_figure(L: int, H: int, D: int, S: int, filled: int,
+                        reference: tuple[int, int, int, int] | None = None) -> go.Figure:
+    """K of one sequence (V is its twin) drawn to scale in numbers: S slots wide, L layers of H heads of D numbers
+    stacked upwards (the area is the count of numbers), the first ``filled`` slots coloured; the dashed outline is
+    ``reference`` (L, H, D, S) at the same scale. On the right, layer 0 alone, scaled to itself, with its heads."""
+    per_layer, per_token = H * D, L * H * D
+    ref_text = ""
     if reference:
-        rL, rH, rD, rS, rdtype = reference
-        r_layer = rH * rD * DTYPE_BITS[rdtype] / 8
-        label = f"虚线：原文示例 L={rL}、H={rH}、D={rD}、S={rS:,}、{rdtype}"
-        ref_all, ref_layer = (rS, rL * r_layer, label), (rS, r_layer, label)
-        width, top_all, top_layer = max(S, rS), max(total_h, rL * r_layer), max(layer_h, r_layer)
-    unit_a, scale_a = iec_unit(top_all)
-    unit_b, scale_b = iec_unit(top_layer)
-    dx, dy = 0.025 * width, 0.035 * top_all / scale_a
-    shown = min(B - 1, 3)  # the other sequences: sheets of the same size behind the first
-    if shown:
-        _box(fig, [(k * dx, S + k * dx, k * dy, total_h / scale_a + k * dy) for k in range(shown, 0, -1)],
-             f"另外 {B - 1:,} 条序列（同样大小）", "#f4f4f4", line="#888", row=1, col=1, group="batch")
-    _tensor_sheet(fig, 1, S, filled, total_h, L, layer_h, ref_all, top_all, scale_a, True, "层与层的分界")
-    _box(fig, [(0, S, 0, layer_h / scale_a)], "第 0 层（右图放大）", None, line=PALETTE[1], row=1, col=1,
+        rL, rH, rD, rS = reference
+        ref_layer = rH * rD
+        ref_text = (f"<br>原文示例的一层：{rH} × {rD} = {ref_layer:,} 个数，"
+                    + ("与这里一样" if ref_layer == per_layer else f"是这里的 {ratio_text(ref_layer / per_layer)}"))
+    width = max(S, reference[3]) if reference else S
+    top = max(per_token, reference[0] * reference[1] * reference[2]) if reference else per_token
+    layer_note = separator_note(L, per_layer, top * 1.05, "层")
+    head_note = separator_note(H, D, per_layer * 1.05, "个头")
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
+        f"K（V 同形，另存一份）：{L} 层叠起来，1 条序列{layer_note}",
+        f"放大第 0 层：{H} 个 KV 头，每个头 {D} 个数{head_note}{ref_text}"))
+    _filled_and_empty(fig, 1, S, filled, per_token, True)
+    _separators(fig, 1, L, per_layer, S, top * 1.05, "层与层的分界")
+    _box(fig, [(0, S, 0, per_token)], "当前的张量", None, line="#333", row=1, col=1, legend=False)
+    if reference:
+        _box(fig, [(0, rS, 0, rL * rH * rD)], f"虚线：原文示例 L={rL}、H={rH}、D={rD}、S={rS:,}", None,
+             line="#000", dash="dash", row=1, col=1, group="reference")
+    _box(fig, [(0, S, 0, per_layer)], "第 0 层（右图放大）", None, line=PALETTE[1], row=1, col=1, group="layer0")
+    _filled_and_empty(fig, 2, S, filled, per_layer, False)
+    _separators(fig, 2, H, D, S, per_layer * 1.05, "头与头的分界")
+    _box(fig, [(0, S, 0, per_layer)], "第 0 层（右图放大）", None, line=PALETTE[1], row=1, col=2, legend=False,
          group="layer0")
-    _tensor_sheet(fig, 2, S, filled, layer_h, H, D * per_number, ref_layer, top_layer, scale_b, False,
-                  "头与头的分界")
-    _box(fig, [(0, S, 0, layer_h / scale_b)], "第 0 层（右图放大）", None, line=PALETTE[1], row=1, col=2,
-         legend=False, group="layer0")
-    x_top = (width + shown * dx) * 1.03
-    y_top = (top_all / scale_a + shown * dy) * 1.05
-    _point_at_if_small(fig, 1, S, total_h / scale_a, x_top, y_top, "当前的张量")
-    _point_at_if_small(fig, 2, S, layer_h / scale_b, x_top, top_layer / scale_b * 1.05, "当前的第 0 层")
-    fig.update_xaxes(title=axis_title("序列位置", "tokens"), range=[0, x_top])
-    fig.update_yaxes(title=axis_title("每个 token 的 K，所有层", unit_a), range=[0, y_top], row=1, col=1)
-    fig.update_yaxes(title=axis_title("每个 token 的 K，第 0 层", unit_b), range=[0, top_layer / scale_b * 1.05],
+    x_top, y_top = width * 1.03, top * 1.05
+    _point_at_if_small(fig, 1, S, per_token, x_top, y_top, "当前的张量")
+    fig.update_xaxes(title=axis_title("序列位置", "tokens"))
+    fig.update_xaxes(range=[0, x_top], row=1, col=1)
+    fig.update_xaxes(range=[0, S * 1.03], row=1, col=2)
+    fig.update_yaxes(title=axis_title("每个 token 在 K 里存的数，所有层", "个"), range=[0, y_top], row=1, col=1)
+    fig.update_yaxes(title=axis_title("每个 token 在第 0 层 K 里存的数", "个"), range=[0, per_layer * 1.05],
                      row=1, col=2)
+    apply_template(fig, f"一条序列的 K：（L, H, S, D）=（{L}, {H}, {S}, {D}），"
+                        f"共 {L * H * S * D:,} 个数，已存 {filled:,} / {S:,} 个 token", 440, legend_below=True)
+    fig.update_layout(legend=dict(y=-0.22), margin=dict(t=110 if reference else 95))
+    return fig
+
+
+# -- the bytes panel: the whole batch in bytes, and bytes against S ------------------------------------
+def batch_bytes_figure(L: int, B: int, H: int, S: int, D: int, filled: int, dtype: str,
+                       reference: tuple[int, int, int, int, str] | None = None) -> go.Figure:
+    """K of the whole batch drawn to scale in bytes: S slots wide, the B sequences stacked upwards, each L x H x D
+    numbers of ``dtype`` per slot; every sequence filled to the same ``filled`` slots. ``reference``
+    (L, H, D, S, dtype) is outlined dashed (B = 1)."""
+    per_number = DTYPE_BITS[dtype] / 8
+    per_sequence = L * H * D * per_number  # bytes per slot, one sequence
+    tall = B * per_sequence
+    ref_tall = ref_S = 0
+    if reference:
+        rL, rH, rD, ref_S, rdtype = reference
+        ref_tall = rL * rH * rD * DTYPE_BITS[rdtype] / 8
+    unit, scale = iec_unit(max(tall, ref_tall))
+    top, width = max(tall, ref_tall) / scale * 1.05, max(S, ref_S) * 1.03
+    note = separator_note(B, per_sequence / scale, top, "条序列")
+    fig = make_subplots(rows=1, cols=1, subplot_titles=(
+        f"K（V 同样大小，另存一份）：{B:,} 条序列叠起来；每条序列每个 token 存 {L * H * D:,} 个数，"
+        f"每个数 {per_number:g} 字节{note}",))
+    _filled_and_empty(fig, 1, S, filled, tall / scale, True, "（每条序列都一样）")
+    _separators(fig, 1, B, per_sequence / scale, S, top, "序列与序列的分界")
+    _box(fig, [(0, S, 0, tall / scale)], "当前的张量", None, line="#333", row=1, col=1, legend=False)
+    if reference:
+        _box(fig, [(0, ref_S, 0, ref_tall / scale)], f"虚线：原文示例（B=1、{rdtype}）", None, line="#000",
+             dash="dash", row=1, col=1, group="reference")
+        _point_at_if_small(fig, 1, ref_S, ref_tall / scale, width, top, "原文示例")
+    _box(fig, [(0, S, 0, per_sequence / scale)], "第 1 条序列", None, line=PALETTE[1], row=1, col=1,
+         group="first")
+    _point_at_if_small(fig, 1, S, tall / scale, width, top, "当前的张量")
+    fig.update_xaxes(title=axis_title("序列位置", "tokens"), range=[0, width])
+    fig.update_yaxes(title=axis_title("每个位置上 K 的字节，整批", unit), range=[0, top])
     total = kv_cache_bytes(L, H, D, S, B, dtype)
     used = kv_cache_bytes(L, H, D, filled, B, dtype) if filled else 0
-    apply_template(fig, f"KV Cache 张量（L, B, H, S, D）=（{L}, {B}, {H}, {S}, {D}），{dtype}："
-                        f"已用 {format_bytes(used)} / 共 {format_bytes(total)}", 440, legend_below=True)
-    fig.update_layout(legend=dict(y=-0.22))
+    apply_template(fig, f"整批的 KV Cache，{dtype}：已用 {format_bytes(used)} / 共 {format_bytes(total)}"
+                        "（K 和 V 合计）", 400, legend_below=True)
+    fig.update_layout(legend=dict(y=-0.25))
     return fig
+
+
+X_TICKS = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000]
+Y_POWERS = range(0, 9)  # 1 B, 1 KiB ... 1 YiB: tick marks at powers of 1024
+X_RANGE = (1, 10_000_000)  # the S box's range
+Y_RANGE = (2**10, 2**50)  # 1 KiB .. 1 PiB unless the current point lies outside
 
 
 def memory_vs_seq_figure(L: int, B: int, H: int, D: int, S: int, dtype: str = "fp16",
-                         compare_dtypes=("fp32", "fp16", "int8")) -> go.Figure:
-    """Cache bytes against sequence length for a few dtypes, with the chosen S marked."""
-    top = max(S * 2, 16)
-    xs = np.unique(np.linspace(1, top, 200).astype(int))
-    fig = new_figure(f"KV Cache 的大小随序列长度线性增长（L={L}，B={B}，H={H}，D={D}）", height=360, width=WIDE)
-    unit, scale = iec_unit(kv_cache_bytes(L, H, D, top, B, "fp32"))
-    for i, dt in enumerate(dict.fromkeys((*compare_dtypes, dtype))):
-        ys = [kv_cache_bytes(L, H, D, int(x), B, dt) / scale for x in xs]
-        fig.add_scatter(x=xs, y=ys, mode="lines", name=dt, line=dict(color=PALETTE[i % len(PALETTE)],
-                                                                       width=3 if dt == dtype else 1.5))
-    fig.add_scatter(x=[S], y=[kv_cache_bytes(L, H, D, S, B, dtype) / scale], mode="markers+text",
-                    marker=dict(size=11, color=PALETTE[3]), text=[format_bytes(kv_cache_bytes(L, H, D, S, B, dtype))],
-                    textposition="top left", name=f"当前 S={S:,}，{dtype}")
-    fig.update_xaxes(title=axis_title("序列长度 S", "tokens"))
-    fig.update_yaxes(title=axis_title("KV Cache", unit), rangemode="tozero")
+                         reference: tuple[int, int, int, int, str] | None = None,
+                         capacities: tuple[tuple[str, int], ...] = ()) -> go.Figure:
+    """Cache bytes against S on fixed log-log axes (1 to 10^7 tokens, 1 KiB to 1 PiB): the current model's line,
+    ``reference`` (L, H, D, S, dtype; B = 1) as a fixed dashed line with its point, GPU memory sizes
+    ``capacities`` ((label, bytes), ...) as horizontal lines, and the chosen S marked."""
+    xs = np.unique(np.logspace(0, 7, 120).round().astype(np.int64))
+    fig = new_figure(f"KV Cache 随序列长度线性增长（双对数坐标，轴固定不动）：L={L}、B={B:,}、H={H}、D={D}、{dtype}",
+                     height=400, width=WIDE)
+    current = kv_cache_bytes(L, H, D, S, B, dtype)
+    fig.add_scatter(x=xs, y=[float(kv_cache_bytes(L, H, D, int(x), B, dtype)) for x in xs], mode="lines",
+                    name="当前的设置", line=dict(color=PALETTE[0], width=3))
+    if reference:
+        rL, rH, rD, rS, rdtype = reference
+        fig.add_scatter(x=xs, y=[float(kv_cache_bytes(rL, rH, rD, int(x), 1, rdtype)) for x in xs], mode="lines",
+                        name=f"原文示例（L={rL}、B=1、H={rH}、D={rD}、{rdtype}）",
+                        line=dict(color="#555", width=1.5, dash="dash"))
+        fig.add_scatter(x=[rS], y=[float(kv_cache_bytes(rL, rH, rD, rS, 1, rdtype))], mode="markers", showlegend=False,
+                        marker=dict(size=8, color="#555"), name="原文示例的 S", hoverinfo="skip")
+    for i, (label, size) in enumerate(capacities):
+        fig.add_scatter(x=list(X_RANGE), y=[float(size), float(size)], mode="lines", name=label,
+                        line=dict(color=PALETTE[2 + i % 3], width=1.5, dash="dot"))
+    fig.add_scatter(x=[S], y=[float(current)], mode="markers+text", marker=dict(size=12, color=PALETTE[3]),
+                    text=[format_bytes(current)], textposition="top left", name=f"当前 S={S:,}")
+    y_low, y_high = min(Y_RANGE[0], current / 2), max(Y_RANGE[1], current * 2)
+    fig.update_xaxes(type="log", range=[-0.05, 7.05], tickvals=X_TICKS, ticktext=[f"{t:,}" for t in X_TICKS],
+                     title=axis_title("序列长度 S", "tokens"))
+    fig.update_yaxes(type="log", range=[math.log10(y_low), math.log10(y_high)],
+                     tickvals=[float(1024**p) for p in Y_POWERS], ticktext=[f"1 {iec_unit(1024**p)[0]}" for p in Y_POWERS],
+                     title=axis_title("KV Cache", "字节"))
+    fig.update_layout(legend=dict(x=0.01, y=0.99, xanchor="left", yanchor="top"))
     return fig
 
 
-def cache_growth_figure(runs: dict) -> go.Figure:
+# -- preallocation vs concatenation ---------------------------------------------------------------------
+def cache_growth_figure(runs: dict, labels: dict | None = None, llc: tuple[str, float] | None = None,
+                        smooth: int = 5) -> go.Figure:
     """Preallocated vs concatenating caches, kvlab's and transformers': how many K tensors layer 0 went through
-    (seen by address), the bytes kvlab copied (counted), and the time of each pass.
+    (seen by address), the bytes kvlab copied (counted), and the time of each pass (the median over repeats,
+    then over ``smooth`` neighbouring passes). ``llc`` (label, tokens): where the cache outgrows the CPU's last-level
+    cache, drawn on the time panel when inside the run.
 
     ``runs``: ``{name: kvlab.lessons.storage.CacheGrowth}``; names are kvlab modes or "transformers:...".
+    ``labels``: legend names (default ``MODE_LABELS``).
     """
+    labels = labels or MODE_LABELS
+    repeats = max(len(r.repeat_ms) for r in runs.values())
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
         "第 0 层的 K 用过几块存储<br>（data_ptr 变一次算一块）", "累计写入缓存的字节<br>（kvlab 自己计数）",
-        "每次前向的耗时<br>（前后 15 次的中位数）"))
+        f"每次前向的耗时：{repeats} 轮的中位数<br>（再取前后 {smooth} 次前向的中位数）"))
     for name, r in runs.items():
         style = dict(color=MODE_COLORS.get(name, "#000"), dash=GROWTH_DASH.get(name))
-        label = MODE_LABELS.get(name, name)
+        label = labels.get(name, name)
         fig.add_scatter(x=r.t, y=r.layer0_k_tensors, name=label, line=style, legendgroup=name, row=1, col=1)
         if r.bytes_copied is not None:
             fig.add_scatter(x=r.t, y=[b / 2**20 for b in r.bytes_copied], name=label, line=style,
                             legendgroup=name, showlegend=False, row=1, col=2)
-        fig.add_scatter(x=r.t, y=r.smoothed_ms(), name=label, line=dict(style, width=1.5), legendgroup=name,
+        fig.add_scatter(x=r.t, y=r.smoothed_ms(smooth), name=label, line=dict(style, width=1.5), legendgroup=name,
                         showlegend=False, row=1, col=3)
+    if llc:
+        text, tokens = llc
+        first = min(r.t[0] for r in runs.values())
+        last = max(r.t[-1] for r in runs.values())
+        if first < tokens < last:
+            fig.add_vline(x=tokens, line=dict(color="#666", dash="dash", width=1), row=1, col=3)
+            fig.add_annotation(x=tokens, y=1, yref="y3 domain", text=text, showarrow=False, xanchor="right",
+                               yanchor="top", font=dict(size=11, color="#444"), xref="x3")
     fig.update_xaxes(title=axis_title("缓存里的 token", "个"))
     fig.update_yaxes(title=axis_title("存储块数", "块"), rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title=axis_title("写入量", "MiB"), row=1, col=2)
@@ -163,39 +285,60 @@ def cache_growth_figure(runs: dict) -> go.Figure:
     return apply_template(fig, "预分配与逐步拼接：同一份权重、同一串 token", 400, legend_below=True)
 
 
+# -- padding and paging ---------------------------------------------------------------------------------
+def owner_color(i: int) -> str:
+    return OWNER_COLORS[i % len(OWNER_COLORS)]
+
+
+def _page_boxes(lengths, bs, row_width, one_by_one, bar):
+    """Per sequence: the used part of each page and its unused tail (pages apart by a small gap when drawn one by
+    one, else one bar)."""
+    used, tails, outlines = [], [], []
+    gap = min(0.1 * bs, 0.004 * row_width) if one_by_one else 0.0
+    for i, n in enumerate(lengths):
+        end = -(-n // bs) * bs
+        pages = [(s, s + bs) for s in range(0, end, bs)] if one_by_one else [(0, end)]
+        for start, stop in pages:
+            outlines.append((start + gap, stop - gap, i - bar, i + bar))
+            if start < n:
+                used.append((i, (start + gap, min(stop - gap, n), i - bar, i + bar)))
+        if end > n:
+            tails.append((n, end - gap, i - bar, i + bar))
+    return used, tails, outlines
+
+
 def padding_figure(waste) -> go.Figure:
-    """One batch stored two ways (``kvlab.lessons.storage.PaddingWaste``): padded to the longest sequence (left)
-    and in pages of ``block_size`` slots (right), on the same scale; the unused tail of each last page shown."""
+    """One batch stored two ways (``kvlab.lessons.storage.PaddingWaste``): padded to the longest sequence plus the
+    room reserved for generation (left) and in pages of ``block_size`` slots, each sequence in its own colour with
+    its pages' numbers in the shared pool (right), on the same scale. Pages are outlined one by one only when a
+    page is at least ``MIN_GAP_PX`` pixels wide."""
     lengths, bs = waste.lengths, waste.block_size
     rows = [f"序列 {i + 1}（{n:,}）" for i, n in enumerate(lengths)]
     paged_rows = [-(-n // bs) * bs for n in lengths]
-    width = max(waste.max_len, *paged_rows)
-    drawn_one_by_one = sum(waste.blocks_per_sequence) <= MAX_BLOCKS
+    width = max(waste.padded_length, *paged_rows)
+    px_per_block = HALF_PLOT_PX * bs / width
+    one_by_one = px_per_block >= MIN_GAP_PX
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04, subplot_titles=(
-        f"按最长者预分配：{waste.batch_size} × {waste.max_len:,} 个槽位，浪费 {waste.waste_fraction:.1%}",
+        f"按最长者预分配：{waste.batch_size} × {waste.padded_length:,} 个槽位，浪费 {waste.waste_fraction:.1%}",
         f"分页：每块 {bs} 个 token，共 {sum(waste.blocks_per_sequence):,} 块，浪费 {waste.paged_waste_fraction:.1%}"
-        + ("" if drawn_one_by_one else "<br>（块太多，不逐块画出）")))
+        + ("" if one_by_one else f"<br>（每块不到 {MIN_GAP_PX} 像素宽，不逐块画出）")))
     bar = 0.34  # half the height of a row's bar
     _box(fig, [(0, n, i - bar, i + bar) for i, n in enumerate(lengths)], "真实 token", FILLED, row=1, col=1,
          group="used")
     _box(fig, [(n, waste.max_len, i - bar, i + bar) for i, n in enumerate(lengths) if n < waste.max_len],
          "padding（空着的槽位）", PADDING, row=1, col=1, group="padding")
-    used, tails, outlines = [], [], []
-    for i, n in enumerate(lengths):
-        if drawn_one_by_one:  # each page apart, a small gap between pages
-            pages = [(s, s + bs) for s in range(0, paged_rows[i], bs)]
-            gap = min(0.1 * bs, 0.004 * width)
-        else:
-            pages, gap = [(0, paged_rows[i])], 0.0
-        for start, end in pages:
-            outlines.append((start + gap, end - gap, i - bar, i + bar))
-            used.append((start + gap, min(end - gap, n), i - bar, i + bar))
-        if paged_rows[i] > n:
-            tails.append((n, paged_rows[i] - gap, i - bar, i + bar))
-    _box(fig, used, "真实 token", FILLED, row=1, col=2, legend=False, group="used")
+    if waste.reserve:
+        _box(fig, [(waste.max_len, waste.padded_length, i - bar, i + bar) for i in range(len(lengths))],
+             f"为生成预留（每条 {waste.reserve:,} 个）", RESERVED, line="#b08080", row=1, col=1, group="reserve")
+    used, tails, outlines = _page_boxes(lengths, bs, width, one_by_one, bar)
+    for i in range(len(lengths)):
+        mine = [b for owner, b in used if owner == i]
+        _box(fig, mine, f"序列 {i + 1} 的块", owner_color(i), row=1, col=2, legend=False, group=f"owner{i}",
+             hover=f"序列 {i + 1}：{lengths[i]:,} 个 token，{waste.blocks_per_sequence[i]} 块")
     if tails:
         _box(fig, tails, "每条序列最后一块没用完的部分", TAIL, row=1, col=2, group="tail")
-    _box(fig, outlines, "一个块", None, line="#333", row=1, col=2, group="block")
+    if one_by_one:
+        _box(fig, outlines, "一个块", None, line="#333", row=1, col=2, group="block")
     fig.update_xaxes(title=axis_title("缓存槽位", "tokens"), range=[0, width * 1.01])
     fig.update_yaxes(tickvals=list(range(len(lengths))), ticktext=rows, autorange="reversed", automargin=True,
                      row=1, col=1)
@@ -203,4 +346,47 @@ def padding_figure(waste) -> go.Figure:
     plot_height = len(lengths) * max(10, min(30, 600 // len(lengths))) + 40
     apply_template(fig, f"同一批 {waste.batch_size} 条序列的两种存法", plot_height + 175, legend_below=True)
     fig.update_layout(legend=dict(y=-90 / plot_height))  # under the x-axis titles
+    return fig
+
+
+def pool_figure(waste, max_blocks: int = MAX_POOL_BLOCKS) -> go.Figure:
+    """The paged cache's shared pool of physical blocks, in the order the sequences took them as they grew: each
+    block in its owner's colour up to the slots it holds, the unused tail of a sequence's last block in yellow.
+    One sequence's blocks are scattered among the others'. At most ``max_blocks`` are drawn."""
+    pool = waste.pool_blocks()
+    shown = pool[:max_blocks]
+    columns = max(1, min(32, math.ceil(math.sqrt(len(shown) * 4))))
+    rows = math.ceil(len(shown) / columns)
+    bs = waste.block_size
+    by_owner: dict[int, list] = {}
+    tails, labels_x, labels_y, labels = [], [], [], []
+    for k, block in enumerate(shown):
+        r, c = divmod(k, columns)
+        x0, y0 = c, r
+        fill = block.used / bs
+        by_owner.setdefault(block.owner, []).append((x0 + 0.05, x0 + 0.05 + 0.9 * fill, y0 + 0.1, y0 + 0.9))
+        if block.used < bs:
+            tails.append((x0 + 0.05 + 0.9 * fill, x0 + 0.95, y0 + 0.1, y0 + 0.9))
+        labels_x.append(x0 + 0.5)
+        labels_y.append(y0 + 0.5)
+        labels.append(str(block.owner + 1))
+    fig = new_figure("", height=max(180, 26 * rows + 150), width=WIDE)
+    for owner in sorted(by_owner):
+        fig.add_scatter(**dict(zip(("x", "y"), _rects(by_owner[owner]))), fill="toself", mode="lines",
+                        fillcolor=owner_color(owner), line=dict(width=0, color=owner_color(owner)),
+                        name=f"序列 {owner + 1}", legendgroup=f"owner{owner}", hoveron="fills", hoverinfo="text",
+                        text=f"序列 {owner + 1} 的块", showlegend=owner < 8)
+    if tails:
+        fig.add_scatter(**dict(zip(("x", "y"), _rects(tails))), fill="toself", mode="lines", fillcolor=TAIL,
+                        line=dict(width=0, color=TAIL), name="最后一块没用完的部分", hoverinfo="skip")
+    cell_px = (WIDE - 80) / columns
+    if cell_px >= 16:
+        fig.add_scatter(x=labels_x, y=labels_y, mode="text", text=labels, showlegend=False, hoverinfo="skip",
+                        textfont=dict(color="white", size=11 if cell_px >= 24 else 9), name="块的主人")
+    more = f"（共 {len(pool):,} 块，只画出前 {len(shown):,} 块）" if len(shown) < len(pool) else ""
+    fig.update_layout(title=f"分页缓存的物理块池：{len(pool):,} 块，按各序列增长时领取的顺序排列，数字是它属于哪条序列"
+                            f"{more}", margin=dict(l=20, r=20, t=60, b=20),
+                      legend=dict(orientation="h", x=0, y=-0.02, yanchor="top"))
+    fig.update_xaxes(visible=False, range=[-0.1, columns + 0.1])
+    fig.update_yaxes(visible=False, range=[rows + 0.1, -0.1])
     return fig

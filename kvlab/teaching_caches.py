@@ -149,9 +149,12 @@ class OffByOneBugCache(KVCache):
     """Bug: new tokens are written one slot early, at ``length - 1`` (the index of the last stored token,
     not the next free slot).
 
-    A prefill starts at slot 0 and comes out right. Each decode step then overwrites the previous
-    token's K/V with the new token's, and the slot attention reads last, ``length``, holds zeros or
-    whatever an earlier request left there.
+    A prefill of P tokens starts at slot 0 (``max(0 - 1, 0)``) and comes out right. The first decode
+    step writes its token at slot P - 1, over the prompt's last token; every later token also lands
+    one slot before its place, so only that one real token is ever overwritten. Attention reads
+    ``length + 1`` slots, and the last of them, ``length``, has never been written: zeros in a fresh
+    cache, the previous request's K/V in a reused one. After the prefill, then, the prompt's last
+    token is missing and every step attends to one token that is not there.
     """
 
     bug_id = "off_by_one"

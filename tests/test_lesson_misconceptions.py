@@ -1,5 +1,7 @@
 """Chapter 3.5's lesson: each misconception's experiment on a known case, the lab, the review quiz (its answer
 keys against kvlab and against hand arithmetic), every panel fed bad values, every plot builder read back."""
+import math
+
 import ipywidgets as W
 import pytest
 import torch
@@ -7,8 +9,9 @@ import torch
 from kvlab import MODEL_PRESETS, generate, kv_cache_bytes, load_demo_model
 from kvlab.inputs import InputError
 from kvlab.lessons import misconceptions as lesson
+from kvlab.lessons.decode import layer_qkv
 from kvlab.measure import DecodeTiming
-from kvlab.presets import GPU_PRESETS, GpuPreset
+from kvlab.presets import GPU_PRESETS
 from kvlab.viz import misconceptions_plots as plots
 from kvlab.viz import quiz as Q
 
@@ -74,12 +77,15 @@ def test_render_weights_vs_cache(demo):
     view = lesson.render_weights_vs_cache(model, tok, 10, 2, 3)
     assert "B = 2 条序列 × S = 12 个 token" in view.html and f"{2 * 12 * 2048:,} B" in view.html
     assert "不变 ✓" in view.html and "不在" in view.html and "0 个 token" in view.html
+    assert "KV Cache 已写入" in view.html and f"预填充之前就已经是 {2 * 12 * 2048:,} B" in view.html
     (fig,) = view.figures
-    guide, weights, prefill, decode = fig.data
+    guide, weights, allocated, prefill, decode = fig.data
     assert list(prefill.x) == [0, 20] and list(decode.x) == [20, 22, 24]  # B x S after each pass
     mib = view.result.after.n_bytes / MIB
     assert list(weights.y) == pytest.approx([mib, mib])  # flat
     assert decode.y[-1] == pytest.approx(2 * 12 * 2048 / MIB)
+    assert list(allocated.x) == [0, 24] and list(allocated.y) == pytest.approx([2 * 12 * 2048 / MIB] * 2)
+    assert "已分配" in allocated.name and "已写入" in decode.name
     assert guide.x[1] == 8 * (200 + 48 - 1)  # the axis is fixed by the sliders' limits
     for bad, control in (((0, 2, 3), "提示词长度"), ((10, 9, 3), "批次 B"), ((10, 2, 1.5), "生成 token 数")):
         with pytest.raises(InputError, match=control):
@@ -117,8 +123,30 @@ def test_step_flops_by_hand(tiny_model):
     none = c.n_layer * (t * linear + 4 * 6 * 6 * t * t) + head
     assert lesson.step_flops(tiny_model, "none", t) == none
     assert lesson.step_flops(tiny_model, "k_only", t) == none - (t - 1) * c.n_layer * 2 * 36 * kv
+    # the least a K-only cache can do: the new token as with a cache; the 9 past tokens through layer 0 without
+    # their K projection (attention among themselves: 4 x 6 x 6 x 9 x 9), and their V alone at the last layer
+    new = c.n_layer * (linear + 4 * 6 * 6 * t) + head
+    assert lesson.step_flops(tiny_model, "k_only_min", t) == new + 9 * (linear - 2 * 36 * kv) + 4 * 6 * 6 * 81 \
+        + 9 * 2 * 36 * kv
+    assert lesson.step_flops(c, "kv", 1) == lesson.step_flops(c, "k_only_min", 1)  # nothing past: the same step
     with pytest.raises(ValueError, match="^mode"):
         lesson.step_flops(tiny_model, "int8", t)
+    with pytest.raises(ValueError, match="^model"):
+        lesson.step_flops("LLaMA-7B", "kv", t)
+
+
+def test_llama_7b_shape_is_the_preset():
+    shape = lesson.LLAMA_7B_SHAPE
+    assert shape.n_params() == MODEL_PRESETS["LLaMA-7B"].n_params == 6_738_415_616
+    assert (shape.n_layer, shape.n_head, shape.head_dim) == (32, 32, 128)
+
+
+def test_count_step_shares_on_the_demo_model(demo):
+    model, _ = demo
+    counted = lesson.count_step(model, 201)
+    assert counted.share("none") == 1 and set(counted.flops) == set(lesson.FLOP_MODES)
+    assert counted.flops["kv"] < counted.flops["k_only_min"] < counted.flops["k_only"] < counted.flops["none"]
+    assert 0.95 < counted.share("k_only") < 0.98 and 0.70 < counted.share("k_only_min") < 0.78
 
 
 def test_compare_k_only_same_tokens_and_projections(demo):
@@ -133,9 +161,14 @@ def test_compare_k_only_same_tokens_and_projections(demo):
 def test_render_k_only_and_its_figure(demo):
     model, tok = demo
     view = lesson.render_k_only(model, [tok.encode("人工")], 8, 1)
-    assert "token 完全相同" in view.html and "V = t" in view.html
+    assert "token 完全相同" in view.html and "V = t" in view.html and lesson.COUNTING in view.html
     fig = view.figures[0]
     assert len(fig.data) == 9  # 3 modes x (time, K, V)
+    assert fig.layout.yaxis2.type == fig.layout.yaxis3.type == "log"  # the counts at 1 stay visible
+    notes = {a.text: a for a in fig.layout.annotations if a.text.startswith("只缓存 K")}
+    assert notes["只缓存 K 与有缓存重合：1"].y == 0 and notes["只缓存 K 与有缓存重合：1"].ay < 0  # above log10(1)
+    t_note = notes["只缓存 K 与无缓存重合：t"]
+    assert t_note.y == pytest.approx(math.log10(t_note.x)) and t_note.ay > 0  # points at the t line, sits below
     v_konly = [d for d in fig.data if d.xaxis == "x3" and d.legendgroup == "k_only"][0]
     assert list(v_konly.y) == list(v_konly.x) == [3, 4, 5, 6, 7, 8, 9]  # prompt 2, then one pass per new token
     k_konly = [d for d in fig.data if d.xaxis == "x2" and d.legendgroup == "k_only"][0]
@@ -150,9 +183,14 @@ def test_prefix_dependency_and_query_check(demo):
     dep = lesson.prefix_dependency(model, tok, "人工智能模型")
     assert dep.changed_text[1:] == "工智能模型" and dep.changed_text[0] != "人"
     assert dep.k_change[0] == 0 and dep.v_change[0] == 0
-    assert min(dep.k_change[1:] + dep.v_change[1:]) > 0.1
+    assert min(dep.k_change[1:] + dep.v_change[1:]) > 0.3  # relative to the vectors' own size
+    _, k, v = layer_qkv(model, tok.encode("人工智能模型"), 2)
+    _, k2, v2 = layer_qkv(model, tok.encode(dep.changed_text), 2)
+    assert dep.v_change[2] == pytest.approx(((v2[:, -1] - v[:, -1]).norm() / v[:, -1].norm()).item())
     fig = plots.dependency_figure(dep)
-    assert list(fig.data[1].y) == dep.v_change and list(fig.data[0].x) == [0, 1, 2, 3]
+    assert list(fig.data[1].y) == pytest.approx([100 * x for x in dep.v_change])
+    assert list(fig.data[0].x) == [0, 1, 2, 3]
+    assert "%" in fig.layout.yaxis.title.text
     qc = lesson.past_queries_unused(model, tok, "人工智能模型", layer=1)
     assert qc.t == 6 and qc.last_row_change == 0 and qc.earlier_rows_change > 0.1
     with pytest.raises(ValueError, match="^text"):
@@ -161,73 +199,178 @@ def test_prefix_dependency_and_query_check(demo):
 
 # -- misconception 3 ---------------------------------------------------------------------------------
 def test_request_spread_is_seeded_and_clipped():
-    a, b = lesson.RequestSpread().lengths(2048), lesson.RequestSpread().lengths(2048)
+    spread = lesson.SPREAD
+    a, b = spread.lengths(2048), spread.lengths(2048)
     assert a == b and len(a) == 1000 and 1 <= min(a) and max(a) <= 2048
     assert 230 <= sorted(a)[500] <= 280  # median 256 by construction
-    assert lesson.RequestSpread(seed=1).lengths(2048) != a
-    assert max(lesson.RequestSpread().lengths(100)) == 100
+    assert lesson.RequestSpread("x", "y", 256, 0.9, seed=1).lengths(2048) != a
+    assert max(spread.lengths(100)) == 100
+    assert "中位数 256 个 token，σ = 0.9" in spread.describe() and "1000 个请求" in spread.describe()
+    with pytest.raises(ValueError, match="^longest"):
+        spread.lengths(0)
+
+
+def test_multi_turn_spread_adds_whole_turns():
+    flat = lesson.RequestSpread("t", "t", 100, 0.0, turns=3, count=300)  # sigma 0: every turn exactly 100 tokens
+    lengths = flat.lengths(10_000)
+    assert set(lengths) == {100, 200, 300}  # 1, 2 or 3 turns of history
+    assert flat.lengths(250).count(250) == lengths.count(300)  # the 3-turn ones clipped to the context
+    assert "1–3 轮对话的全部历史" in flat.describe()
+    assert set(lesson.SPREADS) == {"chat", "long_doc", "multi_turn"} and lesson.SPREADS["chat"] == lesson.SPREAD
+
+
+RTX = "RTX 4090 24 GB"
+LLAMA7_WEIGHTS = 6_738_415_616 * 2
+TOKEN_BYTES = 2 * 32 * 32 * 128 * 2  # LLaMA-7B, fp16: 512 KiB
 
 
 def hand_plan(wanted=4):
-    return lesson.ReservationPlan(MODEL_PRESETS["LLaMA-7B"], "test", budget_bytes=1000, weight_bytes=400,
-                                  per_token_bytes=10, reserved_tokens=20, wanted=wanted, lengths=(5, 20, 40, 15))
+    """A real plan on the RTX 4090 (0.9 of 24,564 MiB), R = 20 tokens, with four requests of known length."""
+    fit = lesson.plan_fit("LLaMA-7B", GPU_PRESETS[RTX].memory_bytes, 20)
+    return lesson.ReservationPlan(fit, RTX, lesson.SPREAD, wanted, lengths=(5, 20, 40, 15))
 
 
 def test_reservation_plan_on_a_hand_case():
     p = hand_plan()
-    assert (p.room_bytes, p.slot_bytes, p.capacity, p.admitted) == (600, 200, 3, 3)
-    assert (p.needed_bytes, p.over_budget_bytes) == (1200, 200)
+    budget = 24_564 * MIB * 9 // 10  # 23,181,498,777 bytes
+    room = budget - LLAMA7_WEIGHTS
+    assert (p.budget_bytes, p.room_bytes, p.total_bytes) == (budget, room, 24_564 * MIB)
+    assert (p.reserved_tokens, p.per_token_bytes, p.slot_bytes) == (20, TOKEN_BYTES, 20 * TOKEN_BYTES)
+    assert p.capacity == room // (20 * TOKEN_BYTES) == 925 and p.admitted == 4
+    assert p.needed_bytes == LLAMA7_WEIGHTS + 4 * 20 * TOKEN_BYTES and p.over_budget_bytes == 0
     assert p.too_long_share == 0.25  # only 40 > 20
     assert p.used_share == (5 + 20 + 20 + 15) / 80  # 0.75: a request longer than R fills all of it
-    assert p.unused_bytes == 150  # 3 x 200 x 0.25
-    assert p.paged_capacity == pytest.approx(600 / (28 * 10))  # pages of 16: 16, 32, 48, 16 -> 28 tokens
-    assert hand_plan(wanted=2).over_budget_bytes == 0
+    assert p.unused_bytes == 4 * 20 * TOKEN_BYTES // 4  # 4 sequences x 25 % of their slot
+    assert p.paged_capacity == pytest.approx(room / (28 * TOKEN_BYTES))  # pages of 16: 16, 32, 48, 16 -> 28 tokens
+    assert p.cuts_too_many  # 25 % > 10 %
+    over = hand_plan(wanted=1000)
+    assert over.admitted == 925 and over.over_budget_bytes == LLAMA7_WEIGHTS + 1000 * 20 * TOKEN_BYTES - budget
 
 
-def test_plan_reservation_t4_llama_7b():
-    weights = 6_738_415_616 * 2
-    room = 15_360 * MIB - weights
-    for R, capacity in ((2048, 2), (512, 9), (256, 19)):
-        plan = lesson.plan_reservation("LLaMA-7B", T4, R)
-        assert plan.weight_bytes == weights and plan.room_bytes == room
-        assert plan.slot_bytes == R * 2 * 32 * 32 * 128 * 2 and plan.capacity == capacity == room // plan.slot_bytes
+@pytest.mark.parametrize("gpu, capacities", [
+    (T4, {2048: 0, 1024: 1, 512: 3, 256: 7}),  # 0.9 x 15,360 MiB - weights = 1,018,683,392 bytes for the cache
+    (RTX, {2048: 9, 1024: 18, 512: 36, 256: 72}),  # 9,704,667,545 bytes
+])
+def test_plan_reservation_plans_like_chapter_3_4(gpu, capacities):
+    room = GPU_PRESETS[gpu].memory_mib * MIB * 9 // 10 - LLAMA7_WEIGHTS
+    for R, capacity in capacities.items():
+        plan = lesson.plan_reservation("LLaMA-7B", gpu, R)
+        assert plan.weight_bytes == LLAMA7_WEIGHTS and plan.room_bytes == room
+        assert plan.slot_bytes == R * TOKEN_BYTES and plan.capacity == capacity == room // plan.slot_bytes
+    assert room == {T4: 1_018_683_392, RTX: 9_704_667_545}[gpu]
+
+
+def test_plan_reservation_follows_dtypes_and_usable_share():
+    int8 = lesson.plan_reservation("Llama-3-8B", T4, 2048, weight_dtype="int8", cache_dtype="int8")
+    assert int8.weight_bytes == 8_030_261_248 and int8.per_token_bytes == 2 * 32 * 8 * 128
+    assert int8.room_bytes == 15_360 * MIB * 9 // 10 - 8_030_261_248
+    whole = lesson.plan_reservation("LLaMA-7B", T4, 1024, usable=1.0)
+    assert whole.budget_bytes == 15_360 * MIB
+    assert whole.capacity == (15_360 * MIB - LLAMA7_WEIGHTS) // (1024 * TOKEN_BYTES)
+    assert not lesson.plan_reservation("Llama-3-8B", T4, 2048).fit.weights_fit  # 14.96 GiB > 13.5 GiB
     with pytest.raises(ValueError, match="^gpu"):
         lesson.plan_reservation("LLaMA-7B", "T5")
     with pytest.raises(ValueError, match="^reserved_tokens"):
         lesson.plan_reservation("LLaMA-7B", T4, 0)
+    with pytest.raises(ValueError, match="^spread"):
+        lesson.plan_reservation("LLaMA-7B", T4, 64, spread="chat")
+
+
+def test_reserve_options_stop_at_the_context():
+    assert lesson.reserve_options("LLaMA-7B") == [64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048]
+    assert lesson.reserve_options("Llama-3-8B")[-1] == 8192 and lesson.reserve_options("Qwen2.5-7B")[-1] == 131072
+
+
+DEFAULTS = dict(gpu=RTX, model="LLaMA-7B", spread="chat", weight_dtype="fp16", cache_dtype="fp16", usable=0.9,
+                reserved_tokens=2048, wanted=12)
+
+
+def budget(**changes):
+    return lesson.render_budget(**{**DEFAULTS, **changes})
 
 
 def test_render_budget_and_its_figures():
-    view = lesson.render_budget(T4, "LLaMA-7B", 2048, 4)
+    view = budget()
     plan = view.result
-    assert "最多同时 <b>2</b> 条序列" in view.html and "第 3 条序列起就放不下了" in view.html
+    assert "最多同时 <b>9</b> 条序列" in view.html and "第 10 条序列起就放不下了" in view.html
+    assert "按 0.9 规划" in view.html and "其余 10% 留给 CUDA 上下文和激活" in view.html
+    assert "所有请求结束时平均填满预留的" in view.html and "比 R 长的按填满计" in view.html
+    assert "只剩" not in view.html and "（9 条序列共闲置约" in view.html
     bar, curves = view.figures
     names = [d.name for d in bar.data]
-    assert names[0].startswith("权重") and names[-1].startswith("放不下的 2 条序列")
-    assert bar.data[-1].x[0] == pytest.approx(2 * plan.slot_bytes / GIB)
-    assert sum(d.x[0] for d in bar.data[:-1]) == pytest.approx(plan.budget_bytes / GIB)  # fills up to the budget
-    assert list(curves.data[0].y) == [lesson.plan_reservation("LLaMA-7B", T4, r).capacity
-                                      for r in lesson.RESERVE_SWEEP]
-    fits = lesson.render_budget(T4, "LLaMA-7B", 512, 4)
+    assert names[0].startswith("权重") and names[-1].startswith("放不下的 3 条序列") and len(bar.data) == 6
+    weights, used, unused, left, kept, refused = bar.data
+    assert len(used.x) == len(unused.x) == 9  # one segment per admitted sequence, in one trace each
+    card = sum(weights.x) + sum(used.x) + sum(unused.x) + sum(left.x) + sum(kept.x)
+    assert card == pytest.approx(plan.total_bytes / GIB)  # the bar is the whole card
+    assert base_end(kept) == pytest.approx(plan.total_bytes / GIB)
+    assert kept.base[0] == pytest.approx(plan.budget_bytes / GIB)
+    assert refused.x[0] == pytest.approx(3 * plan.slot_bytes / GIB) and set(refused.y) == {"放不下"}
+    assert refused.base[0] == pytest.approx((plan.weight_bytes + 9 * plan.slot_bytes) / GIB)  # where #10 would start
+    sweep = [lesson.plan_reservation("LLaMA-7B", RTX, r, 12) for r in lesson.reserve_options("LLaMA-7B")]
+    grey, solid = curves.data[0], curves.data[1]
+    assert list(solid.x) == [r for r, p in zip(lesson.reserve_options("LLaMA-7B"), sweep) if not p.cuts_too_many]
+    assert list(solid.x)[0] == 1024 and list(grey.x)[-1] == 1024  # grey up to where it joins the solid line
+    assert list(grey.y) == [p.capacity for p in sweep if p.cuts_too_many] + [18]
+    fits = budget(reserved_tokens=512, wanted=4)
     assert "放得下" in fits.html and not fits.result.over_budget_bytes
-    assert fits.figures[0].data[-1].name.startswith("剩余")
-    beyond = lesson.render_budget(T4, "LLaMA-7B", 4096, 1)
-    assert "超过了 LLaMA-7B 的上下文" in beyond.html
+    assert fits.figures[0].data[3].name.startswith("预算内剩余") and not fits.figures[0].data[-1].showlegend
 
 
-@pytest.mark.parametrize("args, control", [
-    (("T5", "LLaMA-7B", 2048, 4), "GPU"), ((T4, "GPT-5", 2048, 4), "模型"),
-    ((T4, "LLaMA-7B", 0, 4), "每条序列预留"), ((T4, "LLaMA-7B", 2048, 0), "同时服务的序列数"),
-    ((T4, "LLaMA-7B", 2048, 65), "同时服务的序列数")])
-def test_render_budget_bad_values(args, control):
+def base_end(trace):
+    return trace.base[-1] + trace.x[-1]
+
+
+def test_render_budget_when_no_sequence_fits():
+    view = budget(gpu=T4, wanted=1)  # 0.9 of a T4 leaves 971.5 MiB for the cache: not one 1 GiB reservation
+    assert "留给 KV Cache 的只剩" in view.html and "连 1 条都放不下" in view.html
+    assert "闲置约" not in view.html and "第 1 条序列起就放不下了" in view.html
+    weights, used, unused, *_ = view.figures[0].data
+    assert len(used.x) == len(unused.x) == 0 and not used.showlegend
+
+
+def test_render_budget_scenarios_and_dtypes():
+    multi = budget(spread="multi_turn")
+    assert "「多轮对话」" in multi.html and "1–12 轮对话的全部历史" in multi.html
+    assert multi.result.spread == lesson.SPREADS["multi_turn"]
+    assert "多轮对话" in multi.figures[1].layout.title.text
+    int8 = budget(gpu=T4, model="Llama-3-8B", weight_dtype="int8", cache_dtype="int8", reserved_tokens=8192)
+    assert int8.result.per_token_bytes == 65_536 and "int8 权重" in int8.html
+    assert list(int8.figures[1].data[0].x)[0] == 64 and max(int8.figures[1].data[3].x) == 8192  # up to the context
+
+
+@pytest.mark.parametrize("change, control", [
+    (dict(gpu="T5"), "GPU"), (dict(model="GPT-5"), "模型"), (dict(spread="tweets"), "请求长度分布"),
+    (dict(weight_dtype="fp64"), "权重数据类型"), (dict(cache_dtype=None), "缓存数据类型"),
+    (dict(usable=0), "显存使用比例"), (dict(usable=1.5), "显存使用比例"), (dict(usable="0.9"), "显存使用比例"),
+    (dict(reserved_tokens=0), "每条序列预留"), (dict(reserved_tokens=4096), "每条序列预留"),  # past the context
+    (dict(reserved_tokens=64.5), "每条序列预留"), (dict(wanted=0), "同时服务的序列数"),
+    (dict(wanted=129), "同时服务的序列数")])
+def test_render_budget_bad_values(change, control):
     with pytest.raises(InputError, match=control):
-        lesson.render_budget(*args)
+        budget(**change)
 
 
-def test_render_budget_when_the_weights_leave_no_room(monkeypatch):
-    monkeypatch.setitem(GPU_PRESETS, "tiny", GpuPreset("tiny", "1 GB", 1024, "test"))
-    with pytest.raises(InputError, match="GPU.*放不下"):
-        lesson.render_budget("tiny", "LLaMA-7B", 2048, 1)
+def test_render_budget_when_the_weights_leave_no_room():
+    with pytest.raises(InputError, match="GPU.*Llama-3-8B 的 fp16 权重.*都放不下"):
+        budget(gpu=T4, model="Llama-3-8B")
+    with pytest.raises(InputError, match="GPU.*都放不下"):
+        budget(usable=0.5)  # 12 GiB usable: the 12.55 GiB of weights do not fit
+
+
+def test_budget_panel_keeps_the_reservation_within_the_context():
+    panel = lesson.budget_panel()
+    reserve = panel.controls["reserved_tokens"]
+    assert reserve.options[-1] == ("2,048", 2048) and panel.result.capacity == 9
+    panel.set(model="Llama-3-8B")
+    assert reserve.options[-1][1] == 8192 and reserve.value == 2048 and not panel.stale
+    reserve.value = 8192
+    assert panel.result.reserved_tokens == 8192
+    panel.set(model="LLaMA-7B")  # 8192 is past LLaMA-7B's context: the slider ends at 2048
+    assert reserve.value == 2048 and not panel.stale and panel.result.reserved_tokens == 2048
+    assert panel.result.model.name == "LLaMA-7B"
+    panel.set(usable=2)
+    assert panel.stale and "显存使用比例" in panel.message.value
 
 
 def test_reservation_effect(demo):
@@ -248,6 +391,12 @@ def test_refused_allocation_allocates_nothing(demo, monkeypatch):
     per_sequence = 256 * 2048  # 256 tokens x 2 KiB
     assert refused.requested_bytes == (2 * free // per_sequence + 1) * per_sequence == 41 * per_sequence
     assert refused.free_bytes == free and refused.message.startswith(("batch_size", "max_seq_len"))
+    assert refused.device_type == "cpu"
+    assert refused.line == "kvlab 拒绝分配：这块缓存需要 20.5 MiB，本机只有 10.0 MiB 内存空闲"  # 41 x 512 KiB
+    page = lesson.refusal_html(refused)
+    assert page.index(refused.line) < page.index("<details>") < page.index(refused.message[:20])  # API text folded
+    gpu = lesson.RefusedAllocation(3 * GIB, GIB, "cuda", "batch_size: ...")
+    assert gpu.line == "kvlab 拒绝分配：这块缓存需要 3.00 GiB，这块 GPU 只有 1.00 GiB 显存空闲"
     monkeypatch.setattr(lesson, "available_memory", lambda device: None)
     assert lesson.refused_allocation(model) is None
 
@@ -275,7 +424,29 @@ def test_lab_on_its_default_prompt(demo):
         assert runs[bug].first_logit_step == 1
     steps = [runs[b].first_token_step for b in lesson.BROKEN_CACHES]
     assert None not in steps and len(set(steps)) == len(steps)  # each bug shows at its own step
-    assert all(runs[b].reference == runs["kv"].output for b in lesson.BROKEN_CACHES)
+    for b in lesson.BROKEN_CACHES:  # up to the first difference both read the same text: the control's
+        first = runs[b].first_token_step
+        assert runs[b].reference[:first] == runs["kv"].output[:first]
+        assert runs[b].output[:first - 1] == runs["kv"].output[:first - 1]
+    assert all(r.reused for r in runs.values())
+
+
+def test_the_reference_reads_what_the_cache_wrote(demo):
+    model, tok = demo
+    run = lesson.run_lab_cache(model, tok, "k_as_v", "计算", 6)
+    assert run.first_token_step == 1
+    text = tok.encode("计算") + [tok.encode(t)[0] for t in run.output]
+    for step in (3, 5):  # long after the texts parted: the uncached model fed this cache's own text
+        alone = generate(model, [text[:2 + step - 1]], 1, cache="none").new_tokens[0, 0]
+        assert tok.decode([int(alone)]) == run.reference[step - 1]
+
+
+def test_fresh_or_reused(demo):
+    model, tok = demo
+    fresh = lesson.run_lab_cache(model, tok, "no_reset", "计算", 8, reused=False)
+    reused = lesson.run_lab_cache(model, tok, "no_reset", "计算", 8)
+    assert not fresh.reused and fresh.first_logit_step is None  # a fresh cache starts at length 0 anyway
+    assert reused.reused and reused.first_logit_step == 1
 
 
 def test_make_lab_cache():
@@ -303,12 +474,19 @@ def test_a_fixed_subclass_runs_in_the_lab(demo):
 
 def test_render_lab(demo):
     model, tok = demo
-    hidden = lesson.render_lab(model, tok, "k_as_v", "计算", 6, False)
+    hidden = lesson.render_lab(model, tok, "k_as_v", "计算", 6, True, False)
     assert "第 1 步开始不同" in hidden.html and "解释" not in hidden.html.replace("显示解释", "")
-    shown = lesson.render_lab(model, tok, "k_as_v", "计算", 6, True)
+    assert "先服务上一个请求「大语言模型」" in hidden.html and "kvlab-source" not in hidden.html
+    shown = lesson.render_lab(model, tok, "k_as_v", "计算", 6, True, True)
     assert lesson.BUG_CARDS["k_as_v"].explanation in shown.html and lesson.BUG_CARDS["k_as_v"].fix in shown.html
-    ok = lesson.render_lab(model, tok, "kv", "计算", 6, False)
+    assert shown.html.count('class="kvlab-source"') == 1 and "KInPlaceOfVBugCache._store" in shown.html
+    assert "should be v" in shown.html  # the bug's own line, from the installed source
+    two = lesson.render_lab(model, tok, "one_slot", "计算", 6, True, True)
+    assert two.html.count('class="kvlab-source"') == 2 and "OneLayerSlotBugCache._read" in two.html
+    ok = lesson.render_lab(model, tok, "kv", "计算", 6, True, False)
     assert "6 步全部相同" in ok.html and "bug 仍然在" not in ok.html
+    fresh = lesson.render_lab(model, tok, "no_reset", "计算", 6, False, False)
+    assert "用一块全新的缓存" in fresh.html and "6 步全部相同" in fresh.html and "bug 仍然在" in fresh.html
     fig = hidden.figures[0]
     bars = fig.data[0]
     assert list(bars.x) == [1, 2, 3, 4, 5, 6] and bars.marker.color[0] == plots.DIFF_COLOR
@@ -318,9 +496,10 @@ def test_render_lab(demo):
 
 
 @pytest.mark.parametrize("args, control", [
-    (("zzz", "计算", 6, False), "缓存"), (("kv", "", 6, False), "提示词"), (("kv", "   ", 6, False), "提示词"),
-    (("kv", "@", 6, False), "提示词"), (("kv", "人" * 65, 6, False), "提示词"), (("kv", "计算", 0, False), "生成"),
-    (("kv", "计算", 49, False), "生成")])
+    (("zzz", "计算", 6, True, False), "缓存"), (("kv", "", 6, True, False), "提示词"),
+    (("kv", "   ", 6, True, False), "提示词"), (("kv", "@", 6, True, False), "提示词"),
+    (("kv", "人" * 65, 6, True, False), "提示词"), (("kv", "计算", 0, True, False), "生成"),
+    (("kv", "计算", 49, True, False), "生成")])
 def test_render_lab_bad_values(demo, args, control):
     model, tok = demo
     with pytest.raises(InputError, match=control):
@@ -341,7 +520,9 @@ def test_lab_panel_hides_the_explanation_for_another_cache(demo):
     assert "<b>解释：</b>" in panel.readout.value
     panel.set(cache="one_slot")
     assert panel.controls["reveal"].value is False and "<b>解释：</b>" not in panel.readout.value
-    assert panel.result.cache == "one_slot"
+    assert panel.result.cache == "one_slot" and panel.result.reused
+    panel.set(reused=False)
+    assert not panel.result.reused and "全新的缓存" in panel.readout.value
     panel.set(prompt="")
     assert panel.stale and "提示词" in panel.message.value
 
@@ -357,8 +538,13 @@ def test_review_answer_keys_against_kvlab_and_by_hand():
     assert keys["GiB"] == kv_cache_bytes(32, 32, 128, 2048, 1, "fp16") / GIB == 1
     assert keys["倍"] == (MODEL_PRESETS["70B, 64 KV heads (chapter's hypothetical)"].kv_bytes_per_token()
                          / MODEL_PRESETS["Llama-2-70B"].kv_bytes_per_token()) == 8
-    assert keys["条"] == lesson.plan_reservation("LLaMA-7B", T4, 2048).capacity \
-        == (15_360 * MIB - 6_738_415_616 * 2) // (2048 * 2 * 32 * 32 * 128 * 2) == 2
+    assert keys["条"] == lesson.plan_reservation("LLaMA-7B", RTX, 2048).capacity \
+        == (24_564 * MIB * 9 // 10 - 6_738_415_616 * 2) // (2048 * 2 * 32 * 32 * 128 * 2) == 9
+    budget_q = next(q for q in numeric if q.unit == "条")
+    for stated in ("24,564 MiB", "0.9", "6,738,415,616 个参数", "32 层", "32 个 KV 头", "D = 128", "2048 个 token"):
+        assert stated in budget_q.prompt  # everything the key needs is in the question
+    gqa = next(q for q in numeric if q.unit == "倍")
+    assert "分组查询注意力（GQA，几个查询头共用一组 K/V）" in gqa.prompt
 
 
 def test_review_first_choice_question_matches_the_trace(demo):
@@ -396,7 +582,15 @@ def test_check_numeric_tolerance():
     assert Q.check(q, "1").right and Q.check(q, "1.004").right and not Q.check(q, "1.01").right
     exact = Q.NumberQuestion("3.2", "?", 131072, "字节", "yes", "hint")
     assert Q.check(exact, "131072").right and not Q.check(exact, "131073").right
-    assert "提示：hint" in Q.check(exact, "5").message and "5 不是正确答案" in Q.check(exact, "5").message
+    assert "提示：hint" in Q.check(exact, "5").message and "「5」不是正确答案" in Q.check(exact, "5").message
+    assert "「131072.4」不是正确答案" in Q.check(exact, "131072.4").message  # echoed as typed, not rounded
+    assert "「1,310,720」" in Q.check(exact, " 1,310,720 ").message and Q.check(exact, "1.31072e5").right
+
+
+def test_answer_text():
+    assert Q.NumberQuestion("3.2", "?", 131072, "字节", "", "").answer_text == "131,072"
+    assert Q.NumberQuestion("3.4", "?", 1.0, "GiB", "", "").answer_text == "1"
+    assert Q.NumberQuestion("3.4", "?", 0.9765625, "GiB", "", "").answer_text == "0.9766"
 
 
 def test_question_validation():
@@ -426,6 +620,34 @@ def test_quiz_widget_scores_and_shows_feedback():
     assert "kvlab-quiz-right" in quiz.feedback[1].value and "全部答对" in quiz.score.value
     assert quiz.answer(1, "").status == Q.INVALID and "得分：1 / 2" in quiz.score.value
     assert "kvlab-quiz" in quiz.widget._dom_classes
+    assert all(b.layout.display == "none" for b in quiz.reveal_buttons)  # no wrong answers twice yet
+
+
+def test_quiz_offers_the_answer_after_two_wrong_answers():
+    questions = [Q.ChoiceQuestion("3.1", "pick", (Q.Choice("a", False, "no"), Q.Choice("b", True, "yes"))),
+                 Q.NumberQuestion("3.2", "how many", 131072, "字节", "because", "hint")]
+    quiz = Q.Quiz(questions)
+    radio, text = quiz.inputs
+    text.value = "1"
+    assert quiz.reveal_buttons[1].layout.display == "none"
+    text.value = "abc"  # not graded: does not count as wrong
+    assert quiz.reveal_buttons[1].layout.display == "none"
+    text.value = "2"
+    assert quiz.reveal_buttons[1].layout.display == ""  # shown after the second wrong answer
+    assert "kvlab-quiz-reveal" in quiz.reveal_buttons[1]._dom_classes
+    quiz.reveal_buttons[1].click()
+    assert "答案：131,072 字节。because" in quiz.feedback[1].value and "kvlab-msg-info" in quiz.feedback[1].value
+    assert quiz.reveal_buttons[1].layout.display == "none" and "看了 1 题的答案" in quiz.score.value
+    text.value = "131072"  # typed after seeing it: feedback, but no point
+    assert "正确" in quiz.feedback[1].value and "得分：0 / 2" in quiz.score.value
+    radio.value = 0
+    radio.value = 1
+    assert quiz.reveal_buttons[0].layout.display == "none"  # one wrong answer, then right
+    radio.value = 0
+    assert quiz.reveal_buttons[0].layout.display == ""  # the second wrong answer
+    radio.value = 1
+    assert quiz.reveal_buttons[0].layout.display == "none" and "得分：1 / 2" in quiz.score.value  # right: withdrawn
+    assert Q.answer_feedback(questions[0]).message == "答案：b。yes"
     with pytest.raises(ValueError, match="^questions"):
         Q.Quiz([])
 
@@ -433,16 +655,33 @@ def test_quiz_widget_scores_and_shows_feedback():
 # -- the summary ------------------------------------------------------------------------------------------
 def test_summary_rows(demo):
     model, tok = demo
-    runs = [lesson.run_with_cache(model, tok, 4, 1, 3)]
-    timings = {m: timing(m, [0.01, 0.002, 0.003], seq_len=[2, 3, 4]) for m in ("none", "k_only", "kv")}
+    runs = [lesson.run_with_cache(model, tok, 4, 2, 3)]
+    timings = {m: timing(m, [0.01, 0.002, s], seq_len=[2, 3, 4]) for m, s in (("none", 0.006), ("k_only", 0.005),
+                                                                                ("kv", 0.002))}
+    timings["kv"].cache_bytes[:] = [4096, 6144, 8192]
     lab = {"kv": lesson.BugRun("kv", "计算", ["a"], ["a"], [0.0]),
            "k_as_v": lesson.BugRun("k_as_v", "计算", ["a"], ["b"], [9.0])}
-    rows = lesson.summary_rows(runs, timings, [lesson.plan_reservation(reserved_tokens=2048)], lab)
-    assert len(rows) == 4
-    assert "B × S = 1 × 6" in rows[0].measured and "全部不变" in rows[0].measured and "全部等于" in rows[0].measured
-    assert "无缓存 3.00 ms，只缓存 K 3.00 ms，有缓存 3.00 ms" in rows[1].measured  # the last of 2 decode steps
-    assert "4 / 4 / 4" in rows[1].measured
-    assert "预留 2,048 → 2 条" in rows[2].measured
-    assert "1 个坏缓存" in rows[3].measured and "缓存 C 第 1 步" in rows[3].measured and "全部相同" in rows[3].measured
+    prefill = lesson.PrefillDecode(128, 0.0064, 0.002)
+    rows = lesson.summary_rows(model, runs, timings, prefill, [lesson.plan_reservation(reserved_tokens=2048)], lab,
+                               lesson.scenario_plans())
+    assert [r.topic[:3] for r in rows[:4]] == ["3.1", "3.2", "3.3", "3.4"] and len(rows) == 9
+    assert "无缓存 6.00 ms，有缓存 2.00 ms（快 3.0 倍）" in rows[0].measured and "8.0 KiB" in rows[0].measured
+    assert "（4, 2, 2, 6, 32）" in rows[1].measured and "2 × 4 × 2 × 2 × 6 × 32 × 4 B = 24,576 B" in rows[1].measured
+    assert "trace 记录 24,576 B" in rows[1].measured
+    assert "预填充 128 个 token 一次前向 6.40 ms（每个 token 0.05 ms）；之后每个解码步 2.00 ms" in rows[2].measured
+    assert "1.00 GiB（原文写 0.50 GB）" in rows[3].measured and "放得下 9 条" in rows[3].measured
+    assert "B × S = 2 × 6" in rows[4].measured and "全部不变" in rows[4].measured and "全部等于" in rows[4].measured
+    assert "无缓存 6.00 ms，只缓存 K 5.00 ms，有缓存 2.00 ms" in rows[5].measured  # the last of 2 decode steps
+    assert "（无缓存 / 只缓存 K / 有缓存）4 / 4 / 4" in rows[5].measured
+    assert "预留 2,048 → 9 条" in rows[6].measured
+    assert "1 个坏缓存" in rows[7].measured and "缓存 C 第 1 步" in rows[7].measured and "全部相同" in rows[7].measured
+    assert "长文档问答：闲置" in rows[8].measured and "多轮对话" in rows[8].measured
     html = lesson.summary_html(rows)
-    assert html.count("<tr>") == 5
+    assert html.count("<tr>") == 10
+
+
+def test_prefill_vs_decode(demo):
+    model, tok = demo
+    p = lesson.prefill_vs_decode(model, tok, prompt_len=16, new_tokens=3, repeats=1)
+    assert p.prompt_len == 16 and p.prefill_seconds > 0 and p.decode_seconds > 0
+    assert p.prefill_per_token == p.prefill_seconds / 16

@@ -67,15 +67,34 @@ def test_k_as_v_reads_back_k_for_v():
     torch.testing.assert_close(k_all, k)
 
 
-def test_off_by_one_overwrites_the_previous_token():
+def test_off_by_one_loses_only_the_prompts_last_token_and_reads_an_unwritten_slot():
     cache = OffByOneBugCache(C, 1, 8)
-    k, v = fill(cache, 3)  # prefill: slots 0, 1, 2 (right)
-    k_new, v_new = kv(1, seed=7)
-    k_all, v_all = cache.update(0, k_new, v_new)
-    assert k_all.shape[2] == 4  # attention still reads 4 slots ...
-    torch.testing.assert_close(k_all[:, :, :2], k[:, :, :2])
-    torch.testing.assert_close(k_all[:, :, 2], k_new[:, :, 0])  # ... the new token sits in slot 2, over token 3
-    assert torch.count_nonzero(k_all[:, :, 3]) == 0 and torch.count_nonzero(v_all[:, :, 3]) == 0  # slot 3: empty
+    prompt_k, _ = fill(cache, 3)  # prefill: slots 0, 1, 2 (right)
+    decoded = []
+    for step in range(3):
+        k_new, v_new = kv(1, seed=10 + step)
+        k_all, v_all = cache.update(0, k_new, v_new)
+        for layer in range(1, C.n_layer):
+            cache.update(layer, k_new, v_new)
+        assert k_all.shape[2] == 3 + step + 1  # attention reads length + 1 slots ...
+        assert torch.count_nonzero(k_all[:, :, -1]) == 0 and torch.count_nonzero(v_all[:, :, -1]) == 0  # ... the
+        cache.advance(1)  # last of them, slot `length`, never written: zeros in a fresh cache
+        decoded.append(k_new[:, :, 0])
+    torch.testing.assert_close(cache.k[0, :, :, :2], prompt_k[:, :, :2])  # the prompt's first two tokens stay
+    for i, k in enumerate(decoded):  # every new token one slot early: 2, 3, 4 instead of 3, 4, 5
+        torch.testing.assert_close(cache.k[0, :, :, 2 + i], k)
+    assert not any(torch.equal(cache.k[0, :, :, s], prompt_k[:, :, 2]) for s in range(8))  # prompt token 3: gone
+    assert torch.count_nonzero(cache.k[0, :, :, 5:]) == 0
+
+
+def test_off_by_one_reads_the_previous_requests_data_in_a_reused_cache():
+    cache = OffByOneBugCache(C, 1, 8)
+    old_k, old_v = fill(cache, 5, seed=4)  # the previous request: slots 0 .. 4
+    cache.reset()
+    fill(cache, 2, seed=5)  # this request's prefill: slots 0, 1
+    k_all, v_all = cache.update(0, *kv(1, seed=6))  # first decode step: written at slot 1, reads slots 0 .. 2
+    torch.testing.assert_close(k_all[:, :, 2], old_k[:, :, 2])  # slot 2: the previous request's K
+    torch.testing.assert_close(v_all[:, :, 2], old_v[:, :, 2])
 
 
 def test_one_slot_uses_layer_0_for_every_layer():

@@ -24,7 +24,7 @@ SETUP = """from IPython.display import display
 from kvlab.exercises import ch05"""
 
 LOGIT_TOLERANCE = 1e-4  # a correct cache stays below 1e-5
-NEW_TOKENS = 8  # every broken cache shows itself by step 2
+NEW_TOKENS = 8  # by step 2 every broken cache shows itself, no_reset only on a reused cache (fresh: all 8 right)
 PROMPTS = ("人工", "计算")
 PREVIOUS = "大语言模型"  # the request served first when a cache is reused
 BUG_IDS = ("rope_offset", "no_reset", "k_as_v", "off_by_one", "one_slot")
@@ -214,9 +214,9 @@ def store_problem(store) -> str | None:
         if torch.equal(cache.v[layer, :, :, length:length + T], k) and not torch.equal(k, v):
             return "V 的位置写进了 K：cache.v 要存 v"
         if k_slots != want:
-            where = f"第 {k_slots[0]}–{k_slots[-1]} 格" if k_slots else "哪里都没写"
+            where = f"写到了第 {k_slots[0]}–{k_slots[-1]} 格" if k_slots else "一格都没有写"
             return (f"缓存里已有 length = {length} 个 token 时，{T} 个新 token 应写进第 {want[0]}–{want[-1]} 格"
-                    f"（[length, length + T)），你的代码写到了{where}")
+                    f"（[length, length + T)），你的代码{where}")
         if not (torch.equal(cache.k[layer, :, :, length:length + T], k)
                 and torch.equal(cache.v[layer, :, :, length:length + T], v)):
             return f"第 {want[0]}–{want[-1]} 格里存的不是这次的 k、v"

@@ -4,9 +4,11 @@ deliberately broken caches to find the bug in, and the chapter's review as a sel
 1. The cache is not part of the parameters: the weights (count, bytes, a checksum) do not change whatever is
    generated, the cache's bytes follow B x S exactly, the cache is not in the state dict, and a reset empties it.
 2. Caching K alone saves nothing worth having: the same tokens as without a cache, V of every token projected
-   again at every step (the trace says so), about the same work and time as no cache at all.
-3. A bigger cache is not better: weights and cache share one memory budget; reserving more tokens per sequence
-   lets fewer sequences run at once and leaves most of each reservation unused.
+   again at every step (the trace says so), about the same work and time as no cache at all; even a minimal
+   K-only cache has to re-run the past tokens through every layer below the last.
+3. A bigger cache is not better: weights and cache share one memory budget (chapter 3.4's plan: the usable share
+   of the card, :data:`~kvlab.lessons.memory_estimate.DEFAULT_USABLE`); reserving more tokens per sequence lets
+   fewer sequences run at once and leaves most of each reservation unused.
 """
 from __future__ import annotations
 
@@ -25,19 +27,23 @@ from .._validate import positive_int
 from ..assets import CORPUS, assets_dir
 from ..attention import attention, attention_mask
 from ..cache import KVCache
-from ..costs import pass_cost
+from ..config import ModelConfig
+from ..costs import linear_flops_per_token, pass_cost
 from ..device import available_memory
 from ..generation import generate
 from ..measure import DecodeTiming, measurement_threads, median, time_generate, torch_threads
-from ..memory import dtype_name, format_bytes, kv_cache_bytes
+from ..memory import DTYPE_BITS, dtype_name, format_bytes, kv_cache_bytes
 from ..model import ToyTransformer
 from ..presets import GPU_PRESETS, MODEL_PRESETS, ModelPreset
 from ..teaching_caches import BROKEN_CACHES
 from ..tokenizer import UnknownCharactersError
 from ..viz import misconceptions_plots as plots
 from ..viz.quiz import Choice, ChoiceQuestion, NumberQuestion
+from ..viz.source import snippet_html, source_snippet
 from ..viz.widgets import Panel, View, dropdown, int_slider, play_slider
 from .decode import layer_qkv
+from .memory_estimate import (CACHE_DTYPE_LABEL, DEFAULT_USABLE, USABLE_LABEL, WEIGHT_DTYPE_LABEL, FitPlan,
+                              plan_fit, weights_do_not_fit)
 
 DEFAULT_PROMPT = "人工"  # the course's running example
 LAB_PROMPT = "计算"  # the lab's default: each broken cache first changes a token at a different step
@@ -109,8 +115,8 @@ class CacheRun:
     before: WeightsSnapshot
     after: WeightsSnapshot
     seq_lens: list[int]  # tokens per sequence stored after each pass
-    cache_bytes: list[int]  # bytes of the stored tokens after each pass (from the trace)
-    allocated_bytes: int
+    cache_bytes: list[int]  # bytes written so far after each pass (the trace's cache bytes: the filled part)
+    allocated_bytes: int  # the preallocated tensors, this size from before the prefill on
     per_token_bytes: int  # K and V of one token of one sequence, all layers (the formula)
     cache_checksum: str
     cache_in_state_dict: bool  # does any state-dict tensor share memory with the cache?
@@ -176,9 +182,10 @@ def render_weights_vs_cache(model: ToyTransformer, tokenizer, prompt_len, batch_
     readout = (
         f"参数：{run.after.n_params:,} 个，{format_bytes(run.after.n_bytes)}；state_dict 校验和 "
         f"<code>{run.before.checksum[:12]}</code> → <code>{run.after.checksum[:12]}</code>（{same}）<br>"
-        f"KV Cache：B = {B} 条序列 × S = {S} 个 token（提示词 {P} + 生成 {n} − 1：最后一个新 token 还没有送回模型）"
+        f"KV Cache 已写入：B = {B} 条序列 × S = {S} 个 token（提示词 {P} + 生成 {n} − 1：最后一个新 token 还没有送回模型）"
         f" × 每个 token {format_bytes(run.per_token_bytes)} = <b>{run.final_bytes:,} B = "
-        f"{format_bytes(run.final_bytes)}</b>；缓存内容的校验和 <code>{run.cache_checksum[:12]}</code>（随输入而变）<br>"
+        f"{format_bytes(run.final_bytes)}</b>；预分配的张量在预填充之前就已经是 {run.allocated_bytes:,} B"
+        f"（按 {P + n - 1} 个 token 分配，3.3 节）；缓存内容的校验和 <code>{run.cache_checksum[:12]}</code>（随输入而变）<br>"
         f"缓存在 state_dict 里吗？{'是' if run.cache_in_state_dict else '不在'}（没有哪个参数张量与缓存共用内存）；"
         f"reset() 之后：{run.length_after_reset} 个 token，已用 {run.bytes_after_reset} B"
     )
@@ -202,6 +209,15 @@ def weights_panel(model: ToyTransformer, tokenizer, prompt_len: int = 120, batch
 # == Misconception 2: caching K alone =============================================================
 K_ONLY_MODES = ("none", "k_only", "kv")
 K_ONLY_NAMES = {"none": "无缓存", "k_only": "只缓存 K", "kv": "有缓存"}  # as in the figures' legends
+K_ONLY_MINIMAL = "k_only_min"  # a K-only cache that recomputes no more than V needs (counted, not run)
+FLOP_MODES = ("none", "k_only", K_ONLY_MINIMAL, "kv")
+FLOP_NAMES = {"none": "无缓存", "k_only": "只缓存 K（kvlab 的实现）", K_ONLY_MINIMAL: "只缓存 K（最省的做法）",
+              "kv": "有缓存"}
+
+# LLaMA-7B's shape as a ModelConfig, to count its FLOPs (nothing is allocated): Touvron et al. 2023 and the
+# released config.json (hidden 4096, 32 layers, 32 heads, intermediate_size 11008, vocab 32000); its parameter
+# count equals MODEL_PRESETS["LLaMA-7B"].n_params (tests check it).
+LLAMA_7B_SHAPE = ModelConfig(vocab_size=32000, d_model=4096, n_layer=32, n_head=32, d_ff=11008, max_seq_len=2048)
 
 
 def compare_k_only(model: ToyTransformer, prompt_ids, new_tokens: int, repeats: int = 1) -> dict[str, DecodeTiming]:
@@ -217,22 +233,51 @@ def tail_step_ms(t: DecodeTiming, fraction: float = 0.25) -> float:
     return median(tail) * 1e3
 
 
-def step_flops(model: ToyTransformer, mode: str, seq_len: int) -> int:
-    """FLOPs (counted, see ``kvlab.costs``) of the decode pass that brings a sequence to ``seq_len`` tokens.
+def step_flops(model, mode: str, seq_len: int) -> int:
+    """FLOPs, counted as :mod:`kvlab.costs` counts them (2 per multiply-add, the masked half of a block too), of
+    the decode pass that brings a sequence to ``seq_len`` tokens. ``model``: a ToyTransformer or a ModelConfig.
 
-    "none" runs all ``seq_len`` tokens; "kv" runs 1 token after ``seq_len - 1`` cached ones; "k_only" runs all of
-    them too but skips the K projection of the ``seq_len - 1`` past tokens.
+    - "none" runs all ``t = seq_len`` tokens through every layer; "kv" runs 1 token after ``t - 1`` cached ones;
+    - "k_only", as :func:`kvlab.teaching_caches.k_only_forward` runs it: all t tokens through every layer, only
+      the K projection of the ``t - 1`` past tokens skipped;
+    - "k_only_min", the least a K-only cache could do: the new token as with a full cache, plus V of the past
+      tokens at every layer, which needs their hidden states: the layers below the last re-run over the past
+      tokens (their Q, V, attention among themselves, W_o, MLP; K stays cached); at the last layer only their V.
     """
-    c = model.config
+    c = model.config if isinstance(model, ToyTransformer) else model
+    if not isinstance(c, ModelConfig):
+        raise ValueError(f"model must be a ToyTransformer or a ModelConfig, got {type(model).__name__}")
     t = positive_int("seq_len", seq_len)
+    past = t - 1
+    kv_proj = 2 * c.d_model * c.n_kv_head * c.head_dim  # one token's K (or V) projection in one layer
     if mode == "kv":
-        return pass_cost(c, 1, t - 1).flops
-    whole = pass_cost(c, t).flops
+        return pass_cost(c, 1, past).flops
     if mode == "none":
-        return whole
+        return pass_cost(c, t).flops
     if mode == "k_only":
-        return whole - (t - 1) * c.n_layer * 2 * c.d_model * c.n_kv_head * c.head_dim
-    raise ValueError(f"mode must be one of {K_ONLY_MODES}, got {mode!r}")
+        return pass_cost(c, t).flops - past * c.n_layer * kv_proj
+    if mode == K_ONLY_MINIMAL:
+        per_layer = linear_flops_per_token(c) // c.n_layer  # projections and MLP of one token in one layer
+        among_past = 4 * c.n_head * c.head_dim * past * past  # Q K^T and weights @ V of the past tokens
+        below = (c.n_layer - 1) * (past * (per_layer - kv_proj) + among_past)
+        return pass_cost(c, 1, past).flops + below + past * kv_proj
+    raise ValueError(f"mode must be one of {FLOP_MODES}, got {mode!r}")
+
+
+@dataclass(frozen=True)
+class StepFlops:
+    """One decode step at ``seq_len`` counted in every way of :func:`step_flops`."""
+
+    seq_len: int
+    flops: dict  # mode -> FLOPs
+
+    def share(self, mode: str) -> float:
+        """The step's FLOPs as a share of the uncached step's."""
+        return self.flops[mode] / self.flops["none"]
+
+
+def count_step(model, seq_len: int) -> StepFlops:
+    return StepFlops(seq_len, {m: step_flops(model, m, seq_len) for m in FLOP_MODES})
 
 
 def tail_times_text(timings: dict[str, DecodeTiming]) -> str:
@@ -246,6 +291,7 @@ def same_tokens(timings: dict[str, DecodeTiming]) -> bool:
 
 
 REPEATS_LABEL = "重复次数（取中位数）"
+COUNTING = "按 kvlab.costs 的计数（一次乘加记 2 FLOP，掩码遮住的一半也算）"
 
 
 def render_k_only(model: ToyTransformer, prompt_ids, new_tokens, repeats) -> View:
@@ -253,14 +299,14 @@ def render_k_only(model: ToyTransformer, prompt_ids, new_tokens, repeats) -> Vie
     n = inputs.whole_number(NEW_TOKENS_LABEL, new_tokens, 8, model.config.max_seq_len - len(prompt_ids[0]))
     r = inputs.whole_number(REPEATS_LABEL, repeats, 1, 9)
     timings = compare_k_only(model, prompt_ids, n, r)
-    last = timings["none"].seq_len[-1]
-    share = step_flops(model, "k_only", last) / step_flops(model, "none", last)
+    counted = count_step(model, timings["none"].seq_len[-1])
     tokens = "三种方式生成的 token 完全相同" if same_tokens(timings) else '<span style="color:#b00">token 不同！</span>'
     readout = (
-        f"生成 {n} 个 token：{tokens}。最后 1/4 的解码步（t ≈ {last}）单步耗时中位数："
+        f"生成 {n} 个 token：{tokens}。最后 1/4 的解码步（t ≈ {counted.seq_len}）单步耗时中位数："
         f"<b>{tail_times_text(timings)}</b>（{model.device}，{measurement_threads()} 个 CPU 线程）<br>"
-        f"trace 记录的每步投影（第 t 步）：无缓存 K = V = t；只缓存 K：K = 1，<b>V = t</b>；有缓存：K = V = 1。"
-        f"按定义计数，t = {last} 时只缓存 K 的一步仍要做无缓存的 <b>{share:.1%}</b> 的计算"
+        f"trace 记录的每步投影（序列长度为 t 的那一步）：无缓存 K = V = t；只缓存 K：K = 1，<b>V = t</b>；有缓存：K = V = 1。"
+        f"{COUNTING}，t = {counted.seq_len} 时只缓存 K 的一步仍要做无缓存的 <b>{counted.share('k_only'):.1%}</b> 的计算"
+        f"（有缓存：{counted.share('kv'):.2%}）"
     )
     return View([plots.k_only_figure(timings)], readout, timings)
 
@@ -276,12 +322,13 @@ def k_only_panel(model: ToyTransformer, prompt_ids, new_tokens: int = 200) -> Pa
 
 @dataclass(frozen=True)
 class Dependency:
-    """How much K and V of the last token change, layer by layer, when only the first token is changed."""
+    """How much K and V of the last token change, layer by layer, when only the first token is changed:
+    ``||changed - original|| / ||original||`` over all KV heads of that token (0.5: by half its own size)."""
 
     text: str
     changed_text: str
-    k_change: list[float]  # per layer: max |K_changed - K| of the last token
-    v_change: list[float]
+    k_change: list[float]  # per layer, relative to ||K||
+    v_change: list[float]  # per layer, relative to ||V||
 
 
 @leave_a_core
@@ -289,9 +336,9 @@ class Dependency:
 def prefix_dependency(model: ToyTransformer, tokenizer, text: str = "人工智能模型") -> Dependency:
     """Change the first token of ``text`` and measure K and V of its last token at every layer.
 
-    At layer 0 they depend on the last token alone (no change); from layer 1 on they depend on every earlier
-    token through the attention of the layers below: recomputing them means re-running those layers over the
-    whole prefix.
+    At layer 0 they depend on the last token and its position alone (no change); from layer 1 on they depend on
+    every earlier token through the attention of the layers below: recomputing them means re-running those
+    layers over the whole prefix.
     """
     ids = tokenizer.encode(text)
     if len(ids) < 2:
@@ -301,8 +348,8 @@ def prefix_dependency(model: ToyTransformer, tokenizer, text: str = "人工智�
     for layer in range(model.config.n_layer):
         _, k, v = layer_qkv(model, ids, layer)  # K, V: [H_kv, t, D]
         _, k2, v2 = layer_qkv(model, changed, layer)
-        k_change.append((k2[:, -1] - k[:, -1]).abs().max().item())
-        v_change.append((v2[:, -1] - v[:, -1]).abs().max().item())
+        k_change.append(((k2[:, -1] - k[:, -1]).norm() / k[:, -1].norm()).item())
+        v_change.append(((v2[:, -1] - v[:, -1]).norm() / v[:, -1].norm()).item())
     return Dependency(text, tokenizer.decode(changed), k_change, v_change)
 
 
@@ -336,59 +383,112 @@ def past_queries_unused(model: ToyTransformer, tokenizer, text: str = "人工智
 
 # == Misconception 3: a bigger cache is not better ===============================================
 BUDGET_MODELS = ("LLaMA-7B", "Llama-2-7B", "Llama-3-8B", "Qwen2.5-7B")
-DEFAULT_GPU, DEFAULT_MODEL = "T4 16 GB (Colab)", "LLaMA-7B"
-GPU_LABEL, MODEL_LABEL = "GPU", "模型"
+DEFAULT_GPU, DEFAULT_MODEL = "RTX 4090 24 GB", "LLaMA-7B"
+GPU_LABEL, MODEL_LABEL, SPREAD_LABEL = "GPU", "模型", "请求长度分布"
 RESERVE_LABEL, CONCURRENT_LABEL = "每条序列预留（tokens）", "同时服务的序列数"
-MAX_RESERVE, MAX_CONCURRENT = 8192, 64
+MAX_CONCURRENT = 128
 PAGE_TOKENS = 16  # block size of the paged comparison (vLLM's default)
+TOO_LONG_LIMIT = 0.10  # a reservation shorter than more than this share of the requests cuts too many off
+RESERVE_OPTIONS = tuple(sorted({64 * 2**k for k in range(12)} | {96 * 2**k for k in range(11)}))  # 64 .. 131,072
 
 
 @dataclass(frozen=True)
 class RequestSpread:
-    """A made-up but typical spread of request lengths (prompt + answer, tokens): log-normal, so most requests
-    are short and a few are long. Seeded, so every run draws the same requests."""
+    """A made-up spread of request lengths (prompt + answer, tokens), not measured data: each request is a
+    conversation of 1 to ``turns`` turns (uniformly many; its whole history is in the cache), each turn drawn
+    log-normal around ``median`` (most turns short, a few long). Seeded, so every run draws the same requests."""
 
-    median: int = 256
-    sigma: float = 0.9
+    label: str  # what the learner reads: 「多轮对话」
+    note: str  # what shapes it: 「每轮很短，历史很长」
+    median: int
+    sigma: float
+    turns: int = 1
     count: int = 1000
     seed: int = 0
 
     def lengths(self, longest: int) -> list[int]:
         """``count`` lengths, each at least 1 and at most ``longest`` (the model's context)."""
-        rng = random.Random(self.seed)
-        return [min(longest, max(1, round(rng.lognormvariate(math.log(self.median), self.sigma))))
-                for _ in range(self.count)]
+        return list(_spread_lengths(self, positive_int("longest", longest)))
+
+    def describe(self) -> str:
+        """The parameters in Chinese, as the notebook prints them."""
+        turn = f"对数正态分布，中位数 {self.median} 个 token，σ = {self.sigma:g}"
+        shape = (f"每个请求是 1–{self.turns} 轮对话的全部历史（轮数均匀分布），每一轮{turn}" if self.turns > 1
+                 else f"每个请求一轮，{turn}")
+        return f"{self.count} 个请求，{shape}，随机种子 {self.seed}，截断到模型的上下文长度"
 
 
-SPREAD = RequestSpread()
+@lru_cache(maxsize=64)
+def _spread_lengths(spread: RequestSpread, longest: int) -> tuple[int, ...]:
+    rng = random.Random(spread.seed)
+    out = []
+    for _ in range(spread.count):
+        turns = rng.randint(1, spread.turns)
+        n = sum(rng.lognormvariate(math.log(spread.median), spread.sigma) for _ in range(turns))
+        out.append(min(longest, max(1, round(n))))
+    return tuple(out)
+
+
+SPREADS = {
+    "chat": RequestSpread("单轮问答", "示例：多数很短，少数很长", 256, 0.9),
+    "long_doc": RequestSpread("长文档问答", "提示词很长", 1536, 0.35),
+    "multi_turn": RequestSpread("多轮对话", "每轮很短，历史很长", 96, 0.6, turns=12),
+}
+DEFAULT_SPREAD = "chat"
+SPREAD = SPREADS[DEFAULT_SPREAD]
 
 
 @dataclass(frozen=True)
 class ReservationPlan:
-    """One memory budget holding a model's weights and, for each running sequence, a fixed cache reservation."""
+    """A card's memory holding a model's weights and, for each running sequence, a fixed reservation of R
+    tokens: chapter 3.4's :class:`~kvlab.lessons.memory_estimate.FitPlan` of one sequence of R tokens (usable
+    share, budget, weights, room for the cache), and a spread of requests to serve in it."""
 
-    model: ModelPreset
+    fit: FitPlan
     gpu: str
-    budget_bytes: int
-    weight_bytes: int
-    per_token_bytes: int
-    reserved_tokens: int  # R: cache slots reserved per sequence
+    spread: RequestSpread
     wanted: int  # sequences we would like to serve at once
     lengths: tuple[int, ...]  # the request spread (tokens)
 
     @property
+    def model(self) -> ModelPreset:
+        return self.fit.model
+
+    @property
+    def total_bytes(self) -> int:
+        return self.fit.total_bytes
+
+    @property
+    def budget_bytes(self) -> int:
+        """What weights and cache may use: the usable share of the card."""
+        return self.fit.budget_bytes
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.fit.weight_bytes
+
+    @property
     def room_bytes(self) -> int:
-        return self.budget_bytes - self.weight_bytes
+        """The budget less the weights (negative when the weights alone do not fit)."""
+        return self.fit.room_bytes
+
+    @property
+    def reserved_tokens(self) -> int:
+        return self.fit.seq_len
+
+    @property
+    def per_token_bytes(self) -> int:
+        return self.model.kv_bytes_per_token(self.fit.cache_dtype)
 
     @property
     def slot_bytes(self) -> int:
         """Bytes one sequence's reservation takes."""
-        return self.reserved_tokens * self.per_token_bytes
+        return self.fit.cache_bytes
 
     @property
     def capacity(self) -> int:
-        """How many sequences fit at once."""
-        return max(0, self.room_bytes) // self.slot_bytes
+        """How many sequences fit at once (3.4's largest batch at S = R)."""
+        return self.fit.largest_batch
 
     @property
     def admitted(self) -> int:
@@ -409,7 +509,8 @@ class ReservationPlan:
 
     @property
     def used_share(self) -> float:
-        """Mean share of a reservation that a request fills (a request longer than R fills all of it)."""
+        """Share of a reservation a request has filled when it ends, averaged over all requests (one longer than R
+        counts as full). The fill at completion: the least waste there is; during generation it is less full."""
         return sum(min(n, self.reserved_tokens) for n in self.lengths) / (len(self.lengths) * self.reserved_tokens)
 
     @property
@@ -423,71 +524,117 @@ class ReservationPlan:
         pages = sum(math.ceil(n / PAGE_TOKENS) * PAGE_TOKENS for n in self.lengths) / len(self.lengths)
         return max(0, self.room_bytes) / (pages * self.per_token_bytes)
 
+    @property
+    def cuts_too_many(self) -> bool:
+        return self.too_long_share > TOO_LONG_LIMIT
+
 
 def plan_reservation(model: str = DEFAULT_MODEL, gpu: str = DEFAULT_GPU, reserved_tokens: int = 2048,
-                     wanted: int = 4, spread: RequestSpread = SPREAD) -> ReservationPlan:
-    """FP16 weights and FP16 cache on one of ``GPU_PRESETS`` (its memory as nvidia-smi reports it)."""
+                     wanted: int = 4, spread: RequestSpread = SPREAD, weight_dtype: str = "fp16",
+                     cache_dtype: str = "fp16", usable=DEFAULT_USABLE) -> ReservationPlan:
+    """One of ``GPU_PRESETS`` (its memory as nvidia-smi reports it), planned as chapter 3.4 plans it
+    (:func:`~kvlab.lessons.memory_estimate.plan_fit`, the usable share 0.9 by default)."""
     if model not in MODEL_PRESETS:
         raise ValueError(f"model must be one of MODEL_PRESETS, got {model!r}")
     if gpu not in GPU_PRESETS:
         raise ValueError(f"gpu must be one of GPU_PRESETS ({', '.join(GPU_PRESETS)}), got {gpu!r}")
-    p = MODEL_PRESETS[model]
+    if not isinstance(spread, RequestSpread):
+        raise ValueError(f"spread must be a RequestSpread, got {spread!r}")
     R = positive_int("reserved_tokens", reserved_tokens)
-    return ReservationPlan(p, gpu, GPU_PRESETS[gpu].memory_bytes, p.weight_bytes("fp16"), p.kv_bytes_per_token("fp16"),
-                           R, positive_int("wanted", wanted), tuple(spread.lengths(p.context_length)))
+    fit = plan_fit(model, GPU_PRESETS[gpu].memory_bytes, R, 1, weight_dtype, cache_dtype, usable)
+    return ReservationPlan(fit, gpu, spread, positive_int("wanted", wanted),
+                           _spread_lengths(spread, MODEL_PRESETS[model].context_length))
 
 
-RESERVE_SWEEP = (64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192)
+def reserve_options(model: str) -> list[int]:
+    """The reservations the slider offers for ``model``: 64 tokens up to its context."""
+    context = MODEL_PRESETS[model].context_length
+    return [r for r in RESERVE_OPTIONS if r <= context]
 
 
-def render_budget(gpu, model, reserved_tokens, wanted) -> View:
-    """The misconception-3 panel: the budget as a bar, and the trade-off as the reservation grows."""
+def render_budget(gpu, model, spread, weight_dtype, cache_dtype, usable, reserved_tokens, wanted) -> View:
+    """The misconception-3 panel: the card as a bar, and the trade-off as the reservation grows."""
     gpu = inputs.choice(GPU_LABEL, gpu, list(GPU_PRESETS))
     model = inputs.choice(MODEL_LABEL, model, list(BUDGET_MODELS))
-    R = inputs.whole_number(RESERVE_LABEL, reserved_tokens, 1, MAX_RESERVE)
+    spread = inputs.choice(SPREAD_LABEL, spread, list(SPREADS))
+    wd = inputs.choice(WEIGHT_DTYPE_LABEL, weight_dtype, list(DTYPE_BITS))
+    cd = inputs.choice(CACHE_DTYPE_LABEL, cache_dtype, list(DTYPE_BITS))
+    share = inputs.positive_number(USABLE_LABEL, usable, 1)
+    R = inputs.whole_number(RESERVE_LABEL, reserved_tokens, 1, MODEL_PRESETS[model].context_length)
     N = inputs.whole_number(CONCURRENT_LABEL, wanted, 1, MAX_CONCURRENT)
-    plan = plan_reservation(model, gpu, R, N)
-    if plan.room_bytes < plan.per_token_bytes:
-        raise inputs.InputError(GPU_LABEL, f"{gpu} 只有 {format_bytes(plan.budget_bytes)}，{model} 的 FP16 权重"
-                                f"（{format_bytes(plan.weight_bytes)}）放进去之后，连 1 个 token 的缓存都放不下：换一张更大的卡")
-    sweep = [plan_reservation(model, gpu, r, N) for r in RESERVE_SWEEP]
-    return View([plots.budget_figure(plan), plots.reservation_figure(sweep, plan)], budget_html(plan), plan)
+    plan = plan_reservation(model, gpu, R, N, SPREADS[spread], wd, cd, share)
+    if not plan.fit.weights_fit:
+        raise inputs.InputError(GPU_LABEL, f"{gpu}：{weights_do_not_fit(plan.fit)}")
+    sweep = [plan_reservation(model, gpu, r, N, SPREADS[spread], wd, cd, share) for r in reserve_options(model)]
+    figures = [plots.budget_figure(plan), plots.reservation_figure(sweep, plan, TOO_LONG_LIMIT)]
+    return View(figures, budget_html(plan), plan)
 
 
 def budget_html(plan: ReservationPlan) -> str:
-    p, R = plan.model, plan.reserved_tokens
+    p, R, fit = plan.model, plan.reserved_tokens, plan.fit
+    left = "只剩" if plan.capacity == 0 else ""
     lines = [
-        f"{html.escape(plan.gpu)}：{format_bytes(plan.budget_bytes)}；{html.escape(p.name)} 的 FP16 权重 "
-        f"{format_bytes(plan.weight_bytes)}；留给 KV Cache 的只有 <b>{format_bytes(plan.room_bytes)}</b>。",
-        f"每条序列预留 R = {R:,} 个 token × {format_bytes(plan.per_token_bytes)} = {format_bytes(plan.slot_bytes)}"
-        f" → 最多同时 <b>{plan.capacity}</b> 条序列。",
-        f"按示例的请求长度分布（{SPREAD.count} 个请求，中位数 {SPREAD.median} 个 token）："
-        f"<b>{plan.too_long_share:.1%}</b> 的请求比 R 长（会被截断或拒绝）；其余的平均只填满预留的 "
-        f"{plan.used_share:.1%}，<b>{1 - plan.used_share:.1%} 闲置</b>（{plan.admitted} 条序列共闲置约 "
-        f"{format_bytes(plan.unused_bytes)}）。",
+        f"{html.escape(plan.gpu)}：总显存 {format_bytes(plan.total_bytes)}，按 {float(fit.usable):g} 规划 "
+        f"{format_bytes(plan.budget_bytes)}（其余 {float(1 - fit.usable):.0%} 留给 CUDA 上下文和激活）；"
+        f"{html.escape(p.label)} 的 {fit.weight_dtype} 权重 {format_bytes(plan.weight_bytes)}；"
+        f"留给 KV Cache 的{left} <b>{format_bytes(plan.room_bytes)}</b>。",
+        f"每条序列预留 R = {R:,} 个 token × {format_bytes(plan.per_token_bytes)}（{fit.cache_dtype}）= "
+        f"{format_bytes(plan.slot_bytes)} → "
+        + (f"最多同时 <b>{plan.capacity}</b> 条序列。" if plan.capacity
+           else '<span style="color:#b00">最多同时 <b>0</b> 条序列：连 1 条都放不下。</span>'),
     ]
-    if R > p.context_length:
-        lines.append(f'<span style="color:#8a4b00">⚠ R 超过了 {html.escape(p.name)} 的上下文'
-                     f"（{p.context_length:,} 个 token）：多出的部分永远用不上。</span>")
+    idle = (f"（{plan.admitted} 条序列共闲置约 {format_bytes(plan.unused_bytes)}）" if plan.admitted else "")
+    lines.append(
+        f"按「{html.escape(plan.spread.label)}」的请求长度（编出来的示例分布，不是测量数据：{html.escape(plan.spread.describe())}）："
+        f"<b>{plan.too_long_share:.1%}</b> 的请求比 R 长（会被截断或拒绝）；所有请求结束时平均填满预留的 "
+        f"{plan.used_share:.1%}（比 R 长的按填满计），<b>{1 - plan.used_share:.1%} 闲置</b>{idle}。"
+        "这是请求结束那一刻的填充率，也就是最少的浪费：生成途中填得更少。")
     if plan.over_budget_bytes:
         lines.append(f'<span style="color:#b00">想同时服务 {plan.wanted} 条：需要 {format_bytes(plan.needed_bytes)}，'
                      f"超出预算 <b>{format_bytes(plan.over_budget_bytes)}</b>——第 {plan.capacity + 1} 条序列起就放不下了。"
-                     "预算检查在分配之前拒绝它们，而不是让程序因显存不足（OOM）崩溃。</span>")
+                     "预算检查在分配之前拒绝它们，而不是等分配时显存不足（OOM）。</span>")
     else:
         lines.append(f"想同时服务 {plan.wanted} 条：需要 {format_bytes(plan.needed_bytes)}，放得下，"
-                     f"剩余 {format_bytes(plan.budget_bytes - plan.needed_bytes)}。")
+                     f"预算内还剩 {format_bytes(plan.budget_bytes - plan.needed_bytes)}。")
     lines.append(f"对比：按需分页（每块 {PAGE_TOKENS} 个 token，只给用到的块）时，同样的显存平均能放下约 "
-                 f"<b>{plan.paged_capacity:.1f}</b> 条这样的请求。")
+                 f"<b>{plan.paged_capacity:.1f}</b> 条这样的请求，而且一条都不截断。")
     return "<br>".join(lines)
 
 
-def budget_panel(gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, reserved_tokens: int = 2048,
-                 wanted: int = 4) -> Panel:
-    controls = {"gpu": dropdown(GPU_LABEL, list(GPU_PRESETS), gpu, width="230px"),
-                "model": dropdown(MODEL_LABEL, list(BUDGET_MODELS), model, width="220px"),
-                "reserved_tokens": int_slider(RESERVE_LABEL, reserved_tokens, 64, 4096, step=64),
-                "wanted": int_slider(CONCURRENT_LABEL, wanted, 1, 32, width="360px")}
-    return Panel(controls, render_budget, layout="horizontal", css_class="kvlab-budget")
+def budget_panel(gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, spread: str = DEFAULT_SPREAD,
+                 reserved_tokens: int = 2048, wanted: int = 12, weight_dtype: str = "fp16",
+                 cache_dtype: str = "fp16", usable: float = float(DEFAULT_USABLE)) -> Panel:
+    """Card, model, request spread, dtypes and usable share; the reservation slider offers 64 tokens up to the
+    chosen model's context (its options follow the model), and the sequences wanted at once."""
+    reserve = W.SelectionSlider(options=[(f"{r:,}", r) for r in reserve_options(model)], value=reserved_tokens,
+                                description=RESERVE_LABEL, continuous_update=False,
+                                style={"description_width": "initial"}, layout=W.Layout(width="420px"))
+    models = dropdown(MODEL_LABEL, list(BUDGET_MODELS), model, width="210px")
+    built: list[Panel] = []
+
+    def model_chosen(change):  # before the panel's own observer: the panel then renders once, consistently
+        options = reserve_options(change["new"])
+        keep = reserve.value if reserve.value in options else options[-1]
+        panel = built[0]
+        panel._holding = True  # no render for the slider's passing values
+        try:
+            reserve.options = [(f"{r:,}", r) for r in options]
+            reserve.value = keep
+        finally:
+            panel._holding = False
+
+    models.observe(model_chosen, names="value")
+    share = W.FloatText(value=usable, step=0.05, description=USABLE_LABEL, style={"description_width": "initial"},
+                        layout=W.Layout(width="190px"))
+    controls = {"gpu": dropdown(GPU_LABEL, list(GPU_PRESETS), gpu, width="230px"), "model": models,
+                "spread": dropdown(SPREAD_LABEL, [(f"{s.label}（{s.note}）", k) for k, s in SPREADS.items()], spread,
+                                   width="380px"),
+                "weight_dtype": dropdown(WEIGHT_DTYPE_LABEL, list(DTYPE_BITS), weight_dtype, width="190px"),
+                "cache_dtype": dropdown(CACHE_DTYPE_LABEL, list(DTYPE_BITS), cache_dtype, width="190px"),
+                "usable": share, "reserved_tokens": reserve,
+                "wanted": int_slider(CONCURRENT_LABEL, wanted, 1, MAX_CONCURRENT, width="380px")}
+    built.append(Panel(controls, render_budget, layout="horizontal", css_class="kvlab-budget"))
+    return built[0]
 
 
 @dataclass(frozen=True)
@@ -521,7 +668,16 @@ def reservation_effect(model: ToyTransformer, tokenizer, prompt: str = DEFAULT_P
 class RefusedAllocation:
     requested_bytes: int
     free_bytes: int
-    message: str  # what kvlab said instead of allocating
+    device_type: str  # "cuda", "cpu" ...
+    message: str  # the API's ValueError (English, names the argument)
+
+    @property
+    def line(self) -> str:
+        """What a learner reads: kvlab's refusal in Chinese, computed."""
+        where = "这块 GPU 只有" if self.device_type == "cuda" else "本机只有"
+        memory = "显存" if self.device_type == "cuda" else "内存"
+        return (f"kvlab 拒绝分配：这块缓存需要 {format_bytes(self.requested_bytes)}，{where} "
+                f"{format_bytes(self.free_bytes)} {memory}空闲")
 
 
 def refused_allocation(model: ToyTransformer) -> RefusedAllocation | None:
@@ -536,8 +692,15 @@ def refused_allocation(model: ToyTransformer) -> RefusedAllocation | None:
     try:
         KVCache(c, batch, c.max_seq_len, dtype=model.dtype, device=model.device)
     except ValueError as exc:
-        return RefusedAllocation(batch * per_sequence, free, str(exc))
+        return RefusedAllocation(batch * per_sequence, free, model.device.type, str(exc))
     raise RuntimeError("a cache twice the size of free memory was allocated; kvlab's check did not refuse it")
+
+
+def refusal_html(refused: RefusedAllocation) -> str:
+    """The Chinese line, and the API's own message folded away as a detail."""
+    return (f"<p><b>{html.escape(refused.line)}</b>：什么都没有分配，内核安然无恙。</p>"
+            f"<details><summary>细节：API 抛出的 ValueError（英文，第一个词是出问题的参数）</summary>"
+            f"<code>{html.escape(refused.message)}</code></details>")
 
 
 # == Find the bug ===================================================================================
@@ -549,62 +712,68 @@ REFERENCE = "kv"  # the correct cache, as a control
 
 @dataclass(frozen=True)
 class BugCard:
-    """What the lab shows for one cache: a neutral label, and the explanation revealed on request."""
+    """What the lab shows for one cache: a neutral label, and, revealed on request, the explanation, the fix and
+    the methods the cache overrides (shown from their source)."""
 
     label: str
     explanation: str
     fix: str
+    methods: tuple[str, ...]
 
 
 BUG_CARDS: dict[str, BugCard] = {
     REFERENCE: BugCard(
         "对照：正确的 KVCache",
         "这是 kvlab 的 KVCache，没有 bug：每一步的 logits 与无缓存的参考只差浮点舍入（小于 1e-5），生成的 token 完全相同。",
-        "无需修复。"),
+        "无需修复。", ("_store", "_read")),
     "rope_offset": BugCard(
         "缓存 A",
         "新 token 的 K 存进缓存时，旋转位置编码（RoPE）用的是位置 0、1、2……而不是它在序列中的真实位置 "
         "length、length + 1……：写 K 时漏掉了位置偏移。预填充从位置 0 开始，所以第 1 步完全正确；"
         "从第 2 步（第一次解码）起，每个新 K 都自称在位置 0，注意力分数里的相对位置全错了。"
         "模型很有把握时，错误的 logits 仍可能选出同一个 token，所以 token 往往要晚几步才变。",
-        "旋转 K 时用 positions = length + arange(T)（kvlab 的 rope_and_mask(start=cache.length, ...)）。"),
+        "旋转 K 时用 positions = length + arange(T)（kvlab 的 rope_and_mask(start=cache.length, ...)）。", ("_store",)),
     "no_reset": BugCard(
         "缓存 B",
         "reset() 忘了把 length 置 0。服务完上一个请求（「大语言模型」）后，同一块缓存接着服务这个提示词："
         "新的提示词被接在上一个请求的 token 后面，既能看到上一个请求的内容，位置编码也从错误的位置开始。"
-        "所以第 1 步的 logits 就不同了。",
-        "reset() 里写上 self.length = 0（存储本身可以留着复用：读取只看前 length 个位置）。"),
+        "所以第 1 步的 logits 就不同了；而全新的缓存从 length = 0 开始，完全正确（去掉「先服务上一个请求」试试）。",
+        "reset() 里写上 self.length = 0（存储本身可以留着复用：读取只看前 length 个位置）。", ("reset",)),
     "k_as_v": BugCard(
         "缓存 C",
         "写缓存时把 K 写进了 V 的位置（复制粘贴时少改了一个字母）。注意力用权重对「K」求加权平均，"
         "输出完全不对，第 1 步（预填充）就已经出错，而且错得很离谱。",
-        "self.v[layer, :, :, length:end] = v（而不是 = k）。"),
+        "self.v[layer, :, :, length:end] = v（而不是 = k）。", ("_store",)),
     "off_by_one": BugCard(
         "缓存 D",
         "新 token 写在 length − 1 而不是 length：把「最后一个已存 token 的下标」当成了「下一个空位」。"
-        "预填充从位置 0 开始写，所以第 1 步正确；之后每一步都用新 token 覆盖上一个 token 的 K/V，"
-        "而注意力读到的最后一个位置（length）是 0 或者上一个请求留下的旧数据。",
-        "写入区间是 [length, length + T)。"),
+        "预填充写在 0 … P−1（P 是提示词的 token 数），第 1 步正确。第一次解码把新 token 写在 P−1，"
+        "覆盖了提示词最后一个 token 的 K/V；此后每个新 token 都比应在的位置早一格，而注意力读到的最后一格（length）"
+        "始终还没写过：全新的缓存里是 0，复用的缓存里是上一个请求留下的旧数据。"
+        "结果：提示词最后一个 token 丢了，每一步还多看到一个假 token。",
+        "写入区间是 [length, length + T)：start = self.length。", ("_store",)),
     "one_slot": BugCard(
         "缓存 E",
         "所有层都读写第 0 层的那一格（忘了用 layer 下标）。同一次前向计算里，每一层都先写入新 token 再读取，"
         "所以预填充（第 1 步）恰好正确；从第一次解码起，每一层看到的旧 token 的 K/V 都是最后一层写下的，"
         "而不是本层的。",
-        "按 self.k[layer] / self.v[layer] 读写：每一层有自己的一份缓存。"),
+        "按 self.k[layer] / self.v[layer] 读写：每一层有自己的一份缓存。", ("_store", "_read")),
 }
-CACHE_LABEL, PROMPT_LABEL, REVEAL_LABEL = "缓存", "提示词", "显示解释"
+CACHE_LABEL, PROMPT_LABEL, REVEAL_LABEL, REUSE_LABEL = "缓存", "提示词", "显示解释", "先服务上一个请求"
 LAB_CACHES = (REFERENCE, *BROKEN_CACHES)
 
 
 @dataclass(frozen=True)
 class BugRun:
-    """One cache against the uncached reference, on the second of two requests served with the same cache."""
+    """One cache against the uncached reference. The reference is teacher-forced: at every step it reads the
+    same text this cache has written so far, so each step compares the next token of one and the same input."""
 
     cache: str  # "kv", a key of BROKEN_CACHES, or the name of the KVCache subclass that was run
     prompt: str
-    reference: list[str]  # the new tokens without a cache, one string each
-    output: list[str]  # ... with this cache
+    reference: list[str]  # per step: the uncached model's next token after this cache's text so far
+    output: list[str]  # ... this cache's token
     logit_diff: list[float]  # per step: max |logit difference| against the reference
+    reused: bool = True  # the cache served PREVIOUS_PROMPT first (reset() in between)
 
     @property
     def first_token_step(self) -> int | None:
@@ -616,39 +785,49 @@ class BugRun:
         """1-based step of the first distribution that differs beyond float rounding."""
         return next((i + 1 for i, d in enumerate(self.logit_diff) if d > LOGIT_TOLERANCE), None)
 
+    @property
+    def differing_steps(self) -> int:
+        return sum(a != b for a, b in zip(self.reference, self.output))
+
+
+def cache_class(cache) -> type[KVCache]:
+    """The ``KVCache`` class a lab cache id (or a ``KVCache`` subclass, a learner's fix) stands for."""
+    if isinstance(cache, type) and issubclass(cache, KVCache):
+        return cache
+    if cache == REFERENCE:
+        return KVCache
+    if cache in BROKEN_CACHES:
+        return BROKEN_CACHES[cache]
+    raise ValueError(f"cache must be one of {', '.join(LAB_CACHES)} or a KVCache subclass; got {cache!r}")
+
 
 def make_lab_cache(cache, model: ToyTransformer, max_seq_len: int) -> KVCache:
     """A fresh cache for the lab: the correct ``KVCache`` ("kv"), one of ``BROKEN_CACHES`` by its id, or any
     ``KVCache`` subclass (a learner's fixed version of a broken one)."""
-    if isinstance(cache, type) and issubclass(cache, KVCache):
-        cls = cache
-    elif cache == REFERENCE:
-        cls = KVCache
-    elif cache in BROKEN_CACHES:
-        cls = BROKEN_CACHES[cache]
-    else:
-        raise ValueError(f"cache must be one of {', '.join(LAB_CACHES)} or a KVCache subclass; got {cache!r}")
-    return cls(model.config, 1, max_seq_len, dtype=model.dtype, device=model.device)
+    return cache_class(cache)(model.config, 1, max_seq_len, dtype=model.dtype, device=model.device)
 
 
 @leave_a_core
 @torch.no_grad()
 def run_lab_cache(model: ToyTransformer, tokenizer, cache, prompt: str = LAB_PROMPT,
-                  new_tokens: int = LAB_NEW_TOKENS, previous: str = PREVIOUS_PROMPT) -> BugRun:
-    """Serve ``previous`` and then ``prompt`` with one cache (``reset()`` in between, as a server would), and
-    compare the second request with ``generate(..., cache="none")``. ``cache``: an id (see
+                  new_tokens: int = LAB_NEW_TOKENS, previous: str = PREVIOUS_PROMPT, reused: bool = True) -> BugRun:
+    """Serve ``prompt`` with one cache (when ``reused``: after serving ``previous`` with it and ``reset()``, as a
+    server would) and compare every step with the uncached model reading the same text. ``cache``: an id (see
     :func:`make_lab_cache`) or a ``KVCache`` subclass."""
     new_tokens = positive_int("new_tokens", new_tokens)
     first, second = tokenizer.encode(previous), tokenizer.encode(prompt)
     kv = make_lab_cache(cache, model, len(first) + len(second) + 2 * (new_tokens - 1))
-    generate(model, [first], new_tokens, cache=kv)
-    kv.reset()
+    if reused:
+        generate(model, [first], new_tokens, cache=kv)
+        kv.reset()
     out = generate(model, [second], new_tokens, cache=kv, return_logits=True)
-    ref = generate(model, [second], new_tokens, cache="none", return_logits=True)
-    diff = (out.logits - ref.logits).abs().amax(dim=-1)[0]  # [new_tokens]
+    read = out.tokens[:, :-1]  # [1, P + n - 1]: the prompt and every new token but the last (never fed back)
+    ref_logits = model(read)[:, len(second) - 1:]  # [1, n, vocab]: one full pass, no cache, causal mask
+    diff = (out.logits - ref_logits).abs().nan_to_num(float("inf")).amax(dim=-1)[0]  # [n]
     as_text = lambda ids: [tokenizer.decode([int(i)]) for i in ids]  # noqa: E731
     name = cache.__name__ if isinstance(cache, type) else cache
-    return BugRun(name, prompt, as_text(ref.new_tokens[0]), as_text(out.new_tokens[0]), diff.tolist())
+    return BugRun(name, prompt, as_text(ref_logits[0].argmax(dim=-1)), as_text(out.new_tokens[0]), diff.tolist(),
+                  bool(reused))
 
 
 def lab_line(run: BugRun) -> str:
@@ -679,13 +858,14 @@ def lab_prompt(tokenizer, prompt) -> str:
     return prompt
 
 
-def render_lab(model: ToyTransformer, tokenizer, cache, prompt, new_tokens, reveal, run=run_lab_cache) -> View:
-    """The lab panel: the reference and this cache's tokens with the first difference marked, the logit
-    differences per step, and (when ``reveal``) what the bug is."""
+def render_lab(model: ToyTransformer, tokenizer, cache, prompt, new_tokens, reused, reveal,
+               run=run_lab_cache) -> View:
+    """The lab panel: the reference and this cache's tokens with the differences marked, the logit
+    differences per step, and (when ``reveal``) what the bug is and the code it is in."""
     cache = inputs.choice(CACHE_LABEL, cache, list(LAB_CACHES))
     prompt = lab_prompt(tokenizer, prompt)
     n = inputs.whole_number(NEW_TOKENS_LABEL, new_tokens, 1, MAX_LAB_TOKENS)
-    result = run(model, tokenizer, cache, prompt, n)
+    result = run(model, tokenizer, cache, prompt, n, reused=bool(reused))
     figure = plots.divergence_figure(result, BUG_CARDS[cache].label, LOGIT_TOLERANCE)
     return View([figure], lab_html(result, bool(reveal)), result)
 
@@ -697,7 +877,7 @@ def _shown(token: str) -> str:
 
 def tokens_table_html(run: BugRun, label: str) -> str:
     """The prompt and the new tokens, one column per step, the reference above this cache; the first step that
-    differs in a strong colour, later differences (the two texts have parted by then) in a light one."""
+    differs in a strong colour, later differing steps in a light one."""
     first = run.first_token_step
     cell = "padding:1px 3px;text-align:center;min-width:1.2em"
 
@@ -717,63 +897,80 @@ def tokens_table_html(run: BugRun, label: str) -> str:
             f"{steps}</tr>{row('无缓存（参考）', run.reference, '#0072B2')}{row(label, run.output, '#D55E00')}</table>")
 
 
+def methods_html(cache: str) -> str:
+    """The source of the methods the cache overrides, as they are in the installed package."""
+    cls = cache_class(cache)
+    return "".join(snippet_html(source_snippet(getattr(cls, m))) for m in BUG_CARDS[cache].methods)
+
+
 def lab_html(run: BugRun, reveal: bool) -> str:
     card = BUG_CARDS[run.cache]
     step, logit_step = run.first_token_step, run.first_logit_step
-    lines = [f"提示词「{html.escape(run.prompt)}」：先服务上一个请求「{PREVIOUS_PROMPT}」，reset() 后再服务它，"
-             "与不用缓存的参考逐个 token 对比：", tokens_table_html(run, card.label)]
+    served = (f"先服务上一个请求「{PREVIOUS_PROMPT}」，reset() 后再服务它" if run.reused else "用一块全新的缓存服务它")
+    lines = [f"提示词「{html.escape(run.prompt)}」：{served}；每一步都和不用缓存的模型读同样的上文（这个缓存已经写出的"
+             "文字）时选的下一个 token 对比：", tokens_table_html(run, card.label)]
     if step is None:
         lines.append(f"<b>{html.escape(card.label)}：{len(run.output)} 步全部相同</b>；"
                      f"logits 最大差异 {max(run.logit_diff):.1e}")
         if run.cache != REFERENCE:
-            lines.append("这个提示词恰好没有让 bug 暴露出来——bug 仍然在：换一个提示词，或者多生成几个 token 试试。")
+            lines.append("这次的设置恰好没有让 bug 暴露出来——bug 仍然在：换一个提示词、多生成几个 token，"
+                         "或者改一改「先服务上一个请求」试试。")
     else:
         lines.append(f"<b>{html.escape(card.label)}：第 {step} 步开始不同</b>：参考「{_shown(run.reference[step - 1])}」，"
-                     f"这个缓存「{_shown(run.output[step - 1])}」；logits 从第 {logit_step} 步起就超出了浮点误差")
+                     f"这个缓存「{_shown(run.output[step - 1])}」；logits 从第 {logit_step} 步起就超出了浮点误差；"
+                     f"{len(run.output)} 步里有 {run.differing_steps} 步选的 token 与参考不同")
     if reveal:
-        lines.append(f"<b>解释：</b>{html.escape(card.explanation)}<br><b>修复：</b>{html.escape(card.fix)}")
+        lines.append(f"<b>解释：</b>{html.escape(card.explanation)}<br><b>修复：</b>{html.escape(card.fix)}<br>"
+                     f"<b>代码</b>（这个缓存改写的方法）：{methods_html(run.cache)}")
     else:
         lines.append("<i>先自己猜一猜 bug 在哪里，再勾选「显示解释」。</i>")
     return "<br>".join(lines)
 
 
 def lab_panel(model: ToyTransformer, tokenizer, cache: str = "rope_offset", prompt: str = LAB_PROMPT,
-              new_tokens: int = LAB_NEW_TOKENS) -> Panel:
-    """Cache menu, prompt box, length slider and a reveal box (cleared whenever another cache is chosen)."""
+              new_tokens: int = LAB_NEW_TOKENS, reused: bool = True) -> Panel:
+    """Cache menu, prompt box, length slider, a fresh-or-reused box and a reveal box (cleared whenever another
+    cache is chosen)."""
     menu = dropdown(CACHE_LABEL, [(BUG_CARDS[c].label, c) for c in LAB_CACHES], cache, width="280px")
     reveal = W.Checkbox(value=False, description=REVEAL_LABEL, indent=False, layout=W.Layout(width="120px"))
     menu.observe(lambda _change: setattr(reveal, "value", False), names="value")
     text = W.Text(value=prompt, description=PROMPT_LABEL, continuous_update=False,
                   style={"description_width": "initial"}, layout=W.Layout(width="260px"))
+    reuse = W.Checkbox(value=reused, description=REUSE_LABEL, indent=False, layout=W.Layout(width="170px"))
     run = lru_cache(maxsize=64)(run_lab_cache)  # the same settings twice (reveal toggled) run once
     controls = {"cache": menu, "prompt": text,
                 "new_tokens": int_slider(NEW_TOKENS_LABEL, new_tokens, 1, MAX_LAB_TOKENS, width="340px"),
-                "reveal": reveal}
+                "reused": reuse, "reveal": reveal}
     return Panel(controls, partial(render_lab, model, tokenizer, run=run), layout="horizontal",
                  css_class="kvlab-lab")
 
 
 def run_all_lab_caches(model: ToyTransformer, tokenizer, prompt: str = LAB_PROMPT,
-                       new_tokens: int = LAB_NEW_TOKENS) -> dict[str, BugRun]:
-    return {c: run_lab_cache(model, tokenizer, c, prompt, new_tokens) for c in LAB_CACHES}
+                       new_tokens: int = LAB_NEW_TOKENS, reused: bool = True) -> dict[str, BugRun]:
+    return {c: run_lab_cache(model, tokenizer, c, prompt, new_tokens, reused=reused) for c in LAB_CACHES}
 
 
 # == Review ===========================================================================================
+QUIZ_GPU = DEFAULT_GPU  # the budget question plans the card of misconception 3
+
+
 def review_questions() -> list:
     """The chapter's self-check, 3.1 to 3.5; every numeric answer key computed by kvlab."""
-    llama3, llama7, t4 = MODEL_PRESETS["Llama-3-8B"], MODEL_PRESETS["LLaMA-7B"], GPU_PRESETS[DEFAULT_GPU]
+    llama3, llama7 = MODEL_PRESETS["Llama-3-8B"], MODEL_PRESETS["LLaMA-7B"]
     mha70, gqa70 = MODEL_PRESETS["70B, 64 KV heads (chapter's hypothetical)"], MODEL_PRESETS["Llama-2-70B"]
-    t4_plan = plan_reservation("LLaMA-7B", DEFAULT_GPU, 2048, 1)
+    card, plan = GPU_PRESETS[QUIZ_GPU], plan_reservation("LLaMA-7B", QUIZ_GPU, 2048, 1)
+    usable = float(plan.fit.usable)
     C = Choice
     return [
-        ChoiceQuestion("3.1", "用 KV Cache 生成时，解码阶段的第 t 步要为多少个 token 计算 K 和 V？", (
+        ChoiceQuestion("3.1", "用 KV Cache 生成时，解码阶段序列长度为 t 的那一步要为多少个 token 计算 K 和 V？", (
             C("t 个", False, "那是不用缓存时：每一步把全部上文重新投影一遍。"),
             C("1 个", True, "只有新 token 的 K、V 要算，之前的都从缓存读取（trace 里每个解码步 k_tokens = 1）。"),
             C("t − 1 个", False, "之前的 t − 1 个 token 的 K、V 正是缓存里存着、不用再算的部分。"),
             C("t² 个", False, "t × t 是不用缓存时每层每头的注意力分数个数，不是投影的 token 数。"))),
-        ChoiceQuestion("3.1", "有缓存时，每一步每层每个头要算多少个注意力分数？", (
+        ChoiceQuestion("3.1", "缓存里已有 t − 1 个 token、输入第 t 个 token 时，每层每个查询头要算多少个注意力分数？", (
             C("t × t 个", False, "那是无缓存时重算的完整矩阵。"),
-            C("1 × t 个", True, "新 token 的一个查询对 t 个键：单步从 O(t²) 降为 O(t)。"),
+            C("t 个（1 × t）", True, "新 token 的一个查询对 t 个键（t − 1 个旧的加它自己）：单步从 O(t²) 降为 O(t)。"),
+            C("t − 1 个", False, "新 token 也要和它自己的 K 做点积：一共 t 个。"),
             C("1 个", False, "新 token 要和全部 t 个 token（包括自己）的 K 做点积。"))),
         NumberQuestion("3.2", f"Llama-3-8B（{llama3.n_layer} 层，{llama3.n_kv_head} 个 KV 头，头维度 {llama3.head_dim}）"
                               "在 FP16 下，1 条序列的 1 个 token 要占多少字节的 KV Cache（所有层，K 和 V）？",
@@ -797,8 +994,9 @@ def review_questions() -> list:
                        f"2 × {llama7.n_layer} × 1 × {llama7.n_kv_head} × 2048 × {llama7.head_dim} × 2 B = "
                        f"{format_bytes(llama7.kv_cache_bytes(2048))}。原文注释里的 0.50 GB 少了一半。",
                        "把 2（K 和 V）、L、B、H、S、D 和每元素 2 字节全部乘起来，再除以 1024³。", rel_tol=0.005),
-        NumberQuestion("3.4", f"原文假设的 70B 模型有 {mha70.n_kv_head} 个 KV 头；真实的 Llama-2-70B 用 GQA，只有 "
-                              f"{gqa70.n_kv_head} 个。同样的序列长度下，前者的 KV Cache 是后者的几倍？",
+        NumberQuestion("3.4", f"原文假设的 70B 模型有 {mha70.n_kv_head} 个 KV 头；真实的 Llama-2-70B 用分组查询注意力"
+                              f"（GQA，几个查询头共用一组 K/V），只有 {gqa70.n_kv_head} 个。"
+                              "同样的序列长度下，前者的 KV Cache 是后者的几倍？",
                        mha70.kv_bytes_per_token() / gqa70.kv_bytes_per_token(), "倍",
                        f"层数、头维度都相同，缓存与 KV 头数成正比：{mha70.n_kv_head} / {gqa70.n_kv_head} = "
                        f"{mha70.n_kv_head // gqa70.n_kv_head} 倍。",
@@ -809,17 +1007,24 @@ def review_questions() -> list:
             C("每次生成都不同", False, "只有缓存的内容随输入变；参数一个字节都没变。"))),
         ChoiceQuestion("3.5", "为什么只缓存 K、不缓存 V 几乎不省时间？", (
             C("因为 V 比 K 大", False, "K 和 V 的形状完全相同。"),
+            C("因为旧 token 的 V 会随新 token 改变，必须每步重算", False,
+              "不会：因果掩码下，一个 token 的 K、V 只取决于它自己和它之前的 token，新 token 改变不了它们——"
+              "所以 K 和 V 才能缓存。问题在于不缓存 V 时，重算它要付出的代价。"),
             C("因为旧 token 在第 l 层的 V 取决于它在第 l 层的隐藏状态，而那要把前面所有层在整个前缀上重算一遍",
               True, "要重算 V 就得重跑几乎整个模型：只缓存 K 省下的只是旧 token 的 K 投影那一小部分。"),
             C("因为注意力用不到 V", False, "注意力的输出就是对 V 的加权平均，离不开 V。"))),
-        NumberQuestion("3.5", f"T4（{t4.memory_mib:,} MiB）上放了 FP16 的 LLaMA-7B 权重，剩下的显存给 KV Cache。"
-                              "每条序列预留 2048 个 token，最多能同时服务几条序列？", t4_plan.capacity, "条",
-                       f"权重 {format_bytes(t4_plan.weight_bytes)}，剩 {format_bytes(t4_plan.room_bytes)}；每条序列预留 "
-                       f"{format_bytes(t4_plan.slot_bytes)}，只放得下 {t4_plan.capacity} 条。",
-                       f"先算剩下多少显存，再算 2048 个 token 的缓存有多大（每个 token "
-                       f"{format_bytes(t4_plan.per_token_bytes)}）。"),
+        NumberQuestion("3.5", f"{card.name}（nvidia-smi 报告 {card.memory_mib:,} MiB），像 3.4 节那样按 {usable:g} 规划"
+                              f"（其余 {1 - usable:.0%} 留给 CUDA 上下文和激活）。放上 FP16 的 LLaMA-7B 权重"
+                              f"（{llama7.n_params:,} 个参数，每个 2 字节），剩下的给 KV Cache（{llama7.n_layer} 层，"
+                              f"{llama7.n_kv_head} 个 KV 头，D = {llama7.head_dim}，FP16）。"
+                              "每条序列预留 2048 个 token，最多能同时服务几条序列？", plan.capacity, "条",
+                       f"可用 {card.memory_mib:,} MiB × {usable:g} = {format_bytes(plan.budget_bytes)}，减去权重 "
+                       f"{format_bytes(plan.weight_bytes)}，剩 {format_bytes(plan.room_bytes)}；每条序列预留 "
+                       f"{format_bytes(plan.slot_bytes)}，放得下 {plan.capacity} 条。",
+                       f"先算可用显存（总量 × {usable:g}）减去权重，再除以一条序列 2048 个 token 的缓存（每个 token "
+                       f"{format_bytes(plan.per_token_bytes)}），只取整条。"),
         ChoiceQuestion("3.5", "一个缓存的第 1 步（预填充）完全正确，从第 2 步起 logits 才开始偏离。"
-                              "下面哪个 bug 最不可能？", (
+                              "下面哪个 bug 不可能造成这种现象？", (
             C("K 写进了 V 的位置", True, "这个 bug 在预填充时就生效：第 1 步就错了。"),
             C("所有层都读写第 0 层的那一格", False, "预填充时每层先写后读，恰好正确，解码时才出错。"),
             C("新 token 写在 length − 1", False, "预填充从 0 开始写，恰好正确，解码时才出错。"))),
@@ -828,14 +1033,85 @@ def review_questions() -> list:
 
 # == The chapter's numbers, on this machine =======================================================
 @dataclass(frozen=True)
+class PrefillDecode:
+    """One generation with a cache: the prefill pass over the whole prompt against one decode step."""
+
+    prompt_len: int
+    prefill_seconds: float  # median over repeats
+    decode_seconds: float  # median decode step
+
+    @property
+    def prefill_per_token(self) -> float:
+        return self.prefill_seconds / self.prompt_len
+
+
+@leave_a_core
+def prefill_vs_decode(model: ToyTransformer, tokenizer, prompt_len: int = 128, new_tokens: int = 9,
+                      repeats: int = 3) -> PrefillDecode:
+    """Time a prefill of ``prompt_len`` corpus tokens and the decode steps after it (chapter 3.3, quickly)."""
+    prompt = corpus_prompts(tokenizer, prompt_len, 1)
+    t = time_generate(model, prompt, positive_int("new_tokens", new_tokens), ("kv",), repeats=repeats)["kv"]
+    return PrefillDecode(prompt_len, t.step_seconds[0], median(t.step_seconds[1:]))
+
+
+@dataclass(frozen=True)
 class SummaryRow:
     topic: str
-    measured: str  # what this notebook measured here (HTML-safe text)
+    measured: str  # what this notebook measured here (plain text)
     conclusion: str
 
 
-def summary_rows(runs: list[CacheRun], timings: dict[str, DecodeTiming], budget_plans: list[ReservationPlan],
-                 lab: dict[str, BugRun]) -> list[SummaryRow]:
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def chapter_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str, DecodeTiming],
+                 prefill: PrefillDecode, plan: ReservationPlan) -> list[SummaryRow]:
+    """Sections 3.1-3.4, each in one line, from this notebook's own runs."""
+    none, kv = tail_step_ms(timings["none"]), tail_step_ms(timings["kv"])
+    held = timings["kv"].cache_bytes[-1]
+    r, c = runs[-1], model.config
+    element = r.per_token_bytes // (2 * c.n_layer * c.n_kv_head * c.head_dim)  # bytes per stored number
+    shape = f"2 × {c.n_layer} × {r.batch_size} × {c.n_kv_head} × {r.stored_tokens} × {c.head_dim} × {element} B"
+    formula = kv_cache_bytes(c.n_layer, c.n_kv_head, c.head_dim, r.stored_tokens, r.batch_size,
+                             dtype_name(model.dtype))
+    llama = MODEL_PRESETS["LLaMA-7B"]
+    return [
+        SummaryRow("3.1 自回归解码：空间换时间", f"t ≈ {timings['kv'].seq_len[-1]} 时单步：无缓存 {none:.2f} ms，有缓存 "
+                   f"{kv:.2f} ms（快 {none / kv:.1f} 倍）；代价是缓存里存着的 {format_bytes(held)}",
+                   "缓存旧 token 的 K/V，每步只算新 token：把重复计算变成增量计算"),
+        SummaryRow("3.2 存储结构 L×B×H×S×D", f"演示模型的缓存（L, B, H, S, D）=（{c.n_layer}, {r.batch_size}, "
+                   f"{c.n_kv_head}, {r.stored_tokens}, {c.head_dim}）：{shape} = {formula:,} B，trace 记录 "
+                   f"{r.final_bytes:,} B", "缓存大小 = 2（K、V）× L × B × H × S × D × 每元素字节，随 B 和 S 线性增长"),
+        SummaryRow("3.3 预填充与解码", f"预填充 {prefill.prompt_len} 个 token 一次前向 {_ms(prefill.prefill_seconds)}"
+                   f"（每个 token {_ms(prefill.prefill_per_token)}）；之后每个解码步 {_ms(prefill.decode_seconds)}，"
+                   "只出 1 个 token",
+                   "预填充一次前向处理整段提示词；解码一步只出一个 token，每步都要读一遍权重和缓存"),
+        SummaryRow("3.4 LLaMA-7B 的显存", f"S = 2048、B = 1、FP16：{format_bytes(llama.kv_cache_bytes(2048))}（原文写 "
+                   f"0.50 GB）；{plan.gpu} 按 {float(plan.fit.usable):g} 规划，放下权重后每条预留 "
+                   f"{plan.reserved_tokens:,} 的序列放得下 {plan.capacity} 条",
+                   "先算权重，再按可用显存算能放下多少 token、多少条序列"),
+    ]
+
+
+def scenario_plans(model: str = DEFAULT_MODEL, gpu: str = DEFAULT_GPU) -> dict[str, ReservationPlan]:
+    """Each request spread of :data:`SPREADS` on one card, every sequence reserved the model's whole context."""
+    context = MODEL_PRESETS[model].context_length
+    return {key: plan_reservation(model, gpu, context, 1, spread) for key, spread in SPREADS.items()}
+
+
+def scenario_row(plans: dict[str, ReservationPlan]) -> SummaryRow:
+    """The original text's 业务场景 (long-document QA, multi-turn chat) as one row: fixed vs paged."""
+    first = next(iter(plans.values()))
+    parts = "；".join(f"{p.spread.label}：闲置 {1 - p.used_share:.0%}，固定 {p.capacity} 条 vs 分页约 "
+                     f"{p.paged_capacity:.1f} 条" for p in plans.values())
+    return SummaryRow("业务场景", f"{first.gpu} + {first.model.label}，每条预留整个上下文 {first.reserved_tokens:,}：{parts}",
+                      "请求越接近上下文长度（长文档问答），固定预留浪费越少；长度越分散（多轮对话），分页省得越多")
+
+
+def summary_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str, DecodeTiming],
+                 prefill: PrefillDecode, budget_plans: list[ReservationPlan], lab: dict[str, BugRun],
+                 scenarios: dict[str, ReservationPlan]) -> list[SummaryRow]:
     """The chapter's claims next to what this notebook measured for them, from the results it already has."""
     checks = "、".join(f"{r.batch_size} × {r.stored_tokens}" for r in runs)
     same = all(r.weights_unchanged for r in runs)
@@ -845,19 +1121,21 @@ def summary_rows(runs: list[CacheRun], timings: dict[str, DecodeTiming], budget_
                      f"{p.too_long_share:.1%} 的请求放不下" for p in budget_plans)
     broken = {c: r for c, r in lab.items() if c != REFERENCE}
     steps = "，".join(f"{BUG_CARDS[c].label} 第 {r.first_token_step} 步" for c, r in broken.items())
-    return [
+    first = budget_plans[0]
+    return chapter_rows(model, runs, timings, prefill, first) + [
         SummaryRow("误区 1：缓存是参数", f"{len(runs)} 次生成（B × S = {checks}）：参数校验和{'全部不变' if same else '变了'}；"
                    f"缓存字节数{'全部等于' if exact else '不等于'} B × S × {format_bytes(runs[0].per_token_bytes)}；"
                    f"reset() 后 {runs[-1].length_after_reset} 个 token",
                    "缓存是推理时另外分配的临时张量，随输入增长；权重一个字节都不变"),
-        SummaryRow("误区 2：只缓存 K", f"最后 1/4 解码步的单步耗时：{tail_times_text(timings)}；最后一步投影 V 的 token 数 "
-                   f"{v_last['none']} / {v_last['k_only']} / {v_last['kv']}",
+        SummaryRow("误区 2：只缓存 K", f"最后 1/4 解码步的单步耗时：{tail_times_text(timings)}；最后一步投影 V 的 token 数"
+                   f"（无缓存 / 只缓存 K / 有缓存）{v_last['none']} / {v_last['k_only']} / {v_last['kv']}",
                    "V 必须和 K 一起缓存，否则每步仍要把整个前缀重算一遍"),
-        SummaryRow("误区 3：缓存越大越好", f"{budget_plans[0].gpu} + {budget_plans[0].model.name}（FP16）：{plans}",
-                   "预留多少要看显存预算和请求长度的分布；按需分页（PagedAttention）避免闲置"),
+        SummaryRow("误区 3：缓存越大越好", f"{first.gpu} + {first.model.label}（FP16，按 {float(first.fit.usable):g} 规划）："
+                   f"{plans}", "预留多少要看显存预算和请求长度的分布；按需分页（PagedAttention）避免闲置"),
         SummaryRow("找 bug", f"{len(broken)} 个坏缓存在「{lab[REFERENCE].prompt}」上第一次生成不同的 token：{steps}；正确的缓存："
                    f"{'全部相同' if lab[REFERENCE].first_token_step is None else '不同！'}",
                    "缓存的 bug 不会报错，只会悄悄改变输出：与无缓存的参考逐步对比才能发现"),
+        scenario_row(scenarios),
     ]
 
 

@@ -1,14 +1,22 @@
 """A small self-check quiz in ipywidgets: multiple-choice and numeric questions, immediate feedback with an
-explanation, a running score.
+explanation, a running score, and the answer on request after repeated wrong answers.
 
 Any chapter can use it: build :class:`ChoiceQuestion` / :class:`NumberQuestion` objects (numeric answer keys
 computed by kvlab, never typed in), then ``Quiz(questions)``. :func:`check` is the whole grading logic and is
 pure, so tests call it directly; the widgets only wire it. An empty or non-numeric answer is not graded: it
-gets a message saying what to type.
+gets a message saying what to type. After ``REVEAL_AFTER`` wrong answers to a question a 「显示答案」 button
+appears under it; a revealed answer earns no point.
+
+Why not ``jupyterquiz`` (the ecosystem's quiz renderer, tried first for chapter 3.5): its numeric box is
+labelled in fixed English ("Type numeric answer here:"); an empty answer is graded wrong with no message; it
+keeps no score; in JupyterLab 4 every answer throws ``pageerror: MathJax.typeset is not a function`` (the
+browser suite counts page errors as failures); and its answers live only in the browser's JavaScript, so
+neither the kernel nor pytest can check them against kvlab.
 
 CSS hooks (for the browser tests): ``.kvlab-quiz`` on the whole quiz, ``.kvlab-quiz-q{n}`` on question n
 (1-based), and inside it ``.kvlab-quiz-choices`` (radio buttons) or ``.kvlab-quiz-input`` (text box) with
-``.kvlab-quiz-check`` (button), then ``.kvlab-quiz-feedback``; ``.kvlab-quiz-score`` on the score line.
+``.kvlab-quiz-check`` (button), then ``.kvlab-quiz-feedback`` and ``.kvlab-quiz-reveal`` (the 「显示答案」
+button, hidden until needed); ``.kvlab-quiz-score`` on the score line.
 """
 from __future__ import annotations
 
@@ -24,6 +32,7 @@ from IPython.display import display
 from .widgets import message_html
 
 RIGHT, WRONG, INVALID = "right", "wrong", "invalid"
+REVEAL_AFTER = 2  # wrong answers to one question before its answer can be shown
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,12 @@ class NumberQuestion:
             raise ValueError(f"answer must be a number, got {self.answer!r}")
         if not 0 <= self.rel_tol < 1:
             raise ValueError(f"rel_tol must be in [0, 1), got {self.rel_tol!r}")
+
+    @property
+    def answer_text(self) -> str:
+        """The key as a learner would type it: 131,072; 1; 0.9766 (4 significant digits past the point)."""
+        value = float(self.answer)
+        return f"{round(value):,}" if value.is_integer() else f"{value:,.4g}"
 
 
 Question = ChoiceQuestion | NumberQuestion
@@ -115,10 +130,20 @@ def check(question: Question, response) -> Feedback:
     answer = float(question.answer)
     if math.isclose(value, answer, rel_tol=question.rel_tol):
         return Feedback(RIGHT, f"正确！{question.explanation}")
-    return Feedback(WRONG, f"不对：{value:g} 不是正确答案。提示：{question.hint}")
+    return Feedback(WRONG, f"不对：「{response.strip()}」不是正确答案。提示：{question.hint}")
 
 
-def feedback_html(fb: Feedback) -> str:
+def answer_feedback(question: Question) -> Feedback:
+    """What 「显示答案」 shows: the key and why (not graded: a revealed answer earns no point)."""
+    if isinstance(question, ChoiceQuestion):
+        right = next(c for c in question.choices if c.correct)
+        return Feedback(INVALID, f"答案：{right.text}。{right.explanation}")
+    return Feedback(INVALID, f"答案：{question.answer_text} {question.unit}。{question.explanation}")
+
+
+def feedback_html(fb: Feedback, revealed: bool = False) -> str:
+    if revealed:
+        return message_html(html.escape(fb.message), "info")
     if fb.status == INVALID:
         return message_html(f"⚠️ {html.escape(fb.message)}", "warn")
     color, bg = ("#1b5e20", "#e8f5e9") if fb.right else ("#8a1c1c", "#fdecea")
@@ -128,9 +153,12 @@ def feedback_html(fb: Feedback) -> str:
 
 @dataclass
 class QuizState:
-    """The latest graded result of each question (``None``: not answered yet, or the answer was not valid)."""
+    """The latest graded result of each question (``None``: not answered yet, or the answer was not valid), the
+    wrong answers given to each, and which answers were shown."""
 
     results: list = field(default_factory=list)
+    wrong: list = field(default_factory=list)
+    revealed: list = field(default_factory=list)
 
     @property
     def right(self) -> int:
@@ -148,8 +176,11 @@ class Quiz:
         self.questions = list(questions)
         if not self.questions:
             raise ValueError("questions: a quiz needs at least one question")
-        self.state = QuizState([None] * len(self.questions))
+        n = len(self.questions)
+        self.state = QuizState([None] * n, [0] * n, [False] * n)
         self.feedback = [W.HTML() for _ in self.questions]
+        self.reveal_buttons = [W.Button(description="显示答案", icon="eye", layout=W.Layout(display="none"))
+                               for _ in self.questions]
         for fb in self.feedback:
             fb.add_class("kvlab-quiz-feedback")
         self.inputs = []
@@ -179,22 +210,44 @@ class Quiz:
             button.on_click(lambda _b, i=i, box=box: self.answer(i, box.value))
             row = W.HBox([box, button])
         self.inputs.append(box)
-        qbox = W.VBox([prompt, row, self.feedback[i]], layout=W.Layout(margin="6px 0 10px 0"))
+        reveal = self.reveal_buttons[i]
+        reveal.add_class("kvlab-quiz-reveal")
+        reveal.on_click(lambda _b, i=i: self.reveal(i))
+        qbox = W.VBox([prompt, row, self.feedback[i], reveal], layout=W.Layout(margin="6px 0 10px 0"))
         qbox.add_class(f"kvlab-quiz-q{i + 1}")
         return qbox
 
     def answer(self, index: int, response) -> Feedback:
         """Grade ``response`` to question ``index`` (0-based), show the feedback and update the score."""
         fb = check(self.questions[index], response)
+        if self.state.revealed[index]:  # the answer was shown: graded as feedback, no point
+            self.feedback[index].value = feedback_html(fb)
+            return fb
         self.state.results[index] = None if fb.status == INVALID else fb.right
+        self.state.wrong[index] += fb.status == WRONG
         self.feedback[index].value = feedback_html(fb)
+        if fb.status != INVALID:  # offered after the second wrong answer, withdrawn once it is right
+            offer = self.state.wrong[index] >= REVEAL_AFTER and not fb.right
+            self.reveal_buttons[index].layout.display = "" if offer else "none"
+        self._update_score()
+        return fb
+
+    def reveal(self, index: int) -> Feedback:
+        """Show question ``index``'s answer and why; it then counts as not answered right."""
+        fb = answer_feedback(self.questions[index])
+        self.state.revealed[index] = True
+        self.state.results[index] = False
+        self.feedback[index].value = feedback_html(fb, revealed=True)
+        self.reveal_buttons[index].layout.display = "none"
         self._update_score()
         return fb
 
     def _update_score(self) -> None:
         n = len(self.questions)
         done = "全部答对！" if self.state.right == n else ""
-        self.score.value = (f"<b>得分：{self.state.right} / {n}</b>（已作答 {self.state.answered} 题）{done}")
+        shown = sum(self.state.revealed)
+        seen = f"，看了 {shown} 题的答案" if shown else ""
+        self.score.value = (f"<b>得分：{self.state.right} / {n}</b>（已作答 {self.state.answered} 题{seen}）{done}")
 
     def _ipython_display_(self):
         display(self.widget)

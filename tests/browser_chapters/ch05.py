@@ -43,7 +43,7 @@ def interact_weights(ch: ChapterPage) -> None:
     r0 = w.readout()
     B, S, nbytes = cache_state(r0)
     assert (B, S) == (w.int_value("batch_size"), w.int_value("prompt_len") + w.int_value("new_tokens") - 1), r0
-    assert nbytes == B * S * DEMO_TOKEN_BYTES, r0
+    assert nbytes == B * S * DEMO_TOKEN_BYTES and f"预填充之前就已经是 {nbytes:,} B" in r0, r0
     before, after = weights_checksums(r0)
     assert before == after
     fig0 = w.figure(0)
@@ -103,45 +103,75 @@ def interact_k_only(ch: ChapterPage) -> None:
 # -- misconception 3 ---------------------------------------------------------------------------------
 def budget_numbers(readout: str) -> tuple[int, int]:
     """(reserved tokens per sequence, sequences that fit)."""
-    return number(r"预留 R = ([\d,]+) 个 token", readout), number(r"最多同时 (\d+) 条序列", readout)
+    return number(r"预留 R = ([\d,]+) 个 token", readout), number(r"最多同时 (?:<b>)?(\d+)", readout)
 
 
 def interact_budget(ch: ChapterPage) -> None:
     from kvlab.lessons import misconceptions as lesson
 
+    rtx, t4 = "RTX 4090 24 GB", "T4 16 GB (Colab)"
     b = ch.panel("kvlab-budget")
     r0 = b.readout()
-    assert budget_numbers(r0) == (2048, 2) and "第 3 条序列起就放不下了" in r0, r0
+    assert budget_numbers(r0) == (2048, 9) and "第 10 条序列起就放不下了" in r0, r0
+    assert "按 0.9 规划" in r0 and "其余 10% 留给 CUDA 上下文和激活" in r0 and "比 R 长的按填满计" in r0, r0
+    assert b.int_value("reserved_tokens") == 2048
     bar0, curves0 = b.figure(0), b.figure(1)
 
-    b.press_slider("reserved_tokens", "PageDown", times=5)  # 5 x 5 x 64 = 1600 tokens less: 448
-    want = lesson.plan_reservation("LLaMA-7B", "T4 16 GB (Colab)", 448, 4)
-    r1 = b.wait_readout(lambda t: budget_numbers(t)[0] == 448, "PageDown x5 should reserve 448 tokens")
-    assert budget_numbers(r1) == (448, want.capacity) and want.capacity >= 4 and "放得下" in r1, r1
-    assert f"{want.too_long_share:.1%} 的请求比 R 长" in r1, r1
-    b.wait_figure_changed(0, bar0, "the budget bar should redraw for 448 tokens")
-    b.wait_figure_changed(1, curves0, "the trade-off curves should move their marker")
+    b.press_slider("reserved_tokens", "ArrowLeft", times=2)  # 2,048 -> 1,536 -> 1,024 (options of the slider)
+    want = lesson.plan_reservation("LLaMA-7B", rtx, 1024, 12)
+    r1 = b.wait_readout(lambda t: budget_numbers(t)[0] == 1024, "ArrowLeft x2 should reserve 1,024 tokens")
+    assert want.capacity == 18 and budget_numbers(r1) == (1024, 18) and "放得下" in r1, r1
+    assert f"{want.too_long_share:.1%} 的请求比 R 长" in r1 and f"平均填满预留的 {want.used_share:.1%}" in r1, r1
+    b.wait_figure_changed(0, bar0, "the budget bar should redraw for 1,024 tokens")
+    curves1 = b.wait_figure_changed(1, curves0, "the trade-off curves should move their marker")
 
-    b.press_slider("wanted", "End")  # 32 sequences: past the budget again
-    r2 = b.wait_readout(lambda t: "想同时服务 32 条" in t, "End on the sequences slider should ask for 32")
-    assert f"第 {want.capacity + 1} 条序列起就放不下了" in r2, r2
+    b.select("spread", "多轮对话（每轮很短，历史很长）")
+    multi = lesson.plan_reservation("LLaMA-7B", rtx, 1024, 12, lesson.SPREADS["multi_turn"])
+    r2 = b.wait_readout(lambda t: "「多轮对话」" in t, "choosing 多轮对话 should change the request spread")
+    assert f"{multi.too_long_share:.1%} 的请求比 R 长" in r2 and "1–12 轮对话的全部历史" in r2, r2
+    curves2 = b.wait_figure_changed(1, curves1, "the trade-off curves should follow the spread")
+    assert "多轮对话" in curves2["title"], curves2["title"]
 
-    b.select("gpu", "A100 80 GB")
-    a100 = lesson.plan_reservation("LLaMA-7B", "A100 80 GB", 448, 32)
-    r3 = b.wait_readout(lambda t: "A100 80 GB" in t, "choosing the A100 should update the readout")
-    assert budget_numbers(r3)[1] == a100.capacity and "放得下" in r3, r3
+    b.press_slider("wanted", "End")  # 128 sequences: past the budget
+    r3 = b.wait_readout(lambda t: "想同时服务 128 条" in t, "End on the sequences slider should ask for 128")
+    assert "第 19 条序列起就放不下了" in r3, r3
 
+    # a bad usable share: a warning, the readout and both figures greyed out, nothing recomputed
+    b.type_text("usable", "1.5")
+    warn = b.wait_message("warn", True, "a usable share above 1 should show a warning")
+    assert any("显存使用比例" in w for w in warn), warn
+    b.wait_stale(True, "a bad usable share must grey out the readout and figures")
+    assert b.readout() == r3
+    b.type_text("usable", "0.9")
+    b.wait_message("warn", False, "a valid share should clear the warning")
+    b.wait_stale(False, "a valid share must un-grey the panel")
+
+    # Llama-3-8B: the slider reaches its context; its fp16 weights do not fit on a T4, int8 ones do
     b.select("model", "Llama-3-8B")
-    llama3 = lesson.plan_reservation("Llama-3-8B", "A100 80 GB", 448, 32)
-    r4 = b.wait_readout(lambda t: "Llama-3-8B" in t, "choosing Llama-3-8B should update the readout")
-    assert budget_numbers(r4)[1] == llama3.capacity > a100.capacity, r4  # GQA: a quarter of the bytes per token
+    b.wait_readout(lambda t: "Llama-3-8B" in t, "choosing Llama-3-8B should update the readout")
+    b.press_slider("reserved_tokens", "End")
+    r4 = b.wait_readout(lambda t: budget_numbers(t)[0] == 8192, "End should reserve Llama-3-8B's whole context")
+    llama3 = lesson.plan_reservation("Llama-3-8B", rtx, 8192, 128, lesson.SPREADS["multi_turn"])
+    assert budget_numbers(r4)[1] == llama3.capacity, r4
+    b.select("gpu", t4)
+    warn = b.wait_message("warn", True, "fp16 Llama-3-8B on a T4 should not fit")
+    assert any("GPU" in w and "都放不下" in w for w in warn), warn
+    b.wait_stale(True, "weights that do not fit must grey out the panel")
+    b.select("weight_dtype", "int8")
+    r5 = b.wait_readout(lambda t: "T4" in t and "int8 权重" in t, "int8 weights should fit on the T4")
+    int8 = lesson.plan_reservation("Llama-3-8B", t4, 8192, 128, lesson.SPREADS["multi_turn"], "int8")
+    assert budget_numbers(r5)[1] == int8.capacity, r5
+    b.wait_stale(False, "int8 weights must un-grey the panel")
 
-    # back to the defaults
+    # back to the defaults (LLaMA-7B: the slider ends at its context again)
+    b.select("weight_dtype", "fp16")
+    b.select("gpu", rtx)
     b.select("model", "LLaMA-7B")
-    b.select("gpu", "T4 16 GB (Colab)")
+    ch.wait_until(lambda: b.int_value("reserved_tokens"), lambda v: v == 2048, 15,
+                  "LLaMA-7B's context should cap the reservation at 2,048")
+    b.select("spread", "单轮问答（示例：多数很短，少数很长）")
     b.press_slider("wanted", "Home")
-    b.press_slider("wanted", "ArrowRight", times=3)
-    b.press_slider("reserved_tokens", "PageUp", times=5)
+    b.press_slider("wanted", "ArrowRight", times=11)
     b.wait_readout(lambda t: t == r0, "restoring the controls should restore the original readout")
     extra_screenshot(ch, "budget", ".kvlab-panel.kvlab-budget")
 
@@ -163,7 +193,7 @@ def interact_lab(ch: ChapterPage) -> None:
     r0 = lab.readout()
     shown = lab.value("cache").replace("\xa0", " ")  # ipywidgets shows spaces in options as no-break spaces
     assert shown == "缓存 A" and first_step(r0) == expected["rope_offset"].first_token_step, r0
-    assert "显示解释" in r0 and "<b>解释" not in r0
+    assert "显示解释" in r0 and "解释：" not in r0 and "先服务上一个请求「大语言模型」" in r0, r0
     fig0 = lab.figure(0)
 
     lab.select("cache", "缓存 C")  # K written for V: wrong from the first step
@@ -175,13 +205,24 @@ def interact_lab(ch: ChapterPage) -> None:
     reveal = lab.control("reveal").locator("input")
     reveal.check()
     r2 = lab.wait_readout(lambda t: "解释：" in t, "ticking 显示解释 should show the explanation")
-    assert lesson.BUG_CARDS["k_as_v"].explanation[:20] in r2, r2
+    assert lesson.BUG_CARDS["k_as_v"].explanation[:20] in r2 and "KInPlaceOfVBugCache._store" in r2, r2
+    assert "should be v" in r2 and lab.root.locator(".kvlab-readout .kvlab-source").count() == 1, r2
+
+    # 缓存 B on a fresh cache: its bug needs a reused cache to show
+    lab.select("cache", "缓存 B")
+    r3 = lab.wait_readout(lambda t: "缓存 B：" in t, "choosing 缓存 B should run it")
+    assert first_step(r3) == expected["no_reset"].first_token_step and "解释：" not in r3, r3
+    assert not reveal.is_checked()  # another cache hides the explanation again
+    reuse = lab.control("reused").locator("input")
+    reuse.uncheck()
+    r4 = lab.wait_readout(lambda t: "全新的缓存" in t, "unticking 先服务上一个请求 should use a fresh cache")
+    assert first_step(r4) is None and "bug 仍然在" in r4, r4
+    reuse.check()
+    lab.wait_readout(lambda t: t == r3, "ticking it again should bring back the reused cache's result")
 
     lab.select("cache", "对照：正确的 KVCache")
-    r3 = lab.wait_readout(lambda t: "对照：正确的 KVCache：" in t, "the control cache should run")
-    assert first_step(r3) is None and "解释：" not in r3, r3  # another cache hides the explanation again
-    assert not reveal.is_checked()
-
+    r5 = lab.wait_readout(lambda t: "对照：正确的 KVCache：" in t, "the control cache should run")
+    assert first_step(r5) is None, r5
     lab.press_slider("new_tokens", "ArrowLeft", times=4)  # 24 -> 20 tokens
     lab.wait_readout(lambda t: "20 步全部相同" in t, "ArrowLeft x4 should generate 20 tokens")
 
@@ -222,13 +263,17 @@ def interact_quiz(ch: ChapterPage) -> None:
     def feedback(n: int) -> str:
         return quiz.locator(f".kvlab-quiz-q{n} .kvlab-quiz-feedback").inner_text().strip()
 
-    # question 3 (numeric): wrong, empty, text, then right
+    def reveal_button(n: int):
+        return quiz.locator(f".kvlab-quiz-q{n} .kvlab-quiz-reveal")
+
+    # question 3 (numeric): wrong, empty, text, wrong again (the answer is offered), then right
     q3 = quiz.locator(".kvlab-quiz-q3")
     box = q3.locator(".kvlab-quiz-input input")
-    box.fill("65536")
+    box.fill("131072.4")
     box.press("Enter")
     ch.wait_until(lambda: feedback(3), lambda t: t.startswith("✗"), 15, "a wrong number should say 不对")
-    assert "65536 不是正确答案" in feedback(3) and "提示" in feedback(3)
+    assert "「131072.4」不是正确答案" in feedback(3) and "提示" in feedback(3), feedback(3)  # echoed as typed
+    assert not reveal_button(3).is_visible()
     box.fill("")
     q3.locator(".kvlab-quiz-check").click()
     ch.wait_until(lambda: feedback(3), lambda t: "还没有填答案" in t, 15, "an empty answer should get a message")
@@ -236,11 +281,16 @@ def interact_quiz(ch: ChapterPage) -> None:
     box.fill("一百")
     box.press("Enter")
     ch.wait_until(lambda: feedback(3), lambda t: "不是一个数" in t, 15, "text should get a message")
+    assert not reveal_button(3).is_visible(), "an answer that is not a number does not count as wrong"
+    box.fill("65536")
+    box.press("Enter")
+    ch.wait_until(lambda: reveal_button(3).is_visible(), bool, 15, "a second wrong answer should offer 显示答案")
     key = MODEL_PRESETS["Llama-3-8B"].kv_bytes_per_token("fp16")
     box.fill(f"{key:,}")
     box.press("Enter")
     ch.wait_until(lambda: feedback(3), lambda t: t.startswith("✓ 正确"), 15, "the right number should say 正确")
     ch.wait_until(score.inner_text, lambda t: f"得分：1 / {len(questions)}" in t, 15, "the score should be 1")
+    assert not reveal_button(3).is_visible(), "a right answer withdraws 显示答案"
 
     # question 1 (multiple choice): a wrong option, then the right one
     q1 = questions[0]
@@ -256,6 +306,21 @@ def interact_quiz(ch: ChapterPage) -> None:
                   "the right option should say why it is right")
     ch.wait_until(score.inner_text, lambda t: f"得分：2 / {len(questions)}" in t and "已作答 2 题" in t, 15,
                   "the score should be 2 of 2 answered")
+
+    # question 2: wrong twice, then 显示答案 shows the answer and earns no point
+    q2 = questions[1]
+    wrongs = [c for c in q2.choices if not c.correct][:2]
+    options2 = quiz.locator(".kvlab-quiz-q2 .kvlab-quiz-choices label")
+    for choice in wrongs:
+        options2.filter(has_text=choice.text).first.click()
+        ch.wait_until(lambda: feedback(2), lambda t, c=choice: t.startswith("✗") and c.explanation[:8] in t, 15,
+                      "a wrong option should explain why")
+    ch.wait_until(lambda: reveal_button(2).is_visible(), bool, 15, "two wrong answers should offer 显示答案")
+    reveal_button(2).click()
+    answer = next(c for c in q2.choices if c.correct)
+    ch.wait_until(lambda: feedback(2), lambda t: t.startswith(f"答案：{answer.text}"), 15, "显示答案 should show it")
+    ch.wait_until(score.inner_text, lambda t: f"得分：2 / {len(questions)}" in t and "看了 1 题的答案" in t, 15,
+                  "a shown answer earns no point and is counted")
     extra_screenshot(ch, "quiz", ".kvlab-quiz")
 
 

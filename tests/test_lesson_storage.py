@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from kvlab import MODEL_PRESETS, ModelConfig, ToyTransformer, format_bytes
+from kvlab import MODEL_PRESETS, ModelConfig, format_bytes
 from kvlab.inputs import InputError
 from kvlab.lessons import storage as lesson
 from kvlab.lessons.storage import CacheGrowth, GrowthComparison, LastLevelCache, padding_waste
@@ -38,7 +38,8 @@ def test_render_shape_by_hand():
     view = lesson.render_shape(L=2, H=3, D=4, S=10, filled_pct=30)
     s = view.result
     assert (s.numbers_per_token, s.numbers, s.filled) == (2 * 3 * 4, 2 * 2 * 3 * 10 * 4, 3)
-    assert "K 的形状（L, B, H, S, D）=（2, 1, 3, 10, 4）" in view.html and "<b>480 个数</b>" in view.html
+    assert "K 的形状（L, B, H, S, D）=（2, 1, 3, 10, 4）" in view.html and "<br>整个缓存（K 和 V）：" in view.html
+    assert "<b>480 个数</b>" in view.html
     assert "约是原文示例的 55.9 万分之一" in view.html  # 268,435,456 / 480 = 559,240.5
     assert "已生成 3 / 10 个 token" in view.html
     assert "与原文示例一样大" in lesson.render_shape(**SHAPE).html
@@ -235,12 +236,13 @@ def test_growth_medians_by_hand():
 
 
 @pytest.mark.parametrize("base,other,expected", [
-    ([10, 10, 10], [15, 15, 15], "每一次都更慢：B 慢了 50%。"),
-    ([7.82, 7.9, 7.7], [11.76, 11.5, 12.0], "每一次都更慢：B 慢了 50%。"),
-    ([10, 10, 10], [8, 8, 8], "每一次都更快：B 快了 20%。"),
-    ([10, 10, 10], [10.5, 10.3, 10.6], "方向一致，但中位数只差 5%，不到 10%：差别很小。"),
+    ([10, 10, 10], [15, 15, 15], "每一轮都慢 10% 以上：B 慢了 50%。"),
+    ([7.82, 7.9, 7.7], [11.76, 11.5, 12.0], "每一轮都慢 10% 以上：B 慢了 50%。"),
+    ([10, 10, 10], [8, 8, 8], "每一轮都快 10% 以上：B 快了 20%。"),
+    ([10, 10, 10], [10.5, 10.3, 10.6], "每一轮都是 B 更慢，但最少的一轮只差 3%，不到 10%：差别太小，在这台机器上说不准。"),
+    ([10, 10, 10], [13, 13, 10.5], "每一轮都是 B 更慢，但最少的一轮只差 5%，不到 10%：差别太小，在这台机器上说不准。"),
     ([10, 10, 10], [12, 9, 11], "快慢不一致：在这台机器上分不出快慢。"),
-    ([10, 10, 10], [13, 13, 9.9], "快慢不一致：在这台机器上分不出快慢。"),  # a big median gap, one repeat the other way
+    ([10, 10, 10], [13, 13, 9.9], "快慢不一致：在这台机器上分不出快慢。"),  # a big median gap, one round the other way
 ])
 def test_pace_sentence_follows_the_repeats(base, other, expected):
     sentence = lesson.pace_sentence("A", base, "B", other)
@@ -250,8 +252,8 @@ def test_pace_sentence_follows_the_repeats(base, other, expected):
 
 
 def test_pace_sentence_lists_every_repeat():
-    sentence = lesson.pace_sentence("A", [10, 10, 10], "B", [12, 9, 11])
-    assert "3 轮里，B 比 A 分别慢 20%、快 10%、慢 10%" in sentence
+    sentence = lesson.pace_sentence("A", [10, 10, 10], "B", [12, 9, 10.02])
+    assert "3 轮里，B 比 A 分别慢 20%、快 10%、几乎一样" in sentence
 
 
 def _comparison(per_token=1000, peak_tokens=64, llc=None, device="cpu"):

@@ -82,9 +82,9 @@ def render_shape(L, H, D, S, filled_pct) -> View:
     s = shape_of(L, H, D, S, filled_pct)
     readout = (
         f"K 的形状（L, B, H, S, D）=（{s.L}, 1, {s.H}, {s.S}, {s.D}），V 与它同形。每个 token 在每一层的 K 里存 "
-        f"H × D = {s.H * s.D:,} 个数，所有层共 L × H × D = {s.numbers_per_token:,} 个，V 也一样多；整个缓存（K 和 V）"
+        f"H × D = {s.H * s.D:,} 个数，所有层共 L × H × D = {s.numbers_per_token:,} 个，V 也一样多。<br>整个缓存（K 和 V）："
         f"2 × L × H × S × D = <b>{s.numbers:,} 个数</b>，{plots.compared_with(s.numbers, example_numbers(), '原文示例')}。"
-        f"<br>已生成 {s.filled:,} / {s.S:,} 个 token：所有层、所有头的前 {s.filled:,} 个位置已经写入"
+        f"<br>已生成 {s.filled:,} / {s.S:,} 个 token：所有层、所有头的前 {s.filled:,} 个位置已经写入。"
     )
     figure = plots.cache_tensor_figure(s.L, s.H, s.D, s.S, s.filled, reference=CHAPTER_EXAMPLE[:4])
     return View([figure], readout, s)
@@ -179,7 +179,7 @@ def bytes_panel(shape: Panel) -> Panel:
     def render(B, dtype) -> View:
         return render_bytes(B, dtype, **shape.values())
 
-    panel = Panel(controls, render, extra=[_caption("读上面的形状，再定")], layout="horizontal",
+    panel = Panel(controls, render, extra=[_caption("形状取自上面的面板")], layout="horizontal",
                   css_class="kvlab-bytes")
     for control in shape.controls.values():
         control.observe(lambda _change: panel.refresh(), names="value")
@@ -331,24 +331,33 @@ def _spaced(label: str) -> str:
     return (" " if label[0].isascii() else "") + label + (" " if label[-1].isascii() else "")
 
 
+def _difference(ratio: float) -> str:
+    """「慢 12%」, 「快 3%」 or 「几乎一样」 for one round's ratio of two times."""
+    if abs(ratio - 1) < 0.005:
+        return "几乎一样"
+    return ("慢" if ratio > 1 else "快") + f" {abs(ratio - 1):.0%}"
+
+
 def pace_sentence(base_label: str, base_ms: list[float], other_label: str, other_ms: list[float],
                   when: str = "后半程") -> str:
-    """Chinese sentences comparing two ways timed in the same rounds (one value per repeat each): their medians,
-    each repeat's difference, and a verdict only when every repeat points the same way and the medians differ by
-    10 % or more."""
+    """Chinese sentences comparing two ways timed in the same rounds (one value per round each): their medians,
+    each round's difference, and a verdict only when every round differs by 10 % or more the same way (three
+    rounds pointing the same way by chance alone happens one time in four; by 10 % each, far more rarely)."""
     base, other = median(base_ms), median(other_ms)
     ratios = [o / b for o, b in zip(other_ms, base_ms)]
     b_, o_ = _spaced(base_label), _spaced(other_label)
-    each = "、".join(("慢" if r >= 1 else "快") + f" {abs(r - 1):.0%}" for r in ratios)
-    text = (f"{when}每次前向：{o_}{other:.2f} ms，{b_}{base:.2f} ms（{len(ratios)} 轮各取中位数，再取中位数）。"
-            f"{len(ratios)} 轮里，{o_}比{b_}分别{each}")
+    n = len(ratios)
+    text = (f"{when}每次前向：{o_}{other:.2f} ms，{b_}{base:.2f} ms（{n} 轮各取中位数，再取中位数）。"
+            f"{n} 轮里，{o_}比{b_}分别" + "、".join(_difference(r) for r in ratios))
     ratio = other / base
-    if all(r > 1 for r in ratios) and ratio >= 1.1:
-        text += f"，每一次都更慢：{o_}慢了 {ratio - 1:.0%}。"
-    elif all(r < 1 for r in ratios) and ratio <= 1 / 1.1:
-        text += f"，每一次都更快：{o_}快了 {1 - ratio:.0%}。"
-    elif all(r > 1 for r in ratios) or all(r < 1 for r in ratios):
-        text += f"，方向一致，但中位数只差 {abs(ratio - 1):.0%}，不到 10%：差别很小。"
+    if min(ratios) >= 1.1:
+        text += f"，每一轮都慢 10% 以上：{o_}慢了 {ratio - 1:.0%}。"
+    elif max(ratios) <= 1 / 1.1:
+        text += f"，每一轮都快 10% 以上：{o_}快了 {1 - ratio:.0%}。"
+    elif min(ratios) > 1 or max(ratios) < 1:
+        smallest = min(abs(r - 1) for r in ratios)
+        text += (f"，每一轮都是{o_}更{'慢' if ratio > 1 else '快'}，但最少的一轮只差 {smallest:.0%}，不到 10%："
+                 "差别太小，在这台机器上说不准。")
     else:
         text += "，快慢不一致：在这台机器上分不出快慢。"
     return re.sub(r" *([，。：；、（）]) *", r"\1", text)  # no space next to full-width punctuation

@@ -239,9 +239,10 @@ def memory_vs_seq_figure(L: int, B: int, H: int, D: int, S: int, dtype: str = "f
     fig.update_xaxes(type="log", range=[-0.05, 7.05], tickvals=X_TICKS, ticktext=[f"{t:,}" for t in X_TICKS],
                      title=axis_title("序列长度 S", "tokens"))
     fig.update_yaxes(type="log", range=[math.log10(y_low), math.log10(y_high)],
-                     tickvals=[float(1024**p) for p in Y_POWERS], ticktext=[f"1 {iec_unit(1024**p)[0]}" for p in Y_POWERS],
+                     tickvals=[float(1024**p) for p in Y_POWERS],
+                     ticktext=[f"1 {iec_unit(1024**p)[0]}" for p in Y_POWERS],
                      title=axis_title("KV Cache", "字节"))
-    fig.update_layout(legend=dict(x=0.01, y=0.99, xanchor="left", yanchor="top"))
+    fig.update_layout(legend=dict(x=0.01, y=0.99, xanchor="left", yanchor="top"), margin=dict(r=50))
     return fig
 
 

@@ -10,7 +10,8 @@ Counted as the model executes them, 2 FLOPs per multiply-add:
 - the LM head, ``2 * d * vocab`` per position whose logits are computed (generate asks for the
   last position only).
 
-Norms, RoPE, softmax and residual adds are a few operations per element and are left out.
+Norms (RMSNorm), RoPE, softmax, the SwiGLU activation and residual adds are a few operations per
+element and are left out.
 Bytes: every weight matrix once per pass (one embedding row per token), the cache's K/V read
 (``past + T`` tokens) and written (``T`` tokens). Activations stay in the CPU caches and are
 left out. Arithmetic intensity = FLOPs / bytes.
@@ -33,8 +34,18 @@ class PassCost:
     cache_write_bytes: int
 
     @property
+    def cache_bytes(self) -> int:
+        """Bytes of K/V read from and written to the cache."""
+        return self.cache_read_bytes + self.cache_write_bytes
+
+    @property
     def bytes(self) -> int:
-        return self.weight_bytes + self.cache_read_bytes + self.cache_write_bytes
+        return self.weight_bytes + self.cache_bytes
+
+    @property
+    def cache_share(self) -> float:
+        """Fraction of the bytes moved that are K/V (the rest are weights)."""
+        return self.cache_bytes / self.bytes
 
     @property
     def intensity(self) -> float:

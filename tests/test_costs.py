@@ -37,6 +37,18 @@ def test_pass_cost_by_hand():
     kv_token = 2 * 1 * 1 * 2 * 4  # K and V, 1 layer, 1 KV head, D = 2, fp32
     assert (c.cache_read_bytes, c.cache_write_bytes) == (2 * 5 * kv_token, 2 * 3 * kv_token) == (160, 96)
     assert c.bytes == 784 + 160 + 96 == 1040 and c.intensity == 2.0
+    assert c.cache_bytes == 256 and c.cache_share == 256 / 1040
+
+
+def test_the_cache_share_grows_with_the_context_and_caps_batching():
+    """Decode of 8 sequences: with 2 cached tokens the weights dominate the bytes; with 30 the K/V do, and the
+    intensity falls although the batch is the same."""
+    short, long = pass_cost(HAND, 1, 2, 8), pass_cost(HAND, 1, 30, 8)
+    kv_token = 16  # K and V, 1 layer, 1 KV head, D = 2, fp32
+    assert short.cache_bytes == 8 * (3 + 1) * kv_token == 512 and long.cache_bytes == 8 * (31 + 1) * kv_token == 4096
+    assert short.weight_bytes == long.weight_bytes == (172 + 8 * 4) * 4 == 816
+    assert short.cache_share == 512 / 1328 and long.cache_share == 4096 / 4912
+    assert long.intensity < short.intensity
 
 
 def test_decode_cost_sums_the_passes_by_hand():

@@ -223,30 +223,87 @@ def test_tokens_fit_against_hand_arithmetic():
 
 
 # -- 3.3 --------------------------------------------------------------------------------------------------
-ROOF = SOLUTIONS["ch03.roofline"]
+RIDGE = SOLUTIONS["ch03.batch_ridge"]
+# By hand for ch03.CONFIG (d 512, 8 layers, 8 heads of 64, d_ff 1408, vocabulary 4096, fp32), a decode step of B
+# sequences with C cached tokens: per sequence 51,380,224 FLOPs (projections, MLP) + 4,194,304
+# (LM head) + 16,384 (C + 1) (attention); bytes: weights 111,183,872 once, then per sequence 32,768 (C + 2) of K/V
+# (read C + 1, write 1) + 2,048 (its embedding row).
+# C = 100: 57,229,312 FLOPs and 3,344,384 bytes per sequence; ridge 10: B >= 1,111,838,720 / 23,785,472 = 46.7 -> 47;
+#          weights only: B >= 1,111,838,720 / (57,229,312 - 20,480) = 19.4 -> 20. Ridge 2: 5 (weights only: 4).
+# C = 1000: 71,974,912 FLOPs and 32,835,584 bytes per sequence: the intensity tends to 2.19 as B grows, so ridge 10
+#          is never reached (0); ridge 2: B >= 222,367,744 / 6,303,744 = 35.3 -> 36.
+REAL_THIS_MACHINE = ch03.this_machine  # before the fixture replaces it
 
 
-def test_roofline_truth_on_the_fixed_machine():
-    a, b = (ch03.pass_cost(ch03.CONFIG, n, p) for _, n, p in ch03.RUNS.values())
-    assert a.intensity > 10 > b.intensity  # ridge 10: the prefill of 256 is compute-bound, the decode step not
-    assert run_cells(ch03.ROOFLINE, replace(ROOF, "memory_bound = ", "memory_bound = 'B' or ")).right
+class Code(str):
+    """An answer written as code in the cell (``float('inf')``), not as a literal."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
-@pytest.mark.parametrize("old, new, expected", [
-    ("ridge = machine.flops / machine.bandwidth", "ridge = machine.bandwidth / machine.flops", "倒过来了：脊点 = 算力 ÷ 带宽"),
-    ("ridge = machine.flops / machine.bandwidth", "ridge = (machine.flops / 1e9) / machine.bandwidth", "单位不一致"),
-    ("intensity_a = run_a.flops / run_a.bytes", "intensity_a = run_a.flops / run_a.weight_bytes", "字节数只算了权重"),
-    ("memory_bound = ", "memory_bound = 'A' or ", "运行 A 的强度"),
-    ("memory_bound = ", "memory_bound = 'AB' or ", "高于本机脊点 10"),
+def ridge_cells(ridge=None, b_short=None, b_long=None, machine="ch03.this_machine()") -> checker.Feedback:
+    src = f"machine = {machine}\nridge = {ridge!r}\nb_short = {b_short!r}\nb_long = {b_long!r}"
+    return run_cells(ch03.BATCH_RIDGE, src)
+
+
+def test_batch_ridge_against_hand_arithmetic():
+    assert ch03.smallest_batch(10, 100).smallest == 47 and ch03.smallest_batch(10, 1000).smallest == 0
+    assert ch03.smallest_batch(2, 100).smallest == 5 and ch03.smallest_batch(2, 1000).smallest == 36
+    assert round(ch03.smallest_batch(10, 1000).limit, 2) == 2.19 and ch03.weights_only_batch(10, 100) == 20
+    assert ridge_cells(10.0, 47, 0).right and ridge_cells("10", "47", 0.0).right
+
+
+@pytest.mark.parametrize("answers, expected", [
+    ((0.1, 47, 0), "倒过来了：转折点 = 算力 ÷ 带宽"),
+    ((1e-8, 47, 0), "单位不一致"),
+    ((10, 46, 0), "B = 46 时算术强度"),
+    ((10, 48, 0), "B = 47 就已经够了"),
+    ((10, 20, 0), "字节数只算了权重"),
+    ((10, 0, 0), "有 B 能做到"),
+    ((10, 47, 36), "B 再大也做不到：B 无限大时，算术强度趋近于 2.19"),
+    ((10, 47.5, 0), "要写一个整数 B"),
+    ((10, "many", 0), "「many」不是一个数"),
+    ((10, 47, Code("float('inf')")), "需要一个有限的数"),
 ])
-def test_roofline_rejects_known_mistakes(old, new, expected):
-    fb = run_cells(ch03.ROOFLINE, replace(ROOF, old, new))
+def test_batch_ridge_rejects_known_mistakes(answers, expected):
+    fb = ridge_cells(*answers)
     assert fb.status == checker.WRONG and expected in fb.text, fb.text
+    assert "：：" not in fb.text and "b_long：b_long" not in fb.text
 
 
-def test_roofline_partly_filled_is_not_done_yet():
-    fb = run_cells(ch03.ROOFLINE, replace(ROOF, "memory_bound = ", "memory_bound = None and "))
-    assert fb.status == checker.TODO and "memory_bound" in fb.text
+def test_batch_ridge_on_a_machine_where_batching_crosses_at_long_contexts():
+    """Ridge 2 (20 GFLOP/s over 10 GB/s): 1000 cached tokens no longer rule batching out, and the message says so."""
+    machine = "ch03.Machine(10e9, 20e9, 'test')"
+    fb = ridge_cells(2.0, 5, 36, machine=machine)
+    assert fb.right and "缓存里有 1000 个 token 时，B = 36 起一步解码就算力受限" in fb.text, fb.text
+    assert "B 再大也越不过" not in fb.text
+    assert "有 B 能做到" in ridge_cells(2.0, 5, 0, machine=machine).text
+    assert "两个上下文长度弄反了" in ridge_cells(2.0, 36, 36, machine=machine).text
+    on_ten = ridge_cells(10.0, 47, 0)
+    assert "缓存里有 1000 个 token 时，B 再大也越不过转折点" in on_ten.text and "B = 47 起" in on_ten.text
+
+
+def test_batch_ridge_partly_filled_is_not_done_yet():
+    fb = ridge_cells(10.0, 47)
+    assert fb.status == checker.TODO and "b_long" in fb.text
+
+
+def test_this_machine_reuses_the_roofs_the_page_measured(monkeypatch):
+    from kvlab.lessons import prefill_decode as lesson
+    from kvlab.measure import Rate
+
+    roofs = lesson.Roofs(Rate(25e9, 24e9, [25e9], "x"), Rate(75e9, 70e9, [75e9], "y"), "cpu（测试）", 1)
+    monkeypatch.setattr(lesson, "last_roofs", roofs)
+    machine = REAL_THIS_MACHINE()
+    assert (machine.bandwidth, machine.flops) == (25e9, 75e9) and "本页上面测出的" in str(machine)
+
+
+def test_batch_ridge_config_is_the_pages_big_model():
+    from kvlab.lessons import prefill_decode as lesson
+
+    assert ch03.CONFIG == lesson.roofline_model().config
+    assert "29,893,120 个参数，FP32 权重 114.0 MiB" in ch03.BATCH_RIDGE.task  # 4 x 29,893,120 = 119,572,480 bytes
 
 
 def fake_run() -> GenerationResult:
@@ -278,6 +335,8 @@ def test_ttft_tpot_against_hand_arithmetic():
     (0.006, 0.65, "这是秒"),
     (6.0, 1.0, "把预填充也算进来了"),  # median of all 7 passes
     (6.0, 17.8 / 5, "这是总时间除以 5 个新 token"),
+    (6.0, "abc", "「abc」不是一个数"),
+    (Code("float('nan')"), 0.65, "ttft_ms：需要一个有限的数"),
 ])
 def test_ttft_tpot_rejects_known_mistakes(ttft, tpot, expected):
     fb = timing_cells(ttft, tpot)

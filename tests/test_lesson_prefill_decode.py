@@ -1,11 +1,15 @@
 """Chapter 3.3's lesson module, plot builders and source viewer on known small cases; its panels fed bad values."""
+import dataclasses
 import html
 import re
 
 import pytest
 
+import torch
+
 from kvlab import ModelConfig, generate, load_demo_model
 from kvlab.costs import PassCost, decode_cost, pass_cost
+from kvlab.generation import PassRecord
 from kvlab.inputs import InputError
 from kvlab.lessons import prefill_decode as lesson
 from kvlab.measure import Rate
@@ -94,7 +98,8 @@ def test_show_step_rejects_an_unknown_step():
 def test_timeline_of_a_known_prompt(demo, timeline):
     model, tok = demo
     tl = timeline
-    assert tl.prompt_tokens == 4 and tl.passes == 24 and tl.runs == 3  # the fastest of 3 generations
+    assert tl.prompt_tokens == 4 and tl.passes == 24 and tl.runs == 3  # 3 generations
+    assert len(tl.prefill_runs) == 3 and len(tl.decode_runs) == 3 * 23 and tl.decode_samples == 69
     assert [r.phase for r in tl.trace] == ["prefill"] + ["decode"] * 23
     assert tl.lengths == list(range(4, 28))
     assert tl.bytes_per_token == 2 * 4 * 2 * 32 * 4  # K and V, 4 layers, 2 KV heads, D = 32, fp32
@@ -102,26 +107,45 @@ def test_timeline_of_a_known_prompt(demo, timeline):
     greedy = generate(model, tok.encode("人工智能"), 24).new_tokens[0].tolist()
     assert "".join(tl.new_text) == tok.decode(greedy)
     assert tl.starts_ms[0] == 0 and tl.ends_ms[-1] == pytest.approx(sum(r.seconds for r in tl.trace) * 1e3)
-    assert tl.ttft_ms == pytest.approx(tl.trace[0].seconds * 1e3)
+    # the shown generation is the one with the fastest prefill: TTFT is its prefill, the minimum of the three
+    assert tl.ttft_ms == pytest.approx(tl.trace[0].seconds * 1e3) == pytest.approx(min(tl.prefill_runs) * 1e3)
+
+
+def test_timeline_summaries_by_hand():
+    """TTFT: the fastest of the prefill passes; TPOT: the median of every decode pass of every generation."""
+    trace = [PassRecord("prefill", 3, 3, 0.004, 0, 0, 0, 0, 0, 0), PassRecord("decode", 4, 1, 0.009, 0, 0, 0, 0, 0, 0)]
+    tl = lesson.Timeline("abc", 3, ["x", "y"], trace, 100, 10, "cpu", 3, [0.005, 0.004, 0.006],
+                         [0.001, 0.003, 0.002, 0.010, 0.002])
+    assert tl.ttft_ms == pytest.approx(4.0) and tl.tpot_ms == pytest.approx(2.0) and tl.decode_samples == 5
 
 
 def test_render_timeline_reads_the_chosen_pass(demo, timeline):
     model, tok = demo
-    view = lesson.render_timeline(model, tok, {"人工智能": timeline}, "人工智能", 3)
+    view = lesson.render_timeline(model, tok, {("人工智能", 24): timeline}, "人工智能", 24, 3)
     assert view.result is timeline
     assert "第 3 / 24 次前向：解码" in view.html and "cache.length</code> = <b>6</b>" in view.html
     assert "(6 × 2.0 KiB)" in view.html.replace("（", "(").replace("）", ")")
     assert "已生成 3 个 token" in view.html
-    assert "3 次生成中最快的一次" in view.html
+    assert "3 次生成中最快的预填充" in view.html and "69 个解码步的中位数" in view.html
 
 
-@pytest.mark.parametrize("prompt,step,label", [("", 1, "提示词"), ("人工😀", 1, "提示词"), ("人" * 233, 1, "提示词"),
-                                               (123, 1, "提示词"), ("人工", 0, "第几次前向"), ("人工", 25, "第几次前向"),
-                                               ("人工", 1.5, "第几次前向")])
-def test_render_timeline_rejects_bad_values_in_chinese(demo, prompt, step, label):
+def test_render_timeline_generates_the_number_of_tokens_asked(demo):
+    model, tok = demo
+    runs = {}
+    view = lesson.render_timeline(model, tok, runs, "人工智能", 5, 5)
+    assert view.result.passes == 5 and "第 5 / 5 次前向" in view.html and list(runs) == [("人工智能", 5)]
+    assert view.result.cache_allocated_bytes == (4 + 5 - 1) * 2048
+
+
+@pytest.mark.parametrize("prompt,n,step,label", [("", 24, 1, "提示词"), ("人工😀", 24, 1, "提示词"),
+                                                 ("人" * 193, 24, 1, "提示词"), (123, 24, 1, "提示词"),
+                                                 ("人工", 24, 0, "第几次前向"), ("人工", 24, 25, "第几次前向"),
+                                                 ("人工", 24, 1.5, "第几次前向"), ("人工", 1, 1, "生成的 token 数"),
+                                                 ("人工", 65, 1, "生成的 token 数"), ("人工", 5, 6, "第几次前向")])
+def test_render_timeline_rejects_bad_values_in_chinese(demo, prompt, n, step, label):
     model, tok = demo
     with pytest.raises(InputError, match=f"^「{label}」"):
-        lesson.render_timeline(model, tok, {}, prompt, step)
+        lesson.render_timeline(model, tok, {}, prompt, n, step)
 
 
 def test_timeline_panel_greys_out_after_a_bad_prompt(demo, timeline):
@@ -134,6 +158,18 @@ def test_timeline_panel_greys_out_after_a_bad_prompt(demo, timeline):
     assert "第 24 / 24 次前向" in panel.readout.value  # the last valid readout stays (greyed out)
     panel.set(prompt="人工智能")
     assert not panel.stale and "cache.length</code> = <b>27</b>" in panel.readout.value
+
+
+def test_timeline_panel_keeps_the_pass_slider_within_the_tokens_generated(demo, timeline):
+    model, tok = demo
+    panel = lesson.timeline_panel(model, tok, timeline)
+    panel.set(step=20)
+    panel.controls["new_tokens"].value = 6  # as a learner drags it
+    step = panel.controls["step"]
+    assert step.max == 6 and step.value == 6 and not panel.stale
+    assert "第 6 / 6 次前向" in panel.readout.value and panel.result.passes == 6
+    panel.controls["new_tokens"].value = 30
+    assert step.max == 30 and step.value == 6 and "第 6 / 30 次前向" in panel.readout.value
 
 
 def test_timeline_figure_reads_back(timeline):
@@ -149,6 +185,43 @@ def test_timeline_figure_reads_back(timeline):
     used = next(t for t in fig.data if t.name.startswith("已用字节"))
     assert list(used.y) == pytest.approx([n * 2 for n in (0, 4, 5, 6, 7, 8)])  # KiB: 2 KiB per token
     assert "提示词 4 个 token" in fig.layout.title.text
+
+
+# -- this machine's caches and the demo model's step against the roofs ----------------------------------
+def fake_sysfs(tmp_path, levels: dict[int, str]):
+    for i, (level, size) in enumerate(levels.items()):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "size").write_text(f"{size}\n")
+    return tmp_path
+
+
+def test_last_level_cache_is_the_highest_level(tmp_path):
+    sysfs = fake_sysfs(tmp_path, {1: "48K", 2: "1024K", 3: "32768K"})
+    assert lesson.last_level_cache_bytes("cpu", sysfs) == 32 * 2**20
+    assert lesson.last_level_cache_bytes("cpu", tmp_path / "missing") is None
+    assert lesson.last_level_cache_bytes("meta") is None
+
+
+def test_weights_against_the_cache_choose_their_sentence():
+    model = lesson.roofline_model()  # 119,572,480 bytes of weights
+    assert "是本机 CPU 的末级缓存（32.0 MiB）的 3.6 倍：解码每一步都要从内存" in \
+        lesson.explain_weights_vs_cache(model, 32 * 2**20)
+    assert "只是本机 CPU 的末级缓存（96.0 MiB）的 1.2 倍" in lesson.explain_weights_vs_cache(model, 96 * 2**20)
+    assert "读不到本机 CPU 的末级缓存的大小" in lesson.explain_weights_vs_cache(model, None)
+
+
+def test_step_budget_by_hand():
+    tl = lesson.Timeline("ab", 2, ["x", "y"], [], 0, 0, "cpu", 1, [0.001], [0.0005])
+    budget = lesson.step_budget(fake_sweep().config, tl, ROOFS)
+    cost = pass_cost(fake_sweep().config, 1, 2)  # one token after a prompt of 2
+    assert budget.compute_seconds == cost.flops / 100e9 and budget.read_seconds == cost.bytes / 20e9
+    assert budget.measured_seconds == 0.0005 and budget.overhead_ratio == 0.0005 / budget.bound_seconds
+    text = " ".join(lesson.explain_step_budget(budget))
+    assert "固定开销" in text and "µs" in text and "MFLOP" in text
+    near = lesson.StepBudget(cost, 1e-3, 2e-3, 3e-3)  # 1.5 times the read bound
+    assert "接近两道屋顶" in " ".join(lesson.explain_step_budget(near))
 
 
 # -- the four steps on a real cache --------------------------------------------------------------------
@@ -203,30 +276,92 @@ def test_prefill_sweep_names_bad_arguments(tiny_model, kwargs, name):
 
 
 def fake_sweep() -> lesson.PrefillSweep:
-    c = ModelConfig(vocab_size=10, d_model=4, n_layer=1, n_head=2, n_kv_head=1, head_dim=2, d_ff=6, max_seq_len=64)
+    c = ModelConfig(vocab_size=10, d_model=4, n_layer=1, n_head=2, n_kv_head=1, head_dim=2, d_ff=6, max_seq_len=2048)
     points = [lesson.LengthPoint(P, 0.001 * (1 + P / 8), 0.001, 2, pass_cost(c, P), decode_cost(c, P, 2))
               for P in (1, 8, 32)]
     return lesson.PrefillSweep(points, c, "cpu（测试）")
 
 
 def test_render_prefill_by_hand():
-    view = lesson.render_prefill(fake_sweep(), 32)
+    view = lesson.render_prefill(lesson.PrefillLab(fake_sweep()), "1, 8, 32", 32)
     # prefill 0.005 s for 32 tokens = 6,400 token/s; 32 decode steps of 1 ms = 32 ms = 6.4 times the prefill
     assert "P = 32</b>" in view.html and "5.00 ms" in view.html and "6,400 token/s" in view.html
     assert "32 × 1.00 ms = 32.0 ms" in view.html and "6.4 倍" in view.html
+    assert list(view.figures[0].data[0].x) == [1, 8, 32]
+    fewer = lesson.render_prefill(lesson.PrefillLab(fake_sweep()), "32，1", 1)
+    assert list(fewer.figures[0].data[0].x) == [1, 32]  # only the lengths listed, in order
 
 
 @pytest.mark.parametrize("value", [0, 3, 64, 8.5, "8", None])
 def test_render_prefill_rejects_lengths_not_measured(value):
     with pytest.raises(InputError, match="^「提示词长度 P」"):
-        lesson.render_prefill(fake_sweep(), value)
+        lesson.render_prefill(lesson.PrefillLab(fake_sweep()), "1, 8, 32", value)
+
+
+@pytest.mark.parametrize("lengths", ["", "abc", "0, 8", "8, 2044", ", ".join(["8"] * 11), None])
+def test_render_prefill_rejects_bad_length_lists(lengths):
+    with pytest.raises(InputError, match="^「测量的提示词长度」"):
+        lesson.render_prefill(lesson.PrefillLab(fake_sweep()), lengths, 8)
+
+
+def test_prefill_lab_measures_only_the_new_lengths(tiny_model, monkeypatch):
+    sweep = lesson.measure_prefill_sweep(tiny_model, lengths=(2, 8), decode_steps=2, repeats=1)
+    lab = lesson.PrefillLab(sweep, tiny_model)
+    asked = []
+    real = lesson.measure_prefill_sweep
+    monkeypatch.setattr(lesson, "measure_prefill_sweep", lambda m, lengths: asked.append(lengths) or real(
+        m, lengths, decode_steps=2, repeats=1))
+    out = lab.sweep([8, 4, 2, 4])
+    assert out.lengths == [2, 4, 8] and asked == [[4]] and out.at(8) is sweep.at(8)
+    assert lab.sweep([4]).at(4) is out.at(4) and asked == [[4]]  # measured once
+    with pytest.raises(ValueError, match="^lengths"):
+        lesson.PrefillLab(sweep).sweep([5])  # no model to measure with
 
 
 def test_prefill_panel_switches_lengths():
     panel = lesson.prefill_panel(fake_sweep(), prompt_len=8)
-    assert "P = 8</b>" in panel.readout.value
+    assert "P = 8</b>" in panel.readout.value and panel.controls["lengths"].value == "1, 8, 32"
     panel.set(prompt_len=32)
     assert "P = 32</b>" in panel.readout.value and panel.result.prompt_len == 32
+
+
+def test_prefill_panel_offers_the_lengths_typed(tiny_model):
+    sweep = lesson.measure_prefill_sweep(tiny_model, lengths=(2, 8), decode_steps=4, repeats=1)
+    panel = lesson.prefill_panel(sweep, tiny_model, prompt_len=8)
+    slider = panel.controls["prompt_len"]
+    panel.controls["lengths"].value = "2, 8, 20"  # as a learner types it and presses Enter
+    assert list(slider.options) == [2, 8, 20] and slider.value == 8 and not panel.stale
+    panel.controls["lengths"].value = "3, 20"  # 8 is gone: the longest is chosen
+    assert list(slider.options) == [3, 20] and slider.value == 20 and "P = 20</b>" in panel.readout.value
+    panel.controls["lengths"].value = "3, x"
+    assert panel.stale and "「测量的提示词长度」" in panel.message.value and list(slider.options) == [3, 20]
+
+
+def sweep_of(times: dict[int, float], decode_step: float = 0.01) -> lesson.PrefillSweep:
+    c = fake_sweep().config
+    return lesson.PrefillSweep([lesson.LengthPoint(P, t, decode_step, 2, pass_cost(c, P), decode_cost(c, P, 2))
+                                for P, t in times.items()], c, "cpu（测试）")
+
+
+def test_proportional_from_by_hand():
+    # exponents of the segments: 1->2: 0, 2->4: log2(1.2) = 0.26, 4->8: 1, 8->16: log2(1.6) = 0.68
+    assert lesson.proportional_from(sweep_of({1: 1.0, 2: 1.0, 4: 1.2, 8: 2.4, 16: 3.84})) == 4
+    assert lesson.proportional_from(sweep_of({1: 1.0, 2: 2.0, 4: 4.0})) == 1  # in proportion all along
+    assert lesson.proportional_from(sweep_of({1: 1.0, 2: 2.0, 4: 2.2})) is None  # the last segment is flat
+    assert lesson.proportional_from(sweep_of({8: 1.0})) is None
+
+
+def test_explain_prefill_by_hand():
+    sweep = sweep_of({1: 0.001, 8: 0.002, 32: 0.006})
+    text = "\n".join(lesson.explain_prefill(sweep, ROOFS))  # ridge 5: 2 x 5 = 10
+    assert "P 超过约 2 × 转折点 = 10 时" in text
+    crossing = next(p.prompt_len for p in sweep.points if p.prefill_cost.intensity >= 5)
+    assert f"从 P = {crossing} 起预填充的算术强度不低于转折点" in text
+    assert "从 P = 8 起，预填充的耗时与 P 差不多成正比" in text  # 8 -> 32: log(3) / log(4) = 0.79
+    # speedups: 1 x 0.01 / 0.001 = 10, 8 x 0.01 / 0.002 = 40, 32 x 0.01 / 0.006 = 53.3
+    assert "最大是 53.3（P = 32）" in text
+    flat = "\n".join(lesson.explain_prefill(sweep_of({1: 0.001, 8: 0.0011}), ROOFS))
+    assert "还没有被算力卡住" in flat
 
 
 def test_prefill_decode_figure_reads_back():
@@ -249,10 +384,44 @@ def test_roofs_by_hand():
     assert ROOFS.attainable(0.5) == 10e9 and ROOFS.attainable(5) == 100e9 and ROOFS.attainable(50) == 100e9
 
 
-def test_measure_roofs_small():
+def test_measure_roofs_small(monkeypatch):
+    monkeypatch.setattr(lesson, "last_roofs", None)
     roofs = lesson.measure_roofs("cpu", nbytes=4 * 2**20, n=64)
     assert roofs.bandwidth.best > 0 and roofs.flops.best > 0 and "线程" in roofs.device
     assert roofs.ridge == roofs.flops.best / roofs.bandwidth.best
+    assert lesson.last_roofs is roofs and roofs.threads >= 1  # what exercise 3.3-1 reuses
+
+
+def test_explain_roofs_names_the_threads(monkeypatch):
+    monkeypatch.setattr(lesson.os, "cpu_count", lambda: 8)
+    one = lesson.Roofs(fake_rate(20e9), fake_rate(100e9), "cpu（测试）", threads=3)
+    text = "\n".join(lesson.explain_roofs(one))
+    assert "用 3 个线程测的（本机有 8 个逻辑核）" in text and "不是整台机器的峰值" in text and "= 5.0 FLOP/字节" in text
+    assert "整台机器都用上了" in lesson.explain_roofs(lesson.Roofs(fake_rate(1), fake_rate(1), "cpu", 8))[0]
+    assert "H200 GPU 上测的" in lesson.explain_roofs(lesson.Roofs(fake_rate(1), fake_rate(1), "H200 GPU"))[0]
+
+
+def test_log_ticks_are_whole_values():
+    assert plots.log_ticks(0.15, 30) == ([0.2, 0.5, 1, 2, 5, 10, 20], ["0.2", "0.5", "1", "2", "5", "10", "20"])
+    assert plots.log_ticks(50, 1.2e6)[1] == ["100", "1,000", "10,000", "100,000", "1,000,000"]  # > 4 decades: 10^k
+    with pytest.raises(ValueError, match="^lo, hi"):
+        plots.log_ticks(0, 1)
+
+
+def test_roofline_tags_stay_readable():
+    points = [lesson.RooflinePoint("预填充 P=1", "prefill", 0.5, 5e9, "P=1"),
+              lesson.RooflinePoint("预填充 P=32", "prefill", 15.0, 50e9, "P=32"),
+              lesson.RooflinePoint("解码 B=1，P=32", "decode", 0.5, 4e9),
+              lesson.RooflinePoint("解码 B=1（上下文 8）", "batch", 0.5, 4.5e9, "B=1"),
+              lesson.RooflinePoint("解码 B=32（上下文 8）", "batch", 14.5, 49e9, "B=32")]
+    fig = plots.roofline_figure(ROOFS, points)
+    by_name = {t.name: t for t in fig.data if t.name}
+    prefill, batch = by_name[plots.POINT_STYLE["prefill"][2]], by_name[plots.POINT_STYLE["batch"][2]]
+    assert list(prefill.text) == ["", "P=32"] and list(batch.text) == ["", "B=32"]  # P=1, B=1 sit under the crosses
+    assert prefill.textposition != batch.textposition  # P=32 and B=32 side by side: tags on opposite sides
+    note = fig.layout.annotations[0].text
+    assert "P = 1 的预填充也在这里" in note and "B = 1 的批处理解码也在这里" in note
+    assert list(fig.layout.xaxis.ticktext) == ["0.2", "0.5", "1", "2", "5", "10", "20"]  # 0.5 / 3 to 15 x 3
 
 
 def test_roofline_figure_reads_back():
@@ -271,6 +440,8 @@ def test_roofline_figure_reads_back():
     ring = [t for t in fig.data if t.mode == "markers+text" and t.text == ("解码 B=8",)]
     assert len(ring) == 1 and list(ring[0].x) == [4.0]
     assert "20.0 GB/s" in fig.layout.title.text and "100.0 GFLOP/s" in fig.layout.title.text
+    # GFLOP/s from 2.67 (the roof at the left edge, 20 x 0.167, over 1.25) to 200 (100 x 2: room for the labels)
+    assert list(fig.layout.yaxis.ticktext) == ["5", "10", "20", "50", "100", "200"]
 
 
 def test_count_flops_matches_torch_on_a_tiny_model(tiny_model):
@@ -280,10 +451,17 @@ def test_count_flops_matches_torch_on_a_tiny_model(tiny_model):
 
 
 # -- decode batching --------------------------------------------------------------------------------------
-def fake_batch() -> lesson.BatchSweep:
+def fake_batch(context_len: int = 8) -> lesson.BatchSweep:
     c = fake_sweep().config
-    return lesson.BatchSweep([lesson.BatchPoint(B, 0.01 * (1 + B / 16), decode_cost(c, 8, 2, B), 2)
-                              for B in (1, 2, 4)], 8, c, "cpu（测试）")
+    return lesson.BatchSweep([lesson.BatchPoint(B, 0.01 * (1 + B / 16), decode_cost(c, context_len, 2, B), 2)
+                              for B in (1, 2, 4)], context_len, c, "cpu（测试）")
+
+
+def fake_lab() -> lesson.BatchLab:
+    lab = lesson.BatchLab(fake_batch())
+    for C in lesson.BATCH_CONTEXTS[1:]:
+        lab.sweeps[C] = fake_batch(C)
+    return lab
 
 
 def test_batch_point_by_hand():
@@ -293,31 +471,66 @@ def test_batch_point_by_hand():
 
 def test_batch_sweep_on_a_tiny_model(tiny_model):
     c = tiny_model.config
-    sweep = lesson.measure_batch_sweep(tiny_model, batch_sizes=(1, 3), prompt_len=4, decode_steps=2, repeats=1)
-    assert sweep.batch_sizes == [1, 3] and sweep.prompt_len == 4
-    assert sweep.at(3).cost == decode_cost(c, 4, 2, 3) and sweep.at(3).steps == 2
+    sweep = lesson.measure_batch_sweep(tiny_model, batch_sizes=(1, 3), context_len=20, decode_steps=2, repeats=1)
+    assert sweep.batch_sizes == [1, 3] and sweep.context_len == 20
+    assert sweep.at(3).cost == decode_cost(c, 20, 2, 3) and sweep.at(3).steps == 2  # passes after 20 and 21 tokens
     assert [p.tag for p in sweep.roofline_points()] == ["B=1", "B=3"]
+    assert sweep.roofline_points()[1].label == "解码 B=3（上下文 20）" == sweep.label(3)
+
+
+def test_decode_passes_start_from_the_context_asked(tiny_model):
+    cache = lesson.KVCache(tiny_model.config, 2, 12)
+    seconds = lesson._decode_passes(tiny_model, cache, 10, torch.tensor([[1], [2]]), 2)
+    assert len(seconds) == 2 and cache.length == 12
+    lesson._decode_passes(tiny_model, cache, 5, torch.tensor([[1], [2]]), 1)
+    assert cache.length == 6  # reset to the context, then one pass
 
 
 @pytest.mark.parametrize("kwargs,name", [(dict(batch_sizes=()), "batch_sizes"), (dict(batch_sizes=(0,)), "batch_sizes"),
-                                         (dict(prompt_len=0), "prompt_len"), (dict(repeats=0), "repeats")])
+                                         (dict(context_len=0), "context_len"), (dict(context_len=63), "context_len"),
+                                         (dict(repeats=0), "repeats")])
 def test_batch_sweep_names_bad_arguments(tiny_model, kwargs, name):
     with pytest.raises(ValueError, match=f"^{name}"):
         lesson.measure_batch_sweep(tiny_model, **kwargs)
 
 
+def test_batch_lab_measures_a_context_once(tiny_model, monkeypatch):
+    first = lesson.measure_batch_sweep(tiny_model, batch_sizes=(1, 2), context_len=8, decode_steps=1, repeats=1)
+    lab = lesson.BatchLab(first, tiny_model)
+    asked = []
+    monkeypatch.setattr(lesson, "measure_batch_sweep", lambda m, sizes, C: asked.append((sizes, C)) or fake_batch(C))
+    assert lab.sweep(8) is first and asked == []
+    assert lab.sweep(64).context_len == 64 and lab.sweep(64).context_len == 64 and asked == [([1, 2], 64)]
+    with pytest.raises(ValueError, match="^context_len"):
+        lesson.BatchLab(first).sweep(256)  # no model to measure with
+
+
 def test_render_batch_by_hand():
-    view = lesson.render_batch(fake_batch(), ROOFS, fake_sweep(), 4)
+    view = lesson.render_batch(fake_lab(), ROOFS, fake_sweep(), 4, 8)
     # B = 4: 12.5 ms per step -> 320 token/s; B = 1: 10.625 ms -> 94.1 token/s; ×3.4 throughput, ×1.2 step time
-    assert "B = 4</b>" in view.html and "12.50 ms" in view.html and "320 token/s" in view.html
+    assert "B = 4，每条序列的缓存里已有 8 个 token</b>" in view.html and "12.50 ms" in view.html
+    assert "320 token/s" in view.html and "同时为 4 条序列各生成 1 个 token" in view.html
     assert "吞吐 ×3.4" in view.html and "单步耗时 ×1.2" in view.html and "转折点 5.0" in view.html
+    share = decode_cost(fake_sweep().config, 8, 2, 4).cache_share
+    assert f"K/V 占一步读写字节的 <b>{share:.0%}</b>" in view.html
     assert len(view.figures) == 2 and view.result.batch_size == 4
+    one = lesson.render_batch(fake_lab(), ROOFS, fake_sweep(), 1, 8).html
+    assert "为这 1 条序列生成 1 个 token" in one and "各生成" not in one
 
 
-@pytest.mark.parametrize("value", [0, 3, 8, -1, "4", 2.5])
-def test_render_batch_rejects_sizes_not_measured(value):
-    with pytest.raises(InputError, match="^「批次 B」"):
-        lesson.render_batch(fake_batch(), ROOFS, fake_sweep(), value)
+def test_render_batch_follows_the_context():
+    lab = fake_lab()
+    short, long = (lesson.render_batch(lab, ROOFS, fake_sweep(), 4, C) for C in (8, 1000))
+    assert "已有 1000 个 token" in long.html and long.result.cost == decode_cost(fake_sweep().config, 1000, 2, 4)
+    assert long.result.cost.intensity < short.result.cost.intensity  # each sequence's K/V is not shared
+    assert "（每条序列的缓存里已有 1000 个 token" in long.figures[0].layout.title.text
+
+
+@pytest.mark.parametrize("batch,context,label", [(0, 8, "批次 B"), (3, 8, "批次 B"), (8, 8, "批次 B"), ("4", 8, "批次 B"),
+                                                 (2.5, 8, "批次 B"), (4, 9, "上下文长度"), (4, None, "上下文长度")])
+def test_render_batch_rejects_values_not_measured(batch, context, label):
+    with pytest.raises(InputError, match=f"^「{label}」"):
+        lesson.render_batch(fake_lab(), ROOFS, fake_sweep(), batch, context)
 
 
 def test_batch_figure_reads_back():
@@ -328,20 +541,76 @@ def test_batch_figure_reads_back():
     assert list(ideal.y) == pytest.approx([b / 0.010625 for b in (1, 2, 4)])  # B × the B = 1 throughput
     marks = [t for t in fig.data if t.mode == "markers+text"]
     assert [list(t.x) for t in marks] == [[2], [2]]
+    assert list(fig.layout.yaxis.ticktext) == ["100", "200"]  # token/s from 94 / 1.25 = 75 to 376 x 1.25 = 471
 
 
 def test_batch_panel_moves_the_ring_on_the_roofline():
     panel = lesson.batch_panel(fake_batch(), ROOFS, fake_sweep())
     panel.set(batch_size=4)
     roof = panel.views[1].figure
-    ring = [t for t in roof.data if t.mode == "markers+text" and t.text == ("解码 B=4",)]
-    assert len(ring) == 1 and "B = 4</b>" in panel.readout.value
+    ring = [t for t in roof.data if t.mode == "markers+text" and t.text == ("解码 B=4（上下文 8）",)]
+    assert len(ring) == 1 and "B = 4，" in panel.readout.value
+    assert list(panel.controls["context_len"].options) == list(lesson.BATCH_CONTEXTS)
+
+
+def test_batch_panel_measures_a_new_context_on_the_model(tiny_config):
+    from kvlab import ToyTransformer
+
+    model = ToyTransformer(dataclasses.replace(tiny_config, max_seq_len=300), seed=3).eval()
+    first = lesson.measure_batch_sweep(model, batch_sizes=(1, 2), context_len=8, decode_steps=1, repeats=1)
+    panel = lesson.batch_panel(first, ROOFS, fake_sweep(), model)
+    assert list(panel.controls["context_len"].options) == [8, 64, 256]  # 1000 does not fit in 300 tokens
+    panel.set(context_len=256)
+    assert not panel.stale and "已有 256 个 token" in panel.readout.value
+    no_model = lesson.batch_panel(first, ROOFS, fake_sweep())
+    no_model.set(context_len=256)
+    assert no_model.stale and "context_len" in no_model.message.value  # said in the panel, no traceback
+
+
+def test_explain_batch_by_hand():
+    # ridge 5; intensities of fake_batch at B = 1, 2, 4 are all below it
+    sweep = fake_batch()
+    text = "\n".join(lesson.explain_batch(sweep, ROOFS))
+    # B = 1 -> 4: 10.625 ms -> 12.5 ms, x1.18
+    assert "B = 1 到 B = 4" in text and "单步耗时 ×1.18，增加了 18%" in text and "到 B = 4 都还在转折点左边" in text
+    low = lesson.Roofs(fake_rate(1e9), fake_rate(0.8e9), "cpu", 1)  # ridge 0.8: B = 2 and 4 cross it
+    crossed = "\n".join(lesson.explain_batch(sweep, low))
+    assert [p.cost.intensity >= 0.8 for p in sweep.points] == [False, True, True]
+    assert "B = 2 时算术强度就已越过本机的转折点 0.8" in crossed
+    assert "越过转折点以后（B = 2 到 B = 4，B 大了 2 倍）：单步耗时 ×1.11" in crossed  # 12.5 / 11.25
+    flat = lesson.BatchSweep([lesson.BatchPoint(B, 0.01, decode_cost(sweep.config, 8, 2, B), 2) for B in (1, 2, 4)],
+                             8, sweep.config, "cpu")
+    assert "几乎不变" in lesson.explain_batch(flat, ROOFS)[0]
+
+
+def test_explain_kv_share_by_hand():
+    c = fake_sweep().config
+    lines = lesson.explain_kv_share(c, 4, contexts=(8, 30))
+    for line, C in zip(lines, (8, 30)):
+        cost = pass_cost(c, 1, C, 4)
+        # K/V read (C + 1) and written (1) per sequence, 2 x 1 layer x 1 KV head x D 2 x 4 bytes = 16 bytes a token
+        assert cost.cache_bytes == 4 * (C + 2) * 16
+        assert f"已有 {C} 个 token：K/V 占一步读写字节的 {cost.cache_share:.0%}" in line and "B / 2 = 2" in line
+
+
+def test_small_matmuls_measured_and_explained():
+    m = lesson.measure_small_matmuls("cpu", rows=(1, 4), nbytes=4 * 2**20, repeats=2)
+    assert m.rows == [1, 4] and len(m.seconds) == 2 and m.weight_bytes == 4 * 2**20 and m.slowdown(1) == 1
+    slow = lesson.SmallMatmuls([1, 8], [0.01, 0.02], 128 * 2**20, "cpu（测试）")
+    text = "\n".join(lesson.explain_small_matmuls(slow))
+    assert "1 行 10.00 ms，8 行 20.00 ms" in text and "8 行却要 1 行的 2.0 倍时间" in text
+    even = lesson.SmallMatmuls([1, 8], [0.01, 0.011], 128 * 2**20, "cpu（测试）")
+    assert "读权重的速度几乎不受行数影响" in "\n".join(lesson.explain_small_matmuls(even))
+    with pytest.raises(ValueError, match="^nbytes"):
+        lesson.measure_small_matmuls("cpu", nbytes=100)
 
 
 # -- the allocator (CUDA only; counters faked here) ---------------------------------------------------------
 def test_allocator_growth_is_skipped_on_cpu_with_a_reason(tiny_model):
     out = lesson.allocator_growth(tiny_model, prompt_len=4, new_tokens=4)
     assert not out.available and "CUDA" in out.reason and out.traces == {}
+    assert "malloc" in out.reason and "直接向操作系统申请" not in out.reason
+    assert lesson.explain_allocator(out) == [out.reason]
 
 
 def test_allocator_growth_with_fake_counters(tiny_model):
@@ -356,6 +625,27 @@ def test_allocator_growth_with_fake_counters(tiny_model):
     fig = plots.allocator_figure(out)
     reserved = [t for t in fig.data if t.name.startswith("reserved")]
     assert [list(t.y) for t in reserved] == [[220, 240, 260], [100, 100, 100]]  # B: 260 B needs no bigger unit
+
+
+def allocator_result(dynamic_unused: int, kv_unused: int) -> lesson.AllocatorComparison:
+    traces = {m: lesson.AllocatorTrace(m, [5], [100], [100 + u]) for m, u in (("dynamic", dynamic_unused),
+                                                                                ("kv", kv_unused))}
+    return lesson.AllocatorComparison("GPU（测试）", True, "", traces)
+
+
+def test_explain_allocator_chooses_from_the_bytes_held_unused():
+    grew = "\n".join(lesson.explain_allocator(allocator_result(8 * 2**20, 2**20)))
+    assert "逐步拼接的缓存最多有 8.0 MiB 保留着却没有张量在用，预分配的只有 1.0 MiB" in grew and "碎片" in grew
+    same = "\n".join(lesson.explain_allocator(allocator_result(3 * 2**20, 2 * 2**20)))
+    assert "相差不大（逐步拼接最多 3.0 MiB，预分配 2.0 MiB）" in same and "没有积累出碎片" in same
+    assert "dynamic：最后 allocated 100 B，reserved 3.0 MiB" in same
+
+
+def test_explain_reservation_by_hand(timeline):
+    # 4 prompt tokens + 24 new - 1 = 27 slots, of the demo model's 256: 10.5 %
+    text = lesson.explain_reservation(timeline, lesson.ModelConfig(vocab_size=10, d_model=4, n_layer=1, n_head=1,
+                                                                   max_seq_len=256))
+    assert "4 + 24 − 1 = 27 个 token" in text and "27 / 256 = 11%" in text and "其余 89%" in text
 
 
 def test_allocator_growth_names_bad_arguments(tiny_model):
@@ -395,13 +685,38 @@ def test_run_padded_batch_on_the_demo_model(demo):
 
 def test_render_padded_batch_readout(demo):
     model, tok = demo
-    view = lesson.render_padded_batch(model, tok, "3, 17, 9, 30", 16)
+    view = lesson.render_padded_batch(model, tok, {}, "3, 17, 9, 30", 16)
     b = view.result
     assert "4 / 4 条与单独运行逐 token 相同" in view.html
     assert f"分配 {4 * 41} 个" in view.html and f"真正存 token 的 {14 + 28 + 20 + 41} 个" in view.html
     assert "只需 " in view.html and len(view.figures) == 2 and b.block_size == 16
-    more = lesson.render_padded_batch(model, tok, "1, 60", 64).html
-    assert "反而需要 192 个" in more  # blocks of 64: 64 + 128 slots against 2 × 71 padded
+    more = lesson.render_padded_batch(model, tok, {}, "1, 60", 64).html
+    # blocks of 64: 64 + 128 slots against 2 × 71 padded; tails 52 + 57 = 109; padding wastes 142 - 83 = 59
+    assert "反而需要 192 个（分页按整块分配，每条序列最后一块没填满的 109 个槽位也算在内；比补齐浪费的 59 个还多）" in more
+    same = lesson.render_padded_batch(model, tok, {}, "30, 30", 16).html
+    # 2 x 41 slots stored, no padding; blocks of 16: 2 x 48 = 96
+    assert "反而需要 96 个（分页按整块分配，每条序列最后一块没填满的 14 个槽位也算在内；长度相同时补齐本来没有浪费）" in same
+    assert "块比序列还长" not in more + same
+
+
+def test_paged_text_when_equal():
+    b = lesson.PaddedBatch(["ab", "abcd"], 3, 3, [2, 0], ["x", "y"], ["x", "y"], cache_slots=12, cache_bytes=0,
+                           bytes_per_slot=1, batch_cost=PassCost(1, 0, 0, 0), alone_cost=PassCost(1, 0, 0, 0))
+    assert b.stored_lengths == [4, 6] and b.paged_slots == 6 + 6 and lesson.paged_text(b) == "同样需要 12 个"
+    assert b.padding_slots == 2 and b.tail_slots == 2
+
+
+def test_render_padded_batch_reruns_only_for_new_lengths(demo, monkeypatch):
+    model, tok = demo
+    runs, calls = {}, []
+    real = lesson.run_padded_batch
+    monkeypatch.setattr(lesson, "run_padded_batch", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    first = lesson.render_padded_batch(model, tok, runs, "3, 17", 16)
+    other = lesson.render_padded_batch(model, tok, runs, "3, 17", 4)  # the block size only: no new generation
+    assert len(calls) == 1 and other.result.block_size == 4 and first.result.block_size == 16
+    assert other.result.paged_slots == 16 + 28 and first.result.paged_slots == 16 + 32  # stored 14 and 28
+    lesson.render_padded_batch(model, tok, runs, "5, 6", 4)
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize("lengths,block,label", [("", 16, "提示词长度（逗号分隔）"), ("abc", 16, "提示词长度（逗号分隔）"),
@@ -412,7 +727,7 @@ def test_render_padded_batch_readout(demo):
 def test_render_padded_batch_rejects_bad_values(demo, lengths, block, label):
     model, tok = demo
     with pytest.raises(InputError, match=f"^「{re.escape(label)}」"):
-        lesson.render_padded_batch(model, tok, lengths, block)
+        lesson.render_padded_batch(model, tok, {}, lengths, block)
 
 
 def test_padded_batch_panel_greys_out_and_recovers(demo):
@@ -429,10 +744,14 @@ def test_padded_batch_figures_read_back():
     b = lesson.PaddedBatch(["ab", "abcd"], 2, 2, [2, 0], ["xy", "uv"], ["xy", "uq"], cache_slots=10,
                            cache_bytes=1000, bytes_per_slot=100, batch_cost=PassCost(300, 0, 0, 0),
                            alone_cost=PassCost(200, 0, 0, 0))
-    grid = plots.padded_batch_figure(b).data[0]
-    assert [list(r) for r in grid.z] == [[0, 0, 1, 1, 2, 2], [1, 1, 1, 1, 2, 2]]  # pad, prompt, new
-    assert [list(r) for r in grid.text] == [["", "", "a", "b", "x", "y"], ["a", "b", "c", "d", "u", "v"]]
+    fig = plots.padded_batch_figure(b)
+    grid, last = fig.data[0], fig.data[1]
+    # the cache holds 4 + 2 - 1 = 5 slots: the last new token is returned, not stored
+    assert [list(r) for r in grid.z] == [[0, 0, 1, 1, 2], [1, 1, 1, 1, 2]]  # pad, prompt, new
+    assert [list(r) for r in grid.text] == [["", "", "a", "b", "x"], ["a", "b", "c", "d", "u"]]
     assert list(grid.y) == ["序列 1（P = 2）✓", "序列 2（P = 4）✗"]
+    assert list(last.text) == ["y", "v"] and set(last.x) == {6} and list(last.y) == list(grid.y)
+    assert fig.layout.annotations[0].text == "最后一列：返回、不存入缓存" and "共 5 个" in fig.layout.xaxis.title.text
     slots, flops = plots.padding_cost_figure(b).data
     assert list(slots.y) == [10, 3 + 5, 4 + 6] and list(flops.y) == pytest.approx([3e-4, 2e-4])  # MFLOP
 
@@ -452,6 +771,15 @@ def test_compare_cache_precision_on_the_demo_model(demo):
     assert 0 < fp16.max_logit_error < int8.max_logit_error < fp32.logit_spread / 100
     assert len(int8.logit_error) == 30 and fp32.reference_margin > 0
     assert fp16.greedy_safe and fp16.matching_tokens == 30
+
+
+def test_explain_precision_by_hand():
+    results = {m: lesson.CachePrecision(m, 1, 1, err, 20.0, 1.0, 0.5, [1], [1])
+               for m, err in (("kv", [0.0]), ("fp16", [0.002]), ("int8", [0.034]))}
+    c = lesson.ModelConfig(vocab_size=10, d_model=64, n_layer=1, n_head=2, head_dim=32, max_seq_len=8)
+    text = "\n".join(lesson.explain_precision(results, c))
+    assert "D = 32，是 1.125 字节" in text and "D = 128（LLaMA 等大模型的头维度）时是 1.03 字节" in text
+    assert "INT8 的最大 logit 误差是 FP16 的 17 倍" in text and f"{c.n_params() / 1e6:.2f} M 参数" in text
 
 
 def test_cache_precision_divergence_by_hand():
@@ -479,7 +807,7 @@ def test_device_label():
     assert lesson.device_label("meta") == "meta"
 
 
-def test_roofline_model_is_bigger_than_a_cpu_cache():
+def test_roofline_model_is_larger_than_most_cpu_caches():
     model = lesson.roofline_model()
     c = model.config
     per_layer = c.d_model * (3 * c.n_head * c.head_dim) + c.n_head * c.head_dim * c.d_model + 3 * c.d_model * c.d_ff \

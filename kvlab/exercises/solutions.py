@@ -32,14 +32,23 @@ room = 24 * 2**30 - preset.n_params * 2  # a 24 GiB card minus the fp16 weights
 per_token = 2 * preset.n_layer * preset.n_kv_head * preset.head_dim * 2  # K and V of one token, all layers, fp16
 tokens = room // per_token  # whole tokens only: round down''',
     # -- 3.3 ------------------------------------------------------------------------------------------
-    "ch03.roofline": '''machine = ch03.this_machine()  # measured just now
+    "ch03.batch_ridge": '''import itertools
+
+machine = ch03.this_machine()  # the two roofs this page measured above
 print(machine)
-run_a = pass_cost(ch03.CONFIG, 256)  # A: .flops, .bytes
-run_b = pass_cost(ch03.CONFIG, 1, 255)  # B
 ridge = machine.flops / machine.bandwidth  # (FLOP/s) / (bytes/s) = FLOP per byte
-intensity_a = run_a.flops / run_a.bytes
-intensity_b = run_b.flops / run_b.bytes
-memory_bound = "".join(name for name, i in (("A", intensity_a), ("B", intensity_b)) if i < ridge)''',
+
+
+def smallest_batch(context):
+    one, two = (pass_cost(ch03.CONFIG, 1, context, B) for B in (1, 2))
+    limit = (two.flops - one.flops) / (two.bytes - one.bytes)  # one more sequence: its own FLOPs over its K/V
+    if limit <= ridge:  # as B grows the intensity only approaches the limit: no B reaches the ridge
+        return 0
+    return next(B for B in itertools.count(1) if pass_cost(ch03.CONFIG, 1, context, B).intensity >= ridge)
+
+
+b_short = smallest_batch(100)
+b_long = smallest_batch(1000)''',
     "ch03.ttft_tpot": '''import statistics
 
 traced = ch03.traced_run()

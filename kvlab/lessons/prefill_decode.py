@@ -1,13 +1,19 @@
 """Chapter 3.3 实际推理中的 KV Cache 利用流程: one real generation as a timeline, the chapter's four
 steps mapped to kvlab's code and checked on a real cache, prefill against decode, a roofline of this
-machine, decode batching, and the engineering notes (preallocation, unequal lengths, FP16/INT8) as
-experiments."""
+machine, decode batching (and how each sequence's own K/V limits it), and the engineering notes
+(preallocation, unequal lengths, FP16/INT8) as experiments.
+
+Sentences whose content depends on this machine's numbers are chosen here (``explain_*`` functions
+returning lines to print), so that the notebook's prose only says what holds on any machine."""
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
+import os
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 import torch
 
@@ -19,8 +25,8 @@ from ..config import ModelConfig
 from ..costs import PassCost, decode_cost, pass_cost
 from ..generation import PassRecord, generate, make_cache
 from ..inputs import InputError, choice, whole_number, whole_numbers
-from ..measure import Rate, alternate, measure_matmul_flops, measure_read_bandwidth, measurement_threads, median, \
-    torch_threads
+from ..measure import Rate, alternate, growth_exponent, measure_matmul_flops, measure_read_bandwidth, \
+    measurement_threads, median, timed, torch_threads
 from ..memory import format_bytes
 from ..model import Attention, ToyTransformer
 from ..viz import prefill_decode_plots as plots
@@ -28,10 +34,18 @@ from ..viz.source import show_source
 from ..viz.widgets import Panel, View, int_slider, play_slider
 
 DEFAULT_PROMPT = "人工智能模型处理一个请求，通常分为两个阶段："
-TIMELINE_TOKENS = 24  # new tokens of the timeline: 1 prefill pass + 23 decode passes
+TIMELINE_TOKENS = 24  # new tokens of the timeline by default: 1 prefill pass + 23 decode passes
+TIMELINE_MAX_TOKENS = 64  # the most the timeline's 「生成的 token 数」 slider allows
 PREFILL_LENGTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+PREFILL_DECODE_STEPS = 4  # decode passes timed after each prefill of the sweep
+MAX_CUSTOM_LENGTHS = 10  # prompt lengths a learner may list in the prefill panel
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+BATCH_CONTEXTS = (8, 64, 256, 1000)  # tokens already in each sequence's cache, for the batching panel
+BATCH_STEPS, BATCH_REPEATS = 3, 2  # decode passes per timed run, runs per batch size (the fastest counts)
 PADDED_LENGTHS = "3, 17, 9, 30"
+PADDED_NEW_TOKENS = 12
+# The roofline model: 8 layers, d_model 512, fp32 weights of 114 MiB (exercise 3.3-1 uses the same config)
+ROOFLINE_CONFIG = ModelConfig(vocab_size=4096, d_model=512, n_layer=8, n_head=8, d_ff=1408, max_seq_len=1024)
 
 
 def device_label(device, threads: int | None = None) -> str:
@@ -45,10 +59,9 @@ def device_label(device, threads: int | None = None) -> str:
 
 
 def roofline_model(device=None, seed: int = 0) -> ToyTransformer:
-    """A random-weight model whose fp32 weights (114 MiB) are far larger than a CPU's last-level cache,
+    """A random-weight model whose fp32 weights (114 MiB) are larger than most CPUs' last-level cache,
     so a decode step has to stream them from memory, while a long prefill is big matrix products."""
-    config = ModelConfig(vocab_size=4096, d_model=512, n_layer=8, n_head=8, d_ff=1408, max_seq_len=1024)
-    model = ToyTransformer(config, seed=seed).eval()
+    model = ToyTransformer(ROOFLINE_CONFIG, seed=seed).eval()
     return model.to(device) if device is not None else model
 
 
@@ -57,19 +70,62 @@ def weight_bytes_of(model: ToyTransformer) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
+SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
+SIZE_SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def last_level_cache_bytes(device="cpu", sysfs: Path = SYSFS_CACHE) -> int | None:
+    """The last-level cache of this CPU (from Linux's sysfs) or the L2 cache of a CUDA GPU, in bytes;
+    None where the system does not say."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", None) or None
+    if dev.type != "cpu":
+        return None
+    found: tuple[int, int] | None = None  # (level, bytes) of the highest level seen
+    for index in sorted(Path(sysfs).glob("index*")):
+        try:
+            level = int((index / "level").read_text().strip())
+            text = (index / "size").read_text().strip().upper()
+            size = int(text.rstrip("KMG")) * SIZE_SUFFIX[text[len(text.rstrip("KMG")):]]
+        except (OSError, ValueError, KeyError):
+            continue
+        if found is None or level >= found[0]:
+            found = (level, size)
+    return found[1] if found else None
+
+
+def explain_weights_vs_cache(model: ToyTransformer, cache_bytes: int | None, device="cpu") -> str:
+    """Whether the model's weights fit in the last-level cache, from the measured size (or None)."""
+    weights = weight_bytes_of(model)
+    where = "GPU 的 L2 缓存" if torch.device(device).type == "cuda" else "本机 CPU 的末级缓存"
+    if cache_bytes is None:
+        return (f"FP32 权重 {format_bytes(weights)}；读不到{where}的大小，它比大多数 CPU 的末级缓存（几 MiB 到几十 MiB）"
+                "大：解码每一步都要从内存把权重读一遍。")
+    ratio = weights / cache_bytes
+    if ratio >= 2:
+        return (f"FP32 权重 {format_bytes(weights)}，是{where}（{format_bytes(cache_bytes)}）的 {ratio:.1f} 倍："
+                "解码每一步都要从内存把权重读一遍。")
+    return (f"FP32 权重 {format_bytes(weights)}，只是{where}（{format_bytes(cache_bytes)}）的 {ratio:.1f} 倍："
+            "相当一部分权重可以留在缓存里，解码读权重会比内存带宽快，下面的结论要打些折扣。")
+
+
 # -- one generation as a timeline -------------------------------------------------------------------
 @dataclass
 class Timeline:
-    """One greedy generation with a preallocated cache: every forward pass with its time and the cache after it."""
+    """Greedy generations with a preallocated cache: the one shown (the fastest prefill), every forward pass
+    with its time and the cache after it, and the prefill and decode times of every generation made."""
 
     prompt: str
     prompt_tokens: int
     new_text: list[str]  # the token each pass produced
-    trace: list[PassRecord]
+    trace: list[PassRecord]  # the generation shown: the one whose prefill pass was fastest
     cache_allocated_bytes: int
     bytes_per_token: int  # K and V of one token, all layers
     device: str
-    runs: int = 1  # generations made; this is the fastest
+    runs: int = 1  # generations made
+    prefill_runs: list[float] = field(default_factory=list)  # seconds of each generation's prefill pass
+    decode_runs: list[float] = field(default_factory=list)  # seconds of every decode pass of every generation
 
     @property
     def passes(self) -> int:
@@ -95,11 +151,19 @@ class Timeline:
 
     @property
     def ttft_ms(self) -> float:
+        """The prefill pass: the fastest of the generations (another program can only slow one down)."""
+        if self.prefill_runs:
+            return min(self.prefill_runs) * 1e3
         return sum(r.seconds for r in self.trace if r.phase == "prefill") * 1e3
 
     @property
     def tpot_ms(self) -> float:
-        return median([r.seconds for r in self.trace if r.phase == "decode"]) * 1e3
+        """Median of every decode pass of every generation."""
+        return median(self.decode_runs or [r.seconds for r in self.trace if r.phase == "decode"]) * 1e3
+
+    @property
+    def decode_samples(self) -> int:
+        return len(self.decode_runs) or self.passes - 1
 
 
 def prompt_ids(tokenizer, text, control: str = "提示词", max_len: int | None = None) -> list[int]:
@@ -118,7 +182,8 @@ def prompt_ids(tokenizer, text, control: str = "提示词", max_len: int | None 
 def run_timeline(model: ToyTransformer, tokenizer, prompt: str = DEFAULT_PROMPT,
                  new_tokens: int = TIMELINE_TOKENS, repeats: int = 3) -> Timeline:
     """Greedy-generate ``new_tokens`` after ``prompt`` with a preallocated cache, ``repeats`` times after a
-    warm-up; the fastest generation is kept (another program on the machine can only slow a run down)."""
+    warm-up. TTFT is the fastest prefill pass and TPOT the median of all decode passes; the generation
+    with the fastest prefill is the one shown."""
     new_tokens = positive_int("new_tokens", new_tokens)
     repeats = positive_int("repeats", repeats)
     if not isinstance(prompt, str) or not prompt:
@@ -128,11 +193,12 @@ def run_timeline(model: ToyTransformer, tokenizer, prompt: str = DEFAULT_PROMPT,
     with torch_threads(threads):
         generate(model, ids, min(4, new_tokens))  # warm-up: allocator, kernels
         runs = [generate(model, ids, new_tokens, cache="kv") for _ in range(repeats)]
-    result = min(runs, key=lambda r: r.total_seconds)
+    result = min(runs, key=lambda r: r.time_to_first_token)
     cache = result.cache
     return Timeline(prompt, len(ids), [tokenizer.decode([t]) for t in result.new_tokens[0].tolist()],
                     result.trace, cache.nbytes, cache.nbytes // cache.max_seq_len,
-                    device_label(model.device, threads), repeats)
+                    device_label(model.device, threads), repeats,
+                    [r.time_to_first_token for r in runs], [s for r in runs for s in r.decode_seconds])
 
 
 def regenerate(model: ToyTransformer, tokenizer, timeline: Timeline, cache: str):
@@ -142,15 +208,16 @@ def regenerate(model: ToyTransformer, tokenizer, timeline: Timeline, cache: str)
         return generate(model, tokenizer.encode(timeline.prompt), timeline.passes, cache=cache)
 
 
-def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, step) -> View:
-    """The timeline panel: pass ``step`` of the generation of ``prompt`` (generated once per prompt)."""
-    limit = model.config.max_seq_len - TIMELINE_TOKENS
-    prompt_ids(tokenizer, prompt, "提示词", limit)
-    step = whole_number("第几次前向", step, 1, TIMELINE_TOKENS)
-    if prompt not in runs:
-        runs.clear()  # keep one run: the slider replays it without measuring again
-        runs[prompt] = run_timeline(model, tokenizer, prompt)
-    tl = runs[prompt]
+def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, new_tokens, step) -> View:
+    """The timeline panel: pass ``step`` of the generation of ``new_tokens`` after ``prompt`` (generated once
+    per prompt and length; the slider replays it without measuring again)."""
+    prompt_ids(tokenizer, prompt, "提示词", model.config.max_seq_len - TIMELINE_MAX_TOKENS)
+    n = whole_number("生成的 token 数", new_tokens, 2, TIMELINE_MAX_TOKENS)
+    step = whole_number("第几次前向", step, 1, n)
+    if (prompt, n) not in runs:
+        runs.clear()  # keep one run
+        runs[(prompt, n)] = run_timeline(model, tokenizer, prompt, n)
+    tl = runs[(prompt, n)]
     r = tl.trace[step - 1]
     phase = "预填充（prefill）" if r.phase == "prefill" else "解码（decode）"
     fed = f"整段提示词 {r.new_tokens} 个 token" if r.phase == "prefill" else "上一步生成的 1 个 token"
@@ -160,22 +227,77 @@ def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, step) 
         f"之后 <code>cache.length</code> = <b>{r.seq_len}</b>，缓存已用 <b>{format_bytes(r.cache_bytes)}</b>"
         f"（{r.seq_len} × {format_bytes(tl.bytes_per_token)}），预分配 {format_bytes(tl.cache_allocated_bytes)}<br>"
         f"已生成 {step} 个 token：「{html.escape(out)}」<br>"
-        f"首 token 延迟 TTFT = {tl.ttft_ms:.2f} ms（预填充那一次前向）；每 token 延迟 TPOT = {tl.tpot_ms:.2f} ms"
-        f"（{tl.passes - 1} 次解码的中位数）；{tl.runs} 次生成中最快的一次，设备 {html.escape(tl.device)}"
+        f"首 token 延迟 TTFT = {tl.ttft_ms:.2f} ms（{tl.runs} 次生成中最快的预填充，图中画的就是这一次）；"
+        f"每 token 延迟 TPOT = {tl.tpot_ms:.2f} ms（{tl.runs} 次生成共 {tl.decode_samples} 个解码步的中位数）；"
+        f"设备 {html.escape(tl.device)}"
     )
     return View([plots.timeline_figure(tl, step)], readout, tl)
 
 
+def _keep_step_in_range(step, play, change) -> None:
+    """The pass slider (and its Play button) span the passes of the generation chosen."""
+    n = change["new"]
+    if isinstance(n, int) and 2 <= n <= TIMELINE_MAX_TOKENS:
+        play.max = n
+        step.max = n  # a value above the new maximum is clamped by the slider
+
+
 def timeline_panel(model: ToyTransformer, tokenizer, timeline: Timeline | None = None) -> Panel:
-    """A prompt box and a Play-able pass slider over one generation."""
+    """A prompt box, the number of tokens to generate, and a Play-able pass slider over one generation."""
     import ipywidgets as W
 
-    runs = {timeline.prompt: timeline} if timeline is not None else {}
+    n = timeline.passes if timeline is not None else TIMELINE_TOKENS
+    runs = {(timeline.prompt, n): timeline} if timeline is not None else {}
     prompt = W.Text(value=timeline.prompt if timeline else DEFAULT_PROMPT, description="提示词",
                     continuous_update=False, style={"description_width": "initial"}, layout=W.Layout(width="520px"))
-    play, step = play_slider("第几次前向", 1, 1, TIMELINE_TOKENS, interval_ms=400)
-    return Panel({"prompt": prompt, "step": step}, partial(render_timeline, model, tokenizer, runs),
-                 extra={"step": play}, layout="horizontal", css_class="kvlab-timeline")
+    tokens = int_slider("生成的 token 数", n, 2, TIMELINE_MAX_TOKENS, width="360px")
+    play, step = play_slider("第几次前向", 1, 1, n, interval_ms=400)
+    tokens.observe(partial(_keep_step_in_range, step, play), names="value")  # before the panel's own observer
+    return Panel({"prompt": prompt, "new_tokens": tokens, "step": step},
+                 partial(render_timeline, model, tokenizer, runs), extra={"step": play}, layout="grid", columns=2,
+                 css_class="kvlab-timeline")
+
+
+# -- the demo model's decode step against this machine's roofs -----------------------------------------
+@dataclass(frozen=True)
+class StepBudget:
+    """One decode step of a model: what it has to compute and read, the least time the two roofs allow for
+    each, and the time measured."""
+
+    cost: PassCost
+    compute_seconds: float  # cost.flops / the matmul roof
+    read_seconds: float  # cost.bytes / the bandwidth roof
+    measured_seconds: float
+
+    @property
+    def bound_seconds(self) -> float:
+        return max(self.compute_seconds, self.read_seconds)
+
+    @property
+    def overhead_ratio(self) -> float:
+        """How many times the measured step is of the roofline's bound."""
+        return self.measured_seconds / self.bound_seconds
+
+
+def step_budget(config: ModelConfig, timeline: Timeline, roofs: "Roofs") -> StepBudget:
+    """The first decode step of ``timeline`` (one token after the prompt) against the roofs."""
+    cost = pass_cost(config, 1, timeline.prompt_tokens)
+    return StepBudget(cost, cost.flops / roofs.flops.best, cost.bytes / roofs.bandwidth.best, timeline.tpot_ms / 1e3)
+
+
+def explain_step_budget(budget: StepBudget) -> list[str]:
+    c = budget.cost
+    lines = [f"演示模型一步解码：{c.flops / 1e6:.2f} MFLOP（1 MFLOP = 10⁶ 次浮点运算），按本机的矩阵乘速率只要 "
+             f"{budget.compute_seconds * 1e6:.1f} µs；读写 {format_bytes(c.bytes)}，按本机的内存带宽只要 "
+             f"{budget.read_seconds * 1e6:.1f} µs。"]
+    if budget.overhead_ratio >= 3:
+        lines.append(f"实测 TPOT {budget.measured_seconds * 1e3:.2f} ms，是两者中较长那个的 {budget.overhead_ratio:.0f} 倍："
+                     "这个模型太小，一次前向的时间绝大部分不是花在运算和读写本身，而是花在固定开销上"
+                     "（Python、逐个算子的调度；在 GPU 上还有每个内核的启动）。")
+    else:
+        lines.append(f"实测 TPOT {budget.measured_seconds * 1e3:.2f} ms，只是两者中较长那个的 {budget.overhead_ratio:.1f} 倍："
+                     "这台机器上，连这么小的模型也接近两道屋顶。")
+    return lines
 
 
 # -- the chapter's four steps, in kvlab's code --------------------------------------------------------
@@ -334,8 +456,13 @@ def _timed_generations(model, prompts: dict, new_tokens: int, repeats: int) -> d
         return alternate(runners, repeats, warmup={k: lambda: None for k in prompts})
 
 
-def measure_prefill_sweep(model: ToyTransformer, lengths=PREFILL_LENGTHS, decode_steps: int = 4, repeats: int = 3,
-                          seed: int = 0) -> PrefillSweep:
+def max_prompt_len(config: ModelConfig, decode_steps: int = PREFILL_DECODE_STEPS) -> int:
+    """The longest prompt the sweep can time: the prompt and the decode steps after it fit in max_seq_len."""
+    return config.max_seq_len - decode_steps - 1
+
+
+def measure_prefill_sweep(model: ToyTransformer, lengths=PREFILL_LENGTHS, decode_steps: int = PREFILL_DECODE_STEPS,
+                          repeats: int = 3, seed: int = 0) -> PrefillSweep:
     """Time the prefill pass and the decode steps after it for prompts of each length (random token ids),
     ``repeats`` times each, interleaved; see :class:`LengthPoint` for which run counts."""
     decode_steps = positive_int("decode_steps", decode_steps)
@@ -343,7 +470,7 @@ def measure_prefill_sweep(model: ToyTransformer, lengths=PREFILL_LENGTHS, decode
     c = model.config
     if not isinstance(lengths, (list, tuple)) or not lengths:
         raise ValueError(f"lengths must be a non-empty list of prompt lengths, got {lengths!r}")
-    lengths = [positive_int("lengths", n, maximum=c.max_seq_len - decode_steps - 1) for n in lengths]
+    lengths = [positive_int("lengths", n, maximum=max_prompt_len(c, decode_steps)) for n in lengths]
     gen = torch.Generator().manual_seed(seed)
     prompts = {P: torch.randint(0, c.vocab_size, (1, P), generator=gen) for P in lengths}
     runs = _timed_generations(model, prompts, decode_steps + 1, repeats)
@@ -355,12 +482,41 @@ def measure_prefill_sweep(model: ToyTransformer, lengths=PREFILL_LENGTHS, decode
     return PrefillSweep(points, c, device_label(model.device))
 
 
+class PrefillLab:
+    """The prefill sweep the notebook measured, and more prompt lengths measured when a learner lists them
+    (each length once; lengths measured earlier are reused)."""
+
+    def __init__(self, sweep: PrefillSweep, model: ToyTransformer | None = None):
+        self.model = model
+        self.config = sweep.config
+        self.device = sweep.device
+        self.points = {p.prompt_len: p for p in sweep.points}
+
+    def sweep(self, lengths: list[int]) -> PrefillSweep:
+        wanted = sorted(set(lengths))
+        missing = [P for P in wanted if P not in self.points]
+        if missing:
+            if self.model is None:
+                raise ValueError(f"lengths: {missing} were not measured and there is no model to measure them")
+            self.points.update({p.prompt_len: p for p in measure_prefill_sweep(self.model, missing).points})
+        return PrefillSweep([self.points[P] for P in wanted], self.config, self.device)
+
+
+def _lengths_text(lengths) -> str:
+    return ", ".join(str(n) for n in lengths)
+
+
 def _selected(control: str, value, options) -> int:
     return choice(control, whole_number(control, value, min(options), max(options)), list(options))
 
 
-def render_prefill(sweep: PrefillSweep, prompt_len) -> View:
-    """The prefill panel: one measured prompt length against the whole sweep."""
+LENGTHS_CONTROL = "测量的提示词长度"
+
+
+def render_prefill(lab: PrefillLab, lengths, prompt_len) -> View:
+    """The prefill panel: the listed prompt lengths (measured on first use), one of them marked."""
+    values = whole_numbers(LENGTHS_CONTROL, lengths, 1, max_prompt_len(lab.config), MAX_CUSTOM_LENGTHS)
+    sweep = lab.sweep(values)
     p = sweep.at(_selected("提示词长度 P", prompt_len, sweep.lengths))
     readout = (
         f"<b>P = {p.prompt_len}</b>：预填充一次前向 <b>{p.prefill_seconds * 1e3:.2f} ms</b>，"
@@ -372,14 +528,69 @@ def render_prefill(sweep: PrefillSweep, prompt_len) -> View:
     return View([plots.prefill_decode_figure(sweep, p.prompt_len)], readout, p)
 
 
-def prefill_panel(sweep: PrefillSweep, prompt_len: int = 64) -> Panel:
+def _follow_lengths(slider, config: ModelConfig, change) -> None:
+    """The P slider offers exactly the lengths typed (when they can be read; otherwise the panel says why)."""
+    try:
+        values = sorted(set(whole_numbers(LENGTHS_CONTROL, change["new"], 1, max_prompt_len(config),
+                                          MAX_CUSTOM_LENGTHS)))
+    except InputError:
+        return
+    keep = slider.value if slider.value in values else values[-1]
+    if list(slider.options) != values:
+        slider.options = values
+    slider.value = keep
+
+
+def prefill_panel(sweep: PrefillSweep, model: ToyTransformer | None = None, prompt_len: int = 64) -> Panel:
+    """A box of prompt lengths (more are measured on ``model`` when typed) and a slider choosing one of them."""
     import ipywidgets as W
 
+    lab = PrefillLab(sweep, model)
     value = prompt_len if prompt_len in sweep.lengths else sweep.lengths[-1]
+    box = W.Text(value=_lengths_text(sweep.lengths), description=f"{LENGTHS_CONTROL}（逗号分隔）",
+                 continuous_update=False, style={"description_width": "initial"}, layout=W.Layout(width="520px"))
     slider = W.SelectionSlider(options=sweep.lengths, value=value, description="提示词长度 P", continuous_update=True,
                                style={"description_width": "initial"}, layout=W.Layout(width="420px"))
-    return Panel({"prompt_len": slider}, partial(render_prefill, sweep), layout="horizontal",
+    box.observe(partial(_follow_lengths, slider, sweep.config), names="value")  # before the panel's own observer
+    return Panel({"lengths": box, "prompt_len": slider}, partial(render_prefill, lab), layout="horizontal",
                  css_class="kvlab-prefill")
+
+
+PROPORTIONAL_EXPONENT = 0.6  # a segment of the prefill curve grows "about in proportion to P" from this exponent
+
+
+def proportional_from(sweep: PrefillSweep) -> int | None:
+    """The smallest measured P from which every later segment of the prefill time grows with an exponent of at
+    least :data:`PROPORTIONAL_EXPONENT` (1 = in proportion to P); None when the last segment does not."""
+    P = sweep.lengths
+    t = [p.prefill_seconds for p in sweep.points]
+    start = None
+    for i in range(len(P) - 1, 0, -1):
+        if growth_exponent(P[i - 1:i + 1], t[i - 1:i + 1]) < PROPORTIONAL_EXPONENT:
+            break
+        start = P[i - 1]
+    return start
+
+
+def explain_prefill(sweep: PrefillSweep, roofs: "Roofs") -> list[str]:
+    """Where prefill crosses this machine's ridge, from when its time grows with P, and the speedup's ceiling."""
+    ridge = roofs.ridge
+    crossing = next((p.prompt_len for p in sweep.points if p.prefill_cost.intensity >= ridge), None)
+    where = (f"测过的长度里，从 P = {crossing} 起预填充的算术强度不低于转折点" if crossing is not None
+             else "测过的长度都还在转折点左边")
+    lines = [f"预填充的算术强度约为 P / 2：P 超过约 2 × 转折点 = {2 * ridge:.0f} 时就越过本机的转折点（{where}）。"]
+    start = proportional_from(sweep)
+    if start is None:
+        lines.append("实测：在测过的长度里，预填充的耗时一直比 P 涨得慢得多，还没有被算力卡住。")
+    else:
+        lines.append(f"实测：从 P = {start} 起，预填充的耗时与 P 差不多成正比地增长（之后每一段的增长指数都不低于 "
+                     f"{PROPORTIONAL_EXPONENT}，完全成正比时是 1）：它被算力卡住了。")
+    best = max(sweep.points, key=lambda p: p.speedup)
+    last = sweep.points[-1]
+    ceiling = last.prefill_flops_per_s / last.decode_flops_per_s
+    lines.append(f"倍数（逐个送入 ÷ 一次预填充）最大是 {best.speedup:.1f}（P = {best.prompt_len}）；它的上限约为预填充与解码"
+                 f"每秒运算数之比，P = {last.prompt_len} 时为 {ceiling:.1f}。")
+    return lines
 
 
 # -- this machine's roofline ---------------------------------------------------------------------------
@@ -390,6 +601,7 @@ class Roofs:
     bandwidth: Rate
     flops: Rate
     device: str
+    threads: int | None = None  # CPU threads both were measured with (None on a GPU)
 
     @property
     def ridge(self) -> float:
@@ -401,14 +613,31 @@ class Roofs:
         return min(self.flops.best, self.bandwidth.best * intensity)
 
 
+last_roofs: Roofs | None = None  # the roofs measured most recently in this kernel (exercise 3.3-1 reuses them)
+
+
 def measure_roofs(device, nbytes: int = 256 * 2**20, n: int = 1024, repeats: int = 15) -> Roofs:
     """Measure both roofs with the timing threads of the other measurements, keeping the fastest of
     ``repeats`` short runs each (a run that another program interrupted is only ever slower)."""
+    global last_roofs
     threads = measurement_threads()
     with torch_threads(threads):
         bandwidth = measure_read_bandwidth(device, nbytes=nbytes, repeats=repeats)
         flops = measure_matmul_flops(device, n=n, repeats=repeats)
-    return Roofs(bandwidth, flops, device_label(device, threads))
+    last_roofs = Roofs(bandwidth, flops, device_label(device, threads),
+                       threads if torch.device(device).type == "cpu" else None)
+    return last_roofs
+
+
+def explain_roofs(roofs: Roofs) -> list[str]:
+    """What the roofs stand for: how many threads measured them, and the ridge they give."""
+    if roofs.threads is not None:
+        cores = os.cpu_count() or roofs.threads
+        who = (f"两个屋顶都是用 {roofs.threads} 个线程测的（本机有 {cores} 个逻辑核），和本页的其他计时一样："
+               + ("这是本页计时所用的那部分机器，不是整台机器的峰值。" if roofs.threads < cores else "整台机器都用上了。"))
+    else:
+        who = f"两个屋顶都是在 {roofs.device} 上测的，用的是 FP32。"
+    return [who, f"转折点 = 矩阵乘速率 ÷ 带宽 = {roofs.ridge:.1f} FLOP/字节（FP32）。"]
 
 
 @dataclass(frozen=True)
@@ -485,7 +714,7 @@ class BatchPoint:
 @dataclass
 class BatchSweep:
     points: list[BatchPoint]
-    prompt_len: int
+    context_len: int  # tokens in each sequence's cache when the first timed decode step starts
     config: ModelConfig
     device: str
 
@@ -496,54 +725,196 @@ class BatchSweep:
     def at(self, batch_size: int) -> BatchPoint:
         return self.points[self.batch_sizes.index(batch_size)]
 
+    def label(self, batch_size: int) -> str:
+        return f"解码 B={batch_size}（上下文 {self.context_len}）"
+
     def roofline_points(self) -> list[RooflinePoint]:
-        return [RooflinePoint(f"解码 B={p.batch_size}", "batch", p.cost.intensity, p.flops_per_s, f"B={p.batch_size}")
+        return [RooflinePoint(self.label(p.batch_size), "batch", p.cost.intensity, p.flops_per_s, f"B={p.batch_size}")
                 for p in self.points]
 
 
-def measure_batch_sweep(model: ToyTransformer, batch_sizes=BATCH_SIZES, prompt_len: int = 8, decode_steps: int = 4,
-                        repeats: int = 2, seed: int = 0) -> BatchSweep:
-    """Time decode steps of B sequences at once (random prompts of ``prompt_len`` tokens) for each B."""
-    prompt_len = positive_int("prompt_len", prompt_len, maximum=model.config.max_seq_len - decode_steps - 1)
+@torch.no_grad()
+def _decode_passes(model: ToyTransformer, cache: KVCache, context_len: int, feed: torch.Tensor, steps: int):
+    """``steps`` greedy decode passes starting from a cache holding ``context_len`` tokens: seconds of each."""
+    cache.reset()
+    cache.advance(context_len)
+    seconds = []
+    for _ in range(steps):
+        logits, s = timed(partial(model, feed, cache, last_logits_only=True), model.device)
+        feed = logits[:, -1:].argmax(-1)  # [B, 1]
+        seconds.append(s)
+    return seconds
+
+
+def measure_batch_sweep(model: ToyTransformer, batch_sizes=BATCH_SIZES, context_len: int = 8,
+                        decode_steps: int = BATCH_STEPS, repeats: int = BATCH_REPEATS, seed: int = 0) -> BatchSweep:
+    """Time decode steps of B sequences at once, each with ``context_len`` tokens already in its cache, for
+    each B. The cache's first rows are left as allocated (zeros): their values do not change the work or
+    the time of a step, and filling them by a real prefill of B × context tokens would cost far more than
+    the measurement. One B after the other (one cache alive at a time), the fastest of ``repeats`` runs."""
     decode_steps = positive_int("decode_steps", decode_steps)
     repeats = positive_int("repeats", repeats)
+    c = model.config
+    context_len = positive_int("context_len", context_len, maximum=c.max_seq_len - decode_steps)
     if not isinstance(batch_sizes, (list, tuple)) or not batch_sizes:
         raise ValueError(f"batch_sizes must be a non-empty list, got {batch_sizes!r}")
     sizes = [positive_int("batch_sizes", b, maximum=4096) for b in batch_sizes]
-    c = model.config
     gen = torch.Generator().manual_seed(seed)
-    prompts = {B: torch.randint(0, c.vocab_size, (B, prompt_len), generator=gen) for B in sizes}
-    runs = _timed_generations(model, prompts, decode_steps + 1, repeats)
-    points = [BatchPoint(B, min(r.time_per_output_token for r in runs[B]),
-                         decode_cost(c, prompt_len, decode_steps, B), decode_steps) for B in sizes]
-    return BatchSweep(points, prompt_len, c, device_label(model.device))
+    points = []
+    with torch_threads(measurement_threads()):
+        for B in sizes:
+            cache = KVCache(c, B, context_len + decode_steps, dtype=model.dtype, device=model.device)
+            feed = torch.randint(0, c.vocab_size, (B, 1), generator=gen).to(model.device)
+            _decode_passes(model, cache, context_len, feed, 1)  # warm-up
+            runs = [median(_decode_passes(model, cache, context_len, feed, decode_steps)) for _ in range(repeats)]
+            points.append(BatchPoint(B, min(runs), decode_cost(c, context_len, decode_steps, B), decode_steps))
+            del cache
+    return BatchSweep(points, context_len, c, device_label(model.device))
 
 
-def render_batch(sweep: BatchSweep, roofs: Roofs, prefill: PrefillSweep, batch_size) -> View:
-    """The batching panel: one batch size against the sweep, and on this machine's roofline."""
-    p = sweep.at(_selected("批次 B", batch_size, sweep.batch_sizes))
+class BatchLab:
+    """Batch sweeps per context length: the one the notebook measured, more measured when a learner asks."""
+
+    def __init__(self, sweep: BatchSweep, model: ToyTransformer | None = None):
+        self.model = model
+        self.sweeps = {sweep.context_len: sweep}
+        self.batch_sizes = sweep.batch_sizes
+        room = sweep.config.max_seq_len - BATCH_STEPS  # the longest context the model has room to decode after
+        self.contexts = sorted({C for C in BATCH_CONTEXTS if C <= room} | {sweep.context_len})
+
+    def sweep(self, context_len: int) -> BatchSweep:
+        if context_len not in self.sweeps:
+            if self.model is None:
+                raise ValueError(f"context_len: {context_len} was not measured and there is no model to measure it")
+            self.sweeps[context_len] = measure_batch_sweep(self.model, self.batch_sizes, context_len)
+        return self.sweeps[context_len]
+
+
+def explain_batch(sweep: BatchSweep, roofs: Roofs) -> list[str]:
+    """How the step time moved while the batch stayed left of the ridge, and after it crossed."""
+    ridge, one = roofs.ridge, sweep.points[0]
+    left = [p for p in sweep.points if p.cost.intensity < ridge]
+    right = [p for p in sweep.points if p.cost.intensity >= ridge]
+    lines = []
+    if len(left) >= 2:
+        p = left[-1]
+        r = p.step_seconds / one.step_seconds
+        how = "几乎不变，和理想的 roofline 一样" if r < 1.15 else (
+            f"增加了 {r - 1:.0%}：实际的机器达不到屋顶，单步耗时并不完全由读的字节决定（下面的矩阵乘实验是原因之一）")
+        lines.append(f"B = {one.batch_size} 到 B = {p.batch_size}（算术强度 {p.cost.intensity:.2f}，还在转折点 {ridge:.1f} "
+                     f"左边）：单步耗时 ×{r:.2f}，{how}。")
+    elif left:
+        lines.append(f"B = {sweep.points[1].batch_size} 时算术强度就已越过本机的转折点 {ridge:.1f}。")
+    else:
+        lines.append(f"连 B = {one.batch_size} 的算术强度也不低于本机的转折点 {ridge:.1f}。")
+    if len(right) >= 2:
+        a, b = right[0], right[-1]
+        lines.append(f"越过转折点以后（B = {a.batch_size} 到 B = {b.batch_size}，B 大了 {b.batch_size / a.batch_size:g} 倍）："
+                     f"单步耗时 ×{b.step_seconds / a.step_seconds:.2f}，吞吐 ×{b.tokens_per_s / a.tokens_per_s:.2f}。")
+    elif right and left:
+        a, b = left[-1], right[0]
+        lines.append(f"越过转折点的那一步（B = {a.batch_size} 到 B = {b.batch_size}）：单步耗时 "
+                     f"×{b.step_seconds / a.step_seconds:.2f}，吞吐 ×{b.tokens_per_s / a.tokens_per_s:.2f}。")
+    elif not right:
+        lines.append(f"到 B = {sweep.points[-1].batch_size} 都还在转折点左边。")
+    return lines
+
+
+def explain_kv_share(config: ModelConfig, batch_size: int, contexts=(8, 256, 1000)) -> list[str]:
+    """A decode step of ``batch_size`` sequences at several context lengths: the K/V share of the bytes and
+    the arithmetic intensity (counted with :func:`~kvlab.costs.pass_cost`)."""
+    lines = []
+    for C in contexts:
+        cost = pass_cost(config, 1, C, batch_size)
+        lines.append(f"B = {batch_size}，每条序列的缓存里已有 {C} 个 token：K/V 占一步读写字节的 {cost.cache_share:.0%}，"
+                     f"算术强度 {cost.intensity:.1f} FLOP/字节（B / 2 = {batch_size / 2:g}）")
+    return lines
+
+
+BATCH_CONTEXT_CONTROL = "上下文长度"
+
+
+def render_batch(lab: BatchLab, roofs: Roofs, prefill: PrefillSweep, batch_size, context_len) -> View:
+    """The batching panel: one batch size and context length against the sweep, and on this machine's roofline."""
+    B = _selected("批次 B", batch_size, lab.batch_sizes)
+    sweep = lab.sweep(_selected(BATCH_CONTEXT_CONTROL, context_len, lab.contexts))
+    p = sweep.at(B)
     one = sweep.points[0]
+    who = ("为这 1 条序列生成 1 个 token" if p.batch_size == 1
+           else f"同时为 {p.batch_size} 条序列各生成 1 个 token")
     readout = (
-        f"<b>B = {p.batch_size}</b>：一步解码 <b>{p.step_seconds * 1e3:.2f} ms</b>，同时为 {p.batch_size} 条序列各生成 1 个 token，"
-        f"即 <b>{p.tokens_per_s:,.0f} token/s</b><br>"
+        f"<b>B = {p.batch_size}，每条序列的缓存里已有 {sweep.context_len} 个 token</b>：一步解码 "
+        f"<b>{p.step_seconds * 1e3:.2f} ms</b>，{who}，即 <b>{p.tokens_per_s:,.0f} token/s</b><br>"
         f"与 B = {one.batch_size} 相比：吞吐 ×{p.tokens_per_s / one.tokens_per_s:.1f}，单步耗时 "
-        f"×{p.step_seconds / one.step_seconds:.1f}；算术强度 {p.cost.intensity:.2f} FLOP/字节"
-        f"（转折点 {roofs.ridge:.1f}），实际达到 {p.flops_per_s / 1e9:.1f} GFLOP/s（设备 {html.escape(sweep.device)}）"
+        f"×{p.step_seconds / one.step_seconds:.1f}；K/V 占一步读写字节的 <b>{p.cost.cache_share:.0%}</b>，"
+        f"算术强度 <b>{p.cost.intensity:.2f} FLOP/字节</b>（转折点 {roofs.ridge:.1f}），"
+        f"实际达到 {p.flops_per_s / 1e9:.1f} GFLOP/s（设备 {html.escape(sweep.device)}）"
     )
     figures = [plots.batch_figure(sweep, p.batch_size),
                plots.roofline_figure(roofs, prefill_points(prefill) + sweep.roofline_points(),
-                                     highlight=f"解码 B={p.batch_size}")]
+                                     highlight=sweep.label(p.batch_size))]
     return View(figures, readout, p)
 
 
-def batch_panel(sweep: BatchSweep, roofs: Roofs, prefill: PrefillSweep) -> Panel:
+def batch_panel(sweep: BatchSweep, roofs: Roofs, prefill: PrefillSweep, model: ToyTransformer | None = None) -> Panel:
+    """A batch-size slider and a context-length slider (other lengths are measured on ``model`` when chosen)."""
     import ipywidgets as W
 
+    lab = BatchLab(sweep, model)
     slider = W.SelectionSlider(options=sweep.batch_sizes, value=sweep.batch_sizes[0], description="批次 B",
                                continuous_update=True, style={"description_width": "initial"},
                                layout=W.Layout(width="420px"))
-    return Panel({"batch_size": slider}, partial(render_batch, sweep, roofs, prefill), layout="horizontal",
-                 css_class="kvlab-batch")
+    context = W.SelectionSlider(options=lab.contexts, value=sweep.context_len,
+                                description=f"{BATCH_CONTEXT_CONTROL}（每条序列缓存里已有的 token）",
+                                continuous_update=False, style={"description_width": "initial"},
+                                layout=W.Layout(width="520px"))
+    return Panel({"batch_size": slider, "context_len": context}, partial(render_batch, lab, roofs, prefill),
+                 layout="horizontal", css_class="kvlab-batch")
+
+
+@dataclass
+class SmallMatmuls:
+    """``x @ W`` for a few rows of x, with W larger than the CPU caches: the fastest of the repeats per row count."""
+
+    rows: list[int]
+    seconds: list[float]
+    weight_bytes: int
+    device: str
+
+    def slowdown(self, rows: int) -> float:
+        """Time for ``rows`` rows over the time for the first row count."""
+        return self.seconds[self.rows.index(rows)] / self.seconds[0]
+
+
+def measure_small_matmuls(device, rows=(1, 2, 4, 8), nbytes: int = 128 * 2**20, repeats: int = 7) -> SmallMatmuls:
+    """Time ``x @ W`` (fp32, W of ``nbytes``: the same bytes are read whatever the rows), interleaved."""
+    dev = torch.device(device)
+    rows = [positive_int("rows", r, maximum=64) for r in rows]
+    n_in = 4096
+    n_out = positive_int("nbytes", nbytes) // (4 * n_in)
+    if n_out < 1:
+        raise ValueError(f"nbytes: needs at least {4 * n_in} bytes, got {nbytes}")
+    w = torch.full((n_in, n_out), 0.01, device=dev)  # [in, out], as kvlab's Linear stores its weights
+    xs = {r: torch.full((r, n_in), 0.5, device=dev) for r in rows}
+    threads = measurement_threads()
+    with torch_threads(threads):
+        runs = alternate({r: partial(timed, partial(torch.matmul, xs[r], w), dev) for r in rows}, repeats)
+    del w
+    return SmallMatmuls(rows, [min(s for _, s in runs[r]) for r in rows], 4 * n_in * n_out,
+                        device_label(dev, threads))
+
+
+def explain_small_matmuls(m: SmallMatmuls) -> list[str]:
+    times = "，".join(f"{r} 行 {s * 1e3:.2f} ms" for r, s in zip(m.rows, m.seconds))
+    lines = [f"x @ W，W 是 {format_bytes(m.weight_bytes)} 的 FP32 矩阵：{times}（{m.device}，每种取最快的一次）。"]
+    r = m.slowdown(m.rows[-1])
+    if r >= 1.3:
+        lines.append(f"要读的权重一样多，{m.rows[-1]} 行却要 {m.rows[0]} 行的 {r:.1f} 倍时间：在这台机器上，行数很少的"
+                     "矩阵乘读权重的速度不如矩阵乘向量，这是 B 增大时单步耗时增长的原因之一。")
+    else:
+        lines.append(f"{m.rows[-1]} 行只要 {m.rows[0]} 行的 {r:.1f} 倍时间：这台机器上读权重的速度几乎不受行数影响，"
+                     "单步耗时随 B 的增长主要来自运算次数和每条序列自己的 K/V。")
+    return lines
 
 
 # -- preallocation and the GPU allocator -------------------------------------------------------------------
@@ -571,8 +942,8 @@ class AllocatorComparison:
     traces: dict[str, AllocatorTrace] = field(default_factory=dict)
 
 
-CPU_ALLOCATOR_REASON = ("当前设备不是 CUDA GPU，跳过：CPU 上 PyTorch 的张量直接向操作系统申请内存，没有像 CUDA 缓存分配器"
-                        "那样「保留（reserved）却未使用」的显存可以查询，所以这里看不到碎片。")
+CPU_ALLOCATOR_REASON = ("当前设备不是 CUDA GPU，跳过：CPU 上 PyTorch 通过 C 库的 malloc 申请内存，没有 CUDA 缓存分配器那样"
+                        "可查询的「保留（reserved）／已分配（allocated）」计数器，所以这里量不出碎片（malloc 内部仍可能有碎片）。")
 
 
 @torch.no_grad()
@@ -616,6 +987,32 @@ def allocator_growth(model: ToyTransformer, prompt_len: int = 16, new_tokens: in
 def _cuda_counters(device) -> tuple[int, int]:
     torch.cuda.synchronize(device)
     return torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
+
+
+def explain_allocator(alloc: AllocatorComparison) -> list[str]:
+    """What the allocator counters showed, the sentence chosen from the measured bytes held unused."""
+    if not alloc.available:
+        return [alloc.reason]
+    lines = [f"{mode}：最后 allocated {format_bytes(t.allocated[-1])}，reserved {format_bytes(t.reserved[-1])}，"
+             f"保留未用最多 {format_bytes(max(t.held_unused))}" for mode, t in alloc.traces.items()]
+    grow, pre = (max(alloc.traces[m].held_unused) for m in ("dynamic", "kv"))
+    if grow >= 2**20 and grow > 2 * pre:
+        lines.append(f"这次测量里，逐步拼接的缓存最多有 {format_bytes(grow)} 保留着却没有张量在用，预分配的只有 "
+                     f"{format_bytes(pre)}：释放掉的旧块没能全部用来放新的、更大的缓存，这就是碎片（{alloc.device}）。")
+    else:
+        lines.append(f"这次测量里，两者保留未用的显存相差不大（逐步拼接最多 {format_bytes(grow)}，预分配 {format_bytes(pre)}）："
+                     f"分配器把释放的块合并、复用了，这一次没有积累出碎片（{alloc.device}）。")
+    return lines
+
+
+def explain_reservation(timeline: Timeline, config: ModelConfig) -> str:
+    """The timeline's cache was sized for a known number of tokens; sized for max_seq_len it would sit mostly empty."""
+    used = timeline.prompt_tokens + timeline.passes - 1
+    share = used / config.max_seq_len
+    return (f"上面的时间线事先知道要生成 {timeline.passes} 个 token，所以预分配的缓存正好是 {timeline.prompt_tokens} + "
+            f"{timeline.passes} − 1 = {used} 个 token，结束时恰好存满。若像不知道输出多长时那样，按演示模型的最大长度 "
+            f"{config.max_seq_len} 为这条序列预留，这次生成只用了 {used} / {config.max_seq_len} = {share:.0%}，"
+            f"其余 {1 - share:.0%} 预留着却一直空着。")
 
 
 # -- prompts of unequal length in one batch ---------------------------------------------------------------------
@@ -675,6 +1072,16 @@ class PaddedBatch:
         return sum(math.ceil(n / self.block_size) * self.block_size for n in self.stored_lengths)
 
     @property
+    def padding_slots(self) -> int:
+        """Slots the padded cache holds for no token (padding, and room beyond a short sequence)."""
+        return self.cache_slots - self.used_slots
+
+    @property
+    def tail_slots(self) -> int:
+        """Empty slots in the last block of each sequence, when paged."""
+        return self.paged_slots - self.used_slots
+
+    @property
     def slot_waste(self) -> float:
         return 1 - self.used_slots / self.cache_slots
 
@@ -689,7 +1096,7 @@ def _generation_cost(config: ModelConfig, prompt_len: int, new_tokens: int, batc
     return cost + decode_cost(config, prompt_len, new_tokens - 1, batch_size) if new_tokens > 1 else cost
 
 
-def run_padded_batch(model: ToyTransformer, tokenizer, prompts: list[str], new_tokens: int = 12,
+def run_padded_batch(model: ToyTransformer, tokenizer, prompts: list[str], new_tokens: int = PADDED_NEW_TOKENS,
                      block_size: int = 16) -> PaddedBatch:
     """Generate ``prompts`` (unequal lengths) as one batch and each alone; count slots and FLOPs."""
     new_tokens = positive_int("new_tokens", new_tokens)
@@ -713,24 +1120,35 @@ def run_padded_batch(model: ToyTransformer, tokenizer, prompts: list[str], new_t
         _generation_cost(c, width, new_tokens, len(ids)), alone_cost)
 
 
-def render_padded_batch(model: ToyTransformer, tokenizer, lengths, block_size) -> View:
-    """The padding panel: prompts of the typed lengths, generated as one batch and each alone."""
-    limit = model.config.max_seq_len - 12
+def paged_text(b: PaddedBatch) -> str:
+    """How many slots paging needs against padding, with the reason taken from the numbers."""
+    if b.paged_slots < b.cache_slots:
+        return f"只需 {b.paged_slots} 个"
+    if b.paged_slots == b.cache_slots:
+        return f"同样需要 {b.paged_slots} 个"
+    why = "长度相同时补齐本来没有浪费" if b.padding_slots == 0 else f"比补齐浪费的 {b.padding_slots} 个还多"
+    return (f"反而需要 {b.paged_slots} 个（分页按整块分配，每条序列最后一块没填满的 {b.tail_slots} 个槽位也算在内；"
+            f"{why}）")
+
+
+def render_padded_batch(model: ToyTransformer, tokenizer, runs: dict, lengths, block_size) -> View:
+    """The padding panel: prompts of the typed lengths, generated as one batch and each alone (once per list of
+    lengths: the block size only changes the paged count)."""
+    limit = model.config.max_seq_len - PADDED_NEW_TOKENS
     values = whole_numbers("提示词长度（逗号分隔）", lengths, 1, limit, 8)
     block = whole_number("分页块大小", block_size, 1, 64)
-    b = run_padded_batch(model, tokenizer, corpus_prompts(values), block_size=block)
+    key = tuple(values)
+    if key not in runs:
+        if len(runs) >= 8:
+            runs.clear()
+        runs[key] = run_padded_batch(model, tokenizer, corpus_prompts(values), block_size=block)
+    b = dataclasses.replace(runs[key], block_size=block)
     same = sum(b.same_as_alone)
-    if b.paged_slots < b.cache_slots:
-        paged = f"只需 {b.paged_slots} 个"
-    elif b.paged_slots > b.cache_slots:
-        paged = f"反而需要 {b.paged_slots} 个（块比序列还长时，每条序列最后一块的空位更多）"
-    else:
-        paged = f"同样需要 {b.paged_slots} 个"
     readout = (
         f"B = {len(b.prompts)} 条提示词，长度 {', '.join(map(str, b.lengths))}，左侧补齐到 {max(b.lengths)}；"
         f"各自生成 {b.new_tokens} 个 token：<b>{same} / {len(b.prompts)} 条与单独运行逐 token 相同</b><br>"
         f"缓存槽位：分配 {b.cache_slots} 个（{format_bytes(b.cache_bytes)}），真正存 token 的 {b.used_slots} 个，"
-        f"<b>浪费 {b.slot_waste:.1%}</b>；按每块 {b.block_size} 个 token 分页{paged}<br>"
+        f"<b>浪费 {b.slot_waste:.1%}</b>；按每块 {b.block_size} 个 token 分页{paged_text(b)}<br>"
         f"计算量：整批 {b.batch_cost.flops / 1e6:,.1f} MFLOP，不补齐时 {b.alone_cost.flops / 1e6:,.1f} MFLOP，"
         f"<b>{b.extra_flops:.1%}</b> 花在了 padding 上"
     )
@@ -743,7 +1161,7 @@ def padded_batch_panel(model: ToyTransformer, tokenizer, lengths: str = PADDED_L
     box = W.Text(value=lengths, description="提示词长度（逗号分隔）", continuous_update=False,
                  style={"description_width": "initial"}, layout=W.Layout(width="420px"))
     return Panel({"lengths": box, "block_size": int_slider("分页块大小", 16, 1, 64, width="360px")},
-                 partial(render_padded_batch, model, tokenizer), layout="horizontal", css_class="kvlab-unequal")
+                 partial(render_padded_batch, model, tokenizer, {}), layout="horizontal", css_class="kvlab-unequal")
 
 
 # -- FP16 and INT8 caches ----------------------------------------------------------------------------------
@@ -811,3 +1229,15 @@ def compare_cache_precision(model: ToyTransformer, prompt, new_tokens: int = 200
         out[mode] = CachePrecision(mode, res.cache.nbytes, res.cache.element_bytes, diff.tolist(), spread, agree,
                                    margin, res.new_tokens[0].tolist(), ref.new_tokens[0].tolist())
     return out
+
+
+def explain_precision(results: dict[str, CachePrecision], config: ModelConfig) -> list[str]:
+    """Bytes per element and the two errors against each other, for the model the comparison ran on."""
+    fp16, int8 = results["fp16"], results["int8"]
+    D = config.head_dim
+    return [
+        f"INT8 缓存每个元素占 1 + 4/D 字节：演示模型 D = {D}，是 {1 + 4 / D:g} 字节；D = 128（LLaMA 等大模型的头维度）时"
+        f"是 {1 + 4 / 128:.2f} 字节，几乎正好是 FP16 的一半。",
+        f"INT8 的最大 logit 误差是 FP16 的 {int8.max_logit_error / fp16.max_logit_error:.0f} 倍"
+        f"（在一个 {config.n_params() / 1e6:.2f} M 参数的小模型上）。",
+    ]

@@ -22,8 +22,29 @@ POINT_STYLE = {  # roofline points: (colour, marker symbol, legend label)
     "decode": (PALETTE[1], "x", "解码，B = 1（P 个 token 之后）"),
     "batch": (PALETTE[2], "diamond", "解码，B 条序列一起"),
 }
+TAG_POSITION = {"prefill": "top left", "batch": "bottom right"}  # apart where P = B puts them side by side
 PRECISION_COLORS = {"kv": PALETTE[0], "fp16": PALETTE[1], "int8": PALETTE[2]}
 SLOT_COLORS = {"pad": "#d9d9d9", "prompt": PALETTE[0], "new": PALETTE[1]}
+
+
+def log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Ticks at 1, 2 and 5 times each power of ten between ``lo`` and ``hi`` (only the powers of ten when the
+    range spans more than four decades), each labelled with its whole value ("0.5", "20", "1,000")."""
+    if not (lo > 0 and hi >= lo):
+        raise ValueError(f"lo, hi: need 0 < lo <= hi, got {lo}, {hi}")
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    steps = (1, 2, 5) if last - first <= 4 else (1,)
+    values = [m * 10.0 ** e for e in range(first, last + 1) for m in steps if lo <= m * 10.0 ** e <= hi]
+    return values, [f"{v:,.0f}" if v >= 1 else f"{v:g}" for v in values]
+
+
+def _log_axis(update, values, pad: float = 1.25, top_pad: float | None = None, **where) -> None:
+    """A log axis over ``values`` with :func:`log_ticks`: ``update`` is ``fig.update_xaxes`` or ``update_yaxes``;
+    the range reaches ``pad`` times beyond the values (``top_pad`` above them, when given)."""
+    positive = [v for v in values if v > 0]
+    lo, hi = min(positive) / pad, max(positive) * (top_pad or pad)
+    ticks, labels = log_ticks(lo, hi)
+    update(type="log", range=[math.log10(lo), math.log10(hi)], tickvals=ticks, ticktext=labels, **where)
 
 
 # -- one generation as a timeline ------------------------------------------------------------------
@@ -110,8 +131,10 @@ def prefill_decode_figure(sweep, selected: int) -> go.Figure:
     _mark(fig, selected, s.prefill_tokens_per_s, 1, 2, f"P={selected}")
     _mark(fig, selected, s.decode_tokens_per_s, 1, 2, "")
     fig.update_xaxes(type="log", dtick=math.log10(2), tickformat="d", title=axis_title("提示词长度 P", "tokens"))
-    fig.update_yaxes(type="log", dtick="D2", title=axis_title("耗时", "ms"), row=1, col=1)
-    fig.update_yaxes(type="log", dtick="D2", title=axis_title("吞吐", "token/s"), row=1, col=2)
+    _log_axis(fig.update_yaxes, [p.prefill_seconds * 1e3 for p in pts] + [p.sequential_seconds * 1e3 for p in pts],
+              title=axis_title("耗时", "ms"), row=1, col=1)
+    _log_axis(fig.update_yaxes, [p.prefill_tokens_per_s for p in pts] + [p.decode_tokens_per_s for p in pts],
+              title=axis_title("吞吐", "token/s"), row=1, col=2)
     return apply_template(fig, f"预填充一次算完整段提示词，解码一步只算 1 个 token（{sweep.device}）", 420,
                           legend_below=True)
 
@@ -135,28 +158,34 @@ def roofline_figure(roofs, points, highlight: str | None = None) -> go.Figure:
     fig.add_scatter(x=[roofs.ridge], y=[peak / 1e9], mode="markers+text", marker=dict(size=9, color="#444"),
                     text=[f"转折点 {roofs.ridge:.1f} FLOP/字节"], textposition="top left", showlegend=False,
                     hoverinfo="skip")
+    decode = [p for p in points if p.kind == "decode"]
+    crowd = max((p.intensity for p in decode), default=0) * 1.5  # points this close to the decode ones get no tag
+    hidden = [p for p in points if p.kind != "decode" and p.tag and p.intensity <= crowd]
     for kind, (color, symbol, label) in POINT_STYLE.items():
         sel = [p for p in points if p.kind == kind]
         if not sel:
             continue
         fig.add_scatter(x=[p.intensity for p in sel], y=[p.flops_per_s / 1e9 for p in sel], mode="markers+text",
                         marker=dict(color=color, symbol=symbol, size=10, line=dict(width=1, color="#fff")),
-                        name=label, text=[p.tag for p in sel], customdata=[p.label for p in sel], cliponaxis=False,
-                        textposition="top center" if kind == "prefill" else "bottom center",
-                        textfont=dict(size=10, color=color),
+                        name=label, text=["" if p in hidden else p.tag for p in sel],
+                        customdata=[p.label for p in sel], cliponaxis=False,
+                        textposition=TAG_POSITION.get(kind, "top center"), textfont=dict(size=10, color=color),
                         hovertemplate="%{customdata}<br>算术强度 %{x:.2f} FLOP/字节<br>%{y:.2f} GFLOP/s<extra></extra>")
-    decode = [p for p in points if p.kind == "decode"]
     if decode:
+        also = "".join(f"<br>{p.tag.replace('=', ' = ')} 的{'预填充' if p.kind == 'prefill' else '批处理解码'}也在这里"
+                       for p in hidden)
         fig.add_annotation(x=math.log10(decode[-1].intensity), y=math.log10(decode[-1].flops_per_s / 1e9),
-                           text=f"{len(decode)} 个解码点（各个 P）<br>都挤在这里", ax=-40, ay=-110, showarrow=True,
+                           text=f"{len(decode)} 个解码点（各个 P）<br>都挤在这里{also}", ax=-40, ay=-110, showarrow=True,
                            arrowcolor=POINT_STYLE["decode"][0], font=dict(color=POINT_STYLE["decode"][0], size=11))
     for p in points:
         if p.label == highlight:
             fig.add_scatter(x=[p.intensity], y=[p.flops_per_s / 1e9], mode="markers+text", text=[p.label],
-                            textposition="bottom right", showlegend=False, hoverinfo="skip",
+                            textposition="middle right", showlegend=False, hoverinfo="skip",
                             marker=dict(size=20, color="rgba(0,0,0,0)", line=dict(color="#000", width=2.5)))
-    fig.update_xaxes(type="log", dtick="D2", title=axis_title("算术强度", "FLOP/字节"))
-    fig.update_yaxes(type="log", dtick="D2", title=axis_title("实际达到的计算速率", "GFLOP/s"))
+    ys = [p.flops_per_s / 1e9 for p in points] + [peak / 1e9, bw * lo / 1e9]
+    fig.update_xaxes(title=axis_title("算术强度", "FLOP/字节"))
+    _log_axis(fig.update_xaxes, [lo, hi], pad=1)
+    _log_axis(fig.update_yaxes, ys, top_pad=2, title=axis_title("实际达到的计算速率", "GFLOP/s"))  # room for labels
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.24, x=0), margin=dict(b=150), height=540)
     return fig
 
@@ -182,10 +211,11 @@ def batch_figure(sweep, selected: int) -> go.Figure:
     _mark(fig, selected, s.tokens_per_s, 1, 1, f"B={selected}")
     _mark(fig, selected, s.step_seconds * 1e3, 1, 2, f"B={selected}")
     fig.update_xaxes(type="log", dtick=math.log10(2), tickformat="d", title=axis_title("批次 B", "条序列"))
-    fig.update_yaxes(type="log", dtick="D2", title=axis_title("吞吐", "token/s"), row=1, col=1)
+    _log_axis(fig.update_yaxes, [p.tokens_per_s for p in pts] + [one.tokens_per_s * b / one.batch_size for b in B],
+              title=axis_title("吞吐", "token/s"), row=1, col=1)
     fig.update_yaxes(title=axis_title("单步耗时", "ms"), rangemode="tozero", row=1, col=2)
-    return apply_template(fig, f"批处理解码：一步为 B 条序列各生成 1 个 token（提示词 {sweep.prompt_len} 个 token，"
-                               f"{sweep.device}）", 400, legend_below=True)
+    return apply_template(fig, f"批处理解码：一步为 B 条序列各生成 1 个 token（每条序列的缓存里已有 {sweep.context_len} 个 "
+                               f"token，{sweep.device}）", 400, legend_below=True)
 
 
 # -- the GPU allocator -----------------------------------------------------------------------------------------
@@ -213,30 +243,41 @@ def allocator_figure(comparison) -> go.Figure:
 
 # -- unequal lengths in one batch ----------------------------------------------------------------------------------
 def padded_batch_figure(b) -> go.Figure:
-    """The left-padded batch as a grid: padding, prompt and generated tokens, one row per sequence.
+    """The left-padded batch as its cache: one row per sequence, one column per cache slot (padding, prompt,
+    generated tokens), and apart from the grid each sequence's last token, returned and never stored.
 
     ``b``: :class:`kvlab.lessons.prefill_decode.PaddedBatch`.
     """
-    width = max(b.lengths) + b.new_tokens
-    z = np.zeros((len(b.prompts), width))
-    text = [[""] * width for _ in b.prompts]
+    slots = max(b.lengths) + b.new_tokens - 1  # the cache's max_seq_len: the last new token is not stored
+    z = np.zeros((len(b.prompts), slots))
+    text = [[""] * slots for _ in b.prompts]
     for row, (prompt, pad, new) in enumerate(zip(b.prompts, b.pad_lengths, b.batch_text)):
         z[row, pad:pad + len(prompt)] = 1
         z[row, pad + len(prompt):] = 2
-        for j, ch in enumerate(prompt + new):
+        for j, ch in enumerate((prompt + new)[:slots - pad]):
             text[row][pad + j] = ch
-    show_text = width <= 70
+    show_text = slots <= 70
     labels = [f"序列 {i + 1}（P = {n}）{'✓' if same else '✗'}" for i, (n, same) in
               enumerate(zip(b.lengths, b.same_as_alone))]
     scale = [[0, SLOT_COLORS["pad"]], [0.33, SLOT_COLORS["pad"]], [0.33, SLOT_COLORS["prompt"]],
              [0.67, SLOT_COLORS["prompt"]], [0.67, SLOT_COLORS["new"]], [1, SLOT_COLORS["new"]]]
     fig = new_figure("左侧补齐（left padding）：灰色 padding，蓝色提示词，橙色生成的 token；✓ = 与单独运行逐 token 相同",
-                     height=max(240, 90 + 42 * len(b.prompts)), width=WIDE)
-    fig.add_trace(go.Heatmap(z=z, x=list(range(width)), y=labels, zmin=0, zmax=2, colorscale=scale, showscale=False,
+                     height=max(260, 110 + 42 * len(b.prompts)), width=WIDE)
+    fig.add_trace(go.Heatmap(z=z, x=list(range(slots)), y=labels, zmin=0, zmax=2, colorscale=scale, showscale=False,
                              xgap=1, ygap=3, text=text, texttemplate="%{text}" if show_text else None,
                              textfont=dict(size=11, color="#fff"),
-                             hovertemplate="%{y}<br>第 %{x} 列：%{text}<extra></extra>"))
-    fig.update_xaxes(title=axis_title("列 = 缓存槽位", "tokens"), range=[-0.5, width - 0.5])
+                             hovertemplate="%{y}<br>第 %{x} 个槽位：%{text}<extra></extra>"))
+    last_x = slots + 1  # one empty column apart from the cache
+    fig.add_scatter(x=[last_x] * len(labels), y=labels, mode="markers+text" if show_text else "markers",
+                    text=[new[-1] if new else "" for new in b.batch_text], textfont=dict(size=11, color="#fff"),
+                    marker=dict(symbol="square", size=20, color=SLOT_COLORS["new"], opacity=0.55,
+                                line=dict(width=1.5, color=SLOT_COLORS["new"])),
+                    showlegend=False, hovertemplate="%{y}<br>最后生成的「%{text}」：返回、不存入缓存<extra></extra>")
+    fig.add_annotation(x=last_x + 0.6, y=1, yref="paper", xanchor="right", yanchor="bottom", showarrow=False,
+                       text="最后一列：返回、不存入缓存", font=dict(size=11, color=SLOT_COLORS["new"]))
+    step = 5 if slots <= 60 else 10
+    fig.update_xaxes(title=axis_title(f"每列 = 1 个缓存槽位，共 {slots} 个", "tokens"), range=[-0.5, last_x + 0.7],
+                     tickvals=list(range(0, slots, step)), showgrid=False, zeroline=False)
     fig.update_yaxes(autorange="reversed", automargin=True)
     return fig
 

@@ -13,6 +13,7 @@ SCREENSHOT = ".kvlab-panel.kvlab-batch"
 
 DEFAULT_PROMPT = "人工智能模型处理一个请求，通常分为两个阶段："  # 22 characters, one token each
 TIMELINE_TOKENS = 24
+PREFILL_LENGTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 UNEQUAL_NEW_TOKENS = 12
 
 
@@ -81,6 +82,21 @@ def interact_timeline(ch: ChapterPage) -> None:
     tl.press_slider("step", "ArrowLeft", times=TIMELINE_TOKENS - 1)
     tl.wait_readout(lambda t: timeline_state(t) == (1, P), "ArrowLeft x23 should go back to pass 1")
 
+    # fewer tokens: a new generation of 6, and the pass slider ends at pass 6
+    fig_24 = tl.figure(0)
+    tl.press_slider("new_tokens", "ArrowLeft", times=TIMELINE_TOKENS - 6)
+    tl.wait_readout(lambda t: "第 1 / 6 次前向" in t, "ArrowLeft x18 on the token count should generate 6 tokens")
+    fig_6 = tl.wait_figure_changed(0, fig_24, "the timeline should redraw for 6 tokens")
+    assert "之后逐个生成 6 个 token" in fig_6["title"], fig_6["title"]
+    tl.press_slider("step", "ArrowRight", times=10)
+    r6 = tl.wait_readout(lambda t: timeline_state(t)[0] == 6, "the pass slider should stop at pass 6")
+    assert timeline_state(r6) == (6, P + 5) and "第 6 / 6 次前向" in r6, r6
+    assert tl.int_value("step") == 6
+    tl.press_slider("new_tokens", "ArrowRight", times=TIMELINE_TOKENS - 6)
+    tl.wait_readout(lambda t: "第 6 / 24 次前向" in t, "back to 24 tokens, still at pass 6")
+    tl.press_slider("step", "ArrowLeft", times=5)
+    tl.wait_readout(lambda t: timeline_state(t) == (1, P), "ArrowLeft x5 should go back to pass 1")
+
 
 def prefill_numbers(readout: str) -> dict:
     return {"P": int(number(r"P\s*=\s*(\d+)", readout)),
@@ -108,6 +124,27 @@ def interact_prefill(ch: ChapterPage) -> None:
     pf.press_slider("prompt_len", "ArrowRight", times=6)
     pf.wait_readout(lambda t: t == r0, "back at P = 64 the readout is the original one")
 
+    # a length the notebook did not measure: typed, measured on the spot, offered by the slider
+    fig1 = pf.figure(0)
+    pf.type_text("lengths", "8, 64, 512")
+    pf.wait_figure(0, lambda f: f["lengths"][0] == 3, "the figure should show the 3 lengths typed", timeout_s=120)
+    pf.wait_readout(lambda t: t == r0, "P = 64 stays selected, with its numbers measured before")
+    assert pf.value("prompt_len") == "64"
+    pf.wait_figure_changed(0, fig1, "the prefill figure should redraw for the lengths typed")
+    pf.press_slider("prompt_len", "ArrowRight")
+    r3 = pf.wait_readout(lambda t: prefill_numbers(t)["P"] == 512, "ArrowRight should select the new P = 512")
+    n3 = prefill_numbers(r3)
+    assert math.isclose(n3["prefill_tps"], 512 / (n3["prefill_ms"] / 1e3), rel_tol=0.02) and n3["ratio"] > 1, n3
+    pf.type_text("lengths", "8, x")
+    warn = pf.wait_message("warn", True, "an unreadable length should show a warning")
+    assert any("测量的提示词长度" in w for w in warn) and pf.messages("bug") == [], warn
+    pf.wait_stale(True, "a bad length list must grey out the readout and figure")
+    pf.type_text("lengths", ", ".join(str(n) for n in PREFILL_LENGTHS))
+    pf.wait_stale(False, "the original lengths must un-grey the panel")
+    pf.wait_readout(lambda t: prefill_numbers(t)["P"] == 256, "512 is gone: the longest length, 256, is selected")
+    pf.press_slider("prompt_len", "ArrowLeft", times=2)
+    pf.wait_readout(lambda t: t == r0, "back at P = 64 the readout is the original one (measured once)")
+
 
 def interact_batch(ch: ChapterPage) -> None:
     bt = ch.panel("kvlab-batch")
@@ -123,8 +160,22 @@ def interact_batch(ch: ChapterPage) -> None:
     roof1 = bt.wait_figure_changed(1, roof0, "the roofline should ring B = 32")
     assert roof1["title"] == roof0["title"], "the roofline itself must not change with B"
     extra_screenshot(ch, "batch_b32", ".kvlab-panel.kvlab-batch")
+
+    # a longer context: every B measured again; the K/V share and intensity come from the formula
+    assert "已有 8 个 token" in r1 and number(r"K/V 占一步读写字节的\s*(\d+)%", r1) == 9, r1
+    roof32 = bt.figure(1)
+    bt.press_slider("context_len", "ArrowRight", times=2)
+    r4 = bt.wait_readout(lambda t: "已有 256 个 token" in t, "ArrowRight x2 should measure a context of 256",
+                         timeout_s=180)
+    # B = 32, the 3 steps timed after 256, 257 and 258 cached tokens: K/V are 71 % of the bytes, intensity 5.00
+    assert number(r"K/V 占一步读写字节的\s*(\d+)%", r4) == 71 and "算术强度 5.00 FLOP/字节" in r4, r4
+    bt.wait_figure_changed(1, roof32, "the batch points should move left on the roofline")
+    extra_screenshot(ch, "batch_context", ".kvlab-panel.kvlab-batch")
+    bt.press_slider("context_len", "ArrowLeft", times=2)
+    bt.wait_readout(lambda t: t == r1, "back at a context of 8 the readout is the B = 32 one (measured once)")
     bt.press_slider("batch_size", "ArrowLeft", times=5)
     bt.wait_readout(lambda t: t == r0, "back at B = 1 the readout is the original one")
+    assert "为这 1 条序列生成 1 个 token" in r0, r0
 
 
 def unequal_numbers(readout: str) -> dict:
@@ -159,14 +210,18 @@ def interact_unequal(ch: ChapterPage) -> None:
     # a block of 64 is longer than the short sequence: paging needs more than padding here
     uq.press_slider("block_size", "ArrowRight", times=48)
     r2 = uq.wait_readout(lambda t: "每块 64 个 token" in t, "ArrowRight x48 should reach blocks of 64")
-    assert "反而需要 192 个" in r2, r2  # ceil(12/64)*64 + ceil(71/64)*64 = 64 + 128 > 142
+    assert "反而需要 192 个" in r2 and "比补齐浪费的 59 个还多" in r2, r2  # 64 + 128 > 142; 142 - 83 = 59 padded
     extra_screenshot(ch, "unequal", ".kvlab-panel.kvlab-unequal")
+    assert uq.figure(0)["ntraces"] == 2  # the cache's slots, and apart from them each sequence's returned token
+    uq.type_text("lengths", "30, 30")
+    r3 = uq.wait_readout(lambda t: "长度 30, 30" in t, "two equal lengths should give their batch")
+    assert "长度相同时补齐本来没有浪费" in r3 and "浪费 0.0%" in r3, r3
 
     uq.type_text("lengths", "abc")
     warn = uq.wait_message("warn", True, "lengths 'abc' should show a warning")
     assert any("提示词长度" in w for w in warn) and uq.messages("bug") == [], warn
     uq.wait_stale(True, "bad lengths must grey out the readout and figures")
-    assert uq.readout() == r2
+    assert uq.readout() == r3
     uq.type_text("lengths", "0, 5")
     ch.wait_until(lambda: uq.messages("warn"), lambda m: any("0" in w and "之间" in w for w in m), 30,
                   "a length of 0 should say the allowed range")

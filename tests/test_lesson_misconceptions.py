@@ -277,8 +277,24 @@ def test_plan_reservation_follows_dtypes_and_usable_share():
 
 
 def test_reserve_options_stop_at_the_context():
-    assert lesson.reserve_options("LLaMA-7B") == [64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048]
+    assert lesson.reserve_options("LLaMA-7B") == [64, 128, 256, 512, 1024, 2048]
+    assert lesson.reserve_options("LLaMA-7B", 2048) == lesson.reserve_options("LLaMA-7B", 100)
+    assert lesson.reserve_options("LLaMA-7B", 8192)[-2:] == [4096, 8192]  # past the context: up to R
+    assert lesson.reserve_options("LLaMA-7B", 5000)[-1] == 8192
     assert lesson.reserve_options("Llama-3-8B")[-1] == 8192 and lesson.reserve_options("Qwen2.5-7B")[-1] == 131072
+    for name in lesson.BUDGET_MODELS:  # the sweep doubles up to the context exactly
+        assert 2 ** lesson.reserve_exponent(name) == MODEL_PRESETS[name].context_length
+    assert lesson.MAX_RESERVE == max(MODEL_PRESETS[m].context_length for m in lesson.BUDGET_MODELS)
+
+
+def test_render_budget_past_the_context():
+    view = budget(reserved_tokens=8192)
+    assert "R 超过了 LLaMA-7B 的上下文（2,048 个 token）：每条序列多出的 6,144 个 token 的预留永远用不上" in view.html
+    curves = view.figures[1]
+    context = [d for d in curves.data if d.name == "模型的上下文 2,048"]
+    assert len(context) == 2 and list(context[0].x) == [2048, 2048]
+    assert max(curves.data[1].x) == 8192
+    assert not [d for d in budget().figures[1].data if (d.name or "").startswith("模型的上下文")]
 
 
 DEFAULTS = dict(gpu=RTX, model="LLaMA-7B", spread="chat", weight_dtype="fp16", cache_dtype="fp16", usable=0.9,
@@ -343,7 +359,7 @@ def test_render_budget_scenarios_and_dtypes():
     (dict(gpu="T5"), "GPU"), (dict(model="GPT-5"), "模型"), (dict(spread="tweets"), "请求长度分布"),
     (dict(weight_dtype="fp64"), "权重数据类型"), (dict(cache_dtype=None), "缓存数据类型"),
     (dict(usable=0), "显存使用比例"), (dict(usable=1.5), "显存使用比例"), (dict(usable="0.9"), "显存使用比例"),
-    (dict(reserved_tokens=0), "每条序列预留"), (dict(reserved_tokens=4096), "每条序列预留"),  # past the context
+    (dict(reserved_tokens=0), "每条序列预留"), (dict(reserved_tokens=2**17 + 1), "每条序列预留"),
     (dict(reserved_tokens=64.5), "每条序列预留"), (dict(wanted=0), "同时服务的序列数"),
     (dict(wanted=129), "同时服务的序列数")])
 def test_render_budget_bad_values(change, control):
@@ -358,17 +374,14 @@ def test_render_budget_when_the_weights_leave_no_room():
         budget(usable=0.5)  # 12 GiB usable: the 12.55 GiB of weights do not fit
 
 
-def test_budget_panel_keeps_the_reservation_within_the_context():
+def test_budget_panel():
     panel = lesson.budget_panel()
     reserve = panel.controls["reserved_tokens"]
-    assert reserve.options[-1] == ("2,048", 2048) and panel.result.capacity == 9
-    panel.set(model="Llama-3-8B")
-    assert reserve.options[-1][1] == 8192 and reserve.value == 2048 and not panel.stale
-    reserve.value = 8192
-    assert panel.result.reserved_tokens == 8192
-    panel.set(model="LLaMA-7B")  # 8192 is past LLaMA-7B's context: the slider ends at 2048
-    assert reserve.value == 2048 and not panel.stale and panel.result.reserved_tokens == 2048
-    assert panel.result.model.name == "LLaMA-7B"
+    assert 2**reserve.min == 64 and 2**reserve.max == 131072 and panel.result.capacity == 9
+    panel.set(model="Llama-3-8B", reserved_tokens=8192)
+    assert panel.result.reserved_tokens == 8192 and "超过了" not in panel.readout.value and not panel.stale
+    panel.set(model="LLaMA-7B")
+    assert "超过了 LLaMA-7B 的上下文" in panel.readout.value and not panel.stale
     panel.set(usable=2)
     assert panel.stale and "显存使用比例" in panel.message.value
 

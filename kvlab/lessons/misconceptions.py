@@ -389,7 +389,9 @@ RESERVE_LABEL, CONCURRENT_LABEL = "每条序列预留（tokens）", "同时服�
 MAX_CONCURRENT = 128
 PAGE_TOKENS = 16  # block size of the paged comparison (vLLM's default)
 TOO_LONG_LIMIT = 0.10  # a reservation shorter than more than this share of the requests cuts too many off
-RESERVE_OPTIONS = tuple(sorted({64 * 2**k for k in range(12)} | {96 * 2**k for k in range(11)}))  # 64 .. 131,072
+MIN_RESERVE_EXPONENT = 6  # the reservation slider starts at 2**6 = 64 tokens and doubles per step ...
+MAX_RESERVE_EXPONENT = 17  # ... up to 131,072 tokens, the longest context of BUDGET_MODELS (Qwen2.5-7B)
+MAX_RESERVE = 2**MAX_RESERVE_EXPONENT
 
 
 @dataclass(frozen=True)
@@ -546,10 +548,16 @@ def plan_reservation(model: str = DEFAULT_MODEL, gpu: str = DEFAULT_GPU, reserve
                            _spread_lengths(spread, MODEL_PRESETS[model].context_length))
 
 
-def reserve_options(model: str) -> list[int]:
-    """The reservations the slider offers for ``model``: 64 tokens up to its context."""
-    context = MODEL_PRESETS[model].context_length
-    return [r for r in RESERVE_OPTIONS if r <= context]
+def reserve_exponent(model: str) -> int:
+    """The largest k with 2**k tokens within ``model``'s context (every budget model's context is a power of 2)."""
+    return MODEL_PRESETS[model].context_length.bit_length() - 1
+
+
+def reserve_options(model: str, reserved_tokens: int = 1) -> list[int]:
+    """The reservations the trade-off figure sweeps for ``model``: 64 tokens, doubling, up to its context (or up to
+    ``reserved_tokens`` when that is longer)."""
+    top = max(reserve_exponent(model), (positive_int("reserved_tokens", reserved_tokens) - 1).bit_length())
+    return [2**k for k in range(MIN_RESERVE_EXPONENT, top + 1)]
 
 
 def render_budget(gpu, model, spread, weight_dtype, cache_dtype, usable, reserved_tokens, wanted) -> View:
@@ -560,12 +568,12 @@ def render_budget(gpu, model, spread, weight_dtype, cache_dtype, usable, reserve
     wd = inputs.choice(WEIGHT_DTYPE_LABEL, weight_dtype, list(DTYPE_BITS))
     cd = inputs.choice(CACHE_DTYPE_LABEL, cache_dtype, list(DTYPE_BITS))
     share = inputs.positive_number(USABLE_LABEL, usable, 1)
-    R = inputs.whole_number(RESERVE_LABEL, reserved_tokens, 1, MODEL_PRESETS[model].context_length)
+    R = inputs.whole_number(RESERVE_LABEL, reserved_tokens, 1, MAX_RESERVE)
     N = inputs.whole_number(CONCURRENT_LABEL, wanted, 1, MAX_CONCURRENT)
     plan = plan_reservation(model, gpu, R, N, SPREADS[spread], wd, cd, share)
     if not plan.fit.weights_fit:
         raise inputs.InputError(GPU_LABEL, f"{gpu}：{weights_do_not_fit(plan.fit)}")
-    sweep = [plan_reservation(model, gpu, r, N, SPREADS[spread], wd, cd, share) for r in reserve_options(model)]
+    sweep = [plan_reservation(model, gpu, r, N, SPREADS[spread], wd, cd, share) for r in reserve_options(model, R)]
     figures = [plots.budget_figure(plan), plots.reservation_figure(sweep, plan, TOO_LONG_LIMIT)]
     return View(figures, budget_html(plan), plan)
 
@@ -589,6 +597,9 @@ def budget_html(plan: ReservationPlan) -> str:
         f"<b>{plan.too_long_share:.1%}</b> 的请求比 R 长（会被截断或拒绝）；所有请求结束时平均填满预留的 "
         f"{plan.used_share:.1%}（比 R 长的按填满计），<b>{1 - plan.used_share:.1%} 闲置</b>{idle}。"
         "这是请求结束那一刻的填充率，也就是最少的浪费：生成途中填得更少。")
+    if R > p.context_length:
+        lines.append(f'<span style="color:#8a4b00">⚠ R 超过了 {html.escape(p.label)} 的上下文（{p.context_length:,} 个 '
+                     f"token）：每条序列多出的 {R - p.context_length:,} 个 token 的预留永远用不上。</span>")
     if plan.over_budget_bytes:
         lines.append(f'<span style="color:#b00">想同时服务 {plan.wanted} 条：需要 {format_bytes(plan.needed_bytes)}，'
                      f"超出预算 <b>{format_bytes(plan.over_budget_bytes)}</b>——第 {plan.capacity + 1} 条序列起就放不下了。"
@@ -604,26 +615,14 @@ def budget_html(plan: ReservationPlan) -> str:
 def budget_panel(gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, spread: str = DEFAULT_SPREAD,
                  reserved_tokens: int = 2048, wanted: int = 12, weight_dtype: str = "fp16",
                  cache_dtype: str = "fp16", usable: float = float(DEFAULT_USABLE)) -> Panel:
-    """Card, model, request spread, dtypes and usable share; the reservation slider offers 64 tokens up to the
-    chosen model's context (its options follow the model), and the sequences wanted at once."""
-    reserve = W.SelectionSlider(options=[(f"{r:,}", r) for r in reserve_options(model)], value=reserved_tokens,
-                                description=RESERVE_LABEL, continuous_update=False,
-                                style={"description_width": "initial"}, layout=W.Layout(width="420px"))
+    """Card, model, request spread, dtypes and usable share; the reservation per sequence on a doubling slider from
+    64 tokens up to 131,072 (the longest context of the models; past the chosen model's context the readout warns
+    that the rest is never used), and the sequences wanted at once. (The range stays fixed: when it followed the
+    model, key presses on the slider were lost in the browser suite after its end had moved.)"""
+    reserve = W.FloatLogSlider(value=reserved_tokens, base=2, min=MIN_RESERVE_EXPONENT, max=MAX_RESERVE_EXPONENT,
+                               step=1, readout_format=",.0f", description=RESERVE_LABEL, continuous_update=False,
+                               style={"description_width": "initial"}, layout=W.Layout(width="460px"))
     models = dropdown(MODEL_LABEL, list(BUDGET_MODELS), model, width="210px")
-    built: list[Panel] = []
-
-    def model_chosen(change):  # before the panel's own observer: the panel then renders once, consistently
-        options = reserve_options(change["new"])
-        keep = reserve.value if reserve.value in options else options[-1]
-        panel = built[0]
-        panel._holding = True  # no render for the slider's passing values
-        try:
-            reserve.options = [(f"{r:,}", r) for r in options]
-            reserve.value = keep
-        finally:
-            panel._holding = False
-
-    models.observe(model_chosen, names="value")
     share = W.FloatText(value=usable, step=0.05, description=USABLE_LABEL, style={"description_width": "initial"},
                         layout=W.Layout(width="190px"))
     controls = {"gpu": dropdown(GPU_LABEL, list(GPU_PRESETS), gpu, width="230px"), "model": models,
@@ -633,8 +632,7 @@ def budget_panel(gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, spread: str
                 "cache_dtype": dropdown(CACHE_DTYPE_LABEL, list(DTYPE_BITS), cache_dtype, width="190px"),
                 "usable": share, "reserved_tokens": reserve,
                 "wanted": int_slider(CONCURRENT_LABEL, wanted, 1, MAX_CONCURRENT, width="380px")}
-    built.append(Panel(controls, render_budget, layout="horizontal", css_class="kvlab-budget"))
-    return built[0]
+    return Panel(controls, render_budget, layout="horizontal", css_class="kvlab-budget")
 
 
 @dataclass(frozen=True)

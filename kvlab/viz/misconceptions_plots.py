@@ -190,6 +190,11 @@ def reservation_figure(sweep: Sequence["ReservationPlan"], current: "Reservation
                     line=dict(color=DIFF_COLOR, width=3), row=1, col=2)
     fig.add_scatter(x=[R[0], R[-1]], y=[100 * too_long_limit] * 2, mode="lines", showlegend=False,
                     line=dict(color="#aaa", dash="dot"), hoverinfo="skip", row=1, col=2)
+    context = current.model.context_length
+    if R[-1] > context:  # the sweep passes the context (the reservation does): mark where it ends
+        for col, y in ((1, [0, max(p.capacity for p in sweep) * 10 + 10]), (2, [0, 100])):
+            fig.add_scatter(x=[context, context], y=y, mode="lines", line=dict(color="#999", dash="dot"),
+                            name=f"模型的上下文 {context:,}", showlegend=col == 1, hoverinfo="skip", row=1, col=col)
     mark = dict(mode="markers", marker=dict(size=13, color="#000", symbol="circle-open", line=dict(width=3)),
                 showlegend=False)
     fig.add_scatter(x=[current.reserved_tokens], y=[current.capacity], name="当前", **mark, row=1, col=1)
@@ -205,7 +210,7 @@ def reservation_figure(sweep: Sequence["ReservationPlan"], current: "Reservation
     fig.add_annotation(text=f"{too_long_limit:.0%}", x=math.log10(R[-1]), y=100 * too_long_limit, xref="x2", yref="y2",
                        xanchor="left", yanchor="bottom", showarrow=False, font=dict(color="#888"))
     return apply_template(fig, f"{current.gpu} + {current.model.label}（{current.spread.label}）：预留越多，放下的序列越少、"
-                               f"闲置越多（横轴到模型的上下文 {current.model.context_length:,}）", 400, legend_below=True)
+                               f"闲置越多（模型的上下文 {context:,}）", 400, legend_below=True)
 
 
 # -- the lab -----------------------------------------------------------------------------------------------

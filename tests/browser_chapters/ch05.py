@@ -117,9 +117,9 @@ def interact_budget(ch: ChapterPage) -> None:
     assert b.int_value("reserved_tokens") == 2048
     bar0, curves0 = b.figure(0), b.figure(1)
 
-    b.press_slider("reserved_tokens", "ArrowLeft", times=2)  # 2,048 -> 1,536 -> 1,024 (options of the slider)
+    b.press_slider("reserved_tokens", "ArrowLeft")  # 2,048 -> 1,024: the slider halves per step
     want = lesson.plan_reservation("LLaMA-7B", rtx, 1024, 12)
-    r1 = b.wait_readout(lambda t: budget_numbers(t)[0] == 1024, "ArrowLeft x2 should reserve 1,024 tokens")
+    r1 = b.wait_readout(lambda t: budget_numbers(t)[0] == 1024, "ArrowLeft should reserve 1,024 tokens")
     assert want.capacity == 18 and budget_numbers(r1) == (1024, 18) and "放得下" in r1, r1
     assert f"{want.too_long_share:.1%} 的请求比 R 长" in r1 and f"平均填满预留的 {want.used_share:.1%}" in r1, r1
     b.wait_figure_changed(0, bar0, "the budget bar should redraw for 1,024 tokens")
@@ -146,13 +146,14 @@ def interact_budget(ch: ChapterPage) -> None:
     b.wait_message("warn", False, "a valid share should clear the warning")
     b.wait_stale(False, "a valid share must un-grey the panel")
 
-    # Llama-3-8B: the slider reaches its context; its fp16 weights do not fit on a T4, int8 ones do
+    # Llama-3-8B: a reservation of its whole context; its fp16 weights do not fit on a T4, int8 ones do
     b.select("model", "Llama-3-8B")
     b.wait_readout(lambda t: "Llama-3-8B" in t, "choosing Llama-3-8B should update the readout")
-    b.press_slider("reserved_tokens", "End")
-    r4 = b.wait_readout(lambda t: budget_numbers(t)[0] == 8192, "End should reserve Llama-3-8B's whole context")
+    for R in (4096, 8192):  # doubling per step; one key at a time (FloatLogSlider drops a key sent mid-update)
+        b.press_slider("reserved_tokens", "ArrowRight")
+        r4 = b.wait_readout(lambda t, R=R: budget_numbers(t)[0] == R, f"ArrowRight should reserve {R:,} tokens")
     llama3 = lesson.plan_reservation("Llama-3-8B", rtx, 8192, 128, lesson.SPREADS["multi_turn"])
-    assert budget_numbers(r4)[1] == llama3.capacity, r4
+    assert budget_numbers(r4)[1] == llama3.capacity and "超过了" not in r4, r4
     b.select("gpu", t4)
     warn = b.wait_message("warn", True, "fp16 Llama-3-8B on a T4 should not fit")
     assert any("GPU" in w and "都放不下" in w for w in warn), warn
@@ -163,12 +164,15 @@ def interact_budget(ch: ChapterPage) -> None:
     assert budget_numbers(r5)[1] == int8.capacity, r5
     b.wait_stale(False, "int8 weights must un-grey the panel")
 
-    # back to the defaults (LLaMA-7B: the slider ends at its context again)
+    # back to the defaults; 8,192 tokens are past LLaMA-7B's context, and the readout says so
     b.select("weight_dtype", "fp16")
     b.select("gpu", rtx)
     b.select("model", "LLaMA-7B")
-    ch.wait_until(lambda: b.int_value("reserved_tokens"), lambda v: v == 2048, 15,
-                  "LLaMA-7B's context should cap the reservation at 2,048")
+    b.wait_readout(lambda t: "R 超过了 LLaMA-7B 的上下文" in t and "6,144 个 token 的预留永远用不上" in t,
+                   "a reservation past LLaMA-7B's context should be flagged")
+    for R in (4096, 2048):
+        b.press_slider("reserved_tokens", "ArrowLeft")
+        b.wait_readout(lambda t, R=R: budget_numbers(t)[0] == R, f"ArrowLeft should reserve {R:,} tokens")
     b.select("spread", "单轮问答（示例：多数很短，少数很长）")
     b.press_slider("wanted", "Home")
     b.press_slider("wanted", "ArrowRight", times=11)

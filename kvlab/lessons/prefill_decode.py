@@ -537,6 +537,7 @@ def _follow_lengths(slider, config: ModelConfig, change) -> None:
         return
     keep = slider.value if slider.value in values else values[-1]
     if list(slider.options) != values:
+        slider.index = 0  # first, on its own: the browser's slider must never hold an index past the new list's end
         slider.options = values
     slider.value = keep
 
@@ -1237,7 +1238,7 @@ def explain_precision(results: dict[str, CachePrecision], config: ModelConfig) -
     D = config.head_dim
     return [
         f"INT8 缓存每个元素占 1 + 4/D 字节：演示模型 D = {D}，是 {1 + 4 / D:g} 字节；D = 128（LLaMA 等大模型的头维度）时"
-        f"是 {1 + 4 / 128:.2f} 字节，几乎正好是 FP16 的一半。",
+        f"是 {1 + 4 / 128:.2f} 字节，约为 FP16 的一半。",
         f"INT8 的最大 logit 误差是 FP16 的 {int8.max_logit_error / fp16.max_logit_error:.0f} 倍"
         f"（在一个 {config.n_params() / 1e6:.2f} M 参数的小模型上）。",
     ]

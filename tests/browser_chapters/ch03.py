@@ -231,6 +231,7 @@ def interact_unequal(ch: ChapterPage) -> None:
     uq.wait_stale(False, "valid lengths must un-grey the panel")
     uq.press_slider("block_size", "ArrowLeft", times=48)
     uq.wait_readout(lambda t: t == r0, "the original lengths and block size give the original readout")
+    extra_screenshot(ch, "unequal_default", ".kvlab-panel.kvlab-unequal")
 
 
 def interact(ch: ChapterPage) -> None:

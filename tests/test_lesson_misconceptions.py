@@ -377,7 +377,8 @@ def test_render_budget_when_the_weights_leave_no_room():
 def test_budget_panel():
     panel = lesson.budget_panel()
     reserve = panel.controls["reserved_tokens"]
-    assert 2**reserve.min == 64 and 2**reserve.max == 131072 and panel.result.capacity == 9
+    assert reserve.options[0] == ("64", 64) and reserve.options[-1] == ("131,072", 131072)
+    assert [v for _, v in reserve.options] == [2**k for k in range(6, 18)] and panel.result.capacity == 9
     panel.set(model="Llama-3-8B", reserved_tokens=8192)
     assert panel.result.reserved_tokens == 8192 and "超过了" not in panel.readout.value and not panel.stale
     panel.set(model="LLaMA-7B")

@@ -617,11 +617,12 @@ def budget_panel(gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, spread: str
                  cache_dtype: str = "fp16", usable: float = float(DEFAULT_USABLE)) -> Panel:
     """Card, model, request spread, dtypes and usable share; the reservation per sequence on a doubling slider from
     64 tokens up to 131,072 (the longest context of the models; past the chosen model's context the readout warns
-    that the rest is never used), and the sequences wanted at once. (The range stays fixed: when it followed the
-    model, key presses on the slider were lost in the browser suite after its end had moved.)"""
-    reserve = W.FloatLogSlider(value=reserved_tokens, base=2, min=MIN_RESERVE_EXPONENT, max=MAX_RESERVE_EXPONENT,
-                               step=1, readout_format=",.0f", description=RESERVE_LABEL, continuous_update=False,
-                               style={"description_width": "initial"}, layout=W.Layout(width="460px"))
+    that the rest is never used), and the sequences wanted at once. (The options stay fixed whatever the model:
+    ipywidgets' front end does not redraw a SelectionSlider whose options change.)"""
+    options = [2**k for k in range(MIN_RESERVE_EXPONENT, MAX_RESERVE_EXPONENT + 1)]
+    reserve = W.SelectionSlider(options=[(f"{r:,}", r) for r in options], value=reserved_tokens,
+                                description=RESERVE_LABEL, continuous_update=False,
+                                style={"description_width": "initial"}, layout=W.Layout(width="460px"))
     models = dropdown(MODEL_LABEL, list(BUDGET_MODELS), model, width="210px")
     share = W.FloatText(value=usable, step=0.05, description=USABLE_LABEL, style={"description_width": "initial"},
                         layout=W.Layout(width="190px"))

@@ -149,7 +149,7 @@ def interact_budget(ch: ChapterPage) -> None:
     # Llama-3-8B: a reservation of its whole context; its fp16 weights do not fit on a T4, int8 ones do
     b.select("model", "Llama-3-8B")
     b.wait_readout(lambda t: "Llama-3-8B" in t, "choosing Llama-3-8B should update the readout")
-    for R in (4096, 8192):  # doubling per step; one key at a time (FloatLogSlider drops a key sent mid-update)
+    for R in (2048, 4096, 8192):  # from 1,024, doubling per step
         b.press_slider("reserved_tokens", "ArrowRight")
         r4 = b.wait_readout(lambda t, R=R: budget_numbers(t)[0] == R, f"ArrowRight should reserve {R:,} tokens")
     llama3 = lesson.plan_reservation("Llama-3-8B", rtx, 8192, 128, lesson.SPREADS["multi_turn"])

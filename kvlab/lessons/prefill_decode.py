@@ -41,7 +41,7 @@ PREFILL_DECODE_STEPS = 4  # decode passes timed after each prefill of the sweep
 MAX_CUSTOM_LENGTHS = 10  # prompt lengths a learner may list in the prefill panel
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 BATCH_CONTEXTS = (8, 64, 256, 1000)  # tokens already in each sequence's cache, for the batching panel
-BATCH_STEPS, BATCH_REPEATS = 3, 2  # decode passes per timed run, runs per batch size (the fastest counts)
+BATCH_STEPS, BATCH_REPEATS = 3, 3  # decode passes per timed run, runs per batch size (the fastest counts)
 PADDED_LENGTHS = "3, 17, 9, 30"
 PADDED_NEW_TOKENS = 12
 # The roofline model: 8 layers, d_model 512, fp32 weights of 114 MiB (exercise 3.3-1 uses the same config)
@@ -750,9 +750,10 @@ def _decode_passes(model: ToyTransformer, cache: KVCache, context_len: int, feed
 def measure_batch_sweep(model: ToyTransformer, batch_sizes=BATCH_SIZES, context_len: int = 8,
                         decode_steps: int = BATCH_STEPS, repeats: int = BATCH_REPEATS, seed: int = 0) -> BatchSweep:
     """Time decode steps of B sequences at once, each with ``context_len`` tokens already in its cache, for
-    each B. The cache's first rows are left as allocated (zeros): their values do not change the work or
-    the time of a step, and filling them by a real prefill of B × context tokens would cost far more than
-    the measurement. One B after the other (one cache alive at a time), the fastest of ``repeats`` runs."""
+    each B: ``repeats`` runs of ``decode_steps`` passes, the batch sizes interleaved (a burst of load elsewhere
+    then spoils one run of each, not every run of one), the fastest run kept. The caches' first rows are left
+    as allocated (zeros): their values do not change the work or the time of a step, and filling them by a
+    real prefill of B × context tokens would cost far more than the measurement."""
     decode_steps = positive_int("decode_steps", decode_steps)
     repeats = positive_int("repeats", repeats)
     c = model.config
@@ -761,15 +762,15 @@ def measure_batch_sweep(model: ToyTransformer, batch_sizes=BATCH_SIZES, context_
         raise ValueError(f"batch_sizes must be a non-empty list, got {batch_sizes!r}")
     sizes = [positive_int("batch_sizes", b, maximum=4096) for b in batch_sizes]
     gen = torch.Generator().manual_seed(seed)
-    points = []
+    caches = {B: KVCache(c, B, context_len + decode_steps, dtype=model.dtype, device=model.device) for B in sizes}
+    feeds = {B: torch.randint(0, c.vocab_size, (B, 1), generator=gen).to(model.device) for B in sizes}
+    run = {B: partial(_decode_passes, model, caches[B], context_len, feeds[B]) for B in sizes}
     with torch_threads(measurement_threads()):
-        for B in sizes:
-            cache = KVCache(c, B, context_len + decode_steps, dtype=model.dtype, device=model.device)
-            feed = torch.randint(0, c.vocab_size, (B, 1), generator=gen).to(model.device)
-            _decode_passes(model, cache, context_len, feed, 1)  # warm-up
-            runs = [median(_decode_passes(model, cache, context_len, feed, decode_steps)) for _ in range(repeats)]
-            points.append(BatchPoint(B, min(runs), decode_cost(c, context_len, decode_steps, B), decode_steps))
-            del cache
+        runs = alternate({B: partial(run[B], decode_steps) for B in sizes}, repeats,
+                         warmup={B: partial(run[B], 1) for B in sizes})
+    del caches
+    points = [BatchPoint(B, min(median(r) for r in runs[B]), decode_cost(c, context_len, decode_steps, B), decode_steps)
+              for B in sizes]
     return BatchSweep(points, context_len, c, device_label(model.device))
 
 

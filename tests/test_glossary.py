@@ -23,6 +23,7 @@ FORBIDDEN = [
     (re.compile("）\\s*\\("), "mixed brackets 「（…） (…)」"),
     (re.compile(f"[{CJK}][:,;]|[:,;][{CJK}]"), "half-width colon, comma or semicolon in a Chinese sentence"),
     (re.compile("[“”]"), "quotation marks are 「…」 (and 『…』 inside them)"),
+    (re.compile("脊点|受带宽限制|受算力限制|带宽受限|计算受限"), "write 转折点, 访存受限, 算力受限 (one form each)"),
 ]
 
 
@@ -86,7 +87,7 @@ def test_labels_and_messages_follow_the_glossary(path):
 
 def test_the_rules_catch_what_they_should():
     for bad in ["生成token数", "1个token", "动态扩容", "KV头", "缓存 (kv)", "（…） (tokens)", "说明:这里", "甲,乙",
-                "“引号”"]:
+                "“引号”", "脊点", "受带宽限制"]:
         assert violations(bad), bad
     for good in ["生成 token 数", "1 个 token", "逐步拼接（dynamic）", "KV 头", "有缓存（kv）", "12, 40, 7",
                  "(L, B, H, S, D)", "形状：（2, 4）", "原文说「只需计算新token的Q」"]:

@@ -108,7 +108,8 @@ largest_batch = None  # a whole number of sequences''',
     check="ch04.check_largest_batch(largest_batch)",
     hints=(
         f"留给缓存的显存 = card.memory_bytes × {SHARE} − n_params × 2；一条序列的缓存 = 2 × L × H_kv × S × D × 2 字节。",
-        "批次只能是整数：用 // 向下取整。",
+        "分三步算，每一步都用整数：可用显存 = int(card.memory_bytes × 比例)；给缓存的 = 可用显存 − 权重字节数；"
+        "批次 = 给缓存的 // 一条序列的缓存字节数。把每一步的中间结果打印出来，看哪一步和你想的不一样。",
     ),
 )
 
@@ -122,7 +123,7 @@ def largest_batch_mistakes() -> dict[int, str]:
         (usable_bytes(marketed) - weights) // per_sequence: f"你把标称的「{card.marketed}」当成了 10⁹ 字节的 GB。"
                                                             f"这张卡报告的总量是 {card.memory_mib:,} MiB，用 card.memory_bytes。",
         (card.memory_bytes - weights) // per_sequence: f"你用了整张卡：只按总显存的 {SHARE}（显存使用比例）来规划，"
-                                                       "其余留给 CUDA 上下文和激活值。",
+                                                       "其余留给 CUDA 上下文等开销。",
         usable // per_sequence: "忘了先减去权重：权重和缓存共用这张卡的显存。",
         -(-(usable - weights) // per_sequence): "向上取整了：最后一条序列放不下，要向下取整。",
         (usable - 2 * weights) // per_sequence: "权重算大了一倍：FP16 每个参数 2 字节。",

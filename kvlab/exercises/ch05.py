@@ -179,11 +179,17 @@ FIX = Exercise(
 )
 
 
+LENGTH_CHANGED = "store 改动了 cache.length：store 只负责写入，所有层都写完之后模型才调用 cache.advance(T) 把计数加上去"
+
+
 def cache_with_store(store, config, batch_size: int, max_seq_len: int, dtype=None) -> KVCache:
     """A ``KVCache`` whose writes go through the learner's ``store(cache, layer, k, v)``."""
     class LearnerCache(KVCache):
         def _store(self, layer, k, v, end):
+            length = self.length
             checker.call(store, self, layer, k, v, case=f"第 {layer} 层写入 {k.shape[2]} 个 token")
+            if self.length != length:  # only advance() moves the counter, once per pass
+                raise checker.AnswerError(LENGTH_CHANGED)
 
     return LearnerCache(config, batch_size, max_seq_len, dtype=dtype)
 
@@ -206,6 +212,8 @@ def store_problem(store) -> str | None:
         before_k, before_v = cache.k.clone(), cache.v.clone()
         cache.length = length
         checker.call(store, cache, layer, k, v, case=f"单独调用 store，length = {length}，layer = {layer}，T = {T}")
+        if cache.length != length:
+            return LENGTH_CHANGED
         moved = [l for l in range(c.n_layer) if l != layer and not torch.equal(cache.k[l], before_k[l])]
         if moved:
             return f"length = {length} 时写第 {layer} 层，却改动了第 {moved[0]} 层：每一层有自己的一份缓存，要用 cache.k[layer]"
@@ -230,10 +238,18 @@ def grade_fix(store) -> Verdict:
     if checker.is_stub(store, FIX_STUB, "store"):
         return todo("这还是原来有 bug 的代码：改正它，再运行这一格。")
     problem = store_problem(store)
+    if problem == LENGTH_CHANGED:
+        return wrong(problem)
     model, _ = demo()
     make = lambda n: cache_with_store(store, model.config, 1, n, dtype=model.dtype)  # noqa: E731
     for prompt, reused in ((PROMPTS[0], False), (PROMPTS[1], True)):
-        step = first_diverging_step(make, prompt, reused)
+        try:
+            step = first_diverging_step(make, prompt, reused)
+        except checker.AnswerError as exc:
+            return wrong(str(exc))
+        except (RuntimeError, ValueError, IndexError) as exc:  # the learner's writes broke the model's shapes
+            return wrong(f"用你的 store 生成时模型报错了：{type(exc).__name__}: {str(exc).splitlines()[0]}",
+                         *([f"原因：{problem}"] if problem else []))
         if step is not None:
             case = f"提示词「{prompt}」，{'先服务过一个请求、reset() 后再用的缓存' if reused else '全新的缓存'}"
             return wrong(f"{case}：第 {step} 步开始与无缓存的参考不同。", *([f"原因：{problem}"] if problem else []))

@@ -303,6 +303,9 @@ def grade_bytes(answer, expected: int, known: dict[int, str] | None = None, what
     if q.value < 1024 and q.unit == "B" and not isinstance(answer, str):
         return wrong(f"你写的是 {_fraction_text(q.value)} 字节：不带单位的数按字节算。要用 GiB 之类的单位，请写成字符串，"
                      f"例如 \"{_fraction_text(q.value)} GiB\"。")
+    if q.value < 1024 and q.unit == "B" and not re.search("[A-Za-z字]", answer):
+        return wrong(f"你写的「{answer}」没有单位，按字节算就是 {_fraction_text(q.value)} 字节。请加上单位，"
+                     f"例如 \"{_fraction_text(q.value)} MiB\"。")
     if q.decimal and q.as_binary() == expected:
         big = BINARY_OF[q.unit]
         return wrong(f"数值对了，单位错了：1 {q.unit} = {DECIMAL_UNITS[q.unit]:,} 字节（10 的幂），而这个数是按 "

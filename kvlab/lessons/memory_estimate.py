@@ -395,8 +395,12 @@ def calculator_html(e: CacheEstimate) -> str:
     if note:
         what = (f"每个头各存 D = {p.head_dim} 维的 K 和 V，即 DeepSeek-V2 论文对比的 MHA" if p.cache_formula == LATENT
                 else "每一层都存下全部 S 个 token")
-        lines.append(f"{note}若按普通公式 2 × L × B × H × S × D 算（{what}），会得到 {format_bytes(e.plain_bytes)}，"
-                     f"是实际的 {ratio_text(Fraction(e.plain_bytes, e.total_bytes))} 倍。")
+        if e.plain_bytes == e.total_bytes:  # a sliding window not yet full: both rules agree
+            lines.append(f"{note}S = {S:,} 还没有超过窗口 {p.sliding_window:,}，按普通公式 2 × L × B × H × S × D 算"
+                         f"也得到 {format_bytes(e.plain_bytes)}：两者相同。")
+        else:
+            lines.append(f"{note}若按普通公式 2 × L × B × H × S × D 算（{what}），会得到 {format_bytes(e.plain_bytes)}，"
+                         f"是实际的 {ratio_text(Fraction(e.plain_bytes, e.total_bytes))} 倍。")
     if e.dtype in QUANTIZED:
         lines.append(f'<span style="font-size:90%;color:#555">{e.dtype} 缓存实际还要为每组数存缩放系数'
                      "（多为 16 位），所以实际字节数比这里算的略多。</span>")
@@ -656,8 +660,8 @@ def approximation_note(weight_dtype: str) -> str:
     if weight_dtype in QUANTIZED:
         note += (f"{weight_dtype} 权重实际还要存缩放系数，多数方案还把嵌入层和输出层（lm_head）留在 16 位，"
                  "所以实际大小比这里算的略大：这是一个偏小的估计。")
-    return (note + "显存使用比例的作用和 vLLM 的 gpu_memory_utilization 一样：只按总显存的这一部分规划权重和缓存，"
-            "其余留给 CUDA 上下文、激活值和显存碎片。")
+    return (note + "显存使用比例借用 vLLM 的 gpu_memory_utilization：只按总显存的这一部分规划权重和缓存，其余留给 CUDA "
+            "上下文和显存碎片。vLLM 还要从这一部分里扣掉启动时实测的激活峰值，这里忽略它，所以算出的缓存空间是上限。")
 
 
 def fit_html(plan: FitPlan) -> str:

@@ -294,6 +294,13 @@ REPEATS_LABEL = "重复次数（取中位数）"
 COUNTING = "按 kvlab.costs 的计数（一次乘加记 2 FLOP，掩码遮住的一半也算）"
 
 
+def tail_range(timings: dict[str, DecodeTiming]) -> str:
+    """The sequence lengths whose steps the last-quarter medians cover: "153–201"."""
+    t = next(iter(timings.values())).seq_len[1:]  # decode passes, as tail_step_ms takes them
+    tail = t[-max(1, int(len(t) * 0.25)):]
+    return f"{tail[0]}–{tail[-1]}"
+
+
 def render_k_only(model: ToyTransformer, prompt_ids, new_tokens, repeats) -> View:
     """The misconception-2 panel: time the three modes, plot step time and K/V projections per step."""
     n = inputs.whole_number(NEW_TOKENS_LABEL, new_tokens, 8, model.config.max_seq_len - len(prompt_ids[0]))
@@ -302,7 +309,7 @@ def render_k_only(model: ToyTransformer, prompt_ids, new_tokens, repeats) -> Vie
     counted = count_step(model, timings["none"].seq_len[-1])
     tokens = "三种方式生成的 token 完全相同" if same_tokens(timings) else '<span style="color:#b00">token 不同！</span>'
     readout = (
-        f"生成 {n} 个 token：{tokens}。最后 1/4 的解码步（t ≈ {counted.seq_len}）单步耗时中位数："
+        f"生成 {n} 个 token：{tokens}。最后 1/4 的解码步（t = {tail_range(timings)}）单步耗时中位数："
         f"<b>{tail_times_text(timings)}</b>（{model.device}，{measurement_threads()} 个 CPU 线程）<br>"
         f"trace 记录的每步投影（序列长度为 t 的那一步）：无缓存 K = V = t；只缓存 K：K = 1，<b>V = t</b>；有缓存：K = V = 1。"
         f"{COUNTING}，t = {counted.seq_len} 时只缓存 K 的一步仍要做无缓存的 <b>{counted.share('k_only'):.1%}</b> 的计算"
@@ -583,7 +590,8 @@ def budget_html(plan: ReservationPlan) -> str:
     left = "只剩" if plan.capacity == 0 else ""
     lines = [
         f"{html.escape(plan.gpu)}：总显存 {format_bytes(plan.total_bytes)}，按 {float(fit.usable):g} 规划 "
-        f"{format_bytes(plan.budget_bytes)}（其余 {float(1 - fit.usable):.0%} 留给 CUDA 上下文和激活）；"
+        f"{format_bytes(plan.budget_bytes)}（其余 {float(1 - fit.usable):.0%} 留给 CUDA 上下文等开销；激活也要占显存，"
+        f"所以下面的缓存空间是上限）；"
         f"{html.escape(p.label)} 的 {fit.weight_dtype} 权重 {format_bytes(plan.weight_bytes)}；"
         f"留给 KV Cache 的{left} <b>{format_bytes(plan.room_bytes)}</b>。",
         f"每条序列预留 R = {R:,} 个 token × {format_bytes(plan.per_token_bytes)}（{fit.cache_dtype}）= "
@@ -977,7 +985,8 @@ def review_questions() -> list:
                        f"2（K 和 V）× {llama3.n_layer} 层 × {llama3.n_kv_head} 个 KV 头 × {llama3.head_dim} × 2 字节"
                        f" = {format_bytes(llama3.kv_bytes_per_token('fp16'))}。",
                        "公式是 2 × L × H × D × 每元素字节，其中 H 是 KV 头数，不是查询头数。"),
-        ChoiceQuestion("3.2", "缓存张量的形状是（L, B, H, S, D）。解码时每生成一个 token，哪一维加 1？", (
+        ChoiceQuestion("3.2", "缓存里已存部分的形状是（L, B, H, S, D）（预分配的缓存里是前 length 个位置）。"
+                              "解码时每生成一个 token，哪一维加 1？", (
             C("L", False, "层数由模型结构决定，不会变。"),
             C("B", False, "批次是同时处理的序列数，解码一步不会增加序列。"),
             C("S", True, "S 是已存的 token 数：每一步追加 1 个。"),
@@ -1013,7 +1022,7 @@ def review_questions() -> list:
               True, "要重算 V 就得重跑几乎整个模型：只缓存 K 省下的只是旧 token 的 K 投影那一小部分。"),
             C("因为注意力用不到 V", False, "注意力的输出就是对 V 的加权平均，离不开 V。"))),
         NumberQuestion("3.5", f"{card.name}（nvidia-smi 报告 {card.memory_mib:,} MiB），像 3.4 节那样按 {usable:g} 规划"
-                              f"（其余 {1 - usable:.0%} 留给 CUDA 上下文和激活）。放上 FP16 的 LLaMA-7B 权重"
+                              f"（其余 {1 - usable:.0%} 留给 CUDA 上下文等开销）。放上 FP16 的 LLaMA-7B 权重"
                               f"（{llama7.n_params:,} 个参数，每个 2 字节），剩下的给 KV Cache（{llama7.n_layer} 层，"
                               f"{llama7.n_kv_head} 个 KV 头，D = {llama7.head_dim}，FP16）。"
                               "每条序列预留 2048 个 token，最多能同时服务几条序列？", plan.capacity, "条",
@@ -1076,7 +1085,7 @@ def chapter_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str,
                              dtype_name(model.dtype))
     llama = MODEL_PRESETS["LLaMA-7B"]
     return [
-        SummaryRow("3.1 自回归解码：空间换时间", f"t ≈ {timings['kv'].seq_len[-1]} 时单步：无缓存 {none:.2f} ms，有缓存 "
+        SummaryRow("3.1 自回归解码：空间换时间", f"最后 1/4 解码步（t = {tail_range(timings)}）的单步中位数：无缓存 {none:.2f} ms，有缓存 "
                    f"{kv:.2f} ms（快 {none / kv:.1f} 倍）；代价是缓存里存着的 {format_bytes(held)}",
                    "缓存旧 token 的 K/V，每步只算新 token：把重复计算变成增量计算"),
         SummaryRow("3.2 存储结构 L×B×H×S×D", f"演示模型的缓存（L, B, H, S, D）=（{c.n_layer}, {r.batch_size}, "
@@ -1105,7 +1114,8 @@ def scenario_row(plans: dict[str, ReservationPlan]) -> SummaryRow:
     parts = "；".join(f"{p.spread.label}：闲置 {1 - p.used_share:.0%}，固定 {p.capacity} 条 vs 分页约 "
                      f"{p.paged_capacity:.1f} 条" for p in plans.values())
     return SummaryRow("业务场景", f"{first.gpu} + {first.model.label}，每条预留整个上下文 {first.reserved_tokens:,}：{parts}",
-                      "请求越接近上下文长度（长文档问答），固定预留浪费越少；长度越分散（多轮对话），分页省得越多")
+                      "请求越接近上下文长度（长文档问答），固定预留浪费越少、分页收益越小；请求越短（单轮问答、多轮对话），"
+                      "分页省得越多")
 
 
 def summary_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str, DecodeTiming],

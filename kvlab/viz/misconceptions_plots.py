@@ -146,7 +146,7 @@ def budget_figure(plan: "ReservationPlan") -> go.Figure:
               + ("（不够再放 1 条）" if refused else ""), FREE_COLOR, [f"预算内剩余：{format_bytes(left)}"])
     kept = plan.total_bytes - plan.budget_bytes
     _segments(fig, card, [(plan.budget_bytes, plan.total_bytes)],
-              f"留给 CUDA 上下文和激活（{1 - usable:.0%}）{format_bytes(kept)}", "#f2f2f2",
+              f"留给 CUDA 上下文等开销（{1 - usable:.0%}）{format_bytes(kept)}", "#f2f2f2",
               [f"不参与规划：{format_bytes(kept)}"], pattern=".")
     _segments(fig, over, [(end, end + refused * slot)] if refused else [],
               f"放不下的 {refused} 条序列 {format_bytes(refused * slot)}", OVER_COLOR,

@@ -340,6 +340,21 @@ JS_FIGURE_STATE = """(el) => {
   };
 }"""
 
+# Run code in the notebook's kernel without a cell (benchmarks, fresh renders to compare with the screen).
+JS_EXECUTE = """async ([code, timeoutMs]) => {
+  const k = window.__kvlabNb.sessionContext.session.kernel;
+  const future = k.requestExecute({code, silent: false, store_history: false, stop_on_error: true});
+  let stdout = '', error = null;
+  future.onIOPub = (msg) => {
+    const c = msg.content || {};
+    if (msg.header.msg_type === 'stream' && c.name === 'stdout') stdout += c.text;
+    if (msg.header.msg_type === 'error') error = `${c.ename}: ${c.evalue}\\n${(c.traceback || []).join('\\n')}`;
+  };
+  const timeout = new Promise((_, reject) => setTimeout(() => reject(new Error('kernel code timed out')), timeoutMs));
+  await Promise.race([future.done, timeout]);
+  return {stdout, error};
+}"""
+
 JS_VISIBLE_TEXTS = """(els) => els.filter(e => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length))
                                  .map(e => e.innerText.trim())"""
 
@@ -457,6 +472,14 @@ class ChapterPage:
 
     def panel(self, css_class: str) -> "PanelDriver":
         return PanelDriver(self, css_class)
+
+    def execute(self, code: str, timeout_s: float = 60) -> str:
+        """Run ``code`` in the notebook's kernel outside any cell; return what it printed (stdout).
+        Raises :class:`Fail` with the traceback if it raised."""
+        result = self.page.evaluate(JS_EXECUTE, [code, int(timeout_s * 1000)])
+        if result["error"]:
+            raise Fail("kernel code failed: " + re.sub(r"\x1b\[[0-9;]*m", "", result["error"]))
+        return result["stdout"]
 
     # artifacts
     def screenshot(self, path: Path, selector: str | None = None, max_height: int = 1500) -> Path:

@@ -160,3 +160,242 @@ def test_extra_widgets_can_sit_beside_their_control():
                      extra={"filled": play}, mode="rerender")
     row = panel.widget.children[1].children  # [0] is the stale-style holder
     assert list(row) == [other, play, slider]
+
+
+# -- what a FigureWidget is sent ----------------------------------------------------------------
+def _bars(ys, title="t", **trace):
+    return go.Figure(go.Bar(x=list(range(len(ys))), y=ys, **trace), layout=dict(title=title))
+
+
+def _plain(d):
+    """A trace or layout dict as plotly.py holds it, without the widget's trace ids."""
+    return {k: v for k, v in d.items() if k != "uid"}
+
+
+def _assert_widget_shows(view):
+    """The widget's own (Python-side) figure equals the last figure given to the view, property by property."""
+    w, f = view.widget, view.figure
+    assert [t["type"] for t in w._data] == [t["type"] for t in f._data]
+    for shown, fresh in zip(w._data, f._data):
+        assert kw._same(_plain(shown), fresh), (shown, fresh)
+    assert kw._same(w._layout, f._layout)
+
+
+def test_figure_delta_sends_only_what_changed():
+    import numpy as np
+
+    old = go.Figure([go.Scatter(y=np.arange(3.0), name="a"), go.Scatter(y=[5, 6], name="b", marker=dict(color="red"))],
+                    layout=dict(title="before", xaxis=dict(range=[0, 2])))
+    same = go.Figure(old)
+    assert kw.figure_delta(old, same).empty  # an identical figure sends nothing
+    new = go.Figure([go.Scatter(y=np.array([0.0, 1.0, 9.0]), name="a"), go.Scatter(y=[5, 6], name="b")],
+                    layout=dict(title="after", xaxis=dict(range=[0, 2])))
+    d = kw.figure_delta(old, new)
+    assert d.traces == [0, 1] and set(d.restyle) == {"y", "marker"}
+    assert list(d.restyle["y"][0]) == [0, 1, 9] and d.restyle["y"][1] is kw.Undefined  # trace 1 keeps its y
+    assert d.restyle["marker"] == [kw.Undefined, None]  # a property the new figure lacks is removed
+    assert set(d.relayout) == {"title"} and d.relayout["title"]["text"] == "after"  # the axis did not change
+    assert not d.add and not d.delete
+
+
+def test_figure_delta_adds_and_deletes_traces_at_the_end():
+    two = go.Figure([go.Bar(y=[1]), go.Scatter(y=[2])])
+    three = go.Figure([go.Bar(y=[1]), go.Scatter(y=[2]), go.Scatter(y=[3])])
+    d = kw.figure_delta(two, three)
+    assert d.delete == [] and [t.y for t in d.add] == [(3,)] and d.empty is False and d.restyle == {}
+    d = kw.figure_delta(three, two)
+    assert d.delete == [2] and d.add == []
+    swapped = go.Figure([go.Scatter(y=[1]), go.Bar(y=[2])])  # trace types differ from the first on: replaced
+    d = kw.figure_delta(two, swapped)
+    assert d.delete == [0, 1] and [t.type for t in d.add] == ["scatter", "bar"]
+
+
+def test_widget_matches_every_new_figure():
+    figures = [_bars([1, 2, 3]), _bars([1, 2, 4], "t2"), _bars([1], "t2", marker=dict(color="red")),
+               go.Figure([go.Bar(y=[1]), go.Scatter(y=[2, 3], mode="lines")], layout=dict(title="two")),
+               go.Figure([go.Scatter(y=[7])], layout=dict(annotations=[dict(text="n", x=0, y=0)])),
+               _bars([3, 2, 1])]
+    view = kw.FigureView(figures[0], mode="widget")
+    for fig in figures[1:]:
+        view.update(fig)
+        _assert_widget_shows(view)
+
+
+def _record_comm_messages(monkeypatch):
+    """(widget, state keys) for every comm message the kernel would send, in order."""
+    import comm
+
+    sent = []
+    by_comm = {}
+
+    def publish(self, msg_type, data=None, metadata=None, buffers=None, **keys):
+        if msg_type == "comm_msg" and data and data.get("method") == "update":
+            sent.append((by_comm.get(self.comm_id), sorted(data["state"])))
+
+    monkeypatch.setattr(comm.DummyComm, "publish_msg", publish)
+    return sent, by_comm
+
+
+def test_one_message_per_changed_figure_and_the_readout_first(monkeypatch):
+    def render(n, other):
+        return kw.View([_bars([n, 1], f"n = {n}"), _bars([other])], f"<b>n = {n}</b>")
+
+    panel = kw.Panel({"n": W.IntSlider(value=1, max=50), "other": W.IntSlider(value=1)}, render, mode="widget")
+    sent, by_comm = _record_comm_messages(monkeypatch)
+    by_comm.update({panel.readout.comm.comm_id: "readout", panel.views[0].widget.comm.comm_id: "fig0",
+                    panel.views[1].widget.comm.comm_id: "fig1"})
+    panel.set(n=2)
+    widgets = [w for w, _ in sent if w is not None]
+    assert widgets == ["readout", "fig0"]  # readout first; fig1 did not change and gets nothing
+    assert ["_last_layout_edit_id", "_last_trace_edit_id", "_py2js_update"] in [k for w, k in sent if w == "fig0"]
+    sent.clear()
+    panel.set(n=2)  # nothing changed: nothing sent
+    assert [w for w, _ in sent if w is not None] == []
+    _assert_widget_shows(panel.views[0])
+
+
+def test_set_renders_once_for_several_values():
+    calls = []
+
+    def render(a, b):
+        calls.append((a, b))
+        if a > b:
+            raise ValueError(f"seq_len must not exceed the batch, got {a} > {b}")
+        return kw.View([go.Figure()], f"{a} {b}")
+
+    panel = kw.Panel({"a": W.IntSlider(value=1, max=9), "b": W.IntSlider(value=2, max=9)}, render, mode="rerender")
+    panel.set(a=5, b=6)  # one at a time, a = 5 > b = 2 would have shown an error in between
+    assert calls == [(1, 2), (5, 6)] and panel.readout.value == "5 6" and not panel.stale
+    panel.set(a=5)  # unchanged values: no render
+    assert calls == [(1, 2), (5, 6)]
+
+
+# -- browser-made changes: pre-rendering and bursts ----------------------------------------------
+def _counting_panel(calls, **slider):
+    def render(n, other):
+        calls.append((n, other))
+        if n == 13:
+            raise ValueError(f"seq_len must not be 13, got {n}")
+        return kw.View([_bars([n, other], f"n = {n}")], f"n = {n}, other = {other}", result=(n, other))
+
+    controls = {"n": W.IntSlider(**{"value": 1, "min": 0, "max": 40, **slider}), "other": W.IntSlider(value=1)}
+    return kw.Panel(controls, render, mode="widget")
+
+
+def _from_browser(control, value):
+    """What ipywidgets does when the browser sends a new value (the comm message's handler)."""
+    control.set_state({"value": value})
+
+
+def _assert_shows_fresh(panel):
+    """Readout, result and figure are exactly what a fresh render of the controls' values gives."""
+    fresh = panel.render(**panel.values())
+    assert panel.readout.value == fresh.html and panel.result == fresh.result and not panel.stale
+    assert kw._same(panel.views[0].figure._data, fresh.figures[0]._data)
+    _assert_widget_shows(panel.views[0])
+
+
+def test_browser_step_is_prerendered_and_shown_without_rendering(monkeypatch):
+    import asyncio
+
+    calls = []
+    panel = _counting_panel(calls)
+
+    async def session():
+        _from_browser(panel.controls["n"], 2)
+        assert panel.readout.value.startswith("n = 2") and calls[-1] == (2, 1)
+        await asyncio.sleep(kw.PREFETCH_DELAY_S + 0.05)
+        assert calls[-1] == (3, 1)  # the next step the same way, rendered while idle
+        before = len(calls)
+        _from_browser(panel.controls["n"], 3)
+        assert len(calls) == before and panel.readout.value.startswith("n = 3")  # shown, not rendered again
+        _assert_shows_fresh(panel)
+        await asyncio.sleep(kw.PREFETCH_DELAY_S + 0.05)
+        assert calls[-1] == (4, 1)
+        _from_browser(panel.controls["n"], 2)  # back: the value shown before is kept too
+        assert calls[-1] == (4, 1) and panel.readout.value.startswith("n = 2")
+        _assert_shows_fresh(panel)
+
+    asyncio.run(session())
+    panel.set(n=3)  # code (a cell, a test) always gets a fresh render
+    assert calls[-1] == (3, 1)
+
+
+def test_prerendering_is_skipped_for_slow_renders_code_changes_and_without_a_loop(monkeypatch):
+    import asyncio
+    import time
+
+    calls = []
+    panel = _counting_panel(calls)
+    slow = panel.render
+
+    def render(n, other):  # a change of `other` costs a (simulated) measurement, the first n = 10 a long one
+        if other != panel.views[0].figure._data[0]["y"][1]:
+            time.sleep(kw.PREFETCH_MAX_MS / 1e3 + 0.01)
+        if n == 10 and (10, other) not in calls:
+            time.sleep(2.5 * kw.PREFETCH_MAX_MS / 1e3 + 0.01)
+        return slow(n, other)
+
+    panel.render = render
+    _from_browser(panel.controls["n"], 2)  # no event loop here: nothing is scheduled
+    assert panel._next is None
+
+    async def session():
+        _from_browser(panel.controls["other"], 2)  # slow: its next value is not rendered ahead
+        await asyncio.sleep(kw.PREFETCH_DELAY_S + 0.05)
+        assert calls[-1] == (2, 2)
+        _from_browser(panel.controls["n"], 3)  # quick: it is
+        await asyncio.sleep(kw.PREFETCH_DELAY_S + 0.05)
+        assert calls[-1] == (4, 2)
+        _from_browser(panel.controls["n"], 10)  # once very slow (then cached, say): never again ahead
+        for n in (11, 12):
+            _from_browser(panel.controls["n"], n)
+            await asyncio.sleep(kw.PREFETCH_DELAY_S + 0.05)
+            assert calls[-1] == (n, 2)
+
+    asyncio.run(session())
+    monkeypatch.setattr(kw, "PREFETCH", False)  # off: every change is rendered afresh, nothing is kept
+    panel.controls["n"].value = 4
+    assert calls[-1] == (4, 2) and not panel._ready
+    off = _counting_panel(calls)
+    off.prefetch = False  # or off for one panel (a render that is not the same for the same values)
+    monkeypatch.setattr(kw, "PREFETCH", True)
+
+    async def other_session():
+        _from_browser(off.controls["n"], 2)
+        await asyncio.sleep(kw.PREFETCH_DELAY_S + 0.05)
+        assert calls[-1] == (2, 1) and not off._ready
+
+    asyncio.run(other_session())
+
+
+def test_a_burst_never_leaves_an_older_value_on_screen():
+    """Browser changes to two sliders arrive in bursts (with and without idle time in between, so some
+    pre-renders run and others are cancelled), code changes and a bad value among them: after every
+    change the panel shows exactly a fresh render of the current values, never an earlier one."""
+    import asyncio
+    import random
+
+    rng = random.Random(7)
+    calls = []
+    panel = _counting_panel(calls)
+    n, other = panel.controls["n"], panel.controls["other"]
+
+    async def session():
+        for _ in range(200):
+            roll = rng.random()
+            if roll < 0.7:  # a key press on n (mostly one step, sometimes a jump), as the browser sends it
+                _from_browser(n, min(40, max(0, n.value + rng.choice([1, 1, 1, -1, 5]))))
+            elif roll < 0.85:
+                _from_browser(other, rng.randint(0, 3))
+            else:
+                panel.set(n=rng.randint(0, 40))
+            if n.value == 13:  # a bad value: the message, the last good numbers greyed out
+                assert panel.stale and "kvlab-msg-warn" in panel.message.value
+                _from_browser(n, 14)
+            _assert_shows_fresh(panel)
+            if rng.random() < 0.4:  # idle time: a pre-render may run
+                await asyncio.sleep(kw.PREFETCH_DELAY_S + 0.01)
+                _assert_shows_fresh(panel)
+
+    asyncio.run(session())

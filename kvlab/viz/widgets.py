@@ -4,18 +4,33 @@ Figures are plotly ``FigureWidget``s in JupyterLab (plotly >= 6 needs ``anywidge
 on Colab, or wherever ``anywidget`` is missing, each update re-renders a plain figure
 inside an ``Output`` widget. Errors from bad values become a message in the panel,
 never a traceback.
+
+Keeping up with the hand (``python tests/ui_latency.py`` measures it in a real browser): an update
+sends the readout first, then for each figure only the properties that changed, in one comm message
+(:func:`figure_delta`, :class:`PanelFigureWidget`); a slider's next step is rendered ahead while the
+kernel is idle (``PREFETCH``). Values that arrive faster than the panel redraws are coalesced by
+ipywidgets' front end (one message in flight per control, the latest value sent next), so a drag is
+rendered a few times, always ending on the value the slider shows.
 """
 from __future__ import annotations
 
+import asyncio
+import copy
 import html
 import sys
+import time
 import traceback
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable
 
 import ipywidgets as W
+import numpy as np
 import plotly.graph_objects as go
 from IPython.display import display
+from plotly.basedatatypes import Undefined
+from plotly.serializers import custom_serializers
+from traitlets import Dict
 
 from ..inputs import InputError
 
@@ -31,6 +46,16 @@ FRIENDLY_NAMES = {
 STALE_CSS = ("<style>.kvlab-panel.kvlab-stale .kvlab-readout,.kvlab-panel.kvlab-stale .kvlab-figure"
              "{opacity:0.3;filter:grayscale(1);transition:opacity .1s}</style>")
 STALE_NOTE = "下方的数字和图仍是上一次有效输入的结果（已变灰），改成有效值后会立即更新。"
+
+# Pre-rendering: after a learner moves a slider, the panel renders the slider's next value (one more step
+# the same way) while the kernel is idle, so the next key press or Play frame shows at once. Only for
+# changes made in the browser, only for panels whose renders are quick, never for Panel.set()/refresh().
+PREFETCH = True
+PREFETCH_MAX_MS = 200.0  # a control whose renders take longer (the quickest of its last 3), or once took 2.5
+                         # times as long, is not pre-rendered: that would hold up the next key press, and slow
+                         # renders are often measurements (a first visit measures, later ones are cached)
+PREFETCH_DELAY_S = 0.02  # wait this long after showing a value before pre-rendering (a fast drag goes on)
+PREFETCH_KEEP_S = 30.0   # a pre-rendered view older than this is rendered again
 
 
 def on_colab() -> bool:
@@ -49,15 +74,137 @@ def figure_mode() -> str:
     return "widget"
 
 
+def _same(a, b) -> bool:
+    """Deep equality for plotly property values: numpy arrays, lists, tuples, dicts, numbers (NaN equals NaN)."""
+    if a is b:
+        return True
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype.kind != b.dtype.kind:
+            return False
+        return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, bool) != isinstance(b, bool):
+        return False
+    if type(a) is not type(b) and not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
+        return False
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True
+    return a == b
+
+
+def _changes(old: dict, new: dict) -> dict:
+    """Top-level properties of ``new`` that differ from ``old`` (None for a property ``new`` no longer has)."""
+    out = {k: v for k, v in new.items() if k not in old or not _same(old[k], v)}
+    out.update({k: None for k in old if k not in new})
+    return out
+
+
+@dataclass
+class FigureDelta:
+    """What turns the figure on screen into a new one: properties of the traces kept in place (by index),
+    layout properties, traces deleted from the end and traces appended."""
+
+    figure: go.Figure
+    restyle: dict = field(default_factory=dict)      # {property: [value per trace in ``traces``]}
+    traces: list = field(default_factory=list)
+    relayout: dict = field(default_factory=dict)
+    delete: list = field(default_factory=list)
+    add: list = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.restyle or self.relayout or self.delete or self.add)
+
+
+def figure_delta(old: go.Figure, new: go.Figure) -> FigureDelta:
+    """The difference between two figures, property by property (pure; raises if ``new`` is not a figure).
+
+    Traces are matched by position while their types agree; the rest are deleted and added. A changed
+    property is sent whole (``x``, ``marker``, ``annotations``, ``xaxis``), as a fresh figure would have it."""
+    old_data, new_data = old._data, new._data  # plotly's own validated property dicts (not copied)
+    keep = 0
+    while keep < min(len(old_data), len(new_data)) and old_data[keep].get("type") == new_data[keep].get("type"):
+        keep += 1
+    delta = FigureDelta(new, relayout=copy.deepcopy(_changes(old._layout, new._layout)),
+                        delete=list(range(keep, len(old_data))), add=list(new.data[keep:]))
+    per_trace = {i: _changes(old_data[i], new_data[i]) for i in range(keep)}
+    per_trace = {i: c for i, c in per_trace.items() if c}
+    delta.traces = sorted(per_trace)
+    for i in delta.traces:
+        for prop, value in per_trace[i].items():
+            values = delta.restyle.setdefault(prop, [Undefined] * len(delta.traces))
+            values[delta.traces.index(i)] = copy.deepcopy(value)
+    return delta
+
+
+class PanelFigureWidget(go.FigureWidget):
+    """A plotly ``FigureWidget`` that sends each change as one comm message and ignores the browser's
+    report after every redraw (the full trace defaults, which plotly.py only keeps for introspection
+    and answered with another message each time)."""
+
+    _js2py_traceDeltas = Dict(allow_none=True).tag(sync=True, echo_update=False, **custom_serializers)
+    _js2py_layoutDelta = Dict(allow_none=True).tag(sync=True, echo_update=False, **custom_serializers)
+
+    def _handler_js2py_traceDeltas(self, change):  # replaces plotly's handler (and its reply) by nothing
+        pass
+
+    def _handler_js2py_layoutDelta(self, change):
+        pass
+
+    def _send_one(self, trait: str, msg: dict) -> None:
+        """Set the ``_py2js_*`` message trait and both edit ids in one comm message. plotly.py sends the ids
+        and the message separately and then the message again as None; the browser acts on a change of the
+        message, so here the trait is reset to None in the kernel only."""
+        with self.hold_sync():
+            self._last_trace_edit_id += 1
+            self._last_layout_edit_id += 1
+            setattr(self, trait, {**msg, "trace_edit_id": self._last_trace_edit_id,
+                                  "layout_edit_id": self._last_layout_edit_id})
+        with self._lock_property(**{trait: None}):
+            setattr(self, trait, None)
+
+    def _send_update_msg(self, restyle_data, relayout_data, trace_indexes=None, source_view_id=None):
+        self._send_one("_py2js_update", {"style_data": restyle_data, "layout_data": relayout_data,
+                                         "style_traces": self._normalize_trace_indexes(trace_indexes),
+                                         "source_view_id": source_view_id})
+
+    def _send_addTraces_msg(self, new_traces_data):
+        self._send_one("_py2js_addTraces", {"trace_data": new_traces_data})
+
+    def _send_deleteTraces_msg(self, delete_inds):
+        self._send_one("_py2js_deleteTraces", {"delete_inds": delete_inds})
+
+    def point_state_at_figure(self) -> None:
+        """Make the synced ``_widget_data``/``_widget_layout`` the figure's current (live) properties without
+        sending them: plotly.py only sets them at construction, so a browser that reloads the page (and asks
+        the kernel for every widget's state) would otherwise draw the first figure and get later changes as
+        differences from another one."""
+        self._trait_values["_widget_data"] = self._data
+        self._trait_values["_widget_layout"] = self._layout
+
+    def _send_restyle_msg(self, restyle_data, trace_indexes=None, source_view_id=None):
+        self._send_update_msg(restyle_data, {}, trace_indexes, source_view_id)
+
+    def _send_relayout_msg(self, layout_data, source_view_id=None):
+        self._send_update_msg({}, layout_data, None, source_view_id)
+
+
 class FigureView:
-    """One figure on screen that can be replaced by a newly built one."""
+    """One figure on screen that can be replaced by a newly built one.
+
+    In a FigureWidget only what changed is sent (:func:`figure_delta`): one message for the properties of
+    the traces and the layout, plus one to delete and one to add traces when their number or types change."""
 
     def __init__(self, fig: go.Figure, mode: str | None = None, css_class: str | None = None):
         self.mode = mode or figure_mode()
         self.figure = fig
         self.updates = 0
         if self.mode == "widget":
-            self.widget = go.FigureWidget(fig)
+            self.widget = PanelFigureWidget(fig)
         else:
             self.widget = W.Output()
             self._render()
@@ -70,21 +217,31 @@ class FigureView:
         with self.widget:
             display(self.figure)
 
-    def update(self, fig: go.Figure) -> None:
-        self.figure = fig
+    def plan(self, fig: go.Figure) -> FigureDelta:
+        """What :meth:`apply` will send for ``fig`` (computed without touching the screen)."""
+        if not isinstance(fig, go.Figure):
+            raise TypeError(f"a render function returned {type(fig).__name__} where a plotly figure belongs")
+        if self.mode != "widget":
+            return FigureDelta(fig)
+        return figure_delta(self.figure, fig)
+
+    def apply(self, delta: FigureDelta) -> None:
+        self.figure = delta.figure
         self.updates += 1
         if self.mode != "widget":
             self._render()
             return
         w = self.widget
-        with w.batch_update():
-            if len(w.data) != len(fig.data) or any(a.type != b.type for a, b in zip(w.data, fig.data)):
-                w.data = ()
-                w.add_traces(list(fig.data))
-            else:
-                for old, new in zip(w.data, fig.data):
-                    old.update(new.to_plotly_json(), overwrite=True)
-            w.layout = fig.layout
+        if delta.delete:
+            w.data = w.data[:delta.delete[0]]
+        if delta.restyle or delta.relayout:
+            w.plotly_update(restyle_data=delta.restyle, relayout_data=delta.relayout, trace_indexes=delta.traces)
+        if delta.add:
+            w.add_traces(delta.add)
+        w.point_state_at_figure()
+
+    def update(self, fig: go.Figure) -> None:
+        self.apply(self.plan(fig))
 
 
 @dataclass
@@ -116,23 +273,50 @@ def explain_error(exc: Exception) -> str:
     return f"⚠️ 输入无效{prefix}：{html.escape(text)}"
 
 
+def next_value(control, old, new):
+    """The value one step further than ``new`` in the direction ``old`` -> ``new`` (the way a slider is being
+    moved or played), or None at the end of its range or for a control without steps."""
+    options = getattr(control, "_options_values", None)
+    if isinstance(control, W.SelectionSlider) and options:
+        try:
+            i, j = options.index(old), options.index(new)
+        except ValueError:
+            return None
+        k = j + (1 if j >= i else -1)
+        return options[k] if 0 <= k < len(options) else None
+    if isinstance(control, (W.IntSlider, W.FloatSlider)) and isinstance(new, (int, float)):
+        step = control.step if new >= (old if old is not None else new) else -control.step
+        value = new + step
+        return value if control.min <= value <= control.max else None
+    return None
+
+
 class Panel:
     """Controls wired to ``render(**values) -> View``; updates figures and the readout on change."""
 
     def __init__(self, controls: dict, render: Callable[..., View], css_class: str = "", mode: str | None = None,
-                 layout: str = "vertical", extra=(), button: W.Button | None = None, columns: int = 4):
+                 layout: str = "vertical", extra=(), button: W.Button | None = None, columns: int = 4,
+                 prefetch: bool = True):
         """``extra`` widgets are shown but not observed (e.g. a Play button linked to a slider): a list goes
         before the controls, a dict ``{control name: widget}`` puts each widget just before that control.
         With a ``button``, changes wait for a click instead of re-rendering at once (costly measurements).
-        ``layout``: "vertical", "horizontal" (one wrapping row) or "grid" (rows of ``columns`` cells)."""
+        ``layout``: "vertical", "horizontal" (one wrapping row) or "grid" (rows of ``columns`` cells).
+        ``prefetch``: pre-render a slider's next step while idle (see PREFETCH); ``render`` must then give
+        the same view for the same values (it may keep its own cache)."""
         self.controls = controls
         self.render = render
         self.button = button
+        self.prefetch = prefetch
         self.message = W.HTML(layout=W.Layout(width="100%"))
         self.style = W.HTML(STALE_CSS, layout=W.Layout(display="none"))
         self.readout = W.HTML(layout=W.Layout(width="100%"))
         self.readout.add_class("kvlab-readout")
         self.error: str | None = None
+        self._holding = False  # set() changes several controls, then renders once
+        self._ready: OrderedDict = OrderedDict()  # values -> (monotonic time, View): shown or pre-rendered
+        self._next = None  # the scheduled pre-render (an asyncio TimerHandle)
+        self._render_ms: dict = {}  # control name -> durations (ms) of the last renders it caused
+        self._slow: set = set()  # controls that once caused a very slow render: never rendered ahead
         first = render(**self.values())
         self.result = first.result
         self.views = [FigureView(f, mode) for f in first.figures]
@@ -165,27 +349,45 @@ class Panel:
         return {name: c.value for name, c in self.controls.items()}
 
     def refresh(self) -> None:
+        """Render the controls' values afresh and show them."""
+        self._forget()
+        self._show(self.values())
+
+    def _show(self, values: dict, view: View | None = None, changed: str | None = None) -> None:
+        """Show ``view`` (rendered from ``values`` when not given): the readout first (it is ready before the
+        figures are sent), then only what changed in each figure. Nothing on screen changes unless all of
+        it can; a bad value leaves everything as it was, greyed out, with a message."""
         try:
-            view = self.render(**self.values())
-            for fig_view, fig in zip(self.views, view.figures):
-                fig_view.update(fig)
+            if view is None:
+                view = self._timed_render(values, changed)
+            deltas = [fig_view.plan(fig) for fig_view, fig in zip(self.views, view.figures)]
         except ValueError as exc:
-            self.error = str(exc)
-            self.message.value = message_html(f"{explain_error(exc)}<br>{STALE_NOTE}", "warn")
-            self._mark_stale(True)
+            self._show_error(exc, explain_error(exc), "warn")
             return
         except Exception as exc:  # a bug: say so in the panel (browser tests look for it), keep the kernel alive
-            self.error = repr(exc)
-            detail = html.escape("".join(traceback.format_exception_only(type(exc), exc)).strip())
-            self.message.value = message_html(f"内部错误（这是 kvlab 的 bug，请报告）：{detail}<br>{STALE_NOTE}",
-                                              "bug")
-            self._mark_stale(True)
+            self._show_bug(exc)
+            return
+        self.readout.value = view.html
+        self.result = view.result
+        try:
+            for fig_view, delta in zip(self.views, deltas):
+                fig_view.apply(delta)
+        except Exception as exc:
+            self._show_bug(exc)
             return
         self.error = None
         self.message.value = ""
-        self.readout.value = view.html
-        self.result = view.result
         self._mark_stale(False)
+        self._remember(values, view)
+
+    def _show_bug(self, exc: Exception) -> None:
+        detail = html.escape("".join(traceback.format_exception_only(type(exc), exc)).strip())
+        self._show_error(exc, f"内部错误（这是 kvlab 的 bug，请报告）：{detail}", "bug", repr(exc))
+
+    def _show_error(self, exc: Exception, text: str, kind: str, error: str | None = None) -> None:
+        self.error = error or str(exc)
+        self.message.value = message_html(f"{text}<br>{STALE_NOTE}", kind)
+        self._mark_stale(True)
 
     @property
     def stale(self) -> bool:
@@ -198,8 +400,99 @@ class Panel:
         elif not stale and self.stale:
             self.widget.remove_class("kvlab-stale")
 
-    def _on_change(self, _change) -> None:
-        self.refresh()
+    def _on_change(self, change) -> None:
+        if self._holding:
+            return
+        control = change["owner"]
+        if not (self._prefetching and getattr(control, "_property_lock", None)):  # (a SelectionSlider syncs its index)
+            self.refresh()  # changed by code (a cell, a test, another widget's callback): always rendered afresh
+            return
+        # changed in the browser: a value pre-rendered for this move is shown at once
+        self._cancel_next()
+        values = self.values()
+        name = self._name_of(control)
+        self._show(values, self._recall(values), name)
+        if self.error is None:
+            self._schedule_next(change)
+
+    # -- pre-rendering (see PREFETCH) --------------------------------------------------------------
+    @property
+    def _prefetching(self) -> bool:
+        return PREFETCH and self.prefetch
+
+    @staticmethod
+    def _key(values: dict):
+        try:
+            key = tuple(sorted(values.items()))
+            hash(key)
+            return key
+        except TypeError:  # unhashable control values: nothing is kept
+            return None
+
+    def _remember(self, values: dict, view: View) -> None:
+        key = self._key(values)
+        if key is not None and self._prefetching:
+            self._ready[key] = (time.monotonic(), view)
+            self._ready.move_to_end(key)
+            while len(self._ready) > 4:
+                self._ready.popitem(last=False)
+
+    def _recall(self, values: dict) -> View | None:
+        key = self._key(values)
+        kept = self._ready.get(key) if key is not None else None
+        if kept is None or time.monotonic() - kept[0] > PREFETCH_KEEP_S:
+            return None
+        return kept[1]
+
+    def _forget(self) -> None:
+        self._cancel_next()
+        self._ready.clear()
+
+    def _cancel_next(self) -> None:
+        if self._next is not None:
+            self._next.cancel()
+            self._next = None
+
+    def _schedule_next(self, change) -> None:
+        """Pre-render the value one more step the way ``change`` went, once the kernel is idle."""
+        name = self._name_of(change["owner"])
+        times = self._render_ms.get(name)
+        if not times or min(times) > PREFETCH_MAX_MS or name in self._slow:
+            return
+        value = next_value(change["owner"], change["old"], change["new"])
+        if value is None:
+            return
+        values = {**self.values(), name: value}
+        if self._recall(values) is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (plain Python): nothing runs "later"
+            return
+        self._next = loop.call_later(PREFETCH_DELAY_S, self._prerender, values, name)
+
+    def _name_of(self, control) -> str | None:
+        return next((n for n, c in self.controls.items() if c is control), None)
+
+    def _timed_render(self, values: dict, changed: str | None) -> View:
+        start = time.perf_counter()
+        view = self.render(**values)
+        if changed is not None:
+            ms = (time.perf_counter() - start) * 1e3
+            self._render_ms.setdefault(changed, deque(maxlen=3)).append(ms)
+            if ms > 2.5 * PREFETCH_MAX_MS:
+                self._slow.add(changed)
+        return view
+
+    def _prerender(self, values: dict, changed: str) -> None:
+        self._next = None  # (any change since it was scheduled cancelled it)
+        try:
+            view = self._timed_render(values, changed)
+            if not all(isinstance(fig, go.Figure) for fig in view.figures):
+                return
+        except Exception:  # a bad or failing value is rendered (and explained) when it is really chosen
+            return
+        self._remember(values, view)
 
     def _on_click(self, _button) -> None:
         self.button.disabled = True
@@ -209,9 +502,17 @@ class Panel:
             self.button.disabled = False
 
     def set(self, **values) -> None:
-        """Change controls programmatically (as a learner would by dragging them)."""
-        for name, value in values.items():
-            self.controls[name].value = value
+        """Change controls programmatically (as a learner would by dragging them); the panel is rendered
+        afresh, once for all the new values, before this returns."""
+        before = self.values()
+        self._holding = True
+        try:
+            for name, value in values.items():
+                self.controls[name].value = value
+        finally:
+            self._holding = False
+        if self.button is None and self.values() != before:
+            self.refresh()
 
     def _ipython_display_(self):
         display(self.widget)

@@ -206,9 +206,9 @@ def test_last_level_cache_is_the_highest_level(tmp_path):
 
 def test_weights_against_the_cache_choose_their_sentence():
     model = lesson.roofline_model()  # 119,572,480 bytes of weights
-    assert "是本机 CPU 的末级缓存（32.0 MiB）的 3.6 倍：解码每一步都要从内存" in \
+    assert "是本机 CPU 的最后一级缓存（32.0 MiB）的 3.6 倍：解码每一步都要从内存" in \
         lesson.explain_weights_vs_cache(model, 32 * 2**20)
-    assert "只是本机 CPU 的末级缓存（96.0 MiB）的 1.2 倍" in lesson.explain_weights_vs_cache(model, 96 * 2**20)
+    assert "只是本机 CPU 的最后一级缓存（96.0 MiB）的 1.2 倍" in lesson.explain_weights_vs_cache(model, 96 * 2**20)
     assert "读不到本机 CPU 的末级缓存的大小" in lesson.explain_weights_vs_cache(model, None)
 
 

@@ -170,8 +170,8 @@ def check(exercise: Exercise, grade: Callable[..., Verdict], *answers, **named) 
     if verdict.status == WRONG:
         ATTEMPTS[exercise.key] += 1
         failures = ATTEMPTS[exercise.key]
-        if failures >= 2 and exercise.hints:
-            hint = exercise.hints[min(failures - 2, len(exercise.hints) - 1)]
+        if failures >= 2 and exercise.hints:  # one more each time, the earlier ones kept: a hint may fit another field
+            hint = " ".join(exercise.hints[:failures - 1])
     elif verdict.status == RIGHT:
         ATTEMPTS.pop(exercise.key, None)
     return Feedback(exercise, verdict.status, verdict.message, verdict.details, hint, SOLUTIONS.get(exercise.key))

@@ -98,9 +98,9 @@ def last_level_cache_bytes(device="cpu", sysfs: Path = SYSFS_CACHE) -> int | Non
 def explain_weights_vs_cache(model: ToyTransformer, cache_bytes: int | None, device="cpu") -> str:
     """Whether the model's weights fit in the last-level cache, from the measured size (or None)."""
     weights = weight_bytes_of(model)
-    where = "GPU 的 L2 缓存" if torch.device(device).type == "cuda" else "本机 CPU 的末级缓存"
+    where = "GPU 的 L2 缓存" if torch.device(device).type == "cuda" else "本机 CPU 的最后一级缓存"
     if cache_bytes is None:
-        return (f"FP32 权重 {format_bytes(weights)}；读不到{where}的大小，它比大多数 CPU 的末级缓存（几 MiB 到几十 MiB）"
+        return (f"FP32 权重 {format_bytes(weights)}；读不到{where}的大小，它比大多数 CPU 的最后一级缓存（几 MiB 到几十 MiB）"
                 "大：解码每一步都要从内存把权重读一遍。")
     ratio = weights / cache_bytes
     if ratio >= 2:
@@ -323,7 +323,7 @@ FOUR_STEPS = {
         CodePart(Attention.forward, "q, k, v = self.wqkv(x)", "out = attn_ops.attention(",
                  "Attention.forward：只为新 token 算 Q、K、V，K/V 写进缓存后取回全部已存的 K/V"),
         CodePart(attention, "k = repeat_kv(k", "out = weights @ v",
-                 "attention()：softmax(QKᵀ/√d)·V 的显式写法（默认走等价的 SDPA）"),
+                 "attention()：softmax(QKᵀ/√D)·V 的显式写法（默认走等价的 SDPA）"),
     ],
     "update": [
         CodePart(KVCache.write, "def write", "return self._read", "KVCache.write：写进 [length, length + T) 这几行"),
@@ -589,8 +589,9 @@ def explain_prefill(sweep: PrefillSweep, roofs: "Roofs") -> list[str]:
     best = max(sweep.points, key=lambda p: p.speedup)
     last = sweep.points[-1]
     ceiling = last.prefill_flops_per_s / last.decode_flops_per_s
-    lines.append(f"倍数（逐个送入 ÷ 一次预填充）最大是 {best.speedup:.1f}（P = {best.prompt_len}）；它的上限约为预填充与解码"
-                 f"每秒运算数之比，P = {last.prompt_len} 时为 {ceiling:.1f}。")
+    lines.append(f"倍数（逐个送入 ÷ 一次预填充）最大是 {best.speedup:.1f}（P = {best.prompt_len}）。倍数约等于预填充与解码"
+                 f"每秒运算数之比（P = {last.prompt_len} 时 {ceiling:.1f}）；预填充碰到矩阵乘屋顶时，倍数最多约为 矩阵乘速率 ÷ "
+                 f"解码每秒运算数 = {roofs.flops.best / last.decode_flops_per_s:.0f}。")
     return lines
 
 

@@ -209,7 +209,7 @@ def test_weights_against_the_cache_choose_their_sentence():
     assert "是本机 CPU 的最后一级缓存（32.0 MiB）的 3.6 倍：解码每一步都要从内存" in \
         lesson.explain_weights_vs_cache(model, 32 * 2**20)
     assert "只是本机 CPU 的最后一级缓存（96.0 MiB）的 1.2 倍" in lesson.explain_weights_vs_cache(model, 96 * 2**20)
-    assert "读不到本机 CPU 的末级缓存的大小" in lesson.explain_weights_vs_cache(model, None)
+    assert "读不到本机 CPU 的最后一级缓存的大小" in lesson.explain_weights_vs_cache(model, None)
 
 
 def test_step_budget_by_hand():

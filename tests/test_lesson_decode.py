@@ -173,16 +173,26 @@ def test_explain_latency_chooses_words_from_the_numbers():
     text = "\n".join(lesson.explain_latency({"none": none, "kv": kv}, model))
     assert "固定开销 2.00 ms" in text and "30.0 GFLOP/s" in text
     assert f"单步指数 {none.step_exponent:.2f} {lesson.exponent_phrase(none.step_exponent)}" in text
+    assert "占大头" in text and "约需" in text
     assert "不到单步的 5%" in text  # the flat cached run
     # a noisy run where no growth can be fitted says so instead of printing a negative cost
     noisy = _fake("none", t, [5.0 - 0.001 * x for x in t])
     assert "计时太乱" in lesson.explain_latency({"none": noisy, "kv": kv}, model)[0]
+    # a run too short to separate the fixed cost from the speed: no speed, no estimate
+    short = _fake("none", t[:28], [50 + flops(x) / 30e6 for x in t[:28]])
+    text = "\n".join(lesson.explain_latency({"none": short, "kv": _fake("kv", t[:28], [2.0] * 28)}, model))
+    assert "太短" in text and "GFLOP/s" not in text and "约需" not in text
 
 
-@pytest.mark.parametrize("k,words", [(0.1, "接近 0"), (0.6, "在 0 和 1 之间"), (1.0, "接近 1"), (1.4, "在 1 和 2 之间"),
-                                     (2.06, "接近 2")])
+@pytest.mark.parametrize("k,words", [(-0.24, "为负"), (0.1, "接近 0"), (0.6, "在 0 和 1 之间"), (1.0, "接近 1"),
+                                     (1.4, "在 1 和 2 之间"), (2.06, "接近 2")])
 def test_exponent_phrase(k, words):
     assert lesson.exponent_phrase(k).startswith(words)
+
+
+@pytest.mark.parametrize("k,words", [(0.68, "小于 1"), (1.0, "接近 1"), (1.42, "在 1 和 2 之间"), (1.9, "接近 2")])
+def test_cumulative_phrase(k, words):
+    assert lesson.cumulative_phrase(k).startswith(words)
 
 
 def test_explain_growth_by_hand():
@@ -204,6 +214,7 @@ def test_cache_rows_figure_outlines_the_new_rows():
     assert "本步追加" in fig.layout.title.text and "KV 组 1" in fig.layout.title.text
     prefill = decode_plots.cache_rows_figure(k, k, list("人工智能"), 0, 0, new_rows=4)
     assert (prefill.layout.shapes[0].y0, prefill.layout.shapes[0].y1) == (-0.5, 3.5) and "预填充" in prefill.layout.title.text
+    assert "其余行" not in prefill.layout.title.text  # at the prefill there are no other rows
 
 
 def test_attention_figure_sends_no_nan_and_labels_the_prefill():

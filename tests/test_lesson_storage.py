@@ -256,12 +256,12 @@ def test_pace_sentence_lists_every_repeat():
     assert "3 轮里，B 比 A 分别慢 20%、快 10%、几乎一样" in sentence
 
 
-def _comparison(per_token=1000, peak_tokens=64, llc=None, device="cpu"):
+def _comparison(per_token=1000, peak_tokens=64, llc=None, device="cpu", weights=10):
     t = list(range(8, peak_tokens + 1))
     runs = {m: CacheGrowth(m, t, [[1.0] * len(t)] * 3, [1] * len(t), None, [2] * len(t), [0] * len(t),
                            [per_token * peak_tokens] * len(t)) for m in ("kv", "dynamic")}
     runs["dynamic"].repeat_ms = [[2.0] * len(t)] * 3
-    return GrowthComparison(runs, 8, 3, per_token, 10, lesson.wide_cache_model().config, torch.device(device), 1,
+    return GrowthComparison(runs, 8, 3, per_token, weights, lesson.wide_cache_model().config, torch.device(device), 1,
                             llc, "这次没有要求运行 transformers")
 
 
@@ -273,11 +273,13 @@ def test_kvlab_sentence_uses_this_chapters_names():
 
 def test_llc_sentence_fits_exceeds_or_unknown():
     l3 = LastLevelCache("L3", 32 * 2**20, "/sys/devices/system/cpu/cpu0/cache/index3/size")
-    fits = _comparison(per_token=2**18, peak_tokens=64, llc=l3).llc_sentence()  # 16 MiB
-    assert fits.startswith("缓存最大 16.0 MiB（K 和 V，所有层），这台机器 CPU 的 L3 缓存是 32.0 MiB（读自 /sys/")
-    assert "整个缓存装得进 L3" in fits and "内存" in fits and "显存" not in fits
-    over = _comparison(per_token=2**18, peak_tokens=256, llc=l3)  # 64 MiB: twice the L3, past it at token 128
-    assert over.llc_tokens == 128 and "缓存是它的 2 倍，从第 128 个 token 起装不进 L3" in over.llc_sentence()
+    # a step touches the old copy, the new copy and the weights: 2 x 12 MiB + 4 MiB = 28 MiB fits in 32 MiB
+    fits = _comparison(per_token=2**18, peak_tokens=48, llc=l3, weights=4 * 2**20).llc_sentence()
+    assert fits.startswith("缓存最大 12.0 MiB（K 和 V，所有层），这台机器 CPU 的 L3 缓存是 32.0 MiB（读自 /sys/")
+    assert "共 28.0 MiB，装得进 L3" in fits and "内存" in fits and "显存" not in fits
+    # 2 x 16 MiB + 4 MiB = 36 MiB does not: past (32 - 4) MiB / (2 x 256 KiB) = 56 tokens
+    over = _comparison(per_token=2**18, peak_tokens=64, llc=l3, weights=4 * 2**20)
+    assert over.llc_tokens == 56 and "超过约 56 个 token 后就装不进 L3" in over.llc_sentence()
     unknown = _comparison(llc=None).llc_sentence()
     assert "没有读到这台机器 CPU 最后一级缓存的大小" in unknown
     gpu = _comparison(per_token=2**18, llc=LastLevelCache("L2", 50 * 2**20, "torch.cuda.get_device_properties"),

@@ -98,7 +98,7 @@ def random_model(layout: str) -> ToyTransformer:
 def _case_model(case: LoopCase):
     if case.model == "demo":
         model, tok = demo()
-        return model, [tok.encode(p) for p in case.prompts], tok.decode
+        return model, [tok.encode(p) for p in case.prompts], lambda ids: tok.decode(ids).replace("\n", "⏎")
     return random_model(case.model), [list(p) for p in case.prompts], lambda ids: " ".join(map(str, ids))
 
 
@@ -216,6 +216,8 @@ def _slot_problem(name: str, before, after, want, raw, pos: int) -> str | None:
         return None
     if _same(slot, before[:, :, pos:pos + 1]):
         return f"新 token 的 {name} 没有写进缓存的第 pos = {pos} 个位置：下一步就读不到它了"
+    if name == "V" and _same(slot, rope(raw, pos)):
+        return "写进缓存的 V 被旋转过了：V 不做 RoPE，只有 Q 和 K 按位置旋转"
     if name == "K" and _same(slot, raw):  # rope(x, 0) is x itself: position 0 turns by angle 0
         return (f"写进缓存的 K 没有按位置 pos = {pos} 旋转：要么漏了 RoPE，要么漏了位置偏移、按位置 0 旋转了"
                 "（位置 0 的旋转角是 0，两者一样）。缓存里的 K 都是按各自的真实位置旋转过的")
@@ -300,7 +302,7 @@ WORK = Exercise(
 * 每层一共为多少个 token 投影了 K/V：无缓存时、有缓存时；
 * 每层每头一共算了多少个注意力分数：无缓存时、有缓存时。
 
-数分数时按 kvlab 实际算的数：一次前向计算里，每个新 token 的查询与这次计算能看到的全部 t 个 K 各算一个分数（预填充的 p×p 个分数全部算出来，再用因果掩码遮住右上角）。想一想一共有几次前向计算：第 1 次是预填充；最后一个新 token 生成之后，还需要再送回模型吗？
+数分数时按 kvlab 实际算的数：一次前向计算里，这次送进模型的每个 token（无缓存时是全部 t 个，有缓存的解码步只有 1 个）的查询，与这次计算能看到的全部 t 个 K 各算一个分数（预填充的 p×p 个分数全部算出来，再用因果掩码遮住右上角）。想一想一共有几次前向计算：第 1 次是预填充；最后一个新 token 生成之后，还需要再送回模型吗？
 
 检查程序对几组 `(p, n)` 分别用两种方式真正生成一遍，从 trace 里数出这四个数（和上面「计算量」一节的 `count_projections` 一样），与你的预测比较。""",
     stub=WORK_STUB,
@@ -331,6 +333,11 @@ def _n_passes_mistake(p: int, n: int) -> tuple[int, int, int, int]:
     """The counts if the last new token were fed back too (n decode passes instead of n - 1)."""
     lengths = range(p, p + n + 1)
     return sum(lengths), p + n, sum(t * t for t in lengths), p * p + sum(lengths[1:])
+
+
+def _approx_scores(n: int) -> tuple:
+    """The chapter's large-n approximations, as a learner might type them."""
+    return (n**3 / 3, n**2 / 2)
 
 
 def _half_scores(p: int, n: int) -> tuple[int, int]:
@@ -366,6 +373,9 @@ def grade_work(fn) -> Verdict:
         if all(got[i] == _n_passes_mistake(p, n)[i] for i in bad):
             details.append("原因：你多算了一次前向计算。n 个新 token 只需要 n 次：1 次预填充 + n − 1 次解码；"
                            "最后一个 token 生成之后不再送回模型。")
+        elif set(bad) <= {2, 3} and all(got[i] == _approx_scores(n)[i - 2] for i in bad):
+            details.append("原因：n³/3、n²/2 只是 p ≪ n、n 很大时的近似；这里要精确的数：无缓存是每次前向 t² 的和，"
+                           "有缓存是预填充的 p² 加上之后每一步的 t。")
         elif set(bad) <= {2, 3} and all(got[i] == _half_scores(p, n)[i - 2] for i in bad):
             details.append("原因：你只数了因果掩码下可见的分数。kvlab 每次都把 t×t（或 1×t）个分数全部算出来，"
                            "再用掩码遮住看不见的部分，这里要数算出来的分数。")

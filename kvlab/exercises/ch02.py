@@ -41,7 +41,7 @@ def cache_size_mistakes() -> dict[int, str]:
     return {
         right * p.n_head // p.n_kv_head: f"你用的是查询头数 {p.n_head}。公式里的 H 是 KV 头数：{SIZE_MODEL} 用 GQA，"
                                          f"只有 {p.n_kv_head} 个 KV 头，缓存小了 {p.n_head // p.n_kv_head} 倍。",
-        right // 2: "少了一半：K 和 V 各存一份，公式最前面要乘 2。",
+        right // 2: "少了一半：要么漏了 K/V 的 2（K 和 V 各存一份），要么漏了每个元素的 2 字节（算出的是元素个数，不是字节数）。",
         right // B: f"少乘了批次 B = {B}：每条序列都有自己的缓存。",
         right * 2: f"多了一倍：{SIZE_DTYPE} 每个元素 2 字节（16 位），K/V 的 2 也只乘一次。",
         right * 8: f"{SIZE_DTYPE} 是 16 位 = 2 字节：你按位数 16 乘了。",

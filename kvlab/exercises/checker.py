@@ -237,7 +237,7 @@ class Quantity:
 
 
 def _fraction_text(x: Fraction) -> str:
-    return f"{int(x):,}" if x.denominator == 1 else f"{float(x):g}"
+    return f"{int(x):,}" if x.denominator == 1 else f"{float(x):.10g}"  # 4.0000001 must not read as 4
 
 
 def _normalize(text: str) -> str:

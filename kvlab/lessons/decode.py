@@ -356,6 +356,8 @@ def uncached_flops(config: ModelConfig):
 
 def exponent_phrase(k: float) -> str:
     """Where a fitted step-time exponent sits, in words chosen from its value."""
+    if k < -0.1:
+        return "为负：后面的步反而更快，这是计时噪声"
     if k < 0.3:
         return "接近 0（固定开销为主）"
     if k < 0.85:
@@ -368,6 +370,8 @@ def exponent_phrase(k: float) -> str:
 
 
 def cumulative_phrase(k: float) -> str:
+    if k < 0.85:
+        return "小于 1：第一步（预填充和预热后的第一次计时）的耗时占了大头"
     if k < 1.15:
         return "接近 1"
     return "在 1 和 2 之间" if k < 1.85 else "接近 2"
@@ -376,6 +380,13 @@ def cumulative_phrase(k: float) -> str:
 def estimated_seconds(fit: StepFit, t_values, work=None) -> float:
     """What generating through ``t_values`` would take by the fit (for the slider's right end)."""
     return sum(fit.at(t, None if work is None else work(t)) for t in t_values) / 1e3
+
+
+def dominant_part(fixed: float, linear: float, quadratic: float) -> str:
+    """Which part of a step's time is largest, in words."""
+    parts = {"固定开销": fixed, "与 t 成正比的部分": linear, "t² 部分": quadratic}
+    name = max(parts, key=parts.get)
+    return f"{name}占大头"
 
 
 def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> list[str]:
@@ -389,21 +400,24 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
     n, cross = none.t[-1], crossover_length(model)
     k_none, k_cum = results["none"].step_exponent, results["none"].cumulative_exponent
     lines = []
-    if none.slope_ms <= 0 or none.fixed_ms < 0:
-        lines.append(f"无缓存：这一次的计时太乱，拟合不出「固定开销 + 与计算量成正比的部分」（固定 {none.fixed_ms:.2f} ms，"
-                     f"每 GFLOP {none.slope_ms * 1e9:.2f} ms）；增加重复次数再测一次。")
-    else:
+    fitted = none.slope_ms > 0 and none.fixed_ms >= 0
+    if fitted:
         lin = none.slope_ms * n * linear_flops_per_token(c)
         quad = none.slope_ms * attention_flops(c, n)
         turn = none.fixed_ms / (none.slope_ms * linear_flops_per_token(c))
-        where = (f"t 小于约 {turn:.0f} 时固定开销占大头，之后与 t 成正比的投影和前馈网络占大头"
-                 if turn < n else f"在整个测量范围（t ≤ {n}）里固定开销都比与 t 成正比的部分大")
+        fitted = turn < n  # past the turn the run can tell a speed apart from the fixed cost
+    if not fitted:
+        lines.append(f"无缓存：这一次测到的长度太短或计时太乱，分不开「固定开销」和「与计算量成正比的部分」"
+                     f"（拟合：固定 {none.fixed_ms:.2f} ms）；把生成长度调大或增加重复次数再测一次。")
+        lines.append(f"无缓存的单步指数 {k_none:.2f} {exponent_phrase(k_none)}，累计指数 {k_cum:.2f} {cumulative_phrase(k_cum)}。")
+    else:
         lines.append(
             f"无缓存：把单步耗时拟合成「固定开销 + 计算量 ÷ 速度」，得到固定开销 {none.fixed_ms:.2f} ms、"
-            f"速度约 {1 / none.slope_ms / 1e6:.1f} GFLOP/s。{where}。在 t = {n} 处三部分约为：固定 {none.fixed_ms:.2f} ms，"
-            f"线性 {lin:.2f} ms，t² 项 {quad:.2f} ms。")
-    lines.append(f"所以无缓存的单步指数 {k_none:.2f} {exponent_phrase(k_none)}，累计指数 {k_cum:.2f} {cumulative_phrase(k_cum)}。"
-                 f"t² 项按 FLOP 数要到 t ≈ {cross} 才追上线性项"
+            f"速度约 {1 / none.slope_ms / 1e6:.1f} GFLOP/s。t 小于约 {turn:.0f} 时固定开销占大头，之后与 t 成正比的投影和"
+            f"前馈网络占大头。在 t = {n} 处三部分约为：固定 {none.fixed_ms:.2f} ms，线性 {lin:.2f} ms，t² 项 {quad:.2f} ms，"
+            f"{dominant_part(none.fixed_ms, lin, quad)}。")
+        lines.append(f"单步指数 {k_none:.2f} {exponent_phrase(k_none)}，累计指数 {k_cum:.2f} {cumulative_phrase(k_cum)}。")
+    lines.append(f"t² 项按 FLOP 数要到 t ≈ {cross} 才追上线性项"
                  + ("，远超这次测量的长度。" if cross > 2 * n else "，已经接近这次测量的长度。"))
     k_kv = results["kv"].step_exponent
     if kv.slope_ms <= 0 or kv.growing_share_at_end < 0.05:
@@ -414,7 +428,7 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
                  f"占单步的 {kv.growing_share_at_end:.0%}")
     lines.append(f"有缓存：{grows}。单步指数 {k_kv:.2f} {exponent_phrase(k_kv)}，累计指数 "
                  f"{results['kv'].cumulative_exponent:.2f} {cumulative_phrase(results['kv'].cumulative_exponent)}。")
-    if none.slope_ms > 0 and none.fixed_ms >= 0:
+    if fitted:
         top = c.max_seq_len - 8
         est = estimated_seconds(none, range(5, top + 4), flops)
         lines.append(f"按这次的拟合，把滑块拉到最右（{top:,} 个 token），无缓存一次约需 {est / 60:.0f} 分钟，"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import math
 import re
+import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -384,10 +385,17 @@ class GrowthComparison:
         """The largest cache of the run: kvlab's preallocated one, sized for the last pass."""
         return self.runs["kv"].allocated_bytes[-1]
 
+    def working_set(self, tokens: int) -> int:
+        """Bytes one concatenating step touches at ``tokens`` cached: the old copy, the new copy, the weights."""
+        return 2 * tokens * self.per_token_bytes + self.weight_bytes
+
     @property
     def llc_tokens(self) -> float | None:
-        """Tokens whose cache fills the last-level cache (None when its size is unknown)."""
-        return None if self.llc is None else self.llc.bytes / self.per_token_bytes
+        """Cached tokens at which a concatenating step's working set fills the last-level cache (None when its
+        size is unknown; 0 when the weights alone do not fit)."""
+        if self.llc is None:
+            return None
+        return max(0.0, (self.llc.bytes - self.weight_bytes) / (2 * self.per_token_bytes))
 
     def _late_window(self) -> str:
         t = self.runs["kv"].t
@@ -417,12 +425,16 @@ class GrowthComparison:
             return (f"缓存最大 {peak}（K 和 V，所有层）；没有读到这台机器 {where} 最后一级缓存的大小，"
                     "无法判断整个缓存装不装得进去。")
         level, size = self.llc.level, format_bytes(self.llc.bytes)
-        head = f"缓存最大 {peak}（K 和 V，所有层），这台机器 {where} 的 {level} 缓存是 {size}（读自 {self.llc.source}）"
-        if self.peak_bytes <= self.llc.bytes:
-            return (head + f"：整个缓存装得进 {level}，逐步拼接每步拷贝的数据可以一直留在 {level} 里，"
-                           f"不必到{memory}里读写，所以拷贝的代价可能小到测不出来。")
-        return (head + f"：缓存是它的 {plots.ratio_text(self.peak_bytes / self.llc.bytes)}，从第 "
-                       f"{math.ceil(self.llc_tokens):,} 个 token 起装不进 {level}，此后逐步拼接每步拷贝的数据都要到"
+        t = self.runs["kv"].t[-1]
+        touched = self.working_set(t)
+        head = (f"缓存最大 {peak}（K 和 V，所有层），这台机器 {where} 的 {level} 缓存是 {size}（读自 {self.llc.source}）。"
+                f"逐步拼接的一步要碰到旧的一份缓存、新拷贝的一份，再加上 {format_bytes(self.weight_bytes)} 权重："
+                f"缓存里有 {t} 个 token 时共 {format_bytes(touched)}")
+        if touched <= self.llc.bytes:
+            return (head + f"，装得进 {level}：拷贝的数据可以一直留在 {level} 里，不必到{memory}里读写，"
+                           "所以拷贝的代价可能小到测不出来。")
+        return (head + f"，是 {level} 的 {plots.ratio_text(touched / self.llc.bytes)}：缓存里超过约 "
+                       f"{math.floor(self.llc_tokens):,} 个 token 后就装不进 {level}，此后每步拷贝的数据都要到"
                        f"{memory}里读写。")
 
     def readout_html(self) -> str:
@@ -565,8 +577,10 @@ def growth_choices(model: ToyTransformer, lengths=GROWTH_LENGTHS) -> list[tuple[
 def render_growth(model: ToyTransformer, tokens) -> View:
     """The growth panel: run the comparison up to ``tokens`` cached tokens; counts, times and the verdicts."""
     tokens = choice(GROWTH_LABEL, tokens, GROWTH_LENGTHS)
+    start = time.perf_counter()
     growth = compare_cache_growth(model, tokens - GROWTH_PROMPT + 1, GROWTH_PROMPT)
-    return View([growth.figure()], growth.readout_html(), growth)
+    took = time.perf_counter() - start
+    return View([growth.figure()], growth.readout_html() + f"<br>这次测量一共用了 {took:.0f} 秒。", growth)
 
 
 def growth_panel(model: ToyTransformer, tokens: int = GROWTH_LENGTHS[0]) -> Panel:

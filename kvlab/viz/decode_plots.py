@@ -86,8 +86,9 @@ def cache_rows_figure(k: np.ndarray, v: np.ndarray, tokens: list[str], layer: in
                       yref=f"y{col}", line=dict(color=HIGHLIGHT, width=3))
         fig.update_yaxes(autorange="reversed", row=1, col=col)
         fig.update_xaxes(title=axis_title("头维度", "D"), row=1, col=col)
-    what = "预填充写入全部" if new_rows == t else "本步追加的新"
-    return apply_template(fig, f"第 {layer} 层、KV 组 {group} 的缓存内容：橙框 = {what} {new_rows} 行，其余行原样保留", 360)
+    title = (f"第 {layer} 层、KV 组 {group} 的缓存内容：橙框 = 预填充写入的全部 {new_rows} 行" if new_rows == t else
+             f"第 {layer} 层、KV 组 {group} 的缓存内容：橙框 = 本步追加的新 {new_rows} 行，其余行原样保留")
+    return apply_template(fig, title, 360)
 
 
 def latency_figure(results: dict) -> go.Figure:

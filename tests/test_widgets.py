@@ -399,3 +399,14 @@ def test_a_burst_never_leaves_an_older_value_on_screen():
                 _assert_shows_fresh(panel)
 
     asyncio.run(session())
+
+
+def test_a_reloaded_page_gets_the_current_figure():
+    """A browser that reloads asks the kernel for each widget's whole state: it must be the figure shown now,
+    not the first one (later updates only send differences)."""
+    view = kw.FigureView(_bars([1, 2], "first"), mode="widget")
+    view.update(_bars([5, 6, 7], "now"))
+    view.update(go.Figure([go.Bar(y=[5, 6, 7]), go.Scatter(y=[1])], layout=dict(title="now")))
+    state = view.widget.get_state(["_widget_data", "_widget_layout"])
+    assert [t["type"] for t in state["_widget_data"]] == ["bar", "scatter"]
+    assert list(state["_widget_data"][0]["y"]) == [5, 6, 7] and state["_widget_layout"]["title"]["text"] == "now"

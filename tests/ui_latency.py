@@ -1,28 +1,35 @@
 """UI latency benchmark: how fast each slider-driven panel follows the keyboard, in a real JupyterLab in
 headless Chromium, next to a bare-widget baseline measured in the same page.
 
-    python tests/ui_latency.py                   # every chapter, the table at the end
+    python tests/ui_latency.py                   # every chapter, every slider; the tables at the end
     python tests/ui_latency.py --chapters 02 03  # some chapters
+    python tests/ui_latency.py --no-prefetch     # kvlab's pre-rendering of the next step off (cold renders)
     python tests/ui_latency.py --json out.json   # also the raw samples
 
-For every ``.kvlab-panel`` without a Run button that has a slider (``.kvlab-control-*`` holding a
-noUiSlider), in every chapter, after run-all:
+For every slider (``.kvlab-control-*`` holding a noUiSlider) of every ``.kvlab-panel`` without a Run
+button, in every chapter, after run-all:
 
 - key -> readout: a key press on the slider's handle until the panel's readout shows new text;
 - key -> figures: until the last DOM change inside every figure that changed (plotly's redraw);
 - burst: 20 key presses sent as fast as the browser takes them (a drag) until the panel settles, then
   the screen is compared with a fresh render of the final value made in the kernel (readout text, the
-  plotted data of every trace, figure titles and annotations);
-- Play (panels with a Play button): frames shown, the interval between readout updates, and how long
-  the panel takes to settle after the last frame (a growing backlog shows up there).
+  plotted data of every trace, titles, annotations, shapes, axis types and fixed ranges);
+- Play (panels with a Play button, from Stop): frames, readout updates, the lag of the readout behind
+  the frames at the start and at the end, and how long the panel takes to settle after the last frame
+  (a growing backlog shows up in the last two);
+- where the time goes: comm messages and bytes per press in each direction, plotly redraws, the kernel's
+  time per update (render, of it in the chapters' plot builders, figure diff, sending) and each
+  figure's redraw time in the browser.
 
 Times are taken in the page (``performance.now()`` at the keydown, MutationObservers on the readout
 and the figures), not by polling from Python. The baseline panel (a bare ``IntSlider`` observed by a
 callback that sets one ``HTML`` label and the ``y`` of a one-bar ``FigureWidget``) is appended to the
-server's temporary copy of each notebook and measured interleaved with the chapter's panels, press by
-press, so every ratio compares two things measured under the same load. This is a benchmark, not a
-test: it prints numbers and exits 0 whatever they are (exit 1 only when a final state is wrong or the
-browser cannot run).
+server's temporary copy of each notebook; each slider's presses alternate with the baseline's, and its
+ratios are to those baseline presses, so both are measured under the same load. Single presses go on in
+one direction (each a value not shown just before), as a learner stepping through a slider does.
+
+This is a benchmark, not a test: it prints numbers whatever they are. It exits 1 only when a final
+state differs from a fresh render or a chapter could not be measured.
 """
 from __future__ import annotations
 
@@ -291,7 +298,7 @@ def _kvlab_ui_profile():
                     current[key] = current.get(key, 0.0) + (time.perf_counter() - t) * 1e3
         return wrapper
 
-    show = kw.Panel._show
+    show = getattr(kw.Panel, "_show", None)
 
     def profiled_show(self, values, view=None, changed=None):
         current.clear()
@@ -305,9 +312,16 @@ def _kvlab_ui_profile():
         rec["render"] = total - rec["plan"] - rec["apply"]
         records.setdefault(f"{css}|{changed}", []).append(rec)
 
-    kw.Panel._show = profiled_show
-    kw.FigureView.apply = timed(kw.FigureView.apply, "apply")
-    kw.FigureView.plan = timed(kw.FigureView.plan, "plan")
+    if hasattr(kw.Panel, "_show"):
+        kw.Panel._show = profiled_show
+        kw.FigureView.apply = timed(kw.FigureView.apply, "apply")
+        kw.FigureView.plan = timed(kw.FigureView.plan, "plan")
+    else:  # kvlab before the pre-rendering (for a before/after run): refresh() renders and updates
+        refresh = kw.Panel.refresh
+        kw.Panel._show = profiled_show
+        kw.Panel.refresh = lambda self: self._show(None)
+        show = lambda self, values, view, changed: refresh(self)
+        kw.FigureView.update = timed(kw.FigureView.update, "apply")
     # the chapters' plot builders (render functions call them as plots.<name>): time spent building figures
     for name, module in list(sys.modules.items()):
         if name.startswith("kvlab.viz.") and name.endswith("_plots"):
@@ -538,7 +552,7 @@ def measure_chapter(ch: ChapterPage, chapter: str, presses: int, bursts: int, on
         print(f"  {chapter}: browser console / kernel errors: {ch.console_errors[:5]} {ch.kernel_errors()[:5]}")
     kernel = json.loads(ch.execute("_kvlab_ui_profile_read()"))
     for (panel, control), row in rows.items():
-        row.kernel = kernel.get(f"{panel}|{control}", {})
+        row.kernel = kernel.get(f"{panel}|{control}") or kernel.get(f"{panel}|None", {})  # (kvlab before 13)
     plays = []
     if play:
         for p in panels:

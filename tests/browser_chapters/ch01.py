@@ -28,7 +28,7 @@ def interact(ch: ChapterPage) -> None:
     assert wt.int_value("step") == 1
     bars0, heat0, cache0 = wt.figure(0), wt.figure(1), wt.figure(2)
     assert any("预填充" in a for a in heat0["annotations"]), heat0["annotations"]
-    assert "预填充写入全部 2 行" in cache0["title"], cache0["title"]
+    assert "预填充写入的全部 2 行" in cache0["title"], cache0["title"]
 
     wt.press_slider("step", "ArrowRight")
     r1 = wt.wait_readout(lambda t: step_of(t) == 2, "ArrowRight on the step slider should show 第 2 步")

@@ -482,6 +482,14 @@ class ChapterPage:
         return result["stdout"]
 
     # artifacts
+    def extra_screenshot(self, name: str, selector: str | None = None) -> Path:
+        """One more picture of the chapter for a reviewer, beside the README one: ``screenshot_NN_<name>.png``
+        under $KVLAB_SCREENSHOTS (else the artifacts folder)."""
+        m = re.match(r"(\d+)", Path(self.path).name)
+        chapter = m.group(1).zfill(2) if m else Path(self.path).stem
+        folder = Path(os.environ.get("KVLAB_SCREENSHOTS") or ARTIFACT_DIR)
+        return self.screenshot(folder / f"screenshot_{chapter}_{name}.png", selector)
+
     def screenshot(self, path: Path, selector: str | None = None, max_height: int = 1500) -> Path:
         """The notebook area (tab bar and toolbar included) with ``selector`` scrolled to the top and,
         when it fits in ``max_height`` pixels, the window made tall enough to show all of it."""

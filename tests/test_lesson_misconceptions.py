@@ -644,6 +644,9 @@ def test_quiz_offers_the_answer_after_two_wrong_answers():
     radio, text = quiz.inputs
     text.value = "1"
     assert quiz.reveal_buttons[1].layout.display == "none"
+    quiz.answer(1, "1")  # 检查 pressed after Enter: the same answer again is not a second wrong attempt
+    assert quiz.reveal_buttons[1].layout.display == "none" and quiz.state.wrong[1] == 1
+    assert "不是正确答案" in quiz.feedback[1].value
     text.value = "abc"  # not graded: does not count as wrong
     assert quiz.reveal_buttons[1].layout.display == "none"
     text.value = "2"

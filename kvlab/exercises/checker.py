@@ -9,6 +9,12 @@ it runs the grader, counts wrong attempts (the hint appears from the second one)
 Learner code is called through :func:`call`, which turns an exception into :class:`LearnerError` naming the
 case; an answer left as the stub gave it is 「还没有完成」, never an error. The reference solutions are in
 :mod:`kvlab.exercises.solutions` and are shown only when the learner opens 「显示参考答案」.
+
+What comes from the ecosystem: nbgrader's pairing of a solution cell (here the learner's stub) with a test
+cell right below it, and its rule that an untouched stub is recognised and never counted as an answer;
+otter-grader's named test cases, each reported on its own. Neither package is used: both grade through an
+assignment release/collect pipeline or a grading server, and a self-study notebook on Colab has neither;
+their feedback is in English and would not name the case's inputs the way a learner needs here.
 """
 from __future__ import annotations
 

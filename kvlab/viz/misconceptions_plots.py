@@ -223,7 +223,7 @@ def divergence_figure(run: "BugRun", label: str, tolerance: float, floor: float 
     first = run.first_token_step
     title = (f"{label}：{len(steps)} 步全部与参考相同" if first is None
              else f"{label}：第 {first} 步起 token 与参考不同（logits 从第 {run.first_logit_step} 步起偏离）")
-    fig = new_figure(title + "<br><sup>每一步的参考：不用缓存的模型读这个缓存已经写出的同一段上文</sup>", height=340,
+    fig = new_figure(title + "<br><sup>每一步的参考：不用缓存的模型读这个缓存已经写出的同一段上文</sup>", height=400,
                      width=WIDE)
     fig.add_bar(x=steps, y=[max(d, floor) for d in run.logit_diff], name="logits 的最大差异", showlegend=False,
                 marker_color=[SAME_COLOR if s else DIFF_COLOR for s in same],
@@ -242,6 +242,7 @@ def divergence_figure(run: "BugRun", label: str, tolerance: float, floor: float 
     fig.update_yaxes(type="log", title=axis_title("logits 差异", "对数刻度"), range=[math.log10(floor) - 0.5, top],
                      tickvals=[10.0**p for p in powers], ticktext=[f"10<sup>{p}</sup>" if p else "1" for p in powers],
                      title_standoff=10)
-    fig.update_layout(legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"), margin=dict(t=90, l=80),
+    # the legend under the x-axis title: above the plot it would cover the title's second line
+    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"), margin=dict(t=90, b=110, l=80),
                       bargap=0.2)
     return fig

@@ -178,6 +178,7 @@ class Quiz:
             raise ValueError("questions: a quiz needs at least one question")
         n = len(self.questions)
         self.state = QuizState([None] * n, [0] * n, [False] * n)
+        self._last_graded = [None] * n  # the latest graded (valid) response to each question
         self.feedback = [W.HTML() for _ in self.questions]
         self.reveal_buttons = [W.Button(description="显示答案", icon="eye", layout=W.Layout(display="none"))
                                for _ in self.questions]
@@ -224,7 +225,12 @@ class Quiz:
             self.feedback[index].value = feedback_html(fb)
             return fb
         self.state.results[index] = None if fb.status == INVALID else fb.right
-        self.state.wrong[index] += fb.status == WRONG
+        if fb.status != INVALID:
+            # the same answer graded again (Enter, then 检查; or a click that reached the kernel before the box's
+            # new text) repeats its feedback but is not another wrong attempt
+            again = response == self._last_graded[index]
+            self._last_graded[index] = response
+            self.state.wrong[index] += fb.status == WRONG and not again
         self.feedback[index].value = feedback_html(fb)
         if fb.status != INVALID:  # offered after the second wrong answer, withdrawn once it is right
             offer = self.state.wrong[index] >= REVEAL_AFTER and not fb.right

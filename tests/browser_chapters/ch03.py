@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import math
-import os
 import re
-from pathlib import Path
 
-from browser_support import ARTIFACT_DIR, ChapterPage
+from browser_support import ChapterPage
 
 NOTEBOOK = "03_prefill_and_decode.ipynb"
 SCREENSHOT = ".kvlab-panel.kvlab-batch"
@@ -21,13 +19,6 @@ def number(pattern: str, text: str) -> float:
     m = re.search(pattern, text)
     assert m, f"{pattern!r} not found in: {text!r}"
     return float(m.group(1).replace(",", ""))
-
-
-def extra_screenshot(ch: ChapterPage, name: str, selector: str) -> None:
-    """More pictures of the chapter for a reviewer (beside the README one), under $KVLAB_SCREENSHOTS."""
-    folder = Path(os.environ.get("KVLAB_SCREENSHOTS") or ARTIFACT_DIR)
-    ch.screenshot(folder / f"screenshot_03_{name}.png", selector)
-    ch.page.set_viewport_size({"width": 1400, "height": 1000})
 
 
 def timeline_state(readout: str) -> tuple[int, int]:
@@ -54,7 +45,7 @@ def interact_timeline(ch: ChapterPage) -> None:
     assert timeline_state(last) == (TIMELINE_TOKENS, P + TIMELINE_TOKENS - 1), last
     used = number(r"缓存已用\s*([\d.]+)\s*KiB", last)
     assert used == (P + TIMELINE_TOKENS - 1) * 2.0, last  # 2 KiB of K/V per token in the demo model
-    extra_screenshot(ch, "timeline", ".kvlab-panel.kvlab-timeline")
+    ch.extra_screenshot("timeline", ".kvlab-panel.kvlab-timeline")
 
     # a shorter prompt: a new generation, the same number of passes
     fig_last = tl.figure(0)
@@ -159,7 +150,7 @@ def interact_batch(ch: ChapterPage) -> None:
     bt.wait_figure_changed(0, curves0, "the batch curves should mark B = 32")
     roof1 = bt.wait_figure_changed(1, roof0, "the roofline should ring B = 32")
     assert roof1["title"] == roof0["title"], "the roofline itself must not change with B"
-    extra_screenshot(ch, "batch_b32", ".kvlab-panel.kvlab-batch")
+    ch.extra_screenshot("batch_b32", ".kvlab-panel.kvlab-batch")
 
     # a longer context: every B measured again; the K/V share and intensity come from the formula
     assert "已有 8 个 token" in r1 and number(r"K/V 占一步读写字节的\s*(\d+)%", r1) == 9, r1
@@ -170,7 +161,7 @@ def interact_batch(ch: ChapterPage) -> None:
     # B = 32, the 3 steps timed after 256, 257 and 258 cached tokens: K/V are 71 % of the bytes, intensity 5.00
     assert number(r"K/V 占一步读写字节的\s*(\d+)%", r4) == 71 and "算术强度 5.00 FLOP/字节" in r4, r4
     bt.wait_figure_changed(1, roof32, "the batch points should move left on the roofline")
-    extra_screenshot(ch, "batch_context", ".kvlab-panel.kvlab-batch")
+    ch.extra_screenshot("batch_context", ".kvlab-panel.kvlab-batch")
     bt.press_slider("context_len", "ArrowLeft", times=2)
     bt.wait_readout(lambda t: t == r1, "back at a context of 8 the readout is the B = 32 one (measured once)")
     bt.press_slider("batch_size", "ArrowLeft", times=5)
@@ -211,7 +202,7 @@ def interact_unequal(ch: ChapterPage) -> None:
     uq.press_slider("block_size", "ArrowRight", times=48)
     r2 = uq.wait_readout(lambda t: "每块 64 个 token" in t, "ArrowRight x48 should reach blocks of 64")
     assert "反而需要 192 个" in r2 and "比补齐浪费的 59 个还多" in r2, r2  # 64 + 128 > 142; 142 - 83 = 59 padded
-    extra_screenshot(ch, "unequal", ".kvlab-panel.kvlab-unequal")
+    ch.extra_screenshot("unequal", ".kvlab-panel.kvlab-unequal")
     assert uq.figure(0)["ntraces"] == 2  # the cache's slots, and apart from them each sequence's returned token
     uq.type_text("lengths", "30, 30")
     r3 = uq.wait_readout(lambda t: "长度 30, 30" in t, "two equal lengths should give their batch")
@@ -231,7 +222,7 @@ def interact_unequal(ch: ChapterPage) -> None:
     uq.wait_stale(False, "valid lengths must un-grey the panel")
     uq.press_slider("block_size", "ArrowLeft", times=48)
     uq.wait_readout(lambda t: t == r0, "the original lengths and block size give the original readout")
-    extra_screenshot(ch, "unequal_default", ".kvlab-panel.kvlab-unequal")
+    ch.extra_screenshot("unequal_default", ".kvlab-panel.kvlab-unequal")
 
 
 def interact(ch: ChapterPage) -> None:
@@ -239,9 +230,9 @@ def interact(ch: ChapterPage) -> None:
     interact_prefill(ch)
     interact_batch(ch)
     interact_unequal(ch)
-    extra_screenshot(ch, "prefill", ".kvlab-panel.kvlab-prefill")
+    ch.extra_screenshot("prefill", ".kvlab-panel.kvlab-prefill")
     plain = ".jp-Cell:has(.js-plotly-plot):not(:has(.kvlab-panel))"  # figures outside the panels
-    extra_screenshot(ch, "roofline", f"{plain} >> nth=0")
-    extra_screenshot(ch, "precision", f"{plain} >> nth=1")
-    extra_screenshot(ch, "source_prefill", ".jp-Cell:has(.kvlab-source) >> nth=0")
-    extra_screenshot(ch, "source_attention", ".jp-Cell:has(.kvlab-source) >> nth=2")
+    ch.extra_screenshot("roofline", f"{plain} >> nth=0")
+    ch.extra_screenshot("precision", f"{plain} >> nth=1")
+    ch.extra_screenshot("source_prefill", ".jp-Cell:has(.kvlab-source) >> nth=0")
+    ch.extra_screenshot("source_attention", ".jp-Cell:has(.kvlab-source) >> nth=2")

@@ -275,13 +275,8 @@ def interact_exercises(ch: ChapterPage) -> None:
 
 def exercise_screenshot(ch: ChapterPage, name: str) -> None:
     """The exercise from its task to the check's feedback, for a reviewer, under $KVLAB_SCREENSHOTS."""
-    import os
-    from pathlib import Path
-
-    from browser_support import ARTIFACT_DIR
-
     exercise_cell(ch, "ch04.largest_batch/task", "batch-task").evaluate("(e) => e.scrollIntoView({block: 'start'})")
-    ch.screenshot(Path(os.environ.get("KVLAB_SCREENSHOTS") or ARTIFACT_DIR) / f"screenshot_04_exercise_{name}.png")
+    ch.extra_screenshot(f"exercise_{name}")
 
 
 def interact(ch: ChapterPage) -> None:

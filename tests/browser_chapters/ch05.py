@@ -1,11 +1,9 @@
 """Browser interactions for chapter 3.5 (run by tests/test_browser.py after run-all)."""
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
-from browser_support import ARTIFACT_DIR, ChapterPage, Fail
+from browser_support import ChapterPage, Fail
 
 NOTEBOOK = "05_misconceptions.ipynb"
 SCREENSHOT = ".kvlab-panel.kvlab-lab"
@@ -16,13 +14,6 @@ def number(pattern: str, text: str) -> int:
     m = re.search(pattern, text)
     assert m, f"{pattern!r} not found in: {text!r}"
     return int(m.group(1).replace(",", ""))
-
-
-def extra_screenshot(ch: ChapterPage, name: str, selector: str) -> None:
-    """More pictures of the chapter for a reviewer (beside the README one), under $KVLAB_SCREENSHOTS."""
-    folder = Path(os.environ.get("KVLAB_SCREENSHOTS") or ARTIFACT_DIR)
-    ch.screenshot(folder / f"screenshot_05_{name}.png", selector)
-    ch.page.set_viewport_size({"width": 1400, "height": 1000})
 
 
 # -- misconception 1 ---------------------------------------------------------------------------------
@@ -75,7 +66,7 @@ def interact_weights(ch: ChapterPage) -> None:
         w.press_slider("new_tokens", "PageDown")
     w.press_slider("new_tokens", "ArrowRight", times=16 - w.int_value("new_tokens"))
     w.wait_readout(lambda t: t == r0, "restoring the sliders should restore the original readout")
-    extra_screenshot(ch, "weights", ".kvlab-panel.kvlab-weights")
+    ch.extra_screenshot("weights", ".kvlab-panel.kvlab-weights")
 
 
 # -- misconception 2 ---------------------------------------------------------------------------------
@@ -177,7 +168,7 @@ def interact_budget(ch: ChapterPage) -> None:
     b.press_slider("wanted", "Home")
     b.press_slider("wanted", "ArrowRight", times=11)
     b.wait_readout(lambda t: t == r0, "restoring the controls should restore the original readout")
-    extra_screenshot(ch, "budget", ".kvlab-panel.kvlab-budget")
+    ch.extra_screenshot("budget", ".kvlab-panel.kvlab-budget")
 
 
 # -- the lab -------------------------------------------------------------------------------------------
@@ -325,7 +316,7 @@ def interact_quiz(ch: ChapterPage) -> None:
     ch.wait_until(lambda: feedback(2), lambda t: t.startswith(f"答案：{answer.text}"), 15, "显示答案 should show it")
     ch.wait_until(score.inner_text, lambda t: f"得分：2 / {len(questions)}" in t and "看了 1 题的答案" in t, 15,
                   "a shown answer earns no point and is counted")
-    extra_screenshot(ch, "quiz", ".kvlab-quiz")
+    ch.extra_screenshot("quiz", ".kvlab-quiz")
 
 
 def interact(ch: ChapterPage) -> None:

@@ -321,6 +321,40 @@ def test_browser_step_is_prerendered_and_shown_without_rendering(monkeypatch):
     assert calls[-1] == (3, 1)
 
 
+def test_a_slider_that_writes_into_a_box_is_prerendered_along_its_own_steps():
+    """3.4's S: a log-scale SelectionSlider (an ``extra`` widget, not observed) fills the S box from a kernel
+    callback; moved in the browser, the panel renders the slider's next option ahead, not box value + step."""
+    import asyncio
+
+    calls = []
+
+    def render(n):
+        calls.append(n)
+        return kw.View([_bars([n, 0], f"n = {n}")], f"n = {n}", result=n)
+
+    box = W.IntText(value=64)
+    slider = W.SelectionSlider(options=[16, 32, 64, 128, 256], value=64)
+    slider.observe(lambda change: setattr(box, "value", change["new"]), names="value")
+    panel = kw.Panel({"n": box}, render, mode="widget", extra={"n": slider})
+
+    async def session():
+        slider.set_state({"index": 3})  # the browser moves the slider one step right: 128
+        assert panel.readout.value == "n = 128" and calls[-1] == 128
+        await asyncio.sleep(kw.PREFETCH_DELAY_S + 0.05)
+        assert calls[-1] == 256  # the slider's next option, rendered while idle
+        before = len(calls)
+        slider.set_state({"index": 4})
+        assert len(calls) == before and panel.readout.value == "n = 256"  # shown without rendering
+        _assert_shows_fresh(panel)
+        box.set_state({"value": 100})  # typed in the box: shown; an IntText has no next step
+        await asyncio.sleep(kw.PREFETCH_DELAY_S + 0.05)
+        assert calls[-1] == 100 and panel.readout.value == "n = 100"
+
+    asyncio.run(session())
+    box.value = 32  # code: rendered afresh
+    assert calls[-1] == 32 and panel.readout.value == "n = 32"
+
+
 def test_prerendering_is_skipped_for_slow_renders_code_changes_and_without_a_loop(monkeypatch):
     import asyncio
     import time

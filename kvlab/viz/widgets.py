@@ -328,7 +328,7 @@ class Panel:
         if button is not None:
             button.on_click(self._on_click)
             button.add_class("kvlab-run")
-        before = extra if isinstance(extra, dict) else {}
+        before = self._extra_before = extra if isinstance(extra, dict) else {}
         items = [] if isinstance(extra, dict) else list(extra)
         for name, control in controls.items():
             items += [before[name], control] if name in before else [control]
@@ -403,17 +403,27 @@ class Panel:
     def _on_change(self, change) -> None:
         if self._holding:
             return
-        control = change["owner"]
-        if not (self._prefetching and getattr(control, "_property_lock", None)):  # (a SelectionSlider syncs its index)
+        name = self._name_of(change["owner"])
+        moved = self._moved_in_browser(name)
+        if not (self._prefetching and moved is not None):
             self.refresh()  # changed by code (a cell, a test, another widget's callback): always rendered afresh
             return
         # changed in the browser: a value pre-rendered for this move is shown at once
         self._cancel_next()
         values = self.values()
-        name = self._name_of(control)
         self._show(values, self._recall(values), name)
         if self.error is None:
-            self._schedule_next(change)
+            self._schedule_next(name, moved, change["old"], change["new"])
+
+    def _moved_in_browser(self, name: str):
+        """The widget a learner is moving in the browser that set control ``name``: the control itself, or the
+        ``extra`` widget placed before it when that one writes into it (3.4's log-scale S slider fills the S box);
+        None for a change made by code. (ipywidgets holds a widget's property lock while it applies a browser
+        update and runs its observers; a SelectionSlider syncs its index.)"""
+        for widget in (self.controls[name], self._extra_before.get(name)):
+            if widget is not None and getattr(widget, "_property_lock", None):
+                return widget
+        return None
 
     # -- pre-rendering (see PREFETCH) --------------------------------------------------------------
     @property
@@ -453,13 +463,13 @@ class Panel:
             self._next.cancel()
             self._next = None
 
-    def _schedule_next(self, change) -> None:
-        """Pre-render the value one more step the way ``change`` went, once the kernel is idle."""
-        name = self._name_of(change["owner"])
+    def _schedule_next(self, name: str, moved, old, new) -> None:
+        """Pre-render control ``name`` one more step of the widget being ``moved`` (old -> new), once the kernel
+        is idle."""
         times = self._render_ms.get(name)
         if not times or min(times) > PREFETCH_MAX_MS or name in self._slow:
             return
-        value = next_value(change["owner"], change["old"], change["new"])
+        value = next_value(moved, old, new)
         if value is None:
             return
         values = {**self.values(), name: value}

@@ -355,6 +355,32 @@ def test_a_slider_that_writes_into_a_box_is_prerendered_along_its_own_steps():
     assert calls[-1] == 32 and panel.readout.value == "n = 32"
 
 
+def test_a_following_panel_redraws_after_the_other_and_once_per_burst():
+    """3.2's bytes panel follows the shape panel's controls: at once for a change made by code, a moment later
+    (after the shape panel's own messages) and once for a burst of changes made in the browser."""
+    import asyncio
+
+    calls = []
+    leader = _counting_panel([])
+    follower = kw.Panel({"m": W.IntSlider(value=0)},
+                        lambda m: calls.append(leader.values()["n"]) or kw.View([], f"n = {leader.values()['n']}"))
+    follower.follow(leader.controls.values())
+    calls.clear()
+    leader.controls["n"].value = 5  # code: followed at once
+    assert calls == [5] and follower.readout.value == "n = 5"
+
+    async def session():
+        for n in (6, 7, 8):  # a drag in the browser
+            _from_browser(leader.controls["n"], n)
+        assert calls == [5] and leader.readout.value.startswith("n = 8")  # the leader first; the follower waits
+        await asyncio.sleep(kw.FOLLOW_DELAY_S + 0.05)
+        assert calls == [5, 8] and follower.readout.value == "n = 8"  # once, on the latest value
+
+    asyncio.run(session())
+    _from_browser(leader.controls["n"], 9)  # no event loop (plain Python): at once
+    assert calls[-1] == 9
+
+
 def test_prerendering_is_skipped_for_slow_renders_code_changes_and_without_a_loop(monkeypatch):
     import asyncio
     import time

@@ -182,8 +182,7 @@ def bytes_panel(shape: Panel) -> Panel:
 
     panel = Panel(controls, render, extra=[_caption("形状取自上面的面板")], layout="horizontal",
                   css_class="kvlab-bytes")
-    for control in shape.controls.values():
-        control.observe(lambda _change: panel.refresh(), names="value")
+    panel.follow(shape.controls.values())
     return panel
 
 

@@ -56,6 +56,7 @@ PREFETCH_MAX_MS = 200.0  # a control whose renders take longer (the quickest of 
                          # renders are often measurements (a first visit measures, later ones are cached)
 PREFETCH_DELAY_S = 0.02  # wait this long after showing a value before pre-rendering (a fast drag goes on)
 PREFETCH_KEEP_S = 30.0   # a pre-rendered view older than this is rendered again
+FOLLOW_DELAY_S = 0.01    # a panel that follows another's controls redraws this long after a change made in the browser
 
 
 def on_colab() -> bool:
@@ -315,6 +316,7 @@ class Panel:
         self._holding = False  # set() changes several controls, then renders once
         self._ready: OrderedDict = OrderedDict()  # values -> (monotonic time, View): shown or pre-rendered
         self._next = None  # the scheduled pre-render (an asyncio TimerHandle)
+        self._follow = None  # the scheduled refresh after another panel's control moved (see follow)
         self._render_ms: dict = {}  # control name -> durations (ms) of the last renders it caused
         self._slow: set = set()  # controls that once caused a very slow render: never rendered ahead
         first = render(**self.values())
@@ -503,6 +505,29 @@ class Panel:
         except Exception:  # a bad or failing value is rendered (and explained) when it is really chosen
             return
         self._remember(values, view)
+
+    def follow(self, controls) -> None:
+        """Render afresh whenever one of ``controls`` (another panel's) changes. A change made in the browser is
+        followed a moment later (FOLLOW_DELAY_S), once for a burst, so that the other panel's readout and figures
+        go out first; a change made by code is followed at once (the cell may read ``result`` next)."""
+        def changed(change) -> None:
+            if self._follow is not None:
+                self._follow.cancel()
+                self._follow = None
+            if getattr(change["owner"], "_property_lock", None):
+                try:
+                    self._follow = asyncio.get_running_loop().call_later(FOLLOW_DELAY_S, self._followed)
+                    return
+                except RuntimeError:  # no event loop (plain Python): at once
+                    pass
+            self.refresh()
+
+        for control in controls:
+            control.observe(changed, names="value")
+
+    def _followed(self) -> None:
+        self._follow = None
+        self.refresh()
 
     def _on_click(self, _button) -> None:
         self.button.disabled = True

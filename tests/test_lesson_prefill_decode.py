@@ -137,6 +137,19 @@ def test_render_timeline_generates_the_number_of_tokens_asked(demo):
     assert view.result.cache_allocated_bytes == (4 + 5 - 1) * 2048
 
 
+def test_the_timeline_on_screen_survives_the_next_length_rendered_ahead(demo):
+    """The panel pre-renders new_tokens + 1 while idle: the generation on screen must stay measured once, or moving
+    the pass slider afterwards would show other timings for the same generation."""
+    model, tok = demo
+    runs = {}
+    shown = lesson.render_timeline(model, tok, runs, "人工智能", 5, 5).result
+    lesson.render_timeline(model, tok, runs, "人工智能", 6, 6)  # rendered ahead
+    assert lesson.render_timeline(model, tok, runs, "人工智能", 5, 2).result is shown
+    for n in (7, 8, 9, 10):  # the least recently used go first
+        lesson.render_timeline(model, tok, runs, "人工智能", n, 2)
+    assert list(runs) == [("人工智能", n) for n in (7, 8, 9, 10)]
+
+
 @pytest.mark.parametrize("prompt,n,step,label", [("", 24, 1, "提示词"), ("人工😀", 24, 1, "提示词"),
                                                  ("人" * 193, 24, 1, "提示词"), (123, 24, 1, "提示词"),
                                                  ("人工", 24, 0, "第几次前向"), ("人工", 24, 25, "第几次前向"),

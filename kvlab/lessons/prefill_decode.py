@@ -31,7 +31,7 @@ from ..memory import format_bytes
 from ..model import Attention, ToyTransformer
 from ..viz import prefill_decode_plots as plots
 from ..viz.source import show_source
-from ..viz.widgets import Panel, View, int_slider, play_slider
+from ..viz.widgets import Panel, View, int_slider, play_slider, recent_run
 
 DEFAULT_PROMPT = "人工智能模型处理一个请求，通常分为两个阶段："
 TIMELINE_TOKENS = 24  # new tokens of the timeline by default: 1 prefill pass + 23 decode passes
@@ -214,10 +214,7 @@ def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, new_to
     prompt_ids(tokenizer, prompt, "提示词", model.config.max_seq_len - TIMELINE_MAX_TOKENS)
     n = whole_number("生成的 token 数", new_tokens, 2, TIMELINE_MAX_TOKENS)
     step = whole_number("第几次前向", step, 1, n)
-    if (prompt, n) not in runs:
-        runs.clear()  # keep one run
-        runs[(prompt, n)] = run_timeline(model, tokenizer, prompt, n)
-    tl = runs[(prompt, n)]
+    tl = recent_run(runs, (prompt, n), lambda: run_timeline(model, tokenizer, prompt, n), keep=4)
     r = tl.trace[step - 1]
     phase = "预填充（prefill）" if r.phase == "prefill" else "解码（decode）"
     fed = f"整段提示词 {r.new_tokens} 个 token" if r.phase == "prefill" else "上一步生成的 1 个 token"
@@ -1140,12 +1137,8 @@ def render_padded_batch(model: ToyTransformer, tokenizer, runs: dict, lengths, b
     limit = model.config.max_seq_len - PADDED_NEW_TOKENS
     values = whole_numbers("提示词长度（逗号分隔）", lengths, 1, limit, 8)
     block = whole_number("分页块大小", block_size, 1, 64)
-    key = tuple(values)
-    if key not in runs:
-        if len(runs) >= 8:
-            runs.clear()
-        runs[key] = run_padded_batch(model, tokenizer, corpus_prompts(values), block_size=block)
-    b = dataclasses.replace(runs[key], block_size=block)
+    run = recent_run(runs, tuple(values), lambda: run_padded_batch(model, tokenizer, corpus_prompts(values)), keep=8)
+    b = dataclasses.replace(run, block_size=block)
     same = sum(b.same_as_alone)
     readout = (
         f"B = {len(b.prompts)} 条提示词，长度 {', '.join(map(str, b.lengths))}，左侧补齐到 {max(b.lengths)}；"

@@ -292,6 +292,19 @@ def next_value(control, old, new):
     return None
 
 
+def recent_run(runs: dict, key, run: Callable[[], object], keep: int):
+    """``runs[key]``, made by ``run()`` the first time it is asked for. ``runs`` keeps the ``keep`` most recently
+    used, so pre-rendering a step ahead never evicts the run on screen, and the same control values show the same
+    measurement (a render's own cache, as Panel's pre-rendering needs)."""
+    if key in runs:
+        runs[key] = runs.pop(key)  # now the most recent
+    else:
+        runs[key] = run()
+        while len(runs) > keep:
+            runs.pop(next(iter(runs)))  # the least recently used
+    return runs[key]
+
+
 class Panel:
     """Controls wired to ``render(**values) -> View``; updates figures and the readout on change."""
 

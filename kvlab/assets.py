@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 
 DEMO_WEIGHTS = "demo_model.safetensors"
@@ -20,3 +21,9 @@ def assets_dir() -> Path:
         if (candidate / CORPUS).exists():
             return candidate
     return here.parent / "assets"
+
+
+@lru_cache(maxsize=1)
+def corpus_text() -> str:
+    """The demo model's training text, as written (every character is in its vocabulary)."""
+    return (assets_dir() / CORPUS).read_text(encoding="utf-8")

@@ -54,7 +54,8 @@ if "google.colab" in sys.modules:
     output.enable_custom_widget_manager()  # ipywidgets 8 on Colab'''
 
 
-def _lines(text: str) -> list[str]:
+def source_lines(text: str) -> list[str]:
+    """A notebook cell's ``source`` as nbformat stores it: the lines, each but the last ending in a newline."""
     parts = text.split("\n")
     return [p + "\n" for p in parts[:-1]] + [parts[-1]]
 
@@ -70,14 +71,14 @@ def sync_notebook(path: Path) -> bool:
         text = re.sub(r"^.*" + re.escape(BADGE_MARKER) + r".*$", badge, text, count=1, flags=re.M)
     else:
         text = badge + "\n\n" + text
-    first_md["source"] = _lines(text)
+    first_md["source"] = source_lines(text)
     first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
     if SETUP_MARKER in "".join(first_code["source"]):
-        first_code["source"] = _lines(setup_cell_source())
+        first_code["source"] = source_lines(setup_cell_source())
     else:
         idx = nb["cells"].index(first_code)
         nb["cells"].insert(idx, {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-                                 "source": _lines(setup_cell_source())})
+                                 "source": source_lines(setup_cell_source())})
     after = json.dumps(nb, ensure_ascii=False)
     if after != before:
         path.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

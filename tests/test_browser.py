@@ -22,7 +22,7 @@ from typing import Callable
 
 import pytest
 
-from browser_support import (ARTIFACT_DIR, CHAPTER_DIR, ChapterPage, LabServer, PanelDriver, launch_chromium,
+from browser_support import (ARTIFACT_DIR, CHAPTER_DIR, ChapterPage, LabServer, launch_chromium,
                              unavailable)
 
 pytestmark = pytest.mark.browser

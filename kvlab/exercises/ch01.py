@@ -260,11 +260,9 @@ def diagnose(fn) -> str | None:
 
 
 def grade_cached_step(fn) -> Verdict:
-    problem = checker.not_callable(fn, "cached_attention_step")
+    problem = checker.unwritten(fn, STEP_STUB, "cached_attention_step", "写完 cached_attention_step 的函数体，再运行这一格。")
     if problem:
         return problem
-    if checker.is_stub(fn, STEP_STUB, "cached_attention_step"):
-        return todo("写完 cached_attention_step 的函数体，再运行这一格。")
     for case in LOOP_CASES:
         d = first_divergence(case, fn)
         if d is not None:
@@ -353,11 +351,9 @@ def _as_counts(answer) -> tuple | None:
 
 
 def grade_work(fn) -> Verdict:
-    problem = checker.not_callable(fn, "predict_work")
+    problem = checker.unwritten(fn, WORK_STUB, "predict_work", "在 predict_work 里把四个 None 换成你的公式。")
     if problem:
         return problem
-    if checker.is_stub(fn, WORK_STUB, "predict_work"):
-        return todo("在 predict_work 里把四个 None 换成你的公式。")
     for p, n in WORK_CASES:
         case = f"用例 p = {p}，n = {n}"
         got = _as_counts(checker.call(fn, p, n, case=case))

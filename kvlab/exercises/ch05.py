@@ -209,7 +209,7 @@ def store_problem(store) -> str | None:
     new = lambda T: torch.randn(1, c.n_kv_head, T, c.head_dim, generator=g) + 3.0  # noqa: E731  (never zero)
     for length, layer, T in ((0, 0, 3), (3, 1, 1)):
         k, v = new(T), new(T)
-        before_k, before_v = cache.k.clone(), cache.v.clone()
+        before_k = cache.k.clone()
         cache.length = length
         checker.call(store, cache, layer, k, v, case=f"单独调用 store，length = {length}，layer = {layer}，T = {T}")
         if cache.length != length:
@@ -217,7 +217,7 @@ def store_problem(store) -> str | None:
         moved = [l for l in range(c.n_layer) if l != layer and not torch.equal(cache.k[l], before_k[l])]
         if moved:
             return f"length = {length} 时写第 {layer} 层，却改动了第 {moved[0]} 层：每一层有自己的一份缓存，要用 cache.k[layer]"
-        k_slots = [s for s in _slots(cache.k[layer] - before_k[layer])]
+        k_slots = _slots(cache.k[layer] - before_k[layer])
         want = list(range(length, length + T))
         if torch.equal(cache.v[layer, :, :, length:length + T], k) and not torch.equal(k, v):
             return "V 的位置写进了 K：cache.v 要存 v"
@@ -232,11 +232,9 @@ def store_problem(store) -> str | None:
 
 
 def grade_fix(store) -> Verdict:
-    problem = checker.not_callable(store, "store")
+    problem = checker.unwritten(store, FIX_STUB, "store", "这还是原来有 bug 的代码：改正它，再运行这一格。")
     if problem:
         return problem
-    if checker.is_stub(store, FIX_STUB, "store"):
-        return todo("这还是原来有 bug 的代码：改正它，再运行这一格。")
     problem = store_problem(store)
     if problem == LENGTH_CHANGED:
         return wrong(problem)

@@ -209,6 +209,12 @@ def not_callable(answer, name: str) -> Verdict | None:
     return wrong(f"需要一个函数，收到的是 {type(answer).__name__}：请把上一格里定义的函数 {name} 传进来")
 
 
+def unwritten(fn, stub_source: str, name: str, still_todo: str) -> Verdict | None:
+    """The verdict for a function answer that cannot be graded yet: not a function, or still the stub
+    (「还没有完成」 with ``still_todo``); None when it is the learner's own function."""
+    return not_callable(fn, name) or (todo(still_todo) if is_stub(fn, stub_source, name) else None)
+
+
 # -- answers that are numbers ---------------------------------------------------------------------------
 BINARY_UNITS = {"B": 1, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 DECIMAL_UNITS = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}

@@ -16,6 +16,7 @@ import re
 import sys
 from pathlib import Path
 
+from ..colab import source_lines
 from . import CHAPTER_MODULES, chapter_module
 
 META_KEY = "kvlab_exercises"
@@ -30,14 +31,9 @@ INTRO = f"""{SECTION_MARKER}
 先运行下面这一格，载入这一节的练习："""
 
 
-def _lines(text: str) -> list[str]:
-    parts = text.split("\n")
-    return [p + "\n" for p in parts[:-1]] + [parts[-1]]
-
-
 def _cell(kind: str, source: str, tag: str) -> dict:
     cell_id = "kvlab-ex-" + re.sub(r"[^A-Za-z0-9]+", "-", tag).strip("-")
-    cell = {"cell_type": kind, "id": cell_id[:64], "metadata": {META_KEY: tag}, "source": _lines(source)}
+    cell = {"cell_type": kind, "id": cell_id[:64], "metadata": {META_KEY: tag}, "source": source_lines(source)}
     if kind == "code":
         cell.update(execution_count=None, outputs=[])
     return cell

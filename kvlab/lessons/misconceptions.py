@@ -24,7 +24,7 @@ import torch
 
 from .. import inputs
 from .._validate import positive_int
-from ..assets import CORPUS, assets_dir
+from ..assets import corpus_text
 from ..attention import attention, attention_mask
 from ..cache import KVCache
 from ..config import ModelConfig
@@ -57,12 +57,6 @@ def leave_a_core(fn):
         with torch_threads(measurement_threads()):
             return fn(*args, **kwargs)
     return wrapper
-
-
-@lru_cache(maxsize=1)
-def corpus_text() -> str:
-    """The demo model's training text (every character is in its vocabulary)."""
-    return (assets_dir() / CORPUS).read_text(encoding="utf-8")
 
 
 def corpus_prompts(tokenizer, prompt_len: int, batch_size: int, stride: int = 53) -> list[list[int]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from .._validate import positive_int
-from ..assets import CORPUS, assets_dir
+from .. import assets
 from ..attention import attention
 from ..cache import BaseCache, KVCache
 from ..config import ModelConfig
@@ -1018,7 +1018,7 @@ def explain_reservation(timeline: Timeline, config: ModelConfig) -> str:
 # -- prompts of unequal length in one batch ---------------------------------------------------------------------
 def corpus_text() -> str:
     """The demo model's training text on one line (every character is in its vocabulary)."""
-    return (assets_dir() / CORPUS).read_text(encoding="utf-8").replace("\n", "")
+    return assets.corpus_text().replace("\n", "")
 
 
 def corpus_prompts(lengths: list[int], text: str | None = None) -> list[str]:

@@ -3,7 +3,7 @@ from .cache import CacheFullError, DynamicKVCache, Int8KVCache, KVCache
 from .config import ModelConfig
 from .device import pick_device
 from .generation import CACHE_MODES, GenerationResult, PassRecord, generate
-from .memory import DTYPE_BITS, format_bytes, kv_cache_bytes
+from .memory import DTYPE_BITS, format_bytes, kv_bytes_per_token, kv_cache_bytes
 from .model import ToyTransformer
 from .presets import MODEL_PRESETS, ModelPreset
 from .teaching_caches import KOnlyCache
@@ -11,7 +11,7 @@ from .teaching_caches import KOnlyCache
 __all__ = [
     "CACHE_MODES", "CacheFullError", "DTYPE_BITS", "DynamicKVCache", "GenerationResult", "Int8KVCache",
     "KOnlyCache", "KVCache", "MODEL_PRESETS", "ModelConfig", "ModelPreset", "PassRecord", "ToyTransformer",
-    "format_bytes", "generate", "kv_cache_bytes", "load_demo_model", "pick_device",
+    "format_bytes", "generate", "kv_bytes_per_token", "kv_cache_bytes", "load_demo_model", "pick_device",
 ]
 
 

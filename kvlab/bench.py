@@ -20,6 +20,7 @@ import torch
 
 from ._validate import positive_int
 from .config import ModelConfig
+from .costs import weight_bytes
 from .device import as_device, check_fits, synchronize
 from .generation import CACHE_MODES, generate
 from .measure import DecodeTiming, Rate, alternate, measure_read_bandwidth, median, timed
@@ -97,8 +98,7 @@ BENCH_SETTINGS = {
 
 def weight_bytes_per_step(model: ToyTransformer) -> int:
     """Bytes of weights one decode step reads: every matrix, but only one row of the embedding."""
-    total = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if not n.startswith("embed"))
-    return total + model.config.d_model * model.embed.weight.element_size()
+    return weight_bytes(model.config, 1, model.embed.weight.element_size())
 
 
 class _StepClock:

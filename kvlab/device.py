@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -87,3 +89,48 @@ def check_fits(nbytes: int, device, what: str, name: str) -> None:
             f"{name}: {what} needs {format_bytes(nbytes)}, but only {format_bytes(free)} is free on "
             f"{torch.device(device)}; choose a smaller value"
         )
+
+
+# -- the last-level cache -----------------------------------------------------------------------------
+SYSFS_CPU_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+@dataclass
+class LastLevelCache:
+    """The largest cache between the processor and memory: its level ("L3"), size and where it was read."""
+
+    level: str
+    bytes: int
+    source: str
+
+
+def parse_cache_size(text: str) -> int:
+    """sysfs's cache size ("32768K", "1M", "512") in bytes."""
+    text = text.strip().upper()
+    factor = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in "KMG" else text
+    if not digits.isdigit():
+        raise ValueError(f"text must be a cache size such as 32768K, got {text!r}")
+    return int(digits) * factor
+
+
+def last_level_cache(device="cpu", sysfs: Path = SYSFS_CPU_CACHE) -> LastLevelCache | None:
+    """The CPU's last-level data cache from sysfs (Linux; the highest level that is not instruction-only), a
+    CUDA device's L2 from its properties; None where the system does not say."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        size = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
+        return LastLevelCache("L2", size, "torch.cuda.get_device_properties") if size else None
+    if dev.type != "cpu":
+        return None
+    best = None
+    for index in sorted(Path(sysfs).glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip() if (index / "type").exists() else "Unified"
+            size = parse_cache_size((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind != "Instruction" and (best is None or level > best[0]):
+            best = (level, size, str(index / "size"))
+    return None if best is None else LastLevelCache(f"L{best[0]}", best[1], best[2])

@@ -76,6 +76,12 @@ def kv_cache_bytes(n_layer, n_kv_head, head_dim, seq_len, batch_size=1, dtype="f
     return total_bits // 8  # exact: 2 * ... * bits is always a multiple of 8 for bits >= 4
 
 
+def kv_bytes_per_token(config, dtype="fp32") -> int:
+    """K and V of one token of one sequence, all layers, for a kvlab ``ModelConfig``: what a cached decode
+    step reads for each token it attends to, and what each stored token adds to the cache."""
+    return kv_cache_bytes(config.n_layer, config.n_kv_head, config.head_dim, 1, 1, dtype)
+
+
 IEC_UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"]
 
 

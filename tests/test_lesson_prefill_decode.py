@@ -201,22 +201,6 @@ def test_timeline_figure_reads_back(timeline):
 
 
 # -- this machine's caches and the demo model's step against the roofs ----------------------------------
-def fake_sysfs(tmp_path, levels: dict[int, str]):
-    for i, (level, size) in enumerate(levels.items()):
-        d = tmp_path / f"index{i}"
-        d.mkdir()
-        (d / "level").write_text(f"{level}\n")
-        (d / "size").write_text(f"{size}\n")
-    return tmp_path
-
-
-def test_last_level_cache_is_the_highest_level(tmp_path):
-    sysfs = fake_sysfs(tmp_path, {1: "48K", 2: "1024K", 3: "32768K"})
-    assert lesson.last_level_cache_bytes("cpu", sysfs) == 32 * 2**20
-    assert lesson.last_level_cache_bytes("cpu", tmp_path / "missing") is None
-    assert lesson.last_level_cache_bytes("meta") is None
-
-
 def test_weights_against_the_cache_choose_their_sentence():
     model = lesson.roofline_model()  # 119,572,480 bytes of weights
     assert "是本机 CPU 的最后一级缓存（32.0 MiB）的 3.6 倍：解码每一步都要从内存" in \

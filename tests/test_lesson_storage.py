@@ -9,7 +9,9 @@ import torch
 from kvlab import MODEL_PRESETS, ModelConfig, format_bytes
 from kvlab.inputs import InputError
 from kvlab.lessons import storage as lesson
-from kvlab.lessons.storage import CacheGrowth, GrowthComparison, LastLevelCache, padding_waste
+from kvlab.device import LastLevelCache
+from kvlab.lessons.storage import CacheGrowth, GrowthComparison, padding_waste
+from kvlab.memory import kv_bytes_per_token
 from kvlab.viz import storage_plots
 from kvlab.viz.style import FONT_FAMILY, MODE_LABELS
 
@@ -170,7 +172,7 @@ def test_cache_growth_counts_over_alternating_repeats():
     model = lesson.wide_cache_model()
     growth = lesson.compare_cache_growth(model, new_tokens=5, prompt_len=3, repeats=3, with_transformers=False)
     pre, dyn = growth.runs["kv"], growth.runs["dynamic"]
-    per_token = lesson.per_token_bytes(model.config)
+    per_token = kv_bytes_per_token(model.config)
     assert per_token == 2 * 4 * 32 * 256 * 4 == growth.per_token_bytes  # 256 KiB: K and V, 4 layers, fp32
     assert pre.t == [3, 4, 5, 6, 7] and pre.allocations[-1] == 2 and dyn.allocations[-1] == 2 * 4 * 5
     assert pre.bytes_copied[-1] == 7 * per_token and dyn.bytes_copied[-1] == (3 + 4 + 5 + 6 + 7) * per_token
@@ -287,25 +289,6 @@ def test_llc_sentence_fits_exceeds_or_unknown():
     assert "GPU 的 L2 缓存是 50.0 MiB" in gpu and "显存" in gpu
 
 
-@pytest.mark.parametrize("text,size", [("32768K", 32 * 2**20), ("1M", 2**20), ("512", 512), ("2G\n", 2 * 2**30)])
-def test_parse_cache_size(text, size):
-    assert lesson.parse_cache_size(text) == size
-
-
-def test_last_level_cache_reads_the_highest_data_level(tmp_path):
-    for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"),
-                                              (3, "Unified", "32768K")]):
-        index = tmp_path / f"index{i}"
-        index.mkdir()
-        (index / "level").write_text(f"{level}\n")
-        (index / "type").write_text(f"{kind}\n")
-        (index / "size").write_text(f"{size}\n")
-    llc = lesson.last_level_cache("cpu", tmp_path)
-    assert (llc.level, llc.bytes, llc.source) == ("L3", 32 * 2**20, str(tmp_path / "index3" / "size"))
-    assert lesson.last_level_cache("cpu", tmp_path / "missing") is None
-    assert lesson.last_level_cache("meta") is None
-
-
 def test_growth_panel_choices_and_bad_value(monkeypatch):
     model = lesson.wide_cache_model()
     assert lesson.growth_choices(model) == [("64 个 token（缓存最大 16.0 MiB）", 64),
@@ -392,7 +375,7 @@ def test_padding_panel_greys_out_after_bad_lengths_and_follows_the_reserve():
 def test_measured_padding_bytes():
     cfg = ModelConfig(vocab_size=10, d_model=8, n_layer=2, n_head=2, max_seq_len=64)
     allocated, used = lesson.measured_padding_bytes([3, 5], cfg)
-    per_token = lesson.per_token_bytes(cfg)
+    per_token = kv_bytes_per_token(cfg)
     assert allocated == 2 * 5 * per_token and used == 8 * per_token
 
 

@@ -14,7 +14,7 @@ from ..config import ModelConfig
 from ..costs import attention_crossover, attention_flops, linear_flops_per_token
 from ..generation import generate
 from ..measure import DecodeTiming, measurement_threads, median, time_generate
-from ..memory import format_bytes, kv_cache_bytes
+from ..memory import format_bytes, kv_bytes_per_token, kv_cache_bytes
 from ..model import ToyTransformer, apply_rope
 from ..inputs import whole_number
 from ..viz import decode_plots as plots
@@ -434,11 +434,6 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
         lines.append(f"按这次的拟合，把滑块拉到最右（{top:,} 个 token），无缓存一次约需 {est / 60:.0f} 分钟，"
                      f"有缓存约 {estimated_seconds(kv, range(5, top + 4)):.0f} 秒。")
     return lines
-
-
-def kv_bytes_per_token(config: ModelConfig, dtype="fp32") -> int:
-    """K and V of one token, all layers: what a cached decode step reads for each token it attends to."""
-    return kv_cache_bytes(config.n_layer, config.n_kv_head, config.head_dim, 1, 1, dtype)
 
 
 def cached_step_growth(model: ToyTransformer, new_tokens: int = 1024, prompt_len: int = 4,

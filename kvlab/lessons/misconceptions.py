@@ -34,6 +34,7 @@ from ..generation import generate
 from ..measure import DecodeTiming, measurement_threads, median, time_generate, torch_threads
 from ..memory import DTYPE_BITS, dtype_name, format_bytes, kv_cache_bytes
 from ..model import ToyTransformer
+from ..paging import mean_paged_slots
 from ..presets import GPU_PRESETS, MODEL_PRESETS, ModelPreset
 from ..teaching_caches import BROKEN_CACHES
 from ..tokenizer import UnknownCharactersError
@@ -524,7 +525,7 @@ class ReservationPlan:
     @property
     def paged_capacity(self) -> float:
         """Sequences that fit on average if each took only the blocks of ``PAGE_TOKENS`` it fills (paging)."""
-        pages = sum(math.ceil(n / PAGE_TOKENS) * PAGE_TOKENS for n in self.lengths) / len(self.lengths)
+        pages = mean_paged_slots(self.lengths, PAGE_TOKENS)
         return max(0, self.room_bytes) / (pages * self.per_token_bytes)
 
     @property

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import html
-import math
 import os
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 
 import torch
 
@@ -27,6 +25,8 @@ from ..generation import PassRecord, generate, make_cache
 from ..inputs import InputError, choice, whole_number, whole_numbers
 from ..measure import Rate, alternate, growth_exponent, measure_matmul_flops, measure_read_bandwidth, \
     measurement_threads, median, timed, torch_threads
+from ..device import last_level_cache  # noqa: F401  (the notebook reads the size through this lesson)
+from ..paging import paged_slots
 from ..memory import format_bytes
 from ..model import Attention, ToyTransformer
 from ..viz import prefill_decode_plots as plots
@@ -70,33 +70,9 @@ def weight_bytes_of(model: ToyTransformer) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
-SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
-SIZE_SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
-
-
-def last_level_cache_bytes(device="cpu", sysfs: Path = SYSFS_CACHE) -> int | None:
-    """The last-level cache of this CPU (from Linux's sysfs) or the L2 cache of a CUDA GPU, in bytes;
-    None where the system does not say."""
-    dev = torch.device(device)
-    if dev.type == "cuda":
-        return getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", None) or None
-    if dev.type != "cpu":
-        return None
-    found: tuple[int, int] | None = None  # (level, bytes) of the highest level seen
-    for index in sorted(Path(sysfs).glob("index*")):
-        try:
-            level = int((index / "level").read_text().strip())
-            text = (index / "size").read_text().strip().upper()
-            size = int(text.rstrip("KMG")) * SIZE_SUFFIX[text[len(text.rstrip("KMG")):]]
-        except (OSError, ValueError, KeyError):
-            continue
-        if found is None or level >= found[0]:
-            found = (level, size)
-    return found[1] if found else None
-
-
 def explain_weights_vs_cache(model: ToyTransformer, cache_bytes: int | None, device="cpu") -> str:
-    """Whether the model's weights fit in the last-level cache, from the measured size (or None)."""
+    """Whether the model's weights fit in the last-level cache, from its size in bytes (``last_level_cache``;
+    None where the system does not say)."""
     weights = weight_bytes_of(model)
     where = "GPU 的 L2 缓存" if torch.device(device).type == "cuda" else "本机 CPU 的最后一级缓存"
     if cache_bytes is None:
@@ -1069,7 +1045,7 @@ class PaddedBatch:
 
     @property
     def paged_slots(self) -> int:
-        return sum(math.ceil(n / self.block_size) * self.block_size for n in self.stored_lengths)
+        return paged_slots(self.stored_lengths, self.block_size)
 
     @property
     def padding_slots(self) -> int:

@@ -10,19 +10,20 @@ import re
 import time
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import torch
 
 from .._validate import non_negative_int, positive_int
 from ..cache import DynamicKVCache, KVCache
 from ..config import ModelConfig
+from ..device import LastLevelCache, last_level_cache
 from ..generation import generate
 from ..interop import HF_CACHE_KINDS, distinct_so_far
 from ..inputs import choice, whole_number, whole_numbers
 from ..measure import alternate, measurement_threads, median, torch_threads
-from ..memory import DTYPE_BITS, format_bytes, kv_cache_bytes
+from ..memory import DTYPE_BITS, format_bytes, kv_bytes_per_token, kv_cache_bytes
 from ..model import ToyTransformer
+from ..paging import blocks_per_sequence, paged_slots
 from ..presets import GPU_PRESETS, LATENT, MODEL_PRESETS, ModelPreset
 from ..viz import storage_plots as plots
 from ..viz.style import MODE_LABELS
@@ -249,49 +250,6 @@ def model_table_html(names=TABLE_MODELS, seq_lens=(1024, 4096)) -> str:
 
 
 # -- preallocation vs concatenation ----------------------------------------------------------------
-SYSFS_CPU_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
-
-
-@dataclass
-class LastLevelCache:
-    """The largest cache between the processor and memory: its level ("L3"), size and where it was read."""
-
-    level: str
-    bytes: int
-    source: str
-
-
-def parse_cache_size(text: str) -> int:
-    """sysfs's cache size ("32768K", "1M", "512") in bytes."""
-    text = text.strip().upper()
-    factor = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
-    digits = text[:-1] if text[-1:] in "KMG" else text
-    if not digits.isdigit():
-        raise ValueError(f"text must be a cache size such as 32768K, got {text!r}")
-    return int(digits) * factor
-
-
-def last_level_cache(device, sysfs: Path = SYSFS_CPU_CACHE) -> LastLevelCache | None:
-    """The CPU's last-level cache from sysfs (Linux), a CUDA device's L2 from its properties; None when unknown."""
-    dev = torch.device(device)
-    if dev.type == "cuda":
-        size = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
-        return LastLevelCache("L2", size, "torch.cuda.get_device_properties") if size else None
-    if dev.type != "cpu":
-        return None
-    best = None
-    for index in sorted(Path(sysfs).glob("index*")):
-        try:
-            level = int((index / "level").read_text())
-            kind = (index / "type").read_text().strip()
-            size = parse_cache_size((index / "size").read_text())
-        except (OSError, ValueError):
-            continue
-        if kind != "Instruction" and (best is None or level > best[0]):
-            best = (level, size, str(index / "size"))
-    return None if best is None else LastLevelCache(f"L{best[0]}", best[1], best[2])
-
-
 @dataclass
 class CacheGrowth:
     """One way of caching, run ``repeats`` times: each pass's time in every repeat, and (from the first repeat)
@@ -558,7 +516,7 @@ def compare_cache_growth(model: ToyTransformer, new_tokens: int, prompt_len: int
     runs |= {name: _transformers_growth(name.split(":")[1], reps) for name, reps in results.items()
              if name.startswith("transformers:")}
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    return GrowthComparison(runs, prompt_len, repeats, per_token_bytes(model.config, model.dtype), weights,
+    return GrowthComparison(runs, prompt_len, repeats, kv_bytes_per_token(model.config, model.dtype), weights,
                             model.config, model.device, threads, last_level_cache(model.device), skipped)
 
 
@@ -569,7 +527,7 @@ GROWTH_LABEL = "缓存最多存多少个 token"
 
 def growth_choices(model: ToyTransformer, lengths=GROWTH_LENGTHS) -> list[tuple[str, int]]:
     """The dropdown's options: each length with the cache's size at that length."""
-    per_token = per_token_bytes(model.config, model.dtype)
+    per_token = kv_bytes_per_token(model.config, model.dtype)
     return [(f"{n} 个 token（缓存最大 {format_bytes(n * per_token)}）", n) for n in lengths]
 
 
@@ -635,11 +593,11 @@ class PaddingWaste:
     @property
     def blocks_per_sequence(self) -> list[int]:
         """Pages each sequence needs: its length rounded up to whole blocks."""
-        return [-(-n // self.block_size) for n in self.lengths]
+        return blocks_per_sequence(self.lengths, self.block_size)
 
     @property
     def paged_slots(self) -> int:
-        return sum(self.blocks_per_sequence) * self.block_size
+        return paged_slots(self.lengths, self.block_size)
 
     @property
     def waste_fraction(self) -> float:
@@ -729,7 +687,3 @@ def measured_padding_bytes(lengths, config: ModelConfig, dtype="fp32") -> tuple[
     per_token_row = cache.nbytes // (len(lengths) * max(lengths))
     return cache.nbytes, per_token_row * sum(lengths)
 
-
-def per_token_bytes(config: ModelConfig, dtype="fp32") -> int:
-    """K and V of one token of one sequence, all layers, for a kvlab model config."""
-    return kv_cache_bytes(config.n_layer, config.n_kv_head, config.head_dim, 1, 1, dtype)

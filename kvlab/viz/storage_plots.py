@@ -7,6 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..paging import blocks_for
 from ..memory import DTYPE_BITS, format_bytes, iec_unit, kv_cache_bytes
 from .style import MODE_COLORS, MODE_LABELS, PALETTE, WIDE, apply_template, axis_title, new_figure
 
@@ -297,7 +298,7 @@ def _page_boxes(lengths, bs, row_width, one_by_one, bar):
     used, tails, outlines = [], [], []
     gap = min(0.1 * bs, 0.004 * row_width) if one_by_one else 0.0
     for i, n in enumerate(lengths):
-        end = -(-n // bs) * bs
+        end = blocks_for(n, bs) * bs
         pages = [(s, s + bs) for s in range(0, end, bs)] if one_by_one else [(0, end)]
         for start, stop in pages:
             outlines.append((start + gap, stop - gap, i - bar, i + bar))
@@ -315,7 +316,7 @@ def padding_figure(waste) -> go.Figure:
     page is at least ``MIN_GAP_PX`` pixels wide."""
     lengths, bs = waste.lengths, waste.block_size
     rows = [f"序列 {i + 1}（{n:,}）" for i, n in enumerate(lengths)]
-    paged_rows = [-(-n // bs) * bs for n in lengths]
+    paged_rows = [blocks * bs for blocks in waste.blocks_per_sequence]
     width = max(waste.padded_length, *paged_rows)
     px_per_block = HALF_PLOT_PX * bs / width
     one_by_one = px_per_block >= MIN_GAP_PX

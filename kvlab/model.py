@@ -259,7 +259,7 @@ class ToyTransformer(nn.Module):
         ``pad_lengths`` [B]: how many leading columns of each row are left padding.
         ``probe`` collects what each layer projected; with ``return_attention`` the explicit
         path runs and ``(logits, weights)`` is returned, ``weights`` a list over layers of
-        [B, H, T, T_total] tensors.
+        [B, H, T, T_total] tensors. Every argument is checked here, then :meth:`forward_unchecked` runs.
         """
         ids = self.check_ids(input_ids)
         B, T = ids.shape
@@ -271,12 +271,23 @@ class ToyTransformer(nn.Module):
                                  "use generate(..., cache='k_only') or kvlab.teaching_caches.k_only_forward")
             start = cache.length
             cache.check_room(T)  # fail before any layer writes: the cache stays as it was
-        end = start + T
-        if end > self.config.max_seq_len:
-            raise CacheFullError(f"sequence of {end} tokens passes max_seq_len={self.config.max_seq_len}")
+        if start + T > self.config.max_seq_len:
+            raise CacheFullError(f"sequence of {start + T} tokens passes max_seq_len={self.config.max_seq_len}")
         pad = self.check_pad(pad_lengths, B)
         if return_attention and probe is None:
             probe = ForwardProbe(keep_weights=True)
+        logits = self.forward_unchecked(ids, cache, pad, last_logits_only=last_logits_only, probe=probe)
+        return (logits, probe.weights) if return_attention else logits
+
+    def forward_unchecked(self, ids: torch.Tensor, cache: BaseCache | None, pad: torch.Tensor | None, *,
+                          last_logits_only: bool = False, probe: ForwardProbe | None = None) -> torch.Tensor:
+        """The forward pass itself, on arguments already checked (by :meth:`forward`, or once by ``generate``).
+
+        ``ids`` [B, T] long on the model's device, ``cache`` with room for T more tokens, ``pad`` [B] long
+        or None. Nothing here checks a value or waits for the device, so a timed pass times the model only.
+        """
+        T = ids.shape[1]
+        start = cache.length if cache is not None else 0
         cos, sin, mask = self.rope_and_mask(start, T, pad)
         x = self.embed(ids)  # [B, T, d_model]
         for block in self.layers:
@@ -285,5 +296,4 @@ class ToyTransformer(nn.Module):
             cache.advance(T)
         if last_logits_only:
             x = x[:, -1:]  # [B, 1, d_model]
-        logits = self.lm_head(self.norm(x))  # [B, T, vocab]
-        return (logits, probe.weights) if return_attention else logits
+        return self.lm_head(self.norm(x))  # [B, T, vocab]

@@ -134,7 +134,8 @@ def walkthrough_panel(model: ToyTransformer, steps: list[DecodeStep]) -> Panel:
     heads = [(f"{h}（KV 组 {h // cfg.n_rep}）", h) for h in range(cfg.n_head)]
     return Panel({"step": step_slider, "layer": dropdown("层", list(range(cfg.n_layer)), 0, width="120px"),
                   "head": dropdown("注意力头", heads, 0, width="200px")},
-                 partial(render_step, steps), extra=[play], layout="horizontal", css_class="kvlab-walkthrough")
+                 partial(render_step, steps), extra=[play], layout="horizontal", css_class="kvlab-walkthrough",
+                 static=("step",))
 
 
 # -- the chapter's two formulas ------------------------------------------------------------------------

@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import ipywidgets as W
-from IPython.display import display
 
-from .widgets import message_html
+from .widgets import message_html, show
 
 RIGHT, WRONG, INVALID = "right", "wrong", "invalid"
 REVEAL_AFTER = 2  # wrong answers to one question before its answer can be shown
@@ -256,4 +255,4 @@ class Quiz:
         self.score.value = (f"<b>得分：{self.state.right} / {n}</b>（已作答 {self.state.answered} 题{seen}）{done}")
 
     def _ipython_display_(self):
-        display(self.widget)
+        show(self, self.widget)  # (with its static form while the static edition is built)

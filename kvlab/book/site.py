@@ -9,6 +9,7 @@ be fetched from outside the site).
 """
 from __future__ import annotations
 
+import copy
 import html
 import json
 import os
@@ -329,7 +330,7 @@ def static_notebooks(chapters: list[Chapter]) -> dict:
     """Each chapter's executed notebook as its page shows it (and its figures kept on the chapter)."""
     out = {}
     for ch in chapters:
-        out[ch.stem], ch.figures = static_cells(ch.executed, ch.notebook.name)
+        out[ch.stem], ch.figures = static_cells(copy.deepcopy(ch.executed), ch.notebook.name)
     return out
 
 

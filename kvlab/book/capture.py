@@ -113,7 +113,7 @@ def panel_static(panel) -> dict:
     from ..viz.widgets import explain_error
 
     _counter["panels"] += 1
-    pid = f"{os.environ.get(PAGE_ENV, 'page')}-{_counter['panels']}"
+    pid = f"kvlab-{os.environ.get(PAGE_ENV, 'page')}-{_counter['panels']}"  # (an HTML id: starts with a letter)
     pool = Pool()
     shown = {"html": panel.readout.value, "figures": [pool.figure(v.figure) for v in panel.views]}
     if panel.error is not None:

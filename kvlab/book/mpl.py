@@ -246,14 +246,19 @@ def _scatter(c: Canvas, t: dict, palette_color) -> None:
         sizes = values(marker.get("size", 6))
         size = (np.asarray(sizes, dtype=float) * 0.9) ** 2 if isinstance(sizes, (list, np.ndarray)) else (sizes * 0.9) ** 2
         symbol = marker.get("symbol")
-        hollow = isinstance(symbol, str) and symbol.endswith("-open")
+        mark = SYMBOLS.get(symbol, "o")
         mcolor = colors(marker.get("color"), len(ys), col) if not isinstance(marker.get("color"), str) \
             else color(marker["color"])
-        edge = color((marker.get("line") or {}).get("color"), "none")
-        hollow = hollow or symbol in ("line-ew", "line-ns")  # line markers have no face
-        ax.scatter(xs, ys, s=size, marker=SYMBOLS.get(symbol, "o"), label=label, zorder=3,
-                   c="none" if hollow else mcolor, edgecolors=mcolor if hollow else edge,
-                   linewidths=(marker.get("line") or {}).get("width", 1 if hollow else 0))
+        outline = marker.get("line") or {}
+        style = dict(s=size, marker=mark, label=label, zorder=3)
+        if mark in ("_", "|", "x", "+"):  # markers drawn as lines: their colour is the line's
+            style.update(color=mcolor, linewidths=1.5)
+        elif isinstance(symbol, str) and symbol.endswith("-open"):
+            style.update(facecolors="none", edgecolors=mcolor, linewidths=outline.get("width", 1.2))
+        else:
+            style.update(facecolors=mcolor, edgecolors=color(outline.get("color"), "none"),
+                         linewidths=outline.get("width", 0))
+        ax.scatter(xs, ys, **style)
     if "text" in mode:
         texts = t.get("text")
         texts = texts if isinstance(texts, list) else [texts] * len(ys)
@@ -436,7 +441,8 @@ def render(spec: dict, width_px: float | None = None, height_px: float | None = 
         legend = layout.get("legend") or {}
         if legend.get("orientation") == "h" or (legend.get("x") or 0) <= 1:  # below the plot
             cols = max(1, min(len(labels), int(90 // max(len(lab) for lab in labels))))
-            c.fig.legend(handles, labels, loc="upper center", ncol=cols, bbox_to_anchor=(0.5, -0.01))
+            below = min(ax.get_position().y0 for ax in c.axes.values()) - 60 / height_px  # under the x titles
+            c.fig.legend(handles, labels, loc="upper center", ncol=cols, bbox_to_anchor=(0.5, below))
         else:  # to the right of the plot, as plotly's default
             c.fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(c.right + 0.01, c.top))
     return c.fig

@@ -77,6 +77,19 @@ def test_static_values_are_a_window_around_the_default_for_long_sliders():
     assert len(values) == 48 and values[0] < 500 < values[-1] and labels[0] == str(values[0])
 
 
+def test_while_the_static_edition_is_built_a_panel_output_carries_its_static_form(monkeypatch):
+    shown = []
+    monkeypatch.setattr(kw, "display", lambda obj, raw=False: shown.append((obj, raw)))
+    panel = kw.Panel({"n": W.IntSlider(value=2, min=1, max=3)}, _render, static=("n",), mode="rerender")
+    monkeypatch.delenv(kw.STATIC_ENV, raising=False)
+    panel._ipython_display_()
+    assert shown[-1] == (panel.widget, False)  # a normal run: just the widget
+    monkeypatch.setenv(kw.STATIC_ENV, "1")
+    panel._ipython_display_()
+    bundle, raw = shown[-1]
+    assert raw and "application/vnd.jupyter.widget-view+json" in bundle and bundle[STATIC_MIME]["kind"] == "panel"
+
+
 def test_matplotlib_draws_the_trace_types_the_course_uses_with_chinese_labels():
     assert mpl.setup() is not None, "no CJK font found: install fonts-noto-cjk"
     fig = go.Figure()
@@ -92,6 +105,19 @@ def test_matplotlib_draws_the_trace_types_the_course_uses_with_chinese_labels():
         drawn = mpl.render(figure_json(fig))
         drawn.canvas.draw()
     assert len(drawn.axes) >= 3
+
+
+def test_without_a_cjk_font_the_handouts_say_so_once(monkeypatch, capsys):
+    monkeypatch.setattr(mpl, "cjk_font", lambda: None)
+    mpl.setup.cache_clear()
+    try:
+        assert mpl.setup() is None and mpl.setup() is None
+        out = capsys.readouterr().out
+        assert out.count("No CJK font found") == 1 and "中文字体" in out
+    finally:
+        mpl.setup.cache_clear()
+        monkeypatch.undo()
+        mpl.setup()
 
 
 def test_matplotlib_renderer_refuses_what_it_does_not_draw():
@@ -229,6 +255,19 @@ def move(page, pid: str, name: str, index: int) -> None:
     page.eval_on_selector(f"#{pid} [data-control='{name}']",
                           "(e, i) => { e.value = String(i); e.dispatchEvent(new Event('input')); }", index)
     page.wait_for_function(f"() => !document.getElementById('{pid}').dataset.busy", timeout=30_000)
+
+
+def test_the_table_of_contents_opens_offline_and_links_every_page(book, chromium):
+    report, _ = book
+    page = chromium.new_page()
+    blocked = []
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file:") else (blocked.append(r.request.url), r.abort()))
+    page.goto((report.out / "index.html").as_uri())
+    links = page.eval_on_selector_all("a[href]", "(els) => els.map((a) => a.getAttribute('href'))")
+    page.close()
+    assert blocked == []
+    assert [ch.page for ch in report.chapters] == [h for h in links if h.endswith(".html")]
+    assert all((report.out / h).exists() for h in links)
 
 
 def test_every_page_offline_draws_every_figure_renders_math_and_precomputed_sliders_match_the_live_render(book, chromium):

@@ -108,10 +108,26 @@ def _control_text(control) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10000 else str(value)
 
 
-def panel_static(panel) -> dict:
-    """A panel's static form (see the module docstring)."""
+def precomputed(panel, name: str, defaults: dict, pool: Pool) -> dict:
+    """The states of control ``name``'s values, the others at ``defaults``, each rendered by the panel's render
+    (a value the live panel refuses gets the message the panel shows), and how the page offers them."""
     from ..viz.widgets import explain_error
 
+    values, labels = option_values(panel, name)
+    states = []
+    for value in values:
+        try:
+            states.append(_state(pool, panel.render(**{**defaults, name: value})))
+        except ValueError as exc:
+            states.append(_state(pool, error=explain_error(exc)))
+    widget = value_widget(panel, name)
+    menu = hasattr(widget, "_options_values") and "Slider" not in type(widget).__name__  # a dropdown, not a slider
+    return {"widget": "menu" if menu else "slider", "values": [_json_value(v) for v in values], "labels": labels,
+            "states": states, "default": values.index(defaults[name]) if defaults[name] in values else None}
+
+
+def panel_static(panel) -> dict:
+    """A panel's static form (see the module docstring)."""
     _counter["panels"] += 1
     pid = f"kvlab-{os.environ.get(PAGE_ENV, 'page')}-{_counter['panels']}"  # (an HTML id: starts with a letter)
     pool = Pool()
@@ -124,17 +140,7 @@ def panel_static(panel) -> dict:
         entry = {"name": name, "label": str(getattr(control, "description", "") or name),
                  "text": _control_text(control)}
         if name in panel.static:
-            values, labels = option_values(panel, name)
-            states = []
-            for value in values:
-                try:
-                    states.append(_state(pool, panel.render(**{**defaults, name: value})))
-                except ValueError as exc:  # a value the live panel also refuses: its message, as the panel shows it
-                    states.append(_state(pool, error=explain_error(exc)))
-            menu = hasattr(value_widget(panel, name), "_options_values") and "Slider" not in type(value_widget(panel, name)).__name__
-            entry.update(widget="menu" if menu else "slider", values=[_json_value(v) for v in values], labels=labels,
-                         states=states,
-                         default=values.index(defaults[name]) if defaults[name] in values else None)
+            entry.update(precomputed(panel, name, defaults, pool))
         controls.append(entry)
     _keep_for_replay(pid, panel, defaults)
     return {"kind": "panel", "id": pid, "css_class": " ".join(panel.widget._dom_classes), "pool": pool.items,

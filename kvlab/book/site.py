@@ -122,6 +122,18 @@ def run_chapter(path: Path, timeout: int = 600, replay: Path | None = None):
     return nb
 
 
+def run_with_one_retry(path: Path, replay: Path | None, log=print):
+    """:func:`run_chapter`, run once more if its kernel process dies (killed from outside, e.g. by a cleanup on a
+    shared machine); a second death, or any error in a cell, stops the build."""
+    from nbclient.exceptions import DeadKernelError
+
+    try:
+        return run_chapter(path, replay=replay)
+    except DeadKernelError:
+        log(f"kvlab.book: the kernel running {path.name} died; running the chapter once more")
+        return run_chapter(path, replay=replay)
+
+
 # -- from kernel outputs to static HTML ------------------------------------------------------------------------
 def json_script(value) -> str:
     """``value`` as JSON inside a page (``</`` escaped so no string can close the script)."""
@@ -319,7 +331,7 @@ def build_site(out: Path, chapters_dir: Path | None = None, replay: Path | None 
         raise ValueError(f"chapters_dir: no chapter notebooks (NN_name.ipynb) in {chapters_dir}")
     for ch in chapters:
         start = time.perf_counter()
-        ch.executed = run_chapter(ch.notebook, replay=replay)
+        ch.executed = run_with_one_retry(ch.notebook, replay, log)
         ch.seconds = time.perf_counter() - start
         ch.title = chapter_title(ch.executed)
         log(f"kvlab.book: ran {ch.notebook.name} in {ch.seconds:.1f} s")

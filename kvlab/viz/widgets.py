@@ -155,9 +155,10 @@ def figure_delta(old: go.Figure, new: go.Figure) -> FigureDelta:
 # plotly's FigureWidget is an anywidget whose ``_esm`` is plotly's whole widget bundle (about 5 MB, plotly.js
 # inside), synced and saved with every figure: a chapter executed with its widget state saved carried one copy per
 # figure (3.4: four copies, 20 MB). Here one PlotlyCode widget per kernel carries the bundle gzip-compressed
-# (about 1.5 MB), and each figure's ``_esm`` is a few lines that wait for it (FIGURE_ESM): the front end (and a
-# saved notebook reopened without a kernel) decompresses it once per page. Relies on anywidget's module contract
-# (a default export returning ``initialize``/``render``), which plotly's bundle also follows.
+# (about 1.5 MB; a notebook saved with its widget state keeps this one copy), and each figure's ``_esm`` is a few
+# lines that wait for it (FIGURE_ESM): the front end decompresses and imports it once per page. Relies on anywidget's
+# module contract (a default export returning ``initialize``/``render``), which plotly's bundle also follows
+# (tests/test_widget_private_api.py checks both).
 _SLOT_JS = """
 const KEY = Symbol.for("kvlab.plotly-widget-code");
 function slot(version) {

@@ -201,6 +201,8 @@ class Canvas:
 
     def finish(self) -> None:
         """Ranges and reversed axes (after the data, so categories are known)."""
+        from matplotlib.ticker import NullFormatter
+
         for (xref, yref), ax in self.axes.items():
             for letter, ref in (("x", xref), ("y", yref)):
                 axis = self.layout.get(_axis_key(ref, letter), {})
@@ -221,7 +223,7 @@ class Canvas:
                     tv = values(axis["tickvals"])
                     ticks(list(tv), [plain(t) for t in axis.get("ticktext", tv)])
                     if axis.get("type") == "log":
-                        getattr(ax, f"{letter}axis").set_minor_formatter(__import__("matplotlib.ticker", fromlist=["x"]).NullFormatter())
+                        getattr(ax, f"{letter}axis").set_minor_formatter(NullFormatter())
 
 
 # -- traces ---------------------------------------------------------------------------------------------------------
@@ -381,6 +383,7 @@ def _annotations(c: Canvas) -> None:
 
 
 def _shapes(c: Canvas) -> None:
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Rectangle
 
     for s in c.layout.get("shapes", []):
@@ -394,7 +397,7 @@ def _shapes(c: Canvas) -> None:
         if not all(isinstance(v, (int, float)) for v in (x0, x1, y0, y1)):
             continue
         if s["type"] == "line":
-            c.fig.add_artist(__import__("matplotlib.lines", fromlist=["Line2D"]).Line2D([x0, x1], [y0, y1], **kw))
+            c.fig.add_artist(Line2D([x0, x1], [y0, y1], **kw))
         else:
             c.fig.add_artist(Rectangle((x0, y0), x1 - x0, y1 - y0, transform=transform, clip_on=False,
                                        facecolor=color(s.get("fillcolor"), "none"), alpha=s.get("opacity", 1),

@@ -48,6 +48,17 @@ MathJax.Hub.Queue(function () { window.kvlabMathDone = true; });"""
 MATHJAX_FILES = ("MathJax.js", "config/TeX-AMS-MML_HTMLorMML-full.js", "extensions", "jax/input", "jax/element")
 
 
+def cpu_name() -> str:
+    """The processor's model name (Linux: /proc/cpuinfo), else what the platform module says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"
+
+
 @dataclass
 class RunInfo:
     """When, where and on what the chapters were run (printed on every page)."""
@@ -65,9 +76,10 @@ class RunInfo:
         from ..device import pick_device
 
         device = pick_device()
-        name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "CPU"
+        cpu = cpu_name()
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu
         return cls(date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                   machine=f"{platform.node() or '?'}（{platform.system()} {platform.machine()}，{os.cpu_count()} 核）",
+                   machine=f"{cpu}，{os.cpu_count()} 核，{platform.system()} {platform.machine()}",
                    device=f"{device.type}（{name}）", python=platform.python_version(), torch=torch.__version__)
 
     def html(self) -> str:

@@ -23,7 +23,7 @@ from kvlab.book import mpl
 from kvlab.book.capture import STATIC_MIME, figure_json, option_values, static_bundle
 from kvlab.book.site import chapter_notebooks
 from kvlab.viz import widgets as kw
-from tests.browser_support import ARTIFACT_DIR, CHAPTER_DIR, launch_chromium, unavailable
+from browser_support import ARTIFACT_DIR, CHAPTER_DIR, launch_chromium, unavailable
 
 SITE_LIMIT = 25 * 2**20
 NOTEBOOK_LIMIT = 3 * 2**20

@@ -138,7 +138,8 @@ def walkthrough_panel(model: ToyTransformer, steps: list[DecodeStep]) -> Panel:
     heads = [(f"{h}（KV 组 {h // cfg.n_rep}）", h) for h in range(cfg.n_head)]
     return Panel({"step": step_slider, "layer": dropdown(LAYER_LABEL, list(range(cfg.n_layer)), 0, width="120px"),
                   "head": dropdown(HEAD_LABEL, heads, 0, width="200px")},
-                 partial(render_step, steps), extra=[play], layout="horizontal", css_class="kvlab-walkthrough")
+                 partial(render_step, steps), extra=[play], layout="horizontal", css_class="kvlab-walkthrough",
+                 static=("step",))
 
 
 # -- the chapter's two formulas ------------------------------------------------------------------------

@@ -481,7 +481,8 @@ def calculator_panel(model: str = CHAPTER_MODEL, seq_len: int = CHAPTER_S, batch
                 "batch_size": int_box(BATCH_LABEL, batch_size, width="160px"),
                 "dtype": dropdown(CACHE_DTYPE_LABEL, list(DTYPE_BITS), dtype, width="200px"),
                 "curve_models": curve_selector(curve_models)}
-    return Panel(controls, render_calculator, layout="horizontal", css_class="kvlab-calc", extra={"seq_len": slider})
+    return Panel(controls, render_calculator, layout="horizontal", css_class="kvlab-calc", extra={"seq_len": slider},
+                 static=("model", "seq_len"))
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,8 @@ def shape_panel() -> Panel:
                 "D": int_slider(SHAPE_LABELS["D"], D, 16, 256, step=16, width="300px"),
                 "S": int_box(SHAPE_LABELS["S"], S, width="220px"), "filled_pct": fill_slider}
     extra = {"L": bold_label("模型的形状"), "S": bold_label("这次请求"), "filled_pct": play}
-    return Panel(controls, render_shape, extra=extra, layout="grid", columns=4, css_class="kvlab-shape")
+    return Panel(controls, render_shape, extra=extra, layout="grid", columns=4, css_class="kvlab-shape",
+                 static=("filled_pct", "L", "D"))
 
 
 # -- the bytes panel: B and the dtype, reading the shape panel --------------------------------------

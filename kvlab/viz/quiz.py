@@ -23,11 +23,10 @@ import html
 from dataclasses import dataclass, field
 
 import ipywidgets as W
-from IPython.display import display
 
 from ..exercises.checker import RIGHT, WRONG, Verdict
 from ..exercises.quiz import ChoiceQuestion, Question, answer_verdict, grade, graded
-from .widgets import message_html
+from .widgets import message_html, show
 
 REVEAL_AFTER = 2  # wrong answers to one question before its answer can be shown
 
@@ -148,4 +147,4 @@ class Quiz:
         self.score.value = (f"<b>得分：{self.state.right} / {n}</b>（已作答 {self.state.answered} 题{seen}）{done}")
 
     def _ipython_display_(self):
-        display(self.widget)
+        show(self, self.widget)  # (with its static form while the static edition is built)

@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
+import gzip
 import html
+import json
+import os
 import sys
 import time
 import traceback
@@ -30,9 +34,14 @@ import plotly.graph_objects as go
 from IPython.display import display
 from plotly.basedatatypes import Undefined
 from plotly.serializers import custom_serializers
-from traitlets import Dict
+from traitlets import Bytes, Dict, Unicode
 
 from ..inputs import InputError
+
+try:
+    from anywidget import AnyWidget
+except ImportError:  # figure_mode() is then "rerender": no figure widget is made
+    AnyWidget = W.DOMWidget
 
 # Argument names in API errors -> what the learner sees on the control.
 FRIENDLY_NAMES = {
@@ -142,10 +151,93 @@ def figure_delta(old: go.Figure, new: go.Figure) -> FigureDelta:
     return delta
 
 
+# -- plotly's widget code, once per kernel ----------------------------------------------------------------
+# plotly's FigureWidget is an anywidget whose ``_esm`` is plotly's whole widget bundle (about 5 MB, plotly.js
+# inside), synced and saved with every figure: a chapter executed with its widget state saved carried one copy per
+# figure (3.4: four copies, 20 MB). Here one PlotlyCode widget per kernel carries the bundle gzip-compressed
+# (about 1.5 MB; a notebook saved with its widget state keeps this one copy), and each figure's ``_esm`` is a few
+# lines that wait for it (FIGURE_ESM): the front end decompresses and imports it once per page. Relies on anywidget's
+# module contract (a default export returning ``initialize``/``render``), which plotly's bundle also follows
+# (tests/test_widget_private_api.py checks both).
+_SLOT_JS = """
+const KEY = Symbol.for("kvlab.plotly-widget-code");
+function slot(version) {
+  const all = (globalThis[KEY] ??= {});
+  if (!all[version]) {
+    let resolve, reject;
+    const promise = new Promise((a, b) => { resolve = a; reject = b; });
+    all[version] = { promise, resolve, reject, started: false };
+  }
+  return all[version];
+}
+"""
+CODE_ESM = _SLOT_JS + """
+async function load(bytes) {
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  const url = URL.createObjectURL(new Blob([await new Response(stream).text()], { type: "text/javascript" }));
+  try { return (await import(url)).default; } finally { URL.revokeObjectURL(url); }
+}
+export default () => ({
+  initialize({ model }) {
+    const s = slot(model.get("version"));
+    if (!s.started) { s.started = true; load(model.get("code")).then(s.resolve, s.reject); }
+  },
+});
+"""
+FIGURE_ESM = _SLOT_JS + """
+export default () => {
+  let figure;
+  return {
+    async initialize(ctx) {
+      figure = (await slot(VERSION).promise)();
+      return figure.initialize?.(ctx);
+    },
+    render(ctx) { return figure.render(ctx); },
+  };
+};
+"""
+
+
+@functools.cache
+def plotly_widget_bundle() -> bytes:
+    """plotly's widget bundle (the ``_esm`` plotly.py gives every FigureWidget), gzip-compressed."""
+    return gzip.compress(str(go.FigureWidget._esm).encode(), 6, mtime=0)  # mtime=0: the same bytes every run
+
+
+def _plotly_version() -> str:
+    import plotly
+
+    return plotly.__version__
+
+
+class PlotlyCode(AnyWidget):
+    """Never displayed: carries plotly's widget bundle (compressed) to the front end once per kernel."""
+
+    _esm = CODE_ESM
+    version = Unicode().tag(sync=True)
+    code = Bytes().tag(sync=True)
+
+
+_shared_code: list = []  # the kernel's one PlotlyCode widget (made again if something closed it)
+
+
+def plotly_code() -> PlotlyCode:
+    if not _shared_code or _shared_code[0].comm is None:
+        _shared_code[:] = [PlotlyCode(version=_plotly_version(), code=plotly_widget_bundle())]
+    return _shared_code[0]
+
+
 class PanelFigureWidget(go.FigureWidget):
     """A plotly ``FigureWidget`` that sends each change as one comm message and ignores the browser's
     report after every redraw (the full trace defaults, which plotly.py only keeps for introspection
-    and answered with another message each time)."""
+    and answered with another message each time). Its code comes from the kernel's one :class:`PlotlyCode`
+    instead of a copy of plotly's bundle per figure."""
+
+    _esm = f"const VERSION = {json.dumps(_plotly_version())};" + FIGURE_ESM
+
+    def __init__(self, *args, **kwargs):
+        plotly_code()  # opened before the first figure, so its code is on its way first
+        super().__init__(*args, **kwargs)
 
     _js2py_traceDeltas = Dict(allow_none=True).tag(sync=True, echo_update=False, **custom_serializers)
     _js2py_layoutDelta = Dict(allow_none=True).tag(sync=True, echo_update=False, **custom_serializers)
@@ -310,13 +402,19 @@ class Panel:
 
     def __init__(self, controls: dict, render: Callable[..., View], css_class: str = "", mode: str | None = None,
                  layout: str = "vertical", extra=(), button: W.Button | None = None, columns: int = 4,
-                 prefetch: bool = True):
+                 prefetch: bool = True, static=()):
         """``extra`` widgets are shown but not observed (e.g. a Play button linked to a slider): a list goes
         before the controls, a dict ``{control name: widget}`` puts each widget just before that control.
         With a ``button``, changes wait for a click instead of re-rendering at once (costly measurements).
         ``layout``: "vertical", "horizontal" (one wrapping row) or "grid" (rows of ``columns`` cells).
         ``prefetch``: pre-render a slider's next step while idle (see PREFETCH); ``render`` must then give
-        the same view for the same values (it may keep its own cache)."""
+        the same view for the same values (it may keep its own cache).
+        ``static``: the controls whose states the static edition (``python -m kvlab.book``) precomputes with
+        ``render``, one control at a time around the defaults, so they still work on a page without a kernel."""
+        unknown = [name for name in static if name not in controls]
+        if unknown:
+            raise ValueError(f"static: {unknown} are not controls of this panel ({list(controls)})")
+        self.static = tuple(static)
         self.controls = controls
         self.render = render
         self.button = button
@@ -563,7 +661,23 @@ class Panel:
             self.refresh()
 
     def _ipython_display_(self):
-        display(self.widget)
+        show(self, self.widget)
+
+
+STATIC_ENV = "KVLAB_STATIC_EDITION"  # set by ``python -m kvlab.book`` for the kernels that run the chapters
+
+
+def show(obj, widget) -> None:
+    """Display ``widget``, the view of ``obj`` (a Panel, a Quiz). While the static edition is built, the same output
+    also carries ``obj``'s static form (:func:`kvlab.book.capture.static_bundle`), which the site shows instead."""
+    if not os.environ.get(STATIC_ENV):
+        display(widget)
+        return
+    from ..book.capture import static_bundle
+
+    bundle = widget._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    display({**data, **static_bundle(obj)}, raw=True)
 
 
 # -- control factories: every control a lesson shows is built here -------------------------------------------

@@ -276,7 +276,8 @@ def budget_panel(gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, spread: str
                 "cache_dtype": dropdown(CACHE_DTYPE_LABEL, list(DTYPE_BITS), cache_dtype, width="190px"),
                 "usable": share, "reserved_tokens": reserve,
                 "wanted": int_slider(CONCURRENT_LABEL, wanted, 1, MAX_CONCURRENT, width="380px")}
-    return Panel(controls, render_budget, layout="horizontal", css_class="kvlab-budget")
+    return Panel(controls, render_budget, layout="horizontal", css_class="kvlab-budget",
+                 static=("reserved_tokens",))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,366 @@
+"""The static website: run every chapter, turn each into a page, write the table of contents and the shared files.
+
+Pages are made by nbconvert's HTML exporter with the template in ``templates/kvlab`` (JupyterLab's look, with every
+script it would fetch replaced by the site's own copy in ``_static/``). Before export, :func:`static_cells` turns
+what only a kernel can show into what a page can: a panel or quiz output into its static form (from
+:mod:`kvlab.book.capture`), a plotly figure into data drawn by the site's plotly.js, an exercise's check into "run
+it live to check" with the reference solution folded away. Colab badges become plain links (the badge image would
+be fetched from outside the site).
+"""
+from __future__ import annotations
+
+import copy
+import html
+import json
+import os
+import platform
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import nbformat
+
+from ..colab import BADGE_MARKER, SETUP_MARKER, colab_url
+from .capture import PAGE_ENV, REPLAY_ENV, STATIC_MIME
+
+HERE = Path(__file__).resolve().parent
+COURSE_ROOT = HERE.parents[1]
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+LIVE_COMMAND = "python -m kvlab.launch"
+MATHJAX_CONFIG = """MathJax.Hub.Config({
+  jax: ["input/TeX", "output/NativeMML"], extensions: ["tex2jax.js"], showMathMenu: false, messageStyle: "none",
+  tex2jax: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]],
+            processEscapes: true, processEnvironments: true},
+  TeX: {extensions: ["AMSmath.js", "AMSsymbols.js", "noErrors.js", "noUndefined.js"]},
+  menuSettings: {renderer: "NativeMML"},
+  "HTML-CSS": {availableFonts: [], preferredFont: null, webFont: null, imageFont: null}  // (unused: loads no fonts)
+});
+MathJax.Hub.Register.StartupHook("End Config", function () {  // (Config merges lists by index: replace it whole)
+  MathJax.Hub.config.jax = ["input/TeX", "output/NativeMML"];
+});
+MathJax.Hub.Queue(function () { window.kvlabMathDone = true; });"""
+# MathJax 2 from the jupyter-server-mathjax package: TeX in, the browser's own MathML out (no web fonts, which a
+# page opened from file:// may not load); only the files that configuration loads are copied.
+MATHJAX_FILES = ("MathJax.js", "config/TeX-AMS-MML_HTMLorMML-full.js", "extensions", "jax/input", "jax/element")
+
+
+def cpu_name() -> str:
+    """The processor's model name (Linux: /proc/cpuinfo), else what the platform module says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"
+
+
+@dataclass
+class RunInfo:
+    """When, where and on what the chapters were run (printed on every page)."""
+
+    date: str
+    machine: str
+    device: str
+    python: str
+    torch: str
+
+    @classmethod
+    def here(cls) -> "RunInfo":
+        import torch
+
+        from ..device import pick_device
+
+        device = pick_device()
+        cpu = cpu_name()
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu
+        return cls(date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                   machine=f"{cpu}，{os.cpu_count()} 核，{platform.system()} {platform.machine()}",
+                   device=f"{device.type}（{name}）", python=platform.python_version(), torch=torch.__version__)
+
+    def html(self) -> str:
+        return (f"这一版的每个数字、每张图都来自一次真实的运行：{html.escape(self.date)}，机器 {html.escape(self.machine)}，"
+                f"设备 {html.escape(self.device)}，Python {html.escape(self.python)}，torch {html.escape(self.torch)}。"
+                "计时类的结果是那次运行测到的；在你自己的机器上运行 notebook 会得到你的数字。")
+
+
+@dataclass
+class Chapter:
+    """One chapter of the site: its notebook, page, title and the executed notebook."""
+
+    notebook: Path
+    executed: object = None
+    seconds: float = 0.0
+    title: str = ""
+    figures: list = field(default_factory=list)  # (kind, plotly JSON) of every figure output, in order
+
+    @property
+    def stem(self) -> str:
+        return self.notebook.stem
+
+    @property
+    def page(self) -> str:
+        return f"{self.stem}.html"
+
+
+def chapter_notebooks(chapters_dir: Path) -> list[Path]:
+    """Every chapter notebook (``NN_name.ipynb``), in order: a new chapter is picked up without code changes."""
+    return sorted(p for p in Path(chapters_dir).glob("*.ipynb") if re.match(r"\d+_", p.name))
+
+
+def run_chapter(path: Path, timeout: int = 600, replay: Path | None = None):
+    """Execute one chapter top to bottom in a fresh kernel with the static edition on; the executed notebook."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    env = {"KVLAB_STATIC_EDITION": "1", PAGE_ENV: path.stem}
+    if replay is not None:
+        env[REPLAY_ENV] = str(replay)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the kernel inherits the environment
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return nb
+
+
+def run_with_one_retry(path: Path, replay: Path | None, log=print):
+    """:func:`run_chapter`, run once more if its kernel process dies (killed from outside, e.g. by a cleanup on a
+    shared machine); a second death, or any error in a cell, stops the build."""
+    from nbclient.exceptions import DeadKernelError
+
+    try:
+        return run_chapter(path, replay=replay)
+    except DeadKernelError:
+        log(f"kvlab.book: the kernel running {path.name} died; running the chapter once more")
+        return run_chapter(path, replay=replay)
+
+
+# -- from kernel outputs to static HTML ------------------------------------------------------------------------
+def json_script(value) -> str:
+    """``value`` as JSON inside a page (``</`` escaped so no string can close the script)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    return f'<script type="application/json">{text}</script>'
+
+
+def live_line(notebook: str) -> str:
+    return (f'<div class="kvlab-live">在线运行才能拖动这个面板的全部控件：在 JupyterLab 中运行 <code>{LIVE_COMMAND}</code>，'
+            f'或<a href="{html.escape(colab_url(notebook))}">在 Colab 中打开</a>这一章。</div>')
+
+
+def panel_html(spec: dict, notebook: str) -> str:
+    """A panel's static form: its controls (the precomputed ones work; the others show their values), a message line,
+    the readout and one drawing area per figure."""
+    parts = []
+    for c in spec["controls"]:
+        if "states" not in c:
+            parts.append(f'<span class="kvlab-fixed">{html.escape(c["label"])}：{html.escape(c["text"])}</span>')
+            continue
+        default = c["default"] if c["default"] is not None else 0
+        c["default"] = default
+        if c.get("widget") == "menu":
+            options = "".join(f'<option value="{i}"{" selected" if i == default else ""}>{html.escape(lab)}</option>'
+                              for i, lab in enumerate(c["labels"]))
+            field_html = f'<select data-control="{c["name"]}">{options}</select>'
+        else:
+            field_html = (f'<input type="range" data-control="{c["name"]}" min="0" max="{len(c["states"]) - 1}" '
+                          f'step="1" value="{default}"><span class="kvlab-value"></span>')
+        parts.append(f'<label>{html.escape(c["label"])} {field_html}</label>')
+    static = [c for c in spec["controls"] if "states" in c]
+    note = ("静态版：带滑块的控件可以直接拖动，每次只改变一个（其余回到默认值），图和数字都是构建时用同一个渲染函数算好的。"
+            if static else "静态版：这里显示面板的默认状态（构建时运行的结果）。")
+    figures = "".join('<div class="kvlab-plot"></div>' for _ in spec["shown"]["figures"])
+    return (f'<div class="kvlab-static-panel {html.escape(spec["css_class"])}" id="{spec["id"]}">{json_script(spec)}'
+            f'<div class="kvlab-static-controls">{"".join(parts)}</div><div class="kvlab-live">{note}</div>'
+            f'<div class="kvlab-static-message"></div><div class="kvlab-static-readout"></div>{figures}</div>'
+            + live_line(notebook))
+
+
+def check_cell_html(key: str) -> str:
+    """An exercise's check cell on a page without a kernel: how to check, and the reference solution folded away."""
+    from ..exercises.solutions import SOLUTIONS
+
+    solution = SOLUTIONS.get(key)
+    folded = (f'<details class="kvlab-exercise-solution"><summary>显示参考答案</summary>'
+              f"<pre>{html.escape(solution)}</pre></details>" if solution else "")
+    return (f'<div class="kvlab-run-to-check">✎ 在 notebook 里把答案写进上面的代码格，再运行这一格来检查'
+            f"（命令：<code>{LIVE_COMMAND}</code>）。</div>{folded}")
+
+
+def _html_output(text: str) -> dict:
+    return nbformat.v4.new_output("display_data", data={"text/html": text})
+
+
+def static_outputs(outputs: list, notebook: str, figures: list) -> list:
+    out = []
+    for o in outputs:
+        data = o.get("data", {})
+        if STATIC_MIME in data:
+            spec = data[STATIC_MIME]
+            if spec["kind"] == "panel":
+                out.append(_html_output(panel_html(spec, notebook)))
+                figures.append(("panel", spec))
+            else:
+                out.append(_html_output(f'<div class="kvlab-static-quiz">{spec["html"]}</div>' + live_line(notebook)))
+        elif PLOTLY_MIME in data:
+            fig = data[PLOTLY_MIME]
+            figures.append(("figure", fig))
+            out.append(_html_output(f'<div class="kvlab-figure-static">{json_script(fig)}</div>'))
+        elif WIDGET_MIME in data:
+            out.append(_html_output(live_line(notebook)))
+        else:
+            out.append(o)
+    return out
+
+
+BADGE = re.compile(r"\[!\[[^\]]*\]\([^)]*\)\]\(([^)]*)\)\s*(" + re.escape(BADGE_MARKER) + r")?")
+
+
+def static_cells(nb, notebook: str) -> tuple[object, list]:
+    """The executed notebook as the page shows it (see the module docstring), and its figures in order."""
+    figures: list = []
+    cells = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = BADGE.sub(lambda m: f"[在 Colab 中打开]({m.group(1)})", cell.source)
+        elif cell.cell_type == "code":
+            if cell.source.startswith(SETUP_MARKER):
+                continue  # installs kvlab on Colab: nothing for a reader
+            tag = cell.metadata.get("kvlab_exercises", "")
+            if tag.endswith("/check"):
+                cell.outputs = [_html_output(check_cell_html(tag.rsplit("/", 1)[0]))]
+            else:
+                cell.outputs = static_outputs(cell.outputs, notebook, figures)
+        cells.append(cell)
+    nb.cells = cells
+    nb.metadata.pop("widgets", None)  # the live widgets' saved state: the page has their static forms instead
+    return nb, figures
+
+
+def chapter_title(nb) -> str:
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            m = re.search(r"^#\s+(.+)$", cell.source, re.M)
+            if m:
+                return m.group(1).strip()
+    return ""
+
+
+# -- the site ---------------------------------------------------------------------------------------------------
+def nav_html(chapters: list[Chapter], i: int | None) -> str:
+    links = ['<a href="index.html">目录</a>']
+    if i is not None and i > 0:
+        links.append(f'<a href="{chapters[i - 1].page}">← {html.escape(chapters[i - 1].title)}</a>')
+    if i is not None and i + 1 < len(chapters):
+        links.append(f'<a href="{chapters[i + 1].page}">{html.escape(chapters[i + 1].title)} →</a>')
+    return " ".join(links)
+
+
+def export_page(nb, resources: dict, exclude_input: bool = False) -> str:
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="kvlab", extra_template_basedirs=[str(HERE / "templates")],
+                            exclude_input_prompt=True, exclude_output_prompt=True, exclude_input=exclude_input)
+    body, _ = exporter.from_notebook_node(nb, resources={"kvlab": resources})
+    return body
+
+
+def copy_assets(out: Path) -> None:
+    """plotly.js, MathJax, JupyterLab's page style and the site's own CSS/JS, once for the whole site."""
+    import jupyter_server_mathjax
+    import plotly
+    from nbconvert.exporters.html import HTMLExporter  # noqa: F401  (its templates' CSS is copied below)
+
+    static = out / "_static"
+    static.mkdir(parents=True, exist_ok=True)
+    shutil.copy(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", static / "plotly.min.js")
+    for name in ("book.js", "book.css"):
+        shutil.copy(HERE / "static" / name, static / name)
+    mathjax = Path(jupyter_server_mathjax.__file__).parent / "static"
+    for rel in MATHJAX_FILES:
+        src, dst = mathjax / rel, static / "mathjax" / rel
+        if src.is_dir():
+            shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("a11y", "*.mp3", "*.ogg"))
+        else:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dst)
+    lab = lab_static()
+    (static / "lab.css").write_text((lab / "index.css").read_text(encoding="utf-8") + "\n"
+                                    + (lab / "theme-light.css").read_text(encoding="utf-8"), encoding="utf-8")
+
+
+def lab_static() -> Path:
+    """nbconvert's JupyterLab template styles (index.css and the light theme's variables)."""
+    from jupyter_core.paths import jupyter_path
+
+    for base in jupyter_path("nbconvert", "templates", "lab", "static"):
+        if (Path(base) / "index.css").exists():
+            return Path(base)
+    raise FileNotFoundError("nbconvert's lab template (static/index.css) is not installed")
+
+
+def index_html(chapters: list[Chapter], info: RunInfo, handouts: dict) -> str:
+    items = []
+    for ch in chapters:
+        extra = ""
+        if ch.stem in handouts:
+            extra = f'　<a href="handouts/{ch.stem}.pdf">讲义 PDF</a>'
+        items.append(f'<li><a href="{ch.page}">{html.escape(ch.title or ch.stem)}</a>{extra}'
+                     f'　<small>（运行 {ch.seconds:.0f} 秒）</small></li>')
+    return f"""<!DOCTYPE html>
+<html lang="zh"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1.0">
+<title>KV Cache 基础 · 静态版</title><link rel="stylesheet" href="_static/book.css"></head>
+<body class="kvlab-book">
+<h1>第 3 章 KV Cache 基础 · 静态版</h1>
+<p>这是 kvlab 课程运行之后的样子：每一章的文字、表格、打印出的结果和图（可以悬停、缩放）都在这里，不需要安装任何东西，也不需要联网。
+部分面板的滑块在静态版里仍然可以拖动（构建时预先算好）；要拖动全部控件、在自己的机器上测量，请在 JupyterLab 中运行
+<code>{LIVE_COMMAND}</code>，或从每章开头的链接在 Colab 中打开。</p>
+<div class="kvlab-runinfo">{info.html()}</div>
+<h2>目录</h2>
+<ol class="kvlab-toc">{"".join(items)}</ol>
+<p>讲义（PDF，可打印）在 <code>handouts/</code>，讲义中的图（PNG 与 SVG，可放进幻灯片）在 <code>figures/</code>。</p>
+</body></html>
+"""
+
+
+def build_site(out: Path, chapters_dir: Path | None = None, replay: Path | None = None, log=print) -> list[Chapter]:
+    """Run every chapter and write its page into ``out``; returns the chapters (with their figures) for the handouts."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    copy_assets(out)
+    chapters = [Chapter(p) for p in chapter_notebooks(chapters_dir or COURSE_ROOT / "chapters")]
+    if not chapters:
+        raise ValueError(f"chapters_dir: no chapter notebooks (NN_name.ipynb) in {chapters_dir}")
+    for ch in chapters:
+        start = time.perf_counter()
+        ch.executed = run_with_one_retry(ch.notebook, replay, log)
+        ch.seconds = time.perf_counter() - start
+        ch.title = chapter_title(ch.executed)
+        log(f"kvlab.book: ran {ch.notebook.name} in {ch.seconds:.1f} s")
+    return chapters
+
+
+def static_notebooks(chapters: list[Chapter]) -> dict:
+    """Each chapter's executed notebook as its page shows it (and its figures kept on the chapter)."""
+    out = {}
+    for ch in chapters:
+        out[ch.stem], ch.figures = static_cells(copy.deepcopy(ch.executed), ch.notebook.name)
+    return out
+
+
+def write_pages(out: Path, chapters: list[Chapter], static_nbs: dict, info: RunInfo, handouts: dict) -> None:
+    for i, ch in enumerate(chapters):
+        page = export_page(static_nbs[ch.stem], {"nav": nav_html(chapters, i), "run_info": info.html()
+                                                + f"　本章运行 {ch.seconds:.0f} 秒。", "mathjax_config": MATHJAX_CONFIG})
+        (Path(out) / ch.page).write_text(page, encoding="utf-8")
+    (Path(out) / "index.html").write_text(index_html(chapters, info, handouts), encoding="utf-8")

@@ -1,0 +1,319 @@
+"""The static edition: ``python -m kvlab.book`` built once per session from the course's chapters, then checked as a
+reader would use it (a real Chromium with the network blocked, every page, every precomputed slider) and as a
+teacher would print it (pdftoppm pages of every handout). Plus the pieces on their own: the static capture of a
+panel and the matplotlib renderer.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+import ipywidgets as W
+import nbformat
+import plotly.graph_objects as go
+import pytest
+
+from kvlab.book import mpl
+from kvlab.book.capture import STATIC_MIME, figure_json, option_values, static_bundle
+from kvlab.book.site import chapter_notebooks
+from kvlab.viz import widgets as kw
+from browser_support import ARTIFACT_DIR, CHAPTER_DIR, launch_chromium, unavailable
+
+SITE_LIMIT = 25 * 2**20
+NOTEBOOK_LIMIT = 3 * 2**20
+# The panels whose sliders must work without a kernel (issue: the static edition), by their CSS class.
+REQUIRED_STATIC = {"kvlab-walkthrough": {"step"}, "kvlab-shape": {"filled_pct", "L"}, "kvlab-timeline": {"step"},
+                   "kvlab-calc": {"model", "seq_len"}, "kvlab-budget": {"reserved_tokens"}}
+
+
+def shots_dir() -> Path:
+    folder = Path(os.environ.get("KVLAB_SCREENSHOTS") or ARTIFACT_DIR.parent / "book")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+# -- the capture and the renderer on their own ------------------------------------------------------------------
+def _render(n, kind="bar"):
+    if n > 6:
+        raise ValueError(f"seq_len must be at most 6, got {n}")
+    fig = go.Figure([go.Scatter(y=[0, 1], name="fixed"), go.Bar(x=list(range(n)), y=[1] * n)])
+    return kw.View([fig], f"n = {n}")
+
+
+def test_panel_declares_static_controls_by_name():
+    with pytest.raises(ValueError, match="static"):
+        kw.Panel({"n": W.IntSlider(value=2, min=1, max=9)}, _render, static=("m",), mode="rerender")
+
+
+def test_static_form_renders_each_value_of_a_declared_control_through_the_panels_render():
+    panel = kw.Panel({"n": W.IntSlider(value=2, min=1, max=9), "kind": W.Dropdown(options=["bar"], value="bar")},
+                     _render, static=("n",), mode="rerender")
+    spec = static_bundle(panel)[STATIC_MIME]
+    n = next(c for c in spec["controls"] if c["name"] == "n")
+    assert n["values"] == list(range(1, 10)) and n["default"] == 1 and n["widget"] == "slider"
+    assert "states" not in next(c for c in spec["controls"] if c["name"] == "kind")  # not declared: shown as it is
+    for value, state in zip(n["values"], n["states"]):
+        if value > 6:  # the live panel refuses it: the page shows the same message, greyed out
+            assert "error" in state and "6" in state["error"]
+            continue
+        expected = figure_json(_render(value).figures[0])
+        fig = state["figures"][0]
+        assert [spec["pool"][i] for i in fig["data"]] == expected["data"]
+        assert spec["pool"][fig["layout"]] == expected["layout"] and state["html"] == f"n = {value}"
+    fixed = figure_json(_render(1).figures[0])["data"][0]
+    assert sum(1 for item in spec["pool"] if item == fixed) == 1  # the unchanging trace is stored once
+
+
+def test_static_values_are_a_window_around_the_default_for_long_sliders():
+    panel = kw.Panel({"n": W.IntSlider(value=500, min=1, max=1000)}, lambda n: kw.View([], str(n)), static=("n",),
+                     mode="rerender")
+    values, labels = option_values(panel, "n")
+    assert len(values) == 48 and values[0] < 500 < values[-1] and labels[0] == str(values[0])
+
+
+def test_while_the_static_edition_is_built_a_panel_output_carries_its_static_form(monkeypatch):
+    shown = []
+    monkeypatch.setattr(kw, "display", lambda obj, raw=False: shown.append((obj, raw)))
+    panel = kw.Panel({"n": W.IntSlider(value=2, min=1, max=3)}, _render, static=("n",), mode="rerender")
+    monkeypatch.delenv(kw.STATIC_ENV, raising=False)
+    panel._ipython_display_()
+    assert shown[-1] == (panel.widget, False)  # a normal run: just the widget
+    monkeypatch.setenv(kw.STATIC_ENV, "1")
+    panel._ipython_display_()
+    bundle, raw = shown[-1]
+    assert raw and "application/vnd.jupyter.widget-view+json" in bundle and bundle[STATIC_MIME]["kind"] == "panel"
+
+
+def test_matplotlib_draws_the_trace_types_the_course_uses_with_chinese_labels():
+    assert mpl.setup() is not None, "no CJK font found: install fonts-noto-cjk"
+    fig = go.Figure()
+    fig.add_scatter(x=[1, 10, 100], y=[1, 4, 9], mode="lines+markers", name="有缓存")
+    fig.add_bar(x=["预填充", "解码"], y=[3, 1], name="耗时", xaxis="x2", yaxis="y2")
+    fig.add_heatmap(z=[[1, 2], [3, 4]], xaxis="x3", yaxis="y3", colorscale="Blues")
+    fig.update_layout(title="标题：KV Cache", xaxis=dict(type="log", domain=[0, 0.3], title="序列长度"),
+                      xaxis2=dict(domain=[0.35, 0.65]), yaxis2=dict(anchor="x2"),
+                      xaxis3=dict(domain=[0.7, 1]), yaxis3=dict(anchor="x3"))
+    fig.add_annotation(x=0.5, y=1.05, xref="paper", yref="paper", text="注释<br>两行")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*missing from font.*")
+        drawn = mpl.render(figure_json(fig))
+        drawn.canvas.draw()
+    assert len(drawn.axes) >= 3
+
+
+def test_without_a_cjk_font_the_handouts_say_so_once(monkeypatch, capsys):
+    monkeypatch.setattr(mpl, "cjk_font", lambda: None)
+    mpl.setup.cache_clear()
+    try:
+        assert mpl.setup() is None and mpl.setup() is None
+        out = capsys.readouterr().out
+        assert out.count("No CJK font found") == 1 and "中文字体" in out
+    finally:
+        mpl.setup.cache_clear()
+        monkeypatch.undo()
+        mpl.setup()
+
+
+def test_matplotlib_renderer_refuses_what_it_does_not_draw():
+    with pytest.raises(mpl.Unsupported):
+        mpl.render(figure_json(go.Figure(go.Pie(values=[1, 2]))))
+
+
+# -- the whole build ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def book(tmp_path_factory):
+    from kvlab.book import build
+
+    root = tmp_path_factory.mktemp("book")
+    report = build(root / "site", replay=root / "replay")
+    return report, root
+
+
+def test_build_makes_a_page_for_every_chapter_and_a_table_of_contents(book):
+    report, _ = book
+    out = report.out
+    stems = [p.stem for p in chapter_notebooks(CHAPTER_DIR)]
+    assert [ch.stem for ch in report.chapters] == stems  # every chapter in chapters/, a new one included
+    index = (out / "index.html").read_text(encoding="utf-8")
+    for stem in stems:
+        page = (out / f"{stem}.html").read_text(encoding="utf-8")
+        assert f'href="{stem}.html"' in index
+        assert "kvlab-runinfo" in page and "设备" in page  # when, where and on what it ran
+        assert "application/vnd.jupyter.widget-state+json" not in page  # static forms instead of widget state
+    print(f"site {report.size_bytes / 2**20:.1f} MiB, build {report.seconds:.0f} s (chapters {report.run_seconds:.0f} s)")
+    assert report.size_bytes <= SITE_LIMIT
+
+
+def test_plotly_js_and_mathjax_are_shipped_once_and_nothing_points_outside(book):
+    out = book[0].out
+    copies = [p for p in out.rglob("*") if p.is_file() and p.stat().st_size > 1_000_000
+              and b"plotly.js v" in p.read_bytes()[:4000]]
+    assert [p.relative_to(out).as_posix() for p in copies] == ["_static/plotly.min.js"]
+    for page in out.glob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        sources = re.findall(r'<(?:script|link|img)[^>]+(?:src|href)="([^"]+)"', text)
+        assert not [s for s in sources if re.match(r"[a-z]+:", s) and not s.startswith("data:")], page.name
+
+
+def test_every_exercise_and_quiz_says_run_it_live_with_the_solution_folded(book):
+    out = book[0].out
+    for stem in (ch.stem for ch in book[0].chapters):
+        page = (out / f"{stem}.html").read_text(encoding="utf-8")
+        checks = page.count("kvlab-run-to-check")
+        assert checks >= 1 and page.count('<details class="kvlab-exercise-solution">') == checks
+        assert "kvlab-exercise-todo" not in page  # no 「还没有完成」 feedback from the run
+    quiz_pages = [p for p in out.glob("*.html") if "kvlab-static-quiz" in p.read_text(encoding="utf-8")]
+    assert quiz_pages and "显示答案" in quiz_pages[0].read_text(encoding="utf-8")
+
+
+def test_executed_chapters_are_small_with_their_widget_state_kept(book):
+    for ch in book[0].chapters:
+        nb = nbformat.from_dict(json.loads(json.dumps(ch.executed)))
+        for cell in nb.cells:  # as a plain run leaves it: without the static forms the build adds
+            for o in cell.get("outputs", []):
+                o.get("data", {}).pop(STATIC_MIME, None)
+        state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+        assert any(m["model_name"] == "AnyModel" for m in state.values())  # the figures' state is saved
+        size = len(nbformat.writes(nb).encode())
+        print(f"{ch.stem}: executed with widget state {size / 2**20:.2f} MiB")
+        assert size <= NOTEBOOK_LIMIT
+
+
+def test_handouts_pdf_pages_and_slide_figures(book):
+    report, root = book
+    if shutil.which("pdftoppm") is None:
+        unavailable("pdftoppm (poppler-utils) is not installed")
+    out = report.out
+    for ch in report.chapters:
+        figures = sorted((out / "figures").glob(f"{ch.stem}-*.png"))
+        assert 2 <= len(figures) <= 4 and all(p.with_suffix(".svg").exists() for p in figures), ch.stem
+        pdf = report.pdfs[ch.stem]
+        info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True).stdout
+        pages = int(re.search(r"Pages:\s+(\d+)", info).group(1))
+        assert 2 <= pages <= 40, (ch.stem, pages)
+        # Chromium draws Chinese with a system CJK font (its glyphs embedded without names, so check the font is
+        # there and the text comes back out of the PDF as text); the figures' glyphs are checked by mpl.save
+        assert subprocess.run(["fc-list", ":lang=zh"], capture_output=True, text=True).stdout.strip()
+        text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+        assert ch.title.split()[-1][:4] in text and "\ufffd" not in text  # the Chinese text is there as text
+        prefix = root / f"pages-{ch.stem}"
+        subprocess.run(["pdftoppm", "-png", "-r", "60", "-f", "1", "-l", "2", str(pdf), str(prefix)], check=True)
+        assert len(list(root.glob(f"pages-{ch.stem}*.png"))) == 2
+    shutil.copy(sorted(root.glob("pages-02_*.png"))[0], shots_dir() / "handout_page.png")
+    shutil.copy(sorted((out / "figures").glob("03_*-1.png"))[0], shots_dir() / "slide_figure.png")
+
+
+# -- a reader in a real browser, offline ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def chromium():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("playwright is not installed")
+    with sync_playwright() as p:
+        try:
+            browser = launch_chromium(p)
+        except Exception as exc:
+            unavailable(f"Chromium does not start: {exc}")
+        yield browser
+        browser.close()
+
+
+def open_offline(browser, path: Path):
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    problems = []
+    page.on("pageerror", lambda exc: problems.append(f"pageerror: {exc}"))
+    page.on("requestfailed", lambda req: problems.append(f"failed: {req.url}"))
+
+    def route(r):
+        if r.request.url.startswith("file:"):
+            r.continue_()
+        else:
+            problems.append(f"outside the site: {r.request.url}")
+            r.abort()
+
+    page.route("**/*", route)
+    page.goto(path.as_uri())
+    page.wait_for_function("window.kvlabFiguresDrawn === true && window.kvlabMathDone === true", timeout=90_000)
+    return page, problems
+
+
+SHOWN = """(id) => { const el = document.getElementById(id);
+  const norm = (h) => { const d = document.createElement('div'); d.innerHTML = h; return d.innerHTML; };
+  return {busy: !!el.dataset.busy, stale: el.classList.contains('kvlab-stale'),
+          readout: el.querySelector('.kvlab-static-readout').innerHTML, norm,
+          figures: Array.from(el.querySelectorAll('.kvlab-plot')).map((d) => d.kvlabFigure)}; }"""
+
+
+def move(page, pid: str, name: str, index: int) -> None:
+    page.eval_on_selector(f"#{pid} [data-control='{name}']",
+                          "(e, i) => { e.value = String(i); e.dispatchEvent(new Event('input')); }", index)
+    page.wait_for_function(f"() => !document.getElementById('{pid}').dataset.busy", timeout=30_000)
+
+
+def test_the_table_of_contents_opens_offline_and_links_every_page(book, chromium):
+    report, _ = book
+    page = chromium.new_page()
+    blocked = []
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file:") else (blocked.append(r.request.url), r.abort()))
+    page.goto((report.out / "index.html").as_uri())
+    links = page.eval_on_selector_all("a[href]", "(els) => els.map((a) => a.getAttribute('href'))")
+    page.close()
+    assert blocked == []
+    assert [ch.page for ch in report.chapters] == [h for h in links if h.endswith(".html")]
+    assert all((report.out / h).exists() for h in links)
+
+
+def test_every_page_offline_draws_every_figure_renders_math_and_precomputed_sliders_match_the_live_render(book, chromium):
+    report, root = book
+    seen, maths = set(), 0
+    for ch in report.chapters:
+        page, problems = open_offline(chromium, report.out / ch.page)
+        drawn = page.evaluate("""() => Array.from(document.querySelectorAll('.kvlab-plot, .kvlab-figure-static'))
+            .map((el) => !!el.querySelector('.main-svg'))""")
+        assert drawn and all(drawn), f"{ch.page}: {drawn.count(False)} figures not drawn"
+        raw = page.evaluate(r"""() => (document.querySelector('main').innerText.match(/\$[^$\n]{1,80}\$/g) || [])""")
+        assert raw == [], f"{ch.page}: TeX left unrendered: {raw[:3]}"
+        maths += page.evaluate("() => document.querySelectorAll('math').length")
+        for pkl in sorted((root / "replay").glob(f"kvlab-{ch.stem}-*.pkl")):
+            check_panel(page, pkl, seen)
+        assert problems == [], f"{ch.page}: {problems}"
+        page.close()
+    assert maths > 0  # the chapters' formulas, typeset
+    missing = {cls: names - {n for c, n in seen if c == cls} for cls, names in REQUIRED_STATIC.items()}
+    assert not any(missing.values()), f"precomputed sliders missing on the pages: {missing}"
+
+
+def check_panel(page, pkl: Path, seen: set) -> None:
+    """Move each precomputed control of one panel to its first, middle and last value; the page must then show
+    exactly what the panel's own render function (unpickled, called here) gives for that value."""
+    replay = pickle.loads(pkl.read_bytes())
+    pid = pkl.stem
+    spec = page.evaluate("(id) => document.getElementById(id).kvlabSpec", pid)
+    classes = spec["css_class"].split()
+    css = next((c for c in classes if c in REQUIRED_STATIC), classes[0])
+    for control in (c for c in spec["controls"] if "states" in c):
+        n = len(control["values"])
+        for index in sorted({0, n // 2, n - 1} - {control["default"]}):
+            move(page, pid, control["name"], index)
+            shown = page.evaluate(SHOWN, pid)
+            try:
+                view = replay["render"](**{**replay["defaults"], control["name"]: control["values"][index]})
+            except ValueError:
+                assert shown["stale"], f"{pid}: {control['name']} = {control['values'][index]} should show an error"
+                continue
+            assert not shown["stale"]
+            assert shown["figures"] == [figure_json(f) for f in view.figures], \
+                f"{pid}: {control['name']} = {control['values'][index]}: the page's figure differs from the live render"
+            assert shown["readout"] == page.evaluate(
+                "(h) => { const d = document.createElement('div'); d.innerHTML = h; return d.innerHTML; }", view.html)
+        seen.add((css, control["name"]))
+        if css == "kvlab-shape" and control["name"] == "filled_pct":
+            page.locator(f"#{pid}").screenshot(path=str(shots_dir() / "static_slider_moved.png"))
+        move(page, pid, control["name"], control["default"])  # back, so the next control starts from the defaults

@@ -111,15 +111,13 @@ def _control_text(control) -> str:
 def precomputed(panel, name: str, defaults: dict, pool: Pool) -> dict:
     """The states of control ``name``'s values, the others at ``defaults``, each rendered by the panel's render
     (a value the live panel refuses gets the message the panel shows), and how the page offers them."""
-    from ..viz.widgets import explain_error
-
     values, labels = option_values(panel, name)
     states = []
     for value in values:
         try:
             states.append(_state(pool, panel.render(**{**defaults, name: value})))
         except ValueError as exc:
-            states.append(_state(pool, error=explain_error(exc)))
+            states.append(_state(pool, error=panel.explain(exc)))
     widget = value_widget(panel, name)
     menu = hasattr(widget, "_options_values") and "Slider" not in type(widget).__name__  # a dropdown, not a slider
     return {"widget": "menu" if menu else "slider", "values": [_json_value(v) for v in values], "labels": labels,

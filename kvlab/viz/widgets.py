@@ -400,6 +400,8 @@ def recent_run(runs: dict, key, run: Callable[[], object], keep: int):
 class Panel:
     """Controls wired to ``render(**values) -> View``; updates figures and the readout on change."""
 
+    explain = staticmethod(explain_error)  # the message a refused value gets (the static edition shows it too)
+
     def __init__(self, controls: dict, render: Callable[..., View], css_class: str = "", mode: str | None = None,
                  layout: str = "vertical", extra=(), button: W.Button | None = None, columns: int = 4,
                  prefetch: bool = True, static=()):

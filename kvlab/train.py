@@ -42,6 +42,7 @@ from .tokenizer import CharTokenizer, show_character
 
 DEFAULT_OUT = "trained-demo-model"  # relative to the current directory
 MAX_STEPS = 100_000  # about 3 hours on a 2-core CPU at the default batch
+RUNTIME_BYTES = 96 * 2**20  # autograd's and the kernels' workspaces on first use (about 65 MiB measured)
 CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"  # absent in an installed wheel
 
 
@@ -79,14 +80,16 @@ def parameter_bytes(vocab_size: int) -> int:
 
 
 def training_bytes(cfg: TrainConfig, vocab_size: int, text_chars: int = 0) -> int:
-    """An upper estimate of what training allocates: :func:`parameter_bytes`, the token ids, and per token of a
-    batch the fp32 activations kept for the backward pass (per layer about 24 d_model + 6 d_ff values, and the
-    attention scores and weights of its row; the logits, log-softmax and their gradients over the vocabulary).
-    A real step of the demo model measures 60-70 KB per token; this says about 105-130 KB."""
+    """An upper estimate of what training allocates: the runtime's first-use workspaces, :func:`parameter_bytes`,
+    the token ids, and per token of a batch the fp32 activations kept for the backward pass (per layer about
+    24 d_model + 6 d_ff values, and the attention scores and weights of its row; the logits, log-softmax and
+    their gradients over the vocabulary). Measured on the demo model (tests/test_train.py): about 65 MiB fixed
+    and 65 KB per token; this says 96 MiB and 105-130 KB."""
     c = demo_model_config(vocab_size)
     per_layer = 24 * c.d_model + 6 * c.d_ff + 2 * c.n_head * cfg.seq_len
     per_token = 4 * (c.n_layer * per_layer + 4 * vocab_size)
-    return parameter_bytes(vocab_size) + 8 * text_chars + cfg.batch_size * (cfg.seq_len + 1) * per_token
+    batch = cfg.batch_size * (cfg.seq_len + 1) * per_token
+    return RUNTIME_BYTES + parameter_bytes(vocab_size) + 8 * text_chars + batch
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:

@@ -173,8 +173,9 @@ def test_the_kernel_is_this_environment(launched):
     assert reply["content"]["status"] == "ok"
     printed = "".join(m["content"].get("text", "") for m in lines if m["msg_type"] == "stream").split()
     assert printed == [sys.executable, kvlab.__file__]
-    jupyter_files = [p for folder in (launched.tmp / "cfg", launched.tmp / "data", launched.home / ".jupyter",
-                                      launched.home / ".local" / "share" / "jupyter") for p in folder.rglob("*") if p.is_file()]
+    folders = (launched.tmp / "cfg", launched.tmp / "data", launched.home / ".jupyter",
+               launched.home / ".local" / "share" / "jupyter")
+    jupyter_files = [p for folder in folders for p in folder.rglob("*") if p.is_file()]
     assert jupyter_files == [launched.tmp / "data" / "kernels" / "python3" / "kernel.json"]  # the learner's own
 
 

@@ -3,8 +3,8 @@ and turns every bad argument into a usage error (exit code 2, no traceback) befo
 import hashlib
 import json
 import shutil
-from pathlib import Path
 
+import peak_memory
 import pytest
 
 from kvlab import load_demo_model, train
@@ -127,32 +127,23 @@ def test_bad_arguments_are_usage_errors(shipped, capsys, args, flag):
     assert line.startswith(f"python -m kvlab.train: error: {flag}"), line
 
 
-STEP_PEAK = """
-import resource, sys, torch
+STEP_SETUP = """
+import torch
 from kvlab import train
 torch.set_num_threads(1)
-cfg = train.TrainConfig(batch_size=int(sys.argv[1]), seq_len=int(sys.argv[2]))
+cfg = train.TrainConfig(steps=1, batch_size=int(sys.argv[1]), seq_len=int(sys.argv[2]))
 text = train.corpus_text()
-with open("/proc/self/statm") as f:  # resident pages now (the peak so far may be an import's)
-    before = int(f.read().split()[1]) * resource.getpagesize() // 1024
-train.train(text, train.TrainConfig(steps=1, batch_size=cfg.batch_size, seq_len=cfg.seq_len), progress=False)
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
 """
 
 
-@pytest.mark.parametrize("batch, seq_len", [(32, 64), (16, 256)])
-@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads the resident size from Linux's /proc")
+@pytest.mark.skipif(not peak_memory.AVAILABLE, reason="reads the process's memory from Linux's /proc")
+@pytest.mark.parametrize("batch, seq_len", [(1, 16), (32, 64), (16, 256)])
 def test_memory_estimate_bounds_a_real_training_step(batch, seq_len):
-    """What a training step really adds to the peak resident memory stays under the estimate that refuses big
-    batches, and the estimate is not wildly above it."""
-    import os
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-c", STEP_PEAK, str(batch), str(seq_len)], capture_output=True, text=True,
-                         env=dict(os.environ), timeout=120, check=True).stdout
-    measured = int(out.split()[-1])
+    """What a training step really allocates stays under the estimate that refuses big batches, and the estimate
+    is not wildly above it."""
+    measured = peak_memory.peak_bytes(STEP_SETUP, "train.train(text, cfg, progress=False)", str(batch), str(seq_len))
     estimate = train.training_bytes(train.TrainConfig(batch_size=batch, seq_len=seq_len), vocab_size=675)
+    print(f"measured {measured / 2**20:.0f} MiB, estimate {estimate / 2**20:.0f} MiB")
     assert measured < estimate < 4 * measured, (measured, estimate)
 
 

@@ -1,4 +1,5 @@
-"""Where the course's data files live (a source checkout or an installed wheel)."""
+"""Where the course's data files live (a source checkout or an installed wheel), and the one error for a missing
+or broken one: :class:`AssetError`, naming the file and how to restore it."""
 from __future__ import annotations
 
 import os
@@ -9,6 +10,20 @@ DEMO_WEIGHTS = "demo_model.safetensors"
 DEMO_CONFIG = "demo_config.json"
 DEMO_TOKENIZER = "demo_tokenizer.json"
 CORPUS = "corpus_zh.txt"
+ASSET_FILES = (DEMO_WEIGHTS, DEMO_CONFIG, DEMO_TOKENIZER, CORPUS)  # what a complete assets folder holds
+
+RESTORE = ("restore it with `git checkout assets/` (in a clone of the course) or retrain it with "
+           "`python -m kvlab.train --replace-shipped`")
+
+
+class AssetError(ValueError):
+    """A course data file (``assets/``) is missing, truncated or malformed: the message starts with its name and
+    says how to restore it. Panels show it as a problem with the course's files, not with the learner's input."""
+
+
+def broken(path: Path, problem: str) -> AssetError:
+    """The error for a file that is there but cannot be used."""
+    return AssetError(f"{path.name}: {problem}. The file at {path} is broken; {RESTORE}")
 
 
 def assets_dir() -> Path:
@@ -23,7 +38,29 @@ def assets_dir() -> Path:
     return here.parent / "assets"
 
 
-@lru_cache(maxsize=1)
+def asset_path(*names: str) -> list[Path]:
+    """The paths of these course files in :func:`assets_dir`; :class:`AssetError` naming every one that is missing."""
+    folder = assets_dir()
+    paths = [folder / name for name in names]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        what = missing[0] if len(missing) == 1 else str(missing)
+        raise AssetError(f"{what}: not found in {folder}; {RESTORE}")
+    return paths
+
+
+@lru_cache(maxsize=4)
+def _read_text(path: Path, mtime_ns: int) -> str:
+    return path.read_text(encoding="utf-8")
+
+
 def corpus_text() -> str:
     """The demo model's training text, as written (every character is in its vocabulary)."""
-    return (assets_dir() / CORPUS).read_text(encoding="utf-8")
+    (path,) = asset_path(CORPUS)
+    try:
+        text = _read_text(path, path.stat().st_mtime_ns)  # read once per file version
+    except (OSError, UnicodeDecodeError) as exc:
+        raise broken(path, f"cannot be read as UTF-8 text ({type(exc).__name__}: {exc})") from None
+    if not text.strip():
+        raise broken(path, "is empty")
+    return text

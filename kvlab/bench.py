@@ -15,10 +15,12 @@ import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 
 from ._validate import positive_int
+from .cli import usage_error
 from .config import ModelConfig
 from .costs import weight_bytes
 from .device import as_device, check_fits, synchronize
@@ -37,6 +39,8 @@ TARGETS = {
     "k_only_vs_none_within": 0.15,  # "k_only" within 15% of "none"
 }
 MAX_TOKENS = 1_000_000  # prompt_len + new_tokens: far past any setting worth timing on one machine
+BANDWIDTH_BUFFER = 256 * 2**20  # measure_read_bandwidth's default buffer
+TRANSFORMERS_LIBRARY = 200 * 2**20  # importing transformers and building its model: ~150 MiB (transformers 5.24)
 
 
 @dataclass
@@ -61,6 +65,12 @@ class BenchConfig:
         for name in ("vocab_size", "d_model", "n_layer", "n_head", "prompt_len", "new_tokens", "batch_size",
                      "repeats"):
             setattr(self, name, positive_int(name, getattr(self, name)))
+        if self.new_tokens < 2:
+            raise ValueError(f"new_tokens: at least 2 (the first new token comes from the prefill; the bench times the "
+                             f"decode steps after it), got {self.new_tokens}")
+        if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
+            raise ValueError(f"d_model: {self.d_model} must split into n_head = {self.n_head} heads of an even size "
+                             "(rotary position embeddings turn pairs of dimensions); e.g. d_model = 64 x n_head")
         if self.prompt_len + self.new_tokens > MAX_TOKENS:
             name = "prompt_len" if self.prompt_len > self.new_tokens else "new_tokens"
             raise ValueError(f"{name}: prompt_len + new_tokens must be at most {MAX_TOKENS:,}, "
@@ -80,14 +90,42 @@ class BenchConfig:
                            n_head=self.n_head, n_kv_head=self.n_kv_head,
                            max_seq_len=self.prompt_len + self.new_tokens + 8)
 
-    def check_fits(self, device) -> None:
-        """Refuse, before building anything, a model or batch this machine cannot hold."""
+    def peak_bytes(self) -> dict[str, int]:
+        """An upper estimate of what the run holds at its peak, by part; every part that grows with a setting:
+
+        - weights: kvlab's model, and transformers' copy of it (and the library itself, loaded for the run);
+        - caches: every generation's result keeps its cache until the report is built (``repeats`` per cache mode,
+          each at most the full-length cache in the model's dtype), plus the concatenating caches' last step
+          (the old and the grown tensors at once) and transformers' DynamicCache doing the same;
+        - attention: the longest pass (no-cache modes recompute all P + N - 1 tokens): a boolean mask, a float
+          mask (transformers), the scores and their softmax for every head, as the unfused path holds them;
+        - activations: that pass's hidden states, projections, MLP and (transformers) logits over all positions;
+        - bandwidth: the buffer the memory-read bandwidth is measured with."""
         c = self.model_config()
         element = torch.empty((), dtype=torch_dtype(self.dtype)).element_size()
-        check_fits(c.n_params() * element, device, f"a model of {c.n_params():,} parameters", "vocab_size")
-        cache = kv_cache_bytes(c.n_layer, c.n_kv_head, c.head_dim, self.prompt_len + self.new_tokens,
-                               self.batch_size, "fp32")
-        check_fits(cache, device, f"the KV caches of {self.batch_size:,} sequences", "batch_size")
+        B, T = self.batch_size, self.prompt_len + self.new_tokens - 1
+        full_cache = kv_cache_bytes(c.n_layer, c.n_kv_head, c.head_dim, T, B, "fp32") * element // 4
+        kept = sum({"none": 0, "k_only": 0.5}.get(m, 1) for m in self.modes)  # full caches per repeat
+        transient = (1 if "dynamic" in self.modes else 0) + (2 if self.hf else 0)
+        width = 8 * c.d_model + (c.n_head + 2 * c.n_kv_head) * c.head_dim + 3 * c.d_ff
+        return {
+            "weights": c.n_params() * element * (2 if self.hf else 1) + (TRANSFORMERS_LIBRARY if self.hf else 0),
+            "caches": int(full_cache * (self.repeats * kept + transient)),
+            "attention": T * T * (1 + 4 * B * (1 if self.hf else 0) + 2 * 4 * B * c.n_head),
+            "activations": B * T * (width * element + (4 * c.vocab_size if self.hf else 0)),
+            "bandwidth": BANDWIDTH_BUFFER,
+        }
+
+    def check_fits(self, device) -> None:
+        """Refuse, before building anything, a run this machine cannot hold; the message names the setting that
+        drives the largest part of :meth:`peak_bytes`."""
+        parts = self.peak_bytes()
+        largest = max(parts, key=parts.get)
+        longer = "prompt_len" if self.prompt_len >= self.new_tokens else "new_tokens"
+        name = {"weights": "vocab_size" if self.vocab_size > 4 * self.d_model else "d_model",
+                "caches": "batch_size" if self.batch_size > 1 else longer}.get(largest, longer)
+        shown = ", ".join(f"{part} {format_bytes(n)}" for part, n in parts.items())
+        check_fits(sum(parts.values()), device, f"this run ({shown})", name)
 
 
 BENCH_SETTINGS = {
@@ -354,8 +392,7 @@ def format_report(report: BenchReport) -> str:
     return "\n".join(lines)
 
 
-def parse_config(argv=None) -> tuple[BenchConfig, str | None]:
-    """Command-line arguments -> (config, --json path); argparse's usage error for any bad value."""
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m kvlab.bench",
                                 description="Benchmark kvlab's decode modes against transformers and the "
                                             "machine's memory bandwidth.")
@@ -367,7 +404,27 @@ def parse_config(argv=None) -> tuple[BenchConfig, str | None]:
     p.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
     p.add_argument("--modes", help=f"comma-separated subset of {','.join(CACHE_MODES)}")
     p.add_argument("--no-hf", action="store_true", help="skip transformers")
-    p.add_argument("--json", help="write the full report to this file")
+    p.add_argument("--json", help="write the full report to this file (its folder must exist)")
+    return p
+
+
+def json_target_problem(path: str) -> str | None:
+    """Why the report could not be written to ``path`` (checked before the run, so no result is lost)."""
+    target = Path(path)
+    if target.is_dir():
+        return f"json: {path} is a folder; give a file name, e.g. {target / 'bench.json'}"
+    folder = target.resolve().parent
+    if not folder.is_dir():
+        return f"json: the folder {folder} does not exist"
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        return f"json: {path} is not writable"
+    return None
+
+
+def parse_config(argv=None) -> tuple[BenchConfig, str | None]:
+    """Command-line arguments -> (config, --json path); argparse's usage error, naming the option as typed, for
+    any value that would fail later: a bad size, a run larger than the free memory, an unwritable --json."""
+    p = build_parser()
     args = p.parse_args(argv)
     base = asdict(BENCH_SETTINGS["quick" if args.quick else "gpt2-small"])
     for key in ("d_model", "n_layer", "n_head", "n_kv_head", "vocab_size", "prompt_len", "new_tokens", "batch_size",
@@ -384,7 +441,9 @@ def parse_config(argv=None) -> tuple[BenchConfig, str | None]:
         cfg.model_config()
         cfg.check_fits(as_device(cfg.device))
     except ValueError as exc:
-        p.error(str(exc))
+        usage_error(p, exc)
+    if args.json and json_target_problem(args.json):
+        usage_error(p, json_target_problem(args.json))
     return cfg, args.json
 
 

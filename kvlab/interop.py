@@ -1,9 +1,42 @@
 """Hand a kvlab model to transformers: ``LlamaForCausalLM`` with identical weights."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import torch
+
+
+TRANSFORMERS_FLOOR = "4.45"  # the course install's floor pin (requirements.txt and pyproject.toml say the same)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    """"4.45.2" -> (4, 45, 2); "5.0.0rc1" -> (5, 0, 0): the leading numbers of each dotted part."""
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def transformers_missing() -> str | None:
+    """None when transformers can be used here; otherwise, in Chinese for the chapters, what is missing and the
+    commands that install it (transformers is part of the course install, so this shows only in another setup)."""
+    try:
+        import transformers
+    except ImportError as exc:
+        what = ("没有安装 transformers" if getattr(exc, "name", None) == "transformers"
+                else f"导入 transformers 时出错（{type(exc).__name__}: {exc}）")
+    else:
+        if _version_tuple(transformers.__version__) >= _version_tuple(TRANSFORMERS_FLOOR):
+            return None
+        what = f"transformers 的版本是 {transformers.__version__}，课程需要 {TRANSFORMERS_FLOOR} 或更新的版本"
+    return (f"{what}：这一步要拿 Hugging Face 的 transformers 库做对照，所以先跳过了。transformers 属于课程的安装："
+            f"在一个新的代码格里运行 %pip install \"transformers>={TRANSFORMERS_FLOOR}\"（或在终端、课程目录里运行 "
+            "python -m pip install -r requirements.txt），然后重启内核（菜单「Kernel → Restart Kernel」，中文界面是"
+            "「内核 → 重启内核」），再从本章开头运行一遍。")
 
 
 def _require_transformers():
@@ -11,8 +44,8 @@ def _require_transformers():
         import transformers  # noqa: F401
     except ImportError as exc:  # pragma: no cover - exercised only without the optional dependency
         raise ImportError(
-            "kvlab.interop needs the optional dependency 'transformers'. Install it with "
-            "`pip install transformers` (or `pip install -e .[test]`)."
+            "kvlab.interop needs 'transformers', part of the course install: "
+            f"`python -m pip install -r requirements.txt` or `pip install \"transformers>={TRANSFORMERS_FLOOR}\"`."
         ) from exc
 
 

@@ -1,7 +1,9 @@
 """The benchmark: its arithmetic on hand-made measurements, its structure on a real quick run, and its
 command line. No timing assertions: machines are noisy."""
 import json
+import re
 
+import peak_memory
 import pytest
 import torch
 
@@ -105,3 +107,84 @@ def test_bench_figure_accepts_a_real_report(quick_report):
     fig = bench_figure(quick_report)
     assert len(fig.data) == 1 + len(quick_report.runs)
     assert list(fig.data[0].y) == pytest.approx([r.tokens_per_s for r in quick_report.runs.values()])
+
+
+# -- the command line refuses, before running, what cannot run ------------------------------------------------
+def cli_error(argv, capsys) -> str:
+    """argparse's usage error (exit code 2), its last line; every option it names is one the command has."""
+    with pytest.raises(SystemExit) as exc:
+        bench.parse_config(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "usage: python -m kvlab.bench" in err and "Traceback" not in err, err
+    line = err.strip().splitlines()[-1]
+    flags = {s for a in bench.build_parser()._actions for s in a.option_strings}
+    named = set(re.findall(r"--[a-z][a-z-]*", line))
+    assert named <= flags, (named - flags, line)
+    assert not re.findall(r"\b[a-z]+_[a-z_]+\b", line), line  # no field name the command line does not show
+    return line
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--new-tokens", "1"], "--new-tokens"),  # used to name `checkpoints`, an option the command lacks
+    (["--prompt-len", "200000", "--no-hf"], "--prompt-len"),  # its attention scores: about 1.3 TB
+    (["--batch-size", "3000000", "--no-hf"], "--batch-size"),  # caches and activations
+    (["--d-model", "100", "--n-head", "3"], "--d-model"),
+    (["--d-model", "12", "--n-head", "4"], "--d-model"),  # 3 dimensions per head: RoPE needs an even number
+    (["--n-kv-head", "3"], "--n-kv-head"),
+    (["--prompt-len", "999990", "--new-tokens", "20"], "--prompt-len"),
+])
+def test_cli_names_the_option_to_change(args, flag, capsys):
+    line = cli_error(["--quick", *args], capsys)
+    assert line.startswith(f"python -m kvlab.bench: error: {flag}"), line
+
+
+@pytest.mark.parametrize("target", ["/nonexistent/dir/r.json", "."])
+def test_json_path_is_checked_before_the_run(target, capsys, monkeypatch):
+    monkeypatch.setattr(bench, "run_bench", lambda *a, **k: pytest.fail("the benchmark ran before --json was checked"))
+    line = cli_error(["--quick", "--json", target], capsys)
+    assert line.startswith("python -m kvlab.bench: error: --json"), line
+
+
+def test_json_to_a_writable_place_is_accepted(tmp_path):
+    cfg, path = bench.parse_config(["--quick", "--json", str(tmp_path / "r.json")])
+    assert path == str(tmp_path / "r.json") and not (tmp_path / "r.json").exists()
+
+
+def test_peak_counts_what_scales_with_the_settings():
+    """Each part grows with the setting that drives it: the attention of the longest pass with (P + N)^2, the
+    caches the run keeps with repeats x modes x batch x length, transformers' copy of the weights."""
+    base = bench.BenchConfig(**(bench.asdict(bench.BENCH_SETTINGS["quick"]) | {"hf": False, "checkpoints": ()}))
+    longer = bench.BenchConfig(**(bench.asdict(base) | {"prompt_len": 2 * base.prompt_len + base.new_tokens,
+                                                        "checkpoints": ()}))
+    t0, t1 = base.prompt_len + base.new_tokens - 1, longer.prompt_len + longer.new_tokens - 1
+    assert longer.peak_bytes()["attention"] / base.peak_bytes()["attention"] == pytest.approx((t1 / t0) ** 2)
+    mc = base.model_config()
+    one_cache = bench.kv_cache_bytes(mc.n_layer, mc.n_kv_head, mc.head_dim, t0, base.batch_size, base.dtype)
+    assert base.peak_bytes()["caches"] >= base.repeats * one_cache * (len(base.modes) - 1)
+    with_hf = bench.BenchConfig(**(bench.asdict(base) | {"hf": True, "checkpoints": ()}))
+    element = 4  # fp32
+    assert base.peak_bytes()["weights"] == element * mc.n_params()
+    assert with_hf.peak_bytes()["weights"] == 2 * element * mc.n_params() + bench.TRANSFORMERS_LIBRARY
+
+
+PEAK_SETUP = """
+import json
+from kvlab import bench
+cfg = bench.BenchConfig(**(bench.asdict(bench.BENCH_SETTINGS["quick"]) | json.loads(sys.argv[1])))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not peak_memory.AVAILABLE, reason="reads the process's memory from Linux's /proc")
+@pytest.mark.parametrize("settings", [
+    {"prompt_len": 1500, "new_tokens": 4, "repeats": 1, "hf": False},  # one long no-cache pass
+    {"prompt_len": 400, "new_tokens": 8, "repeats": 1, "batch_size": 8, "hf": True},  # transformers too
+])
+def test_peak_estimate_bounds_a_real_run(settings):
+    """What a real run allocates at its peak stays under the estimate check_fits refuses runs with."""
+    settings |= {"checkpoints": []}
+    measured = peak_memory.peak_bytes(PEAK_SETUP, "bench.run_bench(cfg, progress=False)", json.dumps(settings))
+    cfg = bench.BenchConfig(**(bench.asdict(bench.BENCH_SETTINGS["quick"]) | settings))
+    estimate = sum(cfg.peak_bytes().values())
+    print(f"measured {measured / 2**20:.0f} MiB, estimate {estimate / 2**20:.0f} MiB")
+    assert measured < estimate, (measured, estimate)

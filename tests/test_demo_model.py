@@ -96,8 +96,9 @@ def test_training_runs_and_lowers_the_loss():
 
 def test_training_entry_point_writes_files(tmp_path, capsys):
     corpus = tmp_path / "c.txt"
-    corpus.write_text("人工智能的缓存。" * 40, encoding="utf-8")
-    train_main(["--steps", "3", "--batch-size", "2", "--seq-len", "8", "--corpus", str(corpus), "--out", str(tmp_path)])
+    corpus.write_text((assets_dir() / CORPUS).read_text(encoding="utf-8")[:3000], encoding="utf-8")
+    assert train_main(["--steps", "3", "--batch-size", "2", "--seq-len", "8", "--corpus", str(corpus),
+                       "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "loss" in out and (tmp_path / DEMO_WEIGHTS).exists()
     with pytest.raises(SystemExit):

@@ -204,12 +204,12 @@ def transformers_layer_kv(model: ToyTransformer, tokens: torch.Tensor, layer: in
     """Feed ``tokens`` [B, T] to transformers' ``LlamaForCausalLM`` holding ``model``'s weights
     (:func:`kvlab.interop.to_hf_llama`) and read ``layer``'s K and V from its cache. transformers is an optional
     dependency: without it the result says so instead of raising."""
-    from ..interop import hf_cache_of, hf_layer_kv, to_hf_llama
+    from ..interop import hf_cache_of, hf_layer_kv, to_hf_llama, transformers_missing
 
-    try:
-        hf = to_hf_llama(model)
-    except ImportError as exc:
-        return TransformersKV(None, None, f"没有安装 transformers，跳过这一比较：{exc}")
+    missing = transformers_missing()  # missing, too old or broken: what to install, in Chinese
+    if missing:
+        return TransformersKV(None, None, missing)
+    hf = to_hf_llama(model)
     k, v = hf_layer_kv(hf_cache_of(hf(tokens.to(model.device), use_cache=True)), layer)
     return TransformersKV(k, v)
 
@@ -509,7 +509,7 @@ def compare_cache_growth(model: ToyTransformer, new_tokens: int, prompt_len: int
     """Generate with kvlab's preallocated ("kv") and concatenating ("dynamic") caches on one prompt and (if
     transformers is installed) feed the same tokens through its DynamicCache and StaticCache: ``repeats`` rounds,
     the caches alternating within each round after a warm-up (``kvlab.measure.alternate``)."""
-    from ..interop import hf_decode_run, to_hf_llama
+    from ..interop import hf_decode_run, to_hf_llama, transformers_missing
 
     new_tokens = positive_int("new_tokens", new_tokens)
     prompt_len = positive_int("prompt_len", prompt_len)
@@ -527,11 +527,9 @@ def compare_cache_growth(model: ToyTransformer, new_tokens: int, prompt_len: int
         runners = {mode: partial(_kvlab_run, model, prompt, new_tokens, mode) for mode in ("kv", "dynamic")}
         warm = {"kv": lambda: None, "dynamic": partial(generate, model, prompt, min(8, new_tokens), cache="dynamic")}
         if with_transformers:
-            try:
+            skipped = transformers_missing()  # None, or what to install, in Chinese
+            if skipped is None:
                 hf = to_hf_llama(model)
-            except ImportError as exc:
-                skipped = f"没有安装 transformers，跳过它的 DynamicCache 和 StaticCache（{exc}）"
-            else:
                 for kind in HF_CACHE_KINDS:
                     runners[f"transformers:{kind}"] = partial(hf_decode_run, hf, reference, prompt_len, kind)
                     warm[f"transformers:{kind}"] = partial(hf_decode_run, hf, reference[:, : prompt_len + 4],

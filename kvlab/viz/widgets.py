@@ -36,6 +36,7 @@ from plotly.basedatatypes import Undefined
 from plotly.serializers import custom_serializers
 from traitlets import Bytes, Dict, Unicode
 
+from ..assets import AssetError
 from ..inputs import InputError
 
 try:
@@ -356,9 +357,12 @@ def message_html(text: str, kind: str = "warn") -> str:
 
 def explain_error(exc: Exception) -> str:
     """A learner-facing line for a ValueError: an :class:`~kvlab.inputs.InputError` as it is (Chinese,
-    naming the control); an API error with its argument name made friendly."""
+    naming the control); a missing or broken course file (:class:`~kvlab.assets.AssetError`) with how to restore
+    it; an API error with its argument name made friendly."""
     if isinstance(exc, InputError):
         return f"⚠️ {html.escape(str(exc))}"
+    if isinstance(exc, AssetError):  # not the learner's input: a course file is missing or broken
+        return f"⚠️ 课程的数据文件缺失或损坏（不是你的输入有问题），恢复之后重新运行本章：{html.escape(str(exc))}"
     text = str(exc)
     first = text.split(":", 1)[0].split(" ", 1)[0]
     label = FRIENDLY_NAMES.get(first)

@@ -1,0 +1,85 @@
+"""A missing or broken course file gets one error, naming the file and how to restore it, wherever it is read:
+the model loader, the corpus readers of 3.3 and 3.5, and the panels built on them (never an internal-bug message)."""
+import shutil
+
+import pytest
+
+from kvlab import assets, load_demo_model
+from kvlab.assets import CORPUS, AssetError
+
+
+@pytest.fixture
+def asset_copy(tmp_path, monkeypatch):
+    shutil.copytree(assets.assets_dir(), tmp_path / "assets",
+                    ignore=shutil.ignore_patterns("*.png"))  # the screenshots are not course data
+    monkeypatch.setenv("KVLAB_ASSETS", str(tmp_path / "assets"))
+    return tmp_path / "assets"
+
+
+def restore_named(error, name):
+    text = str(error)
+    assert text.startswith(name), text
+    assert "git checkout assets/" in text and "python -m kvlab.train --replace-shipped" in text, text
+
+
+def test_missing_corpus(asset_copy):
+    (asset_copy / CORPUS).unlink()
+    with pytest.raises(AssetError) as info:
+        assets.corpus_text()
+    restore_named(info.value, CORPUS)
+
+
+@pytest.mark.parametrize("content, problem", [(b"", "is empty"), (b"\xff\xfe\xfa", "UTF-8")])
+def test_broken_corpus(asset_copy, content, problem):
+    (asset_copy / CORPUS).write_bytes(content)
+    with pytest.raises(AssetError, match=problem) as info:
+        assets.corpus_text()
+    restore_named(info.value, CORPUS)
+
+
+def test_corpus_is_read_again_after_it_changes(asset_copy):
+    first = assets.corpus_text()
+    (asset_copy / CORPUS).write_text("人工智能。" * 3, encoding="utf-8")
+    assert assets.corpus_text() == "人工智能。" * 3 != first
+
+
+@pytest.mark.parametrize("name", [assets.DEMO_WEIGHTS, assets.DEMO_CONFIG, assets.DEMO_TOKENIZER])
+def test_missing_model_file(asset_copy, name):
+    (asset_copy / name).unlink()
+    with pytest.raises(AssetError) as info:
+        load_demo_model("cpu")
+    restore_named(info.value, name)
+
+
+def panels(model, tok):
+    """The panels whose renders read the corpus, and a control change that makes each read it again."""
+    from kvlab.lessons import misconceptions, prefill_decode
+
+    return {
+        "3.3 padded batch": (lambda: prefill_decode.padded_batch_panel(model, tok), {"lengths": "5, 11"}),
+        "3.5 weights": (lambda: misconceptions.weights_panel(model, tok), {"batch_size": 2}),
+    }
+
+
+@pytest.mark.parametrize("which", ["3.3 padded batch", "3.5 weights"])
+def test_panels_show_the_asset_error_when_the_corpus_goes_missing(asset_copy, which):
+    model, tok = load_demo_model("cpu")
+    make, change = panels(model, tok)[which]
+    panel = make()
+    assert panel.error is None
+    (asset_copy / CORPUS).unlink()
+    panel.set(**change)
+    assert panel.error is not None and panel.stale
+    shown = panel.message.value
+    assert "kvlab-msg-bug" not in shown and "内部错误" not in shown, shown
+    assert "课程的数据文件" in shown and CORPUS in shown and "git checkout assets/" in shown, shown
+
+
+@pytest.mark.parametrize("which", ["3.3 padded batch", "3.5 weights"])
+def test_panels_built_without_the_corpus_raise_the_asset_error(asset_copy, which):
+    model, tok = load_demo_model("cpu")
+    (asset_copy / CORPUS).unlink()
+    make, _ = panels(model, tok)[which]
+    with pytest.raises(AssetError) as info:
+        make()
+    restore_named(info.value, CORPUS)

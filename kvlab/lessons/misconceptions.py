@@ -34,7 +34,7 @@ from ..generation import generate
 from ..measure import DecodeTiming, measurement_threads, median, time_generate, torch_threads
 from ..memory import DTYPE_BITS, dtype_name, format_bytes, kv_cache_bytes
 from ..model import ToyTransformer
-from ..paging import mean_paged_slots
+from ..paging import mean_paged_slots, reserved_fill, reserved_slots
 from ..presets import GPU_PRESETS, MODEL_PRESETS, ModelPreset
 from ..teaching_caches import BROKEN_CACHES
 from ..tokenizer import UnknownCharactersError
@@ -515,7 +515,7 @@ class ReservationPlan:
     def used_share(self) -> float:
         """Share of a reservation a request has filled when it ends, averaged over all requests (one longer than R
         counts as full). The fill at completion: the least waste there is; during generation it is less full."""
-        return sum(min(n, self.reserved_tokens) for n in self.lengths) / (len(self.lengths) * self.reserved_tokens)
+        return reserved_fill(self.lengths, self.reserved_tokens) / reserved_slots(self.lengths, self.reserved_tokens)
 
     @property
     def unused_bytes(self) -> int:

@@ -23,7 +23,7 @@ from ..inputs import choice, whole_number, whole_numbers
 from ..measure import alternate, measurement_threads, median, torch_threads
 from ..memory import DTYPE_BITS, format_bytes, kv_bytes_per_token, kv_cache_bytes
 from ..model import ToyTransformer
-from ..paging import blocks_per_sequence, paged_slots
+from ..paging import blocks_per_sequence, padded_slots, paged_slots
 from ..presets import GPU_PRESETS, LATENT, MODEL_PRESETS, ModelPreset
 from ..viz import storage_plots as plots
 from ..viz.style import MODE_LABELS
@@ -584,7 +584,7 @@ class PaddingWaste:
 
     @property
     def allocated_slots(self) -> int:
-        return self.batch_size * self.padded_length
+        return padded_slots(self.lengths, self.reserve)
 
     @property
     def used_slots(self) -> int:

@@ -1,0 +1,212 @@
+"""The paged cache: block pool, block tables, reference counts, copy-on-write, and equivalence with KVCache."""
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from test_equivalence import configs
+
+from kvlab import CacheFullError, KVCache, ModelConfig, ToyTransformer, generate
+from kvlab.paged_cache import BlockPool, BlockTable, PagedKVCache, PoolExhaustedError
+from kvlab.paging import blocks_for, shared_prefix_blocks
+
+C = ModelConfig(vocab_size=13, d_model=12, n_layer=2, n_head=3, n_kv_head=1, head_dim=4, max_seq_len=32)
+
+
+def kv(T, B=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(B, 1, T, 4, generator=g), torch.randn(B, 1, T, 4, generator=g)
+
+
+def write(cache, k, v):
+    """What a forward pass does: reserve, write every layer, advance."""
+    for layer in range(C.n_layer):
+        cache.update(layer, k, v)
+    cache.advance(k.shape[2])
+
+
+def test_block_table_lookup():
+    t = BlockTable([7, 2, 5], length=10)
+    assert [t.slot(p, 4) for p in (0, 3, 4, 9)] == [(7, 0), (7, 3), (2, 0), (5, 1)]
+
+
+def test_blocks_taken_on_demand_and_returned():
+    cache = PagedKVCache(C, 2, 20, block_size=4)
+    assert cache.pool.num_blocks == 2 * blocks_for(20, 4) and cache.pool.in_use == 0
+    write(cache, *kv(5))
+    assert [len(t.blocks) for t in cache.tables] == [2, 2] and cache.pool.in_use == 4
+    write(cache, *kv(3, seed=1))  # 8 tokens: still 2 blocks each
+    assert cache.pool.in_use == 4 and cache.lengths == [8, 8]
+    write(cache, *kv(1, seed=2))
+    assert cache.pool.in_use == 6 and cache.pool.peak_in_use == 6
+    freed = list(cache.tables[0].blocks)
+    cache.free_row(0)
+    assert cache.pool.in_use == 3 and cache.lengths == [0, 9]
+    assert cache.pool.take(3) == freed[::-1]  # the freed blocks are handed out again first
+    cache.pool.release(freed)
+    cache.reset()
+    assert cache.pool.in_use == 0 and cache.pool.num_free == cache.pool.num_blocks
+
+
+def test_reads_through_the_block_table_equal_a_contiguous_cache():
+    paged, contiguous = PagedKVCache(C, 2, 20, block_size=3), KVCache(C, 2, 20)
+    for T, seed in ((5, 0), (1, 1), (4, 2)):
+        k, v = kv(T, seed=seed)
+        for layer in range(C.n_layer):
+            a = paged.update(layer, k, v)
+            b = contiguous.update(layer, k, v)
+            torch.testing.assert_close(a, b, atol=0, rtol=0)
+        paged.advance(T)
+        contiguous.advance(T)
+    for layer in range(C.n_layer):
+        torch.testing.assert_close(paged.layer_view(layer), contiguous.layer_view(layer), atol=0, rtol=0)
+
+
+def test_an_exhausted_pool_names_itself_and_the_request_and_changes_nothing():
+    cache = PagedKVCache(C, 2, 20, block_size=4, num_blocks=5)
+    write(cache, *kv(6))  # 2 blocks each: 4 of 5 in use
+    before = ([list(t.blocks) for t in cache.tables], cache.lengths, list(cache.pool.free), cache.pool.k.clone())
+    with pytest.raises(PoolExhaustedError, match=r"block pool \(5 blocks of 4 tokens.*needs 2 free block\(s\).*"
+                                                  r"only 1 of 5 are free; nothing was written") as err:
+        cache.update(0, *kv(3, seed=4))
+    assert "6 -> 9" in str(err.value) and isinstance(err.value, CacheFullError)
+    after = ([list(t.blocks) for t in cache.tables], cache.lengths, list(cache.pool.free), cache.pool.k)
+    assert after[:3] == before[:3] and torch.equal(after[3], before[3])
+
+
+def test_model_on_an_exhausted_pool_changes_nothing(tiny_model):
+    cache = PagedKVCache(tiny_model.config, 1, 40, block_size=4, num_blocks=2)
+    tiny_model(torch.tensor([[1, 2, 3, 4, 5]]), cache)
+    snapshot = cache.pool.k.clone()
+    with pytest.raises(PoolExhaustedError, match="nothing was written"):
+        tiny_model(torch.tensor([[6, 7, 8, 9]]), cache)
+    assert cache.lengths == [5] and torch.equal(cache.pool.k, snapshot) and cache.pool.num_free == 0
+
+
+def test_past_max_seq_len_is_a_cache_full_error():
+    cache = PagedKVCache(C, 1, 6, block_size=4)
+    write(cache, *kv(5, B=1))
+    with pytest.raises(CacheFullError, match="max_seq_len=6"):
+        cache.update(0, *kv(2, B=1))
+    assert cache.lengths == [5]
+
+
+def test_shared_prefix_reference_counts_and_copy_on_write():
+    cache = PagedKVCache(C, 3, 20, block_size=4)
+    k, v = kv(10, B=1)
+    first = PagedKVCache.over(cache.pool, [cache.tables[0]])
+    write(first, k, v)  # row 0: blocks for 10 tokens (3)
+    assert cache.share_prefix(0, 1, 6) == 2 and cache.share_prefix(0, 2, 8) == 2
+    b0, b1 = cache.tables[0].blocks[:2]
+    assert cache.pool.refs[b0] == 3 and cache.pool.refs[b1] == 3 and cache.pool.in_use == 3
+    # Row 1 writes at position 6, inside the shared block b1: it gets a private copy first.
+    second = PagedKVCache.over(cache.pool, [cache.tables[1]])
+    assert second.blocks_needed(1) == 1
+    write(second, *kv(1, B=1, seed=9))
+    assert cache.pool.copies == 1 and cache.tables[1].blocks[0] == b0 and cache.tables[1].blocks[1] != b1
+    assert cache.pool.refs[b1] == 2 and cache.pool.refs[b0] == 3
+    copied = cache.tables[1].blocks[1]
+    torch.testing.assert_close(cache.pool.k[:, copied, :2], cache.pool.k[:, b1, :2])  # its two shared tokens
+    # Row 2 shares 8 tokens: two whole blocks, its next token opens a block of its own (no copy).
+    third = PagedKVCache.over(cache.pool, [cache.tables[2]])
+    write(third, *kv(1, B=1, seed=10))
+    assert cache.pool.copies == 1 and cache.tables[2].blocks[:2] == [b0, b1]
+    for row in range(3):
+        cache.free_row(row)
+    assert cache.pool.in_use == 0 and set(cache.pool.refs) == {0}
+
+
+def test_sharing_refuses_what_it_cannot_share():
+    cache = PagedKVCache(C, 2, 20, block_size=4)
+    write(cache, *kv(3))
+    with pytest.raises(ValueError, match="^dst"):
+        cache.share_prefix(0, 1, 2)
+    cache.free_row(1)
+    with pytest.raises(ValueError, match="^n_tokens"):
+        cache.share_prefix(0, 1, 4)
+    with pytest.raises(ValueError, match="^blocks"):
+        cache.pool.release([cache.pool.free[0]])
+
+
+def test_bad_arguments_name_themselves():
+    for kwargs, name in (({"block_size": 0}, "block_size"), ({"num_blocks": -1}, "num_blocks"),
+                         ({"block_size": 1000}, "block_size"), ({"pool": "x"}, "pool")):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            PagedKVCache(C, 1, 8, **kwargs)
+    with pytest.raises(ValueError, match="^num_blocks"):
+        BlockPool(C, 10**13, 16)  # more than this machine's memory: refused before allocating
+    with pytest.raises(AttributeError, match="^length"):
+        PagedKVCache(C, 1, 8).length = 3
+
+
+# -- equivalence: a real model on a paged cache computes what it computes alone, without a cache ----------
+@st.composite
+def paged_cases(draw):
+    """Prompts of unequal lengths (no padding anywhere) that start with the same first part, a chunk size and a
+    block size."""
+    config = draw(configs())
+    prefix = draw(st.lists(st.integers(0, config.vocab_size - 1), max_size=9))
+    tails = draw(st.lists(st.lists(st.integers(0, config.vocab_size - 1), min_size=1, max_size=8), min_size=1,
+                          max_size=4))
+    return (config, [prefix + t for t in tails], len(prefix), draw(st.integers(1, 6)), draw(st.integers(1, 11)),
+            draw(st.integers(1, 7)), draw(st.integers(0, 10**6)))
+
+
+@torch.no_grad()
+def paged_generation(model, prompts, new, chunk, block_size, shared_tokens=0):
+    """Each prompt prefilled in its own passes (chunked); rows after the first hold row 0's first ``shared_tokens``
+    tokens through shared blocks and prefill only the rest. Then every row decodes together, each at its own
+    position. Returns (tokens [B, new], logits [B, new, vocab], cache)."""
+    cache = PagedKVCache(model.config, len(prompts), max(map(len, prompts)) + new, block_size=block_size)
+    last = []
+    for row, prompt in enumerate(prompts):
+        start = shared_tokens if row else 0
+        if start:
+            cache.share_prefix(0, row, start)
+        view = PagedKVCache.over(cache.pool, [cache.tables[row]])
+        for i in range(start, len(prompt), chunk):
+            logits = model(torch.tensor([prompt[i:i + chunk]]), view)
+        last.append(logits[0, -1])
+    logits = torch.stack(last)  # [B, vocab]
+    tokens, all_logits = [], []
+    for step in range(new):
+        all_logits.append(logits)
+        nxt = logits.argmax(-1, keepdim=True)  # [B, 1]
+        tokens.append(nxt)
+        if step < new - 1:
+            logits = model(nxt, cache)[:, -1]
+    return torch.cat(tokens, 1), torch.stack(all_logits, 1), cache
+
+
+def held_blocks_are_counted(cache) -> None:
+    held = [b for t in cache.tables for b in t.blocks]
+    assert all(cache.pool.refs[b] == held.count(b) for b in set(held))  # each reference is one table's
+    assert len(set(held)) == cache.pool.in_use and not set(held) & set(cache.pool.free)
+
+
+@given(paged_cases(), st.booleans())
+def test_paged_cache_matches_each_prompt_alone_without_a_cache(case, share):
+    config, prompts, prefix, new, chunk, block_size, seed = case
+    model = ToyTransformer(config, seed=seed).eval()
+    tokens, logits, cache = paged_generation(model, prompts, new, chunk, block_size, prefix if share else 0)
+    for row, prompt in enumerate(prompts):
+        alone = generate(model, [prompt], new, cache="none", return_logits=True)
+        assert torch.equal(tokens[row], alone.new_tokens[0]), row
+        torch.testing.assert_close(logits[row], alone.logits[0], atol=1e-5, rtol=0)
+    assert cache.lengths == [len(p) + new - 1 for p in prompts]
+    held_blocks_are_counted(cache)
+    if not share:
+        assert cache.pool.in_use == sum(blocks_for(n, block_size) for n in cache.lengths)
+
+
+@given(paged_cases())
+def test_sharing_a_prefix_saves_the_blocks_the_arithmetic_says_and_changes_no_output(case):
+    config, prompts, prefix, new, chunk, block_size, seed = case
+    model = ToyTransformer(config, seed=seed).eval()
+    plain = paged_generation(model, prompts, new, chunk, block_size)
+    shared = paged_generation(model, prompts, new, chunk, block_size, prefix)
+    assert torch.equal(plain[0], shared[0])
+    torch.testing.assert_close(plain[1], shared[1], atol=1e-5, rtol=0)
+    expected = shared_prefix_blocks(prefix, shared[2].lengths, block_size)
+    assert plain[2].pool.in_use == expected.unshared
+    assert shared[2].pool.in_use == expected.shared and shared[2].pool.copies == expected.copies
+    held_blocks_are_counted(shared[2])

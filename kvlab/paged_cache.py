@@ -255,10 +255,15 @@ class PagedKVCache(BaseCache):
                 t.blocks.extend(self.pool.take(extra))
         self._index(n_new)
 
+    def slot_of(self, table: BlockTable, position: int) -> int:
+        """Row of the pool's token slots (block id x block_size + offset) that holds ``table``'s token ``position``."""
+        block, offset = table.slot(position, self.block_size)
+        return block * self.block_size + offset
+
     def _index(self, n_new: int) -> None:
-        bs, width = self.block_size, blocks_for(self.length + n_new, self.block_size)
+        width = blocks_for(self.length + n_new, self.block_size)
         gather = [t.blocks[:width] + [0] * (width - min(width, len(t.blocks))) for t in self.tables]
-        slots = [t.blocks[p // bs] * bs + p % bs for t in self.tables for p in range(t.length, t.length + n_new)]
+        slots = [self.slot_of(t, p) for t in self.tables for p in range(t.length, t.length + n_new)]
         self._gather = torch.tensor(gather, dtype=torch.long, device=self.device)  # [B, blocks]; 0 = unused column
         self._slots = torch.tensor(slots, dtype=torch.long, device=self.device)  # [B * T]
         self._end = self.length + n_new
@@ -305,6 +310,15 @@ class PagedKVCache(BaseCache):
         t = self.tables[row]
         self.pool.release(t.blocks)
         t.blocks, t.length = [], 0
+
+    def truncate(self, length) -> None:
+        """Keep only the first ``length`` tokens of every row (at most its own length); blocks past them go back."""
+        n = non_negative_int("length", length)
+        for t in self.tables:
+            t.length = min(t.length, n)
+            keep = blocks_for(t.length, self.block_size)
+            self.pool.release(t.blocks[keep:])
+            del t.blocks[keep:]
 
     def reset(self) -> None:
         for row in range(len(self.tables)):

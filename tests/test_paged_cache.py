@@ -210,3 +210,13 @@ def test_sharing_a_prefix_saves_the_blocks_the_arithmetic_says_and_changes_no_ou
     assert plain[2].pool.in_use == expected.unshared
     assert shared[2].pool.in_use == expected.shared and shared[2].pool.copies == expected.copies
     held_blocks_are_counted(shared[2])
+
+
+def test_truncate_returns_the_blocks_past_the_kept_tokens():
+    cache = PagedKVCache(C, 2, 20, block_size=4)
+    write(cache, *kv(9))
+    assert cache.pool.in_use == 6
+    cache.truncate(5)
+    assert cache.lengths == [5, 5] and cache.pool.in_use == 4 and [len(t.blocks) for t in cache.tables] == [2, 2]
+    write(cache, *kv(4, seed=3))  # the same blocks are taken again
+    assert cache.pool.in_use == 6 and cache.lengths == [9, 9]

@@ -23,7 +23,8 @@ from .config import ModelConfig
 from .costs import weight_bytes
 from .device import as_device, check_fits, synchronize
 from .generation import CACHE_MODES, generate
-from .measure import DecodeTiming, Rate, alternate, measure_read_bandwidth, median, timed
+from .measure import DecodeTiming, Rate, alternate, measure_read_bandwidth, timed
+from .stats import median
 from .memory import format_bytes, kv_cache_bytes, torch_dtype
 from .model import ToyTransformer
 

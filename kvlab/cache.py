@@ -56,9 +56,8 @@ class BaseCache:
         return self.length
 
     def reserve(self, n_new: int) -> None:
-        """Make room for ``n_new`` more tokens per row, or raise changing nothing (called once per pass,
-        before any layer writes). A preallocated cache only checks; a paged cache also takes blocks."""
-        self.check_room(n_new)
+        """Take what ``n_new`` more tokens per row need (called once per pass, before any layer writes). A
+        preallocated cache has it all already; a paged cache takes blocks here, or raises changing nothing."""
 
     def advance(self, n) -> None:
         """Count ``n`` more tokens as stored (called once per forward pass)."""
@@ -84,6 +83,7 @@ class BaseCache:
         self._check_tensor(v, "v")
         if k.shape[2] != v.shape[2]:
             raise ValueError(f"v: holds {v.shape[2]} tokens but k holds {k.shape[2]}; K and V come in pairs")
+        self.check_room(k.shape[2])
         self.reserve(k.shape[2])
         return self.write(int(layer), k.to(self.dtype), v.to(self.dtype))
 

@@ -1,26 +1,29 @@
-"""Token-by-token generation in every cache mode, with a per-pass trace."""
+"""Token-by-token generation in every cache mode, with a per-pass trace.
+
+Read it like gpt-fast's ``generate.py``: :func:`generate` checks every argument once, then runs the
+chapter's two phases, :func:`prefill` (the prompt, in one pass or in chunks) and
+:func:`decode_n_tokens` (one :func:`decode_one_token` per new token). Every forward pass goes through
+:func:`forward_pass`, which times the model alone between two device synchronisations (no argument
+check and no host sync inside) and appends a :class:`PassRecord` to the trace. The cache modes are
+defined in :mod:`kvlab.cache_modes`.
+"""
 from __future__ import annotations
 
 import numbers
 import time
-from functools import partial
 from dataclasses import asdict, dataclass, field
 
 import torch
 
 from ._validate import non_negative_float, one_of, positive_int, seed_value
-from .cache import BaseCache, DynamicKVCache, Int8KVCache, KVCache
+from .cache import BaseCache
+from .cache_modes import CACHE_MODES, EXACT_MODES, LOSSY_MODES, MODES  # noqa: F401  (generate's vocabulary)
 from .device import synchronize
-from .measure import median
 from .memory import TORCH_DTYPES
 from .model import ForwardProbe, ToyTransformer
-from .teaching_caches import KOnlyCache, k_only_forward
-
-CACHE_MODES = ("kv", "none", "k_only", "dynamic", "int8", "fp16")
-EXACT_MODES = ("kv", "none", "k_only", "dynamic")  # the same logits as "none" up to float rounding order
-LOSSY_MODES = ("int8", "fp16")  # K/V stored narrower than the model computes: small, bounded logit changes
-CACHE_CLASSES = {"kv": KVCache, "dynamic": DynamicKVCache, "int8": Int8KVCache, "k_only": KOnlyCache,
-                 "fp16": partial(KVCache, storage_dtype="fp16")}
+from .paged_cache import PagedKVCache, prefix_plan
+from .stats import median
+from .teaching_caches import k_only_forward_unchecked
 
 
 @dataclass
@@ -90,57 +93,49 @@ def _is_id(t) -> bool:
     return isinstance(t, numbers.Integral) and not isinstance(t, bool)
 
 
-def as_token_batch(input_ids, vocab_size: int, device=None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Prompts -> (LongTensor [B, T], left-padding lengths [B] or None).
+def as_token_batch(input_ids) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Prompts -> (integer tensor [B, T], left-padding lengths [B] or None); the model's ``check_ids``
+    then checks the tensor (dtype, shape, vocabulary range) like any other input.
 
     Accepts a list of ids (one prompt), a list of lists (a batch; unequal lengths are
     left-padded with ``PAD_ID``), or an integer tensor [T] or [B, T] (no padding).
     """
-    pad = None
     if isinstance(input_ids, torch.Tensor):
-        ids = input_ids
-        if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
-            raise ValueError(f"input_ids must hold integer token ids, got dtype {ids.dtype}")
-    elif isinstance(input_ids, (list, tuple)) and input_ids:
-        nested = [isinstance(r, (list, tuple)) for r in input_ids]
-        if any(nested) and not all(nested):
-            raise ValueError("input_ids must be either a list of ids or a list of lists of ids, not a mix of both")
-        rows = [list(r) for r in input_ids] if all(nested) else [list(input_ids)]
-        if any(len(r) == 0 for r in rows):
-            raise ValueError("input_ids: every prompt needs at least one token")
-        bad = next((t for r in rows for t in r if not _is_id(t)), None)
-        if bad is not None:
-            raise ValueError(f"input_ids must hold integer token ids, found {bad!r} ({type(bad).__name__})")
-        width = max(len(r) for r in rows)
-        pads = [width - len(r) for r in rows]
-        ids = torch.tensor([[PAD_ID] * p + [int(t) for t in r] for p, r in zip(pads, rows)], dtype=torch.long)
-        if any(pads):
-            pad = torch.tensor(pads, dtype=torch.long)
-    else:
+        return (input_ids[None] if input_ids.dim() == 1 else input_ids), None  # [T] -> [1, T]
+    if not isinstance(input_ids, (list, tuple)) or not input_ids:
         raise ValueError("input_ids must be a non-empty list of token ids, a list of lists, or an integer tensor")
-    if ids.dim() == 1:
-        ids = ids[None]  # [T] -> [1, T]
-    if ids.dim() != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
-        raise ValueError(f"input_ids must be shaped [B, T] with B, T >= 1, got {list(ids.shape)}")
-    lo, hi = (int(v) for v in torch.aminmax(ids))
-    if lo < 0 or hi >= vocab_size:
-        raise ValueError(f"input_ids must lie in [0, {vocab_size}), got values in [{lo}, {hi}]")
-    ids = ids.to(device=device, dtype=torch.long)
-    return ids, (pad.to(device) if pad is not None else None)
+    nested = [isinstance(r, (list, tuple)) for r in input_ids]
+    if any(nested) and not all(nested):
+        raise ValueError("input_ids must be either a list of ids or a list of lists of ids, not a mix of both")
+    rows = [list(r) for r in input_ids] if all(nested) else [list(input_ids)]
+    if any(len(r) == 0 for r in rows):
+        raise ValueError("input_ids: every prompt needs at least one token")
+    bad = next((t for r in rows for t in r if not _is_id(t)), None)
+    if bad is not None:
+        raise ValueError(f"input_ids must hold integer token ids, found {bad!r} ({type(bad).__name__})")
+    width = max(len(r) for r in rows)
+    pads = [width - len(r) for r in rows]
+    ids = torch.tensor([[PAD_ID] * p + [int(t) for t in r] for p, r in zip(pads, rows)], dtype=torch.long)
+    return ids, (torch.tensor(pads, dtype=torch.long) if any(pads) else None)
+
+
+def run_pads(pad: torch.Tensor | None, batch_size: int) -> list[int]:
+    """Left padding of each row as ints (all 0 without padding)."""
+    return pad.tolist() if pad is not None else [0] * batch_size
 
 
 def make_cache(model, mode: str, batch_size: int, max_seq_len: int) -> BaseCache | None:
     """A fresh cache of the given mode sized for ``max_seq_len`` tokens (None for "none")."""
-    one_of("cache", mode, CACHE_MODES)
-    if mode == "none":
+    factory = MODES[one_of("cache", mode, CACHE_MODES)].factory
+    if factory is None:
         return None
     if model.dtype not in TORCH_DTYPES.values():
         raise ValueError(f"model: computes in {model.dtype}, which kvlab's caches do not store; "
                          f"use one of {', '.join(TORCH_DTYPES)} (e.g. model.float())")
-    return CACHE_CLASSES[mode](model.config, batch_size, max_seq_len, dtype=model.dtype, device=model.device)
+    return factory(model.config, batch_size, max_seq_len, dtype=model.dtype, device=model.device)
 
 
-def _next_token(logits: torch.Tensor, temperature: float, top_k: int | None, gen) -> torch.Tensor:
+def sample(logits: torch.Tensor, temperature: float, top_k: int | None, generator) -> torch.Tensor:
     """logits [B, vocab] -> next token ids [B, 1]; greedy when temperature == 0."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
@@ -152,7 +147,122 @@ def _next_token(logits: torch.Tensor, temperature: float, top_k: int | None, gen
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # [B, 1]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = torch.softmax(logits, dim=-1)
-    return torch.multinomial(probs.cpu(), 1, generator=gen).to(logits.device)
+    return torch.multinomial(probs.cpu(), 1, generator=generator).to(logits.device)
+
+
+# -- one generation: checked once, then prefill and decode -----------------------------------------
+@dataclass
+class Decoding:
+    """What one generation carries from pass to pass; :func:`generate` builds it after checking everything."""
+
+    model: ToyTransformer
+    cache: BaseCache | None
+    pad: torch.Tensor | None  # [B] left padding of each row, or None
+    temperature: float
+    top_k: int | None
+    generator: torch.Generator
+    start: int = 0  # columns the cache held before this generation (a cache passed in may hold some)
+    trace: list[PassRecord] = field(default_factory=list)
+    drawn_from: list[torch.Tensor] | None = None  # with return_logits: the logits [B, vocab] each token came from
+
+    @property
+    def whole_sequence(self) -> bool:
+        """No cache, or no V in it (K-only): every pass has to see the whole sequence again."""
+        return self.cache is None or not self.cache.stores_values
+
+    def sample(self, logits: torch.Tensor) -> torch.Tensor:
+        """The next token [B, 1] drawn from ``logits`` [B, vocab] (kept in ``drawn_from`` when asked)."""
+        if self.drawn_from is not None:
+            self.drawn_from.append(logits)
+        return sample(logits, self.temperature, self.top_k, self.generator)
+
+
+def forward_pass(run: Decoding, phase: str, feed: torch.Tensor, seq_len: int, rows: BaseCache | None = None
+                 ) -> torch.Tensor:
+    """One forward pass of ``feed`` [B, T]: the last column's logits [B, vocab], its :class:`PassRecord` traced.
+
+    Only the model is timed, between two device synchronisations; the arguments were checked once by
+    :func:`generate`, so no check (and no host sync a check would need) runs inside the timed region.
+    ``rows``: a paged cache over some of the rows (a paged prefill feeds prompts of one length at a time).
+    """
+    model, cache, probe = run.model, run.cache if rows is None else rows, ForwardProbe()
+    synchronize(model.device)
+    t0 = time.perf_counter()
+    if cache is not None and not cache.stores_values:
+        logits = k_only_forward_unchecked(model, feed, cache, run.pad, last_logits_only=True, probe=probe)
+    else:
+        logits = model.forward_unchecked(feed, cache, run.pad, last_logits_only=True, probe=probe)
+    synchronize(model.device)
+    seconds = time.perf_counter() - t0
+    k_tok, v_tok = probe.projected()
+    run.trace.append(PassRecord(
+        phase=phase, seq_len=seq_len, seconds=seconds,
+        new_tokens=feed.shape[1] if rows is not None else seq_len - (run.trace[-1].seq_len if run.trace else run.start),
+        cache_bytes=run.cache.used_bytes if run.cache is not None else 0,
+        cache_allocated_bytes=run.cache.nbytes if run.cache is not None else 0,
+        k_tokens=k_tok, v_tokens=v_tok,
+        allocations=run.cache.allocations if run.cache is not None else 0,
+        bytes_copied=cache.bytes_copied if cache is not None else 0,
+    ))
+    return logits[:, -1]  # [B, vocab]
+
+
+def prefill(run: Decoding, ids: torch.Tensor, chunk_size: int) -> torch.Tensor:
+    """Phase 1: the prompt ``ids`` [B, P], ``chunk_size`` columns per pass. Returns the last pass's logits."""
+    P = ids.shape[1]
+    for begin in range(0, P, chunk_size):
+        end = min(begin + chunk_size, P)
+        logits = forward_pass(run, "prefill", ids[:, :end] if run.whole_sequence else ids[:, begin:end],
+                              run.start + end)
+    return logits
+
+
+def prefill_paged(run: Decoding, prompts: list[list[int]], chunk_size: int) -> torch.Tensor:
+    """Phase 1 on a paged cache, with no padding: prompts of one length go through their passes together, each
+    row writing into its own blocks. With ``share_prefixes``, a prompt that starts like an earlier one holds that
+    row's blocks (reference counts) and only the rest of it is fed. Returns every row's last logits [B, vocab]."""
+    cache: PagedKVCache = run.cache
+    device = run.model.device
+    plan = prefix_plan(prompts, cache.block_size) if cache.share_prefixes else [(None, 0)] * len(prompts)
+    plan = [(d, n) if cache.tables[row].length == 0 else (None, 0) for row, (d, n) in enumerate(plan)]
+    by_length: dict[int, list[int]] = {}
+    for row, (donor, _) in enumerate(plan):
+        if donor is None:
+            by_length.setdefault(len(prompts[row]), []).append(row)
+    passes = [(rows, 0) for rows in by_length.values()]
+    passes += [([row], n) for row, (donor, n) in enumerate(plan) if donor is not None]  # donors come first
+    last: list[torch.Tensor | None] = [None] * len(prompts)
+    for rows, shared in passes:
+        if shared:
+            cache.share_prefix(plan[rows[0]][0], rows[0], shared)
+        view = PagedKVCache.over(cache.pool, [cache.tables[r] for r in rows], cache.max_seq_len)
+        ids = torch.tensor([prompts[r] for r in rows], dtype=torch.long, device=device)  # [rows, P]
+        for begin in range(shared, ids.shape[1], chunk_size):
+            feed = ids[:, begin:begin + chunk_size]
+            logits = forward_pass(run, "prefill", feed, view.length + feed.shape[1], rows=view)
+        for i, r in enumerate(rows):
+            last[r] = logits[i]
+    return torch.stack(last)  # [B, vocab]
+
+
+def decode_one_token(run: Decoding, tokens: torch.Tensor, next_token: torch.Tensor) -> torch.Tensor:
+    """One decode pass: the token just drawn, ``next_token`` [B, 1], goes in (the whole sequence ``tokens``
+    [B, t] when nothing holds V); the logits of the token after it come out [B, vocab]."""
+    return forward_pass(run, "decode", tokens if run.whole_sequence else next_token, run.start + tokens.shape[1])
+
+
+def decode_n_tokens(run: Decoding, tokens: torch.Tensor, logits: torch.Tensor, n: int) -> torch.Tensor:
+    """Phase 2: draw ``n`` tokens, the first from the prefill's ``logits``, each fed back for the next.
+
+    Returns ``tokens`` [B, t + n]. The last token drawn is returned, never fed: n new tokens take
+    n - 1 decode passes.
+    """
+    for step in range(n):
+        next_token = run.sample(logits)  # [B, 1]
+        tokens = torch.cat([tokens, next_token], dim=1)  # [B, t + 1]
+        if step < n - 1:
+            logits = decode_one_token(run, tokens, next_token)
+    return tokens
 
 
 @torch.no_grad()
@@ -160,14 +270,17 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
              prefill_chunk_size=None, return_logits=False) -> GenerationResult:
     """Generate ``max_new_tokens`` tokens after ``input_ids`` with the chosen cache mode.
 
-    cache: "kv" (preallocated), "none" (re-run the whole sequence each step),
-    "k_only" (K cached, V recomputed), "dynamic" (grow by concatenation), "int8" (int8 K/V
-    with per-vector scales), "fp16" (K/V stored in fp16 whatever the model computes in), or a
-    cache object to use as it is (it is not reset: what it already holds comes first).
-    Prompts of unequal length are left-padded and masked; each row's new tokens are those of
-    running that prompt alone. ``prefill_chunk_size`` feeds a long prompt to a cache in chunks
+    cache: a name in ``CACHE_MODES`` (:mod:`kvlab.cache_modes`: "kv" preallocated, "none" re-run the whole
+    sequence each step, "k_only" K cached and V recomputed, "dynamic" grow by concatenation, "int8" int8 K/V
+    with per-vector scales, "fp16" K/V stored in fp16 whatever the model computes in), or a cache object to
+    use as it is (it is not reset: what it already holds comes first). "paged" keeps K/V in blocks of a
+    shared pool (:class:`~kvlab.paged_cache.PagedKVCache`; pass one built with ``share_prefixes=True`` to let
+    prompts that start alike share their first blocks).
+    Prompts of unequal length are left-padded and masked (a paged cache needs no padding: each row is fed
+    and stored at its own positions; the returned ``tokens`` are still left-padded to one width); each
+    row's new tokens are those of running that prompt alone. ``prefill_chunk_size`` feeds a long prompt to a cache in chunks
     (same result as one pass); without a cache there is nothing to carry between chunks, so
-    the prompt is processed in one pass.
+    the prompt is processed in one pass. Every argument is checked here, once.
     """
     if not isinstance(model, ToyTransformer):
         raise ValueError(f"model must be a kvlab ToyTransformer, got {type(model).__name__}")
@@ -178,7 +291,8 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
     if top_k is not None:
         top_k = positive_int("top_k", top_k)
     seed = 0 if seed is None else seed_value("seed", seed)
-    ids, pad = as_token_batch(input_ids, model.config.vocab_size, model.device)
+    ids, pad = as_token_batch(input_ids)
+    ids = model.check_ids(ids)  # [B, P]
     B, prompt_len = ids.shape
     total = prompt_len + max_new_tokens
     limit = model.config.max_seq_len
@@ -187,11 +301,8 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
             f"max_new_tokens: prompt ({prompt_len}) + max_new_tokens ({max_new_tokens}) = {total} passes the "
             f"model's max_seq_len ({limit})"
         )
+    pad = model.check_pad(pad, B)
     chunk = prompt_len if prefill_chunk_size is None else positive_int("prefill_chunk_size", prefill_chunk_size)
-    if cache == "none":
-        chunk = prompt_len
-    gen = torch.Generator().manual_seed(seed)
-
     # The last new token is returned, never fed back: the cache needs room for total - 1 tokens.
     if isinstance(cache, BaseCache):
         kv, mode = cache, type(cache).__name__
@@ -200,47 +311,19 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
             raise ValueError(f"cache: holds {kv.length} of {kv.max_seq_len} tokens; {total - 1} more do not fit")
     else:
         kv, mode = make_cache(model, cache, B, total - 1), cache
-    whole_sequence = kv is None or not kv.stores_values  # no cache, or no V in it: every pass sees everything
-    forward = partial(k_only_forward, model) if kv is not None and not kv.stores_values else model.forward
-    base = kv.length if kv is not None else 0  # columns a given cache already holds
-    trace: list[PassRecord] = []
-    all_logits = []
-    device = model.device
+    paged = isinstance(kv, PagedKVCache)  # every row at its own position: no padding in the passes
+    run = Decoding(model, kv, None if paged else pad, temperature, top_k, torch.Generator().manual_seed(seed),
+                   start=kv.length if kv is not None else 0, drawn_from=[] if return_logits else None)
+    if kv is None:
+        chunk = prompt_len  # nothing carries between chunks: one pass
 
-    def run(phase: str, feed: torch.Tensor, seq_len: int) -> torch.Tensor:
-        probe = ForwardProbe()
-        synchronize(device)
-        t0 = time.perf_counter()
-        logits = forward(feed, kv, pad_lengths=pad, last_logits_only=True, probe=probe)[:, -1]  # [B, vocab]
-        synchronize(device)
-        seconds = time.perf_counter() - t0
-        k_tok, v_tok = probe.projected()
-        trace.append(PassRecord(
-            phase=phase, seq_len=seq_len, new_tokens=seq_len - (trace[-1].seq_len if trace else base),
-            seconds=seconds,
-            cache_bytes=kv.used_bytes if kv is not None else 0,
-            cache_allocated_bytes=kv.nbytes if kv is not None else 0,
-            k_tokens=k_tok, v_tokens=v_tok,
-            allocations=kv.allocations if kv is not None else 0,
-            bytes_copied=kv.bytes_copied if kv is not None else 0,
-        ))
-        return logits
-
-    tokens = ids
-    # Prefill: the prompt, in chunks when asked.
-    for begin in range(0, prompt_len, chunk):
-        end = min(begin + chunk, prompt_len)
-        logits = run("prefill", ids[:, :end] if whole_sequence else ids[:, begin:end], base + end)
-    for step in range(max_new_tokens):
-        if return_logits:
-            all_logits.append(logits.float().cpu())
-        nxt = _next_token(logits, temperature, top_k, gen)  # [B, 1]
-        tokens = torch.cat([tokens, nxt], dim=1)  # [B, t+1]
-        if step == max_new_tokens - 1:
-            break
-        logits = run("decode", tokens if whole_sequence else nxt, base + tokens.shape[1])
+    if paged:
+        logits = prefill_paged(run, [row[p:].tolist() for row, p in zip(ids, run_pads(pad, B))], chunk)
+    else:
+        logits = prefill(run, ids, chunk)
+    tokens = decode_n_tokens(run, ids, logits, max_new_tokens)
     return GenerationResult(
-        tokens=tokens.cpu(), trace=trace, prompt_len=prompt_len, cache_mode=mode,
-        pad_lengths=pad.tolist() if pad is not None else [0] * B,
-        logits=torch.stack(all_logits, dim=1) if return_logits else None, cache=kv,
+        tokens=tokens.cpu(), trace=run.trace, prompt_len=prompt_len, cache_mode=mode,
+        pad_lengths=run_pads(pad, B),
+        logits=torch.stack([x.float().cpu() for x in run.drawn_from], dim=1) if return_logits else None, cache=kv,
     )

@@ -1,11 +1,10 @@
-"""Measurement, in one place: synchronised timers, warm-up and alternating repeats, medians,
-growth exponents, this machine's memory read bandwidth and matmul FLOP rate, and
+"""Measurement, in one place: synchronised timers, warm-up and alternating repeats, this machine's
+memory read bandwidth and matmul FLOP rate, and
 :class:`DecodeTiming`, the one result format for timed generations that the lessons, the
 plot builders and ``python -m kvlab.bench`` all read.
 """
 from __future__ import annotations
 
-import math
 import os
 import time
 from contextlib import contextmanager
@@ -16,38 +15,8 @@ import torch
 
 from ._validate import positive_int
 from .device import synchronize
-
-
-# -- statistics --------------------------------------------------------------------------------
-def median(values) -> float:
-    """Median of a sequence of numbers (nan when empty)."""
-    s = sorted(values)
-    if not s:
-        return float("nan")
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
-
-
-def cumulative(values) -> list[float]:
-    """Running sums: ``[a, a + b, a + b + c, ...]``."""
-    out, total = [], 0.0
-    for v in values:
-        total += v
-        out.append(total)
-    return out
-
-
-def growth_exponent(xs, ys) -> float:
-    """Least-squares slope of log(y) against log(x): y ~ x^k returns k (nan with < 2 usable points)."""
-    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if x > 0 and y > 0]
-    if len(pts) < 2:
-        return float("nan")
-    mx = sum(p[0] for p in pts) / len(pts)
-    my = sum(p[1] for p in pts) / len(pts)
-    sxx = sum((p[0] - mx) ** 2 for p in pts)
-    if sxx == 0:
-        return float("nan")
-    return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
+from .generation import generate
+from .stats import cumulative, growth_exponent, median
 
 
 # -- threads and timers ------------------------------------------------------------------------
@@ -229,8 +198,6 @@ def time_generate(model, prompt, new_tokens: int, modes, repeats: int = 1, progr
 
     ``threads`` (default: :func:`measurement_threads`) leaves a core for the browser in a notebook.
     """
-    from .generation import generate
-
     new_tokens = positive_int("new_tokens", new_tokens)
 
     runners = {m: (lambda m=m: timed(lambda: generate(model, prompt, new_tokens, cache=m), model.device))

@@ -267,22 +267,20 @@ class ToyTransformer(nn.Module):
         ``pad_lengths`` [B]: how many leading columns of each row are left padding.
         ``probe`` collects what each layer projected; with ``return_attention`` the explicit
         path runs and ``(logits, weights)`` is returned, ``weights`` a list over layers of
-        [B, H, T, T_total] tensors.
+        [B, H, T, T_total] tensors. Every argument is checked here, then :meth:`forward_unchecked` runs.
         """
         ids = self.check_ids(input_ids)
         B, T = ids.shape
-        start, end = 0, T
+        start = 0
         if cache is not None:
             self.check_cache(cache, B)
             if not cache.stores_values:
                 raise ValueError(f"cache: a {type(cache).__name__} keeps no V, so forward() cannot use it; "
                                  "use generate(..., cache='k_only') or kvlab.teaching_caches.k_only_forward")
+            cache.check_room(T)  # fail before any layer writes: the cache stays as it was
             start = cache.starts()  # an int; a LongTensor [B] when rows hold different numbers of tokens
-            end = cache.length + T  # the longest row's end
-            if end > self.config.max_seq_len:
-                raise CacheFullError(f"sequence of {end} tokens passes max_seq_len={self.config.max_seq_len}")
-            cache.reserve(T)  # room for T more tokens per row, or an error before any layer writes anything
-        elif end > self.config.max_seq_len:
+        end = (cache.length if cache is not None else 0) + T  # the longest row's end
+        if end > self.config.max_seq_len:
             raise CacheFullError(f"sequence of {end} tokens passes max_seq_len={self.config.max_seq_len}")
         pad = self.check_pad(pad_lengths, B)
         if pad is not None and isinstance(start, torch.Tensor):
@@ -290,6 +288,21 @@ class ToyTransformer(nn.Module):
                              "left padding cannot be combined with it")
         if return_attention and probe is None:
             probe = ForwardProbe(keep_weights=True)
+        logits = self.forward_unchecked(ids, cache, pad, last_logits_only=last_logits_only, probe=probe)
+        return (logits, probe.weights) if return_attention else logits
+
+    def forward_unchecked(self, ids: torch.Tensor, cache: BaseCache | None, pad: torch.Tensor | None, *,
+                          last_logits_only: bool = False, probe: ForwardProbe | None = None) -> torch.Tensor:
+        """The forward pass itself, on arguments already checked (by :meth:`forward`, or once by ``generate``).
+
+        ``ids`` [B, T] long on the model's device, ``cache`` with room for T more tokens, ``pad`` [B] long
+        or None. Nothing here checks a value or waits for the device, so a timed pass times the model only.
+        """
+        T = ids.shape[1]
+        start, end = 0, T
+        if cache is not None:
+            cache.reserve(T)  # a paged cache takes its blocks here (or raises, before any layer writes)
+            start, end = cache.starts(), cache.length + T  # starts: an int, or a LongTensor [B] per row
         cos, sin, mask = self.rope_and_mask(start, T, pad, end)
         x = self.embed(ids)  # [B, T, d_model]
         for block in self.layers:
@@ -298,5 +311,4 @@ class ToyTransformer(nn.Module):
             cache.advance(T)
         if last_logits_only:
             x = x[:, -1:]  # [B, 1, d_model]
-        logits = self.lm_head(self.norm(x))  # [B, T, vocab]
-        return (logits, probe.weights) if return_attention else logits
+        return self.lm_head(self.norm(x))  # [B, T, vocab]

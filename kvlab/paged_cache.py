@@ -167,11 +167,14 @@ class PagedKVCache(BaseCache):
     blocks for every row to reach ``max_seq_len`` (``num_blocks`` may be smaller: a write that
     finds too few free blocks raises :class:`PoolExhaustedError`, changing nothing).
     ``PagedKVCache.over(pool, tables)`` is a cache over block tables a scheduler manages.
-    Each row keeps its own length (``lengths``); ``length`` is the longest row's.
+    Each row keeps its own length (``lengths``); ``length`` is the longest row's. With ``share_prefixes``,
+    ``generate`` lets a prompt that starts like an earlier one (at least one whole block alike) hold that row's
+    blocks (:func:`prefix_plan`) instead of computing and storing them again.
     """
 
     def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None, *,
-                 block_size=DEFAULT_BLOCK_SIZE, num_blocks=None, pool: BlockPool | None = None, tables=None):
+                 block_size=DEFAULT_BLOCK_SIZE, num_blocks=None, pool: BlockPool | None = None, tables=None,
+                 share_prefixes: bool = False):
         self.tables: list[BlockTable] = []  # before BaseCache sets length = 0
         super().__init__(config, batch_size, max_seq_len, dtype, device)
         if pool is None:
@@ -185,6 +188,9 @@ class PagedKVCache(BaseCache):
         self.tables = [BlockTable() for _ in range(self.batch_size)] if tables is None else list(tables)
         if len(self.tables) != self.batch_size:
             raise ValueError(f"tables: {len(self.tables)} block tables for a batch of {self.batch_size}")
+        if not isinstance(share_prefixes, bool):
+            raise ValueError(f"share_prefixes must be True or False, got {share_prefixes!r}")
+        self.share_prefixes = share_prefixes  # generate: a row starting like an earlier one holds its blocks
         self._gather: torch.Tensor | None = None  # [B, blocks]: block ids each row reads this pass
         self._slots: torch.Tensor | None = None  # [B * T]: where this pass's new tokens go
 
@@ -364,3 +370,28 @@ class PagedKVCache(BaseCache):
     def __repr__(self) -> str:
         return (f"PagedKVCache(lengths={self.lengths}, blocks={[t.blocks for t in self.tables]}, "
                 f"pool={self.pool.in_use}/{self.pool.num_blocks} in use, block_size={self.block_size})")
+
+
+def prefix_plan(prompts: list[list[int]], block_size: int) -> list[tuple[int | None, int]]:
+    """For each prompt: (an earlier row to share with, tokens shared), or (None, 0). A prompt shares with the
+    earlier prompt it has the longest common start with, when that start fills at least one whole block; it
+    shares at most all but its last token (that token's pass gives the logits of its first new token)."""
+    plan = []
+    for row, prompt in enumerate(prompts):
+        best, best_n = None, 0
+        for earlier in range(row):
+            n = _common_start(prompt, prompts[earlier])
+            if n > best_n:
+                best, best_n = earlier, n
+        n = min(best_n, len(prompt) - 1)
+        plan.append((best, n) if n >= block_size else (None, 0))
+    return plan
+
+
+def _common_start(a, b) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

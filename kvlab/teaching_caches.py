@@ -60,7 +60,7 @@ def k_only_forward(model, input_ids, cache: KOnlyCache, *, pad_lengths=None, las
 
     K of the first ``cache.length`` tokens is read from the cache; every hidden state, every Q
     and every V is computed again for all T tokens, at every layer. Returns logits like
-    ``model.forward``.
+    ``model.forward``. Checks its arguments, then runs :func:`k_only_forward_unchecked`.
     """
     ids = model.check_ids(input_ids)
     B, T = ids.shape
@@ -72,6 +72,14 @@ def k_only_forward(model, input_ids, cache: KOnlyCache, *, pad_lengths=None, las
         raise ValueError(f"input_ids: a K-only cache needs the whole sequence ({past + 1}+ tokens), got {T}")
     cache.check_room(T - past)
     pad = model.check_pad(pad_lengths, B)
+    return k_only_forward_unchecked(model, ids, cache, pad, last_logits_only=last_logits_only, probe=probe)
+
+
+def k_only_forward_unchecked(model, ids: torch.Tensor, cache: KOnlyCache, pad: torch.Tensor | None, *,
+                             last_logits_only: bool = False, probe: ForwardProbe | None = None) -> torch.Tensor:
+    """:func:`k_only_forward` on arguments already checked (``generate`` checks them once per generation)."""
+    B, T = ids.shape
+    past = cache.length
     cos, sin, mask = model.rope_and_mask(0, T, pad)
     x = model.embed(ids)  # [B, T, d_model]: the whole sequence, every pass
     for block in model.layers:

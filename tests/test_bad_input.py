@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from kvlab import (DynamicKVCache, Int8KVCache, KOnlyCache, KVCache, ModelConfig, ToyTransformer, format_bytes,
-                   generate, load_demo_model)
+from kvlab import (DynamicKVCache, Int8KVCache, KVCache, ModelConfig, ToyTransformer, format_bytes, generate,
+                   load_demo_model)
+from kvlab.cache_modes import MODES
 from kvlab.tokenizer import CharTokenizer
 
-CACHE_CLASSES = [KVCache, DynamicKVCache, Int8KVCache, KOnlyCache]
+# Every cache mode's factory (a mode added to kvlab.cache_modes is tested here without an edit)
+CACHE_FACTORIES = [pytest.param(m.factory, id=m.name) for m in MODES.values() if m.factory is not None]
 
 
 def kv(cfg, T, B=1):
@@ -48,13 +50,13 @@ def test_update_rejects_tensors_on_another_device_type(tiny_config):
 
 
 # -- 3. the size check names the argument to blame --------------------------------------------------
-@pytest.mark.parametrize("cls", CACHE_CLASSES)
+@pytest.mark.parametrize("cls", CACHE_FACTORIES)
 def test_huge_batch_blames_batch_size(tiny_config, cls):
     with pytest.raises(ValueError, match="^batch_size: "):
         cls(tiny_config, 2**63)
 
 
-@pytest.mark.parametrize("cls", CACHE_CLASSES)
+@pytest.mark.parametrize("cls", CACHE_FACTORIES)
 def test_long_cache_blames_max_seq_len(cls):
     cfg = ModelConfig(vocab_size=10, d_model=4096, n_layer=32, n_head=32, max_seq_len=2**40)
     with pytest.raises(ValueError, match="^max_seq_len: "):

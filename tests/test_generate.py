@@ -132,3 +132,37 @@ def test_absurd_model_is_refused():
 
     with pytest.raises(ValueError, match="config"):
         ToyTransformer(ModelConfig(vocab_size=10**7, d_model=65536, n_layer=1, n_head=1))
+
+
+def test_arguments_are_checked_once_not_per_pass(tiny_model, monkeypatch):
+    """The token-range check waits on the device (a host sync): it runs at generate's entry, never in a timed pass."""
+    calls = {"check_ids": 0, "check_pad": 0, "check_cache": 0}
+    for name in calls:
+        original = getattr(type(tiny_model), name)
+
+        def counting(self, *a, _name=name, _original=original, **k):
+            calls[_name] += 1
+            return _original(self, *a, **k)
+        monkeypatch.setattr(type(tiny_model), name, counting)
+    for mode in CACHE_MODES:
+        calls.update(dict.fromkeys(calls, 0))
+        res = generate(tiny_model, [[1, 2, 3], [4, 5]], 9, cache=mode, prefill_chunk_size=2)
+        assert len(res.trace) >= 9
+        assert calls["check_ids"] == 1 and calls["check_pad"] == 1 and calls["check_cache"] == 0, (mode, calls)
+    generate(tiny_model, [[1, 2]], 5, cache=KVCache(tiny_model.config, 1, 8))
+    assert calls["check_cache"] == 1  # a cache passed in is checked once too
+
+
+def test_the_phases_run_by_hand_are_generate(tiny_model):
+    """prefill, then decode_n_tokens (gpt-fast's names) on a Decoding are exactly what generate runs."""
+    from kvlab.generation import Decoding, decode_n_tokens, prefill
+
+    ids = torch.tensor([[5, 6, 7, 8]])
+    cache = KVCache(tiny_model.config, 1, 4 + 6 - 1)
+    run = Decoding(tiny_model, cache, None, 0.0, None, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        tokens = decode_n_tokens(run, ids, prefill(run, ids, chunk_size=4), 6)
+    ref = generate(tiny_model, ids, 6)
+    assert torch.equal(tokens, ref.tokens)
+    assert [(r.phase, r.seq_len, r.new_tokens) for r in run.trace] == \
+        [(r.phase, r.seq_len, r.new_tokens) for r in ref.trace]

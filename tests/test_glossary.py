@@ -85,6 +85,20 @@ def test_labels_and_messages_follow_the_glossary(path):
     assert not found, f"{path.relative_to(ROOT)}:\n" + "\n".join(found)
 
 
+def glossary_cache_modes(text: str) -> dict[str, str]:
+    """The 缓存模式 table of GLOSSARY.md: {mode: its name in legends}."""
+    section = text.split("## 缓存模式", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\| `(\w+)` \| ([^|]+?) \|", section, flags=re.M))
+
+
+def test_every_cache_mode_has_its_one_name_in_the_glossary():
+    from kvlab.cache_modes import MODES
+
+    table = glossary_cache_modes((ROOT / "GLOSSARY.md").read_text(encoding="utf-8"))
+    assert table == {name: m.label for name, m in MODES.items()}
+    assert all(not violations(m.label) for m in MODES.values())
+
+
 def test_the_rules_catch_what_they_should():
     for bad in ["生成token数", "1个token", "动态扩容", "KV头", "缓存 (kv)", "（…） (tokens)", "说明:这里", "甲,乙",
                 "“引号”", "脊点", "受带宽限制"]:

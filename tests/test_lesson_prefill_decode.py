@@ -79,8 +79,9 @@ def test_snippet_html_is_highlighted_and_names_the_file():
     assert show_source(Attention.forward, "if cache", "cache.write(").data.count("kvlab-source") == 1
 
 
-@pytest.mark.parametrize("name,code", [("prefill", 'logits = run("prefill"'), ("prefill", "cache.advance(T)"),
-                                       ("decode", 'logits = run("decode"'),
+@pytest.mark.parametrize("name,code", [("prefill", 'forward_pass(run, "prefill"'), ("prefill", "cache.advance(T)"),
+                                       ("decode", "next_token = run.sample(logits)"),
+                                       ("decode", 'forward_pass(run, "decode", tokens if run.whole_sequence else next_token'),
                                        ("attention", "cache.write(self.layer, k, v)"),
                                        ("attention", "weights @ v"), ("update", "self.length += n"),
                                        ("update", "self.k[layer, :, :, self.length:end] = k")])

@@ -1,11 +1,12 @@
-"""kvlab.measure on known inputs: statistics, thread handling, alternation order, DecodeTiming summaries."""
+"""kvlab.measure and kvlab.stats on known inputs: statistics, thread handling, alternation order, DecodeTiming summaries."""
 import math
 
 import pytest
 import torch
 
-from kvlab.measure import (DecodeTiming, alternate, cumulative, growth_exponent, measure_matmul_flops,
-                           measure_read_bandwidth, median, time_generate, torch_threads)
+from kvlab.measure import DecodeTiming, alternate, measure_matmul_flops, measure_read_bandwidth, time_generate, \
+    torch_threads
+from kvlab.stats import cumulative, growth_exponent, median
 
 
 def test_median_by_hand():

@@ -13,7 +13,8 @@ from ..cache import KVCache
 from ..config import ModelConfig
 from ..costs import attention_crossover, attention_flops, linear_flops_per_token
 from ..generation import generate
-from ..measure import DecodeTiming, measurement_threads, median, time_generate
+from ..measure import DecodeTiming, measurement_threads, time_generate
+from ..stats import median
 from ..memory import format_bytes, kv_bytes_per_token, kv_cache_bytes
 from ..model import ToyTransformer, apply_rope
 from ..inputs import whole_number

@@ -31,7 +31,8 @@ from ..config import ModelConfig
 from ..costs import linear_flops_per_token, pass_cost
 from ..device import available_memory
 from ..generation import generate
-from ..measure import DecodeTiming, measurement_threads, median, time_generate, torch_threads
+from ..measure import DecodeTiming, measurement_threads, time_generate, torch_threads
+from ..stats import median
 from ..memory import DTYPE_BITS, dtype_name, format_bytes, kv_cache_bytes
 from ..model import ToyTransformer
 from ..paging import mean_paged_slots, reserved_fill, reserved_slots

@@ -21,10 +21,11 @@ from ..attention import attention
 from ..cache import BaseCache, KVCache
 from ..config import ModelConfig
 from ..costs import PassCost, decode_cost, pass_cost
-from ..generation import PassRecord, generate, make_cache
+from ..generation import PassRecord, decode_n_tokens, decode_one_token, generate, make_cache, prefill
 from ..inputs import InputError, choice, whole_number, whole_numbers
-from ..measure import Rate, alternate, growth_exponent, measure_matmul_flops, measure_read_bandwidth, \
-    measurement_threads, median, timed, torch_threads
+from ..measure import Rate, alternate, measure_matmul_flops, measure_read_bandwidth, measurement_threads, timed, \
+    torch_threads
+from ..stats import growth_exponent, median
 from ..device import last_level_cache  # noqa: F401  (the notebook reads the size through this lesson)
 from ..paging import paged_slots
 from ..memory import format_bytes
@@ -284,13 +285,15 @@ class CodePart:
 
 FOUR_STEPS = {
     "prefill": [
-        CodePart(generate, "# Prefill", 'logits = run("prefill"', "generate()：预填充，整段提示词一次前向"),
-        CodePart(ToyTransformer.forward, "x = self.embed(ids)", "cache.advance(T)",
-                 "ToyTransformer.forward：每一层处理这 T 个 token，最后把 length 加 T"),
+        CodePart(prefill, "def prefill", "return logits", "prefill()：预填充，整段提示词一次前向（也可分块）"),
+        CodePart(ToyTransformer.forward_unchecked, "x = self.embed(ids)", "cache.advance(T)",
+                 "ToyTransformer.forward_unchecked：每一层处理这 T 个 token，最后把 length 加 T"),
     ],
     "decode": [
-        CodePart(generate, "for step in range(max_new_tokens)", 'logits = run("decode"',
-                 "generate()：解码循环，每步只把上一步生成的 1 个 token 送进模型"),
+        CodePart(decode_n_tokens, "for step in range(n)", "logits = decode_one_token(",
+                 "decode_n_tokens()：解码循环，每步选出下一个 token"),
+        CodePart(decode_one_token, "def decode_one_token", "return forward_pass(",
+                 "decode_one_token()：只把上一步生成的 1 个 token 送进模型"),
     ],
     "attention": [
         CodePart(Attention.forward, "q, k, v = self.wqkv(x)", "out = attn_ops.attention(",

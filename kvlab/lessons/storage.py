@@ -20,7 +20,8 @@ from ..device import LastLevelCache, last_level_cache
 from ..generation import generate
 from ..interop import HF_CACHE_KINDS, distinct_so_far
 from ..inputs import choice, whole_number, whole_numbers
-from ..measure import alternate, measurement_threads, median, torch_threads
+from ..measure import alternate, measurement_threads, torch_threads
+from ..stats import median
 from ..memory import DTYPE_BITS, format_bytes, kv_bytes_per_token, kv_cache_bytes
 from ..model import ToyTransformer
 from ..paging import blocks_per_sequence, padded_slots, paged_slots

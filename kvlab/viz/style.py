@@ -4,16 +4,17 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from ..cache_modes import MODES
+
 # Okabe & Ito (2008), safe for the common forms of colour blindness.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 
-# What each cache mode is drawn in, everywhere.
-MODE_COLORS = {"none": "#D55E00", "kv": "#0072B2", "dynamic": "#E69F00", "k_only": "#CC79A7", "int8": "#009E73",
-               "fp16": "#56B4E9", "transformers:cached": "#56B4E9", "transformers:no-cache": "#000000",
+# What each cache mode (kvlab.cache_modes) and each transformers run is drawn in, everywhere.
+MODE_COLORS = {**{m.name: m.color for m in MODES.values()},
+               "transformers:cached": "#56B4E9", "transformers:no-cache": "#000000",
                "transformers:dynamic": "#CC79A7", "transformers:static": "#56B4E9"}
 # The same name for the same thing in every legend, readout and paragraph (GLOSSARY.md).
-MODE_LABELS = {"none": "无缓存（none）", "kv": "有缓存（kv）", "dynamic": "逐步拼接（dynamic）",
-               "k_only": "只缓存 K（k_only）", "int8": "INT8 缓存（int8）", "fp16": "FP16 缓存（fp16）",
+MODE_LABELS = {**{m.name: m.label for m in MODES.values()},
                "transformers:cached": "transformers 有缓存", "transformers:no-cache": "transformers 无缓存",
                "transformers:dynamic": "transformers DynamicCache（逐步拼接）",
                "transformers:static": "transformers StaticCache（预分配）"}

@@ -40,6 +40,7 @@ class PassRecord:
     v_tokens: int  # tokens (per sequence and layer) whose V was projected in this pass
     allocations: int  # cache storage tensors allocated so far
     bytes_copied: int  # bytes written into cache storage so far
+    rows: int = 0  # sequences fed in this pass (a paged prefill feeds the prompts of one length at a time)
 
 
 @dataclass
@@ -202,7 +203,7 @@ def forward_pass(run: Decoding, phase: str, feed: torch.Tensor, seq_len: int, ro
         cache_allocated_bytes=run.cache.nbytes if run.cache is not None else 0,
         k_tokens=k_tok, v_tokens=v_tok,
         allocations=run.cache.allocations if run.cache is not None else 0,
-        bytes_copied=cache.bytes_copied if cache is not None else 0,
+        bytes_copied=cache.bytes_copied if cache is not None else 0, rows=feed.shape[0],
     ))
     return logits[:, -1]  # [B, vocab]
 

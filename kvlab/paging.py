@@ -78,7 +78,8 @@ def scheme_slots(scheme: str, lengths, block_size: int, reserve: int) -> int:
 @dataclass(frozen=True)
 class SharedPrefix:
     """Blocks ``lengths`` take when every sequence after the first starts with the first one's ``prefix`` tokens
-    and holds them through reference counts instead of its own copy (see ``PagedKVCache.share_prefix``)."""
+    and holds them through reference counts instead of its own copy (see ``PagedKVCache.share_prefix``). As in
+    ``generate``, a prefix is shared only when it fills at least one whole block."""
 
     prefix: int
     lengths: tuple[int, ...]
@@ -97,7 +98,7 @@ class SharedPrefix:
     @property
     def copies(self) -> int:
         """Copy-on-write copies: a part-filled last prefix block is shared, then copied by each sharer's first write."""
-        return (len(self.lengths) - 1) * (self.prefix % self.block_size != 0)
+        return (len(self.lengths) - 1) * (self.full_shared_blocks > 0 and self.prefix % self.block_size != 0)
 
     @property
     def saved(self) -> int:

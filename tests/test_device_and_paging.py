@@ -90,5 +90,6 @@ def test_shared_prefix_arithmetic():
     assert s.copies == 2  # the part-filled third block: copied by each of the two sharers' first write
     assert shared_prefix_blocks(16, [17, 17], 8).copies == 0
     assert shared_prefix_blocks(0, [3], 8).saved == 0
+    assert shared_prefix_blocks(5, [9, 9], 8).copies == 0  # under one block: not shared at all
     with pytest.raises(ValueError, match="^lengths: every sequence needs more than the 20"):
         shared_prefix_blocks(20, [30, 20], 8)

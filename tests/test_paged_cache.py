@@ -159,7 +159,7 @@ def paged_generation(model, prompts, new, chunk, block_size, shared_tokens=0):
     cache = PagedKVCache(model.config, len(prompts), max(map(len, prompts)) + new, block_size=block_size)
     last = []
     for row, prompt in enumerate(prompts):
-        start = shared_tokens if row else 0
+        start = shared_tokens if row and shared_tokens >= block_size else 0  # generate's rule: a whole block
         if start:
             cache.share_prefix(0, row, start)
         view = PagedKVCache.over(cache.pool, [cache.tables[row]])
@@ -220,3 +220,63 @@ def test_truncate_returns_the_blocks_past_the_kept_tokens():
     assert cache.lengths == [5, 5] and cache.pool.in_use == 4 and [len(t.blocks) for t in cache.tables] == [2, 2]
     write(cache, *kv(4, seed=3))  # the same blocks are taken again
     assert cache.pool.in_use == 6 and cache.lengths == [9, 9]
+
+
+# -- through generate ---------------------------------------------------------------------------------------------
+@given(paged_cases(), st.booleans())
+def test_generate_on_a_paged_cache_matches_no_cache(case, share):
+    """generate(cache=PagedKVCache(...)): prompts of unequal lengths, no padding, chunked, any block size, with and
+    without shared prefixes: every row's tokens and logits are those of the prompt alone without a cache."""
+    config, prompts, prefix, new, chunk, block_size, seed = case
+    model = ToyTransformer(config, seed=seed).eval()
+    peak = max(map(len, prompts)) + new - 1
+    cache = PagedKVCache(config, len(prompts), peak, block_size=block_size, share_prefixes=share)
+    got = generate(model, prompts, new, cache=cache, prefill_chunk_size=chunk, return_logits=True)
+    for row, prompt in enumerate(prompts):
+        alone = generate(model, [prompt], new, cache="none", return_logits=True)
+        assert torch.equal(got.new_tokens[row], alone.new_tokens[0]), row
+        torch.testing.assert_close(got.logits[row], alone.logits[0], atol=1e-5, rtol=0)
+        assert got.sequence(row).tolist() == prompt + alone.new_tokens[0].tolist()
+    assert cache.lengths == [len(p) + new - 1 for p in prompts]
+    held_blocks_are_counted(cache)
+    if not share:
+        assert cache.pool.in_use == sum(blocks_for(n, block_size) for n in cache.lengths)
+
+
+def test_generate_shares_a_system_prompt_and_counts_what_it_saves(tiny_model):
+    system = list(range(1, 21))  # 20 tokens: 2 whole blocks of 8 and 4 tokens of a third
+    prompts = [system + [30 + i, 40 + i, 50] for i in range(4)]
+    plain = generate(tiny_model, prompts, 6, cache="paged", return_logits=True)
+    cache = PagedKVCache(tiny_model.config, 4, 28, block_size=8, share_prefixes=True)
+    shared = generate(tiny_model, prompts, 6, cache=cache, return_logits=True)
+    assert torch.equal(plain.tokens, shared.tokens)
+    torch.testing.assert_close(plain.logits, shared.logits, atol=1e-5, rtol=0)
+    expected = shared_prefix_blocks(20, cache.lengths, 8)
+    assert cache.pool.in_use == expected.shared == expected.unshared - 3 * 2 and cache.pool.copies == 3
+    prefills = [r for r in shared.trace if r.phase == "prefill"]
+    assert [r.new_tokens for r in prefills] == [23, 3, 3, 3]  # row 0 in full, then only what each adds
+
+
+def test_prefix_plan():
+    from kvlab.paged_cache import prefix_plan
+
+    assert prefix_plan([[1, 2, 3, 4, 5], [1, 2, 3, 4, 9], [1, 2, 7], [1, 2, 3, 4, 5]], 2) == [
+        (None, 0), (0, 4), (0, 2), (0, 4)]  # an identical prompt keeps its last token to compute its logits
+    assert prefix_plan([[1, 2, 3], [1, 2, 4]], 4) == [(None, 0), (None, 0)]  # less than a whole block alike
+
+
+def test_paged_mode_on_the_demo_shapes_in_generate(tiny_model):
+    kv = generate(tiny_model, [[1, 2, 3, 4, 5, 6], [7, 8]], 5, cache="kv", return_logits=True)
+    paged = generate(tiny_model, [[1, 2, 3, 4, 5, 6], [7, 8]], 5, cache="paged", return_logits=True)
+    assert torch.equal(kv.tokens, paged.tokens) and paged.cache_mode == "paged"
+    torch.testing.assert_close(kv.logits, paged.logits, atol=1e-5, rtol=0)
+    assert paged.pad_lengths == [0, 4]  # the returned tokens are left-padded for display; the passes were not
+    assert [r.new_tokens for r in paged.trace if r.phase == "prefill"] == [6, 2]
+
+
+def test_generate_on_a_pool_too_small_names_the_pool(tiny_model):
+    cache = PagedKVCache(tiny_model.config, 2, 30, block_size=4, num_blocks=5)
+    with pytest.raises(PoolExhaustedError, match=r"^block pool \(5 blocks of 4 tokens"):
+        generate(tiny_model, [[1, 2, 3, 4, 5, 6], [7, 8, 9]], 8, cache=cache)
+    held = [b for t in cache.tables for b in t.blocks]
+    assert len(held) + cache.pool.num_free == 5 and len(set(held)) == len(held)  # no block lost or owned twice

@@ -1,7 +1,7 @@
 """动手练习: the exercises at the end of every chapter, checked at once with feedback in Chinese.
 
 - :mod:`.checker`: the one checker all chapters share (verdicts, attempts, hints, feedback as HTML).
-- :mod:`.ch01` ... :mod:`.ch05`: one module per chapter: each exercise's task, stub cell, check cell, hints and
+- :mod:`.ch01` ... :mod:`.ch06`: one module per chapter: each exercise's task, stub cell, check cell, hints and
   its grader. :mod:`.tools`: the helpers a stub may call.
 - :mod:`.solutions`: the reference solutions (for teachers; a learner sees one only on request).
 - :mod:`.notebook`: ``python -m kvlab.exercises [NOTEBOOK ...]`` (re)writes the 「动手练习」 section at the end of
@@ -9,7 +9,7 @@
 """
 from importlib import import_module
 
-CHAPTER_MODULES = ("ch01", "ch02", "ch03", "ch04", "ch05")
+CHAPTER_MODULES = ("ch01", "ch02", "ch03", "ch04", "ch05", "ch06")
 
 
 def chapter_module(name: str):

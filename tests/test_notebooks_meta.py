@@ -14,10 +14,11 @@ NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 
 
 CHAPTERS = ["01_autoregressive_decode.ipynb", "02_cache_storage_shape.ipynb", "03_prefill_and_decode.ipynb",
-            "04_llama7b_memory_estimate.ipynb", "05_misconceptions.ipynb"]  # COURSE.md's five sections
+            "04_llama7b_memory_estimate.ipynb", "05_misconceptions.ipynb",  # the original chapter's five sections
+            "06_paged_cache_and_batching.ipynb"]  # 3.6, the extension
 
 
-def test_the_five_chapters_are_there():
+def test_the_chapters_are_there():
     assert [p.name for p in NOTEBOOKS] == CHAPTERS
 
 

@@ -8,6 +8,7 @@ import random
 import torch
 
 from ..generation import generate
+from ..measure import leave_a_core
 from ..paged_cache import BlockTable, PagedKVCache
 from ..paging import blocks_for, shared_prefix_blocks
 from . import checker
@@ -89,6 +90,7 @@ def cache_with_lookup(lookup, config, batch_size: int, max_seq_len: int, dtype=N
     return cache
 
 
+@leave_a_core
 def grade_lookup(lookup) -> Verdict:
     problem = checker.unwritten(lookup, LOOKUP_STUB, "lookup", "block 和 offset 还是 None：写出它们，再运行这一格。")
     if problem:

@@ -17,7 +17,7 @@ import html
 import math
 import random
 from dataclasses import dataclass
-from functools import lru_cache, partial, wraps
+from functools import lru_cache, partial
 
 import ipywidgets as W
 import torch
@@ -31,7 +31,7 @@ from ..config import ModelConfig
 from ..costs import linear_flops_per_token, pass_cost
 from ..device import available_memory
 from ..generation import generate
-from ..measure import DecodeTiming, measurement_threads, time_generate, torch_threads
+from ..measure import DecodeTiming, leave_a_core, measurement_threads, time_generate
 from ..stats import median
 from ..memory import DTYPE_BITS, dtype_name, format_bytes, kv_cache_bytes
 from ..model import ToyTransformer
@@ -49,16 +49,6 @@ from .memory_estimate import (CACHE_DTYPE_LABEL, DEFAULT_USABLE, USABLE_LABEL, W
 
 DEFAULT_PROMPT = "人工"  # the course's running example
 LAB_PROMPT = "计算"  # the lab's default: each broken cache first changes a token at a different step
-
-
-def leave_a_core(fn):
-    """Run ``fn`` on :func:`~kvlab.measure.measurement_threads` CPU threads: this tiny model gains nothing from a
-    second thread, and a thread that has to share its core with the browser makes every step wait for it."""
-    @wraps(fn)
-    def wrapper(*args, **kwargs):
-        with torch_threads(measurement_threads()):
-            return fn(*args, **kwargs)
-    return wrapper
 
 
 def corpus_prompts(tokenizer, prompt_len: int, batch_size: int, stride: int = 53) -> list[list[int]]:

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..measure import median
+from ..stats import cumulative, median
 from .storage_plots import EMPTY, TAIL, _rects, owner_color
-from .style import PALETTE, WIDE, apply_template, axis_title
+from .style import PALETTE, apply_template, axis_title
 
 if TYPE_CHECKING:  # the lesson's result types (the lesson imports this module)
     from ..lessons.paged.batching import BatchingComparison
@@ -198,16 +198,16 @@ def sharing_figure(shared: "SharedPrefix", counts: list[int], with_sharing: list
 
 
 # -- static against continuous batching --------------------------------------------------------------------------
-def _spans(run: "ServeRun", rid: int):
-    """(waiting, running) lists of (start s, end s) of ``rid``'s steps, merged where consecutive."""
+def _spans(run: "ServeRun", rid: int, starts: list[float], ends: list[float]):
+    """(waiting, running) lists of (start s, end s) of ``rid``'s steps, merged where consecutive; step i of ``run``
+    lasts from ``starts[i]`` to ``ends[i]``."""
     spans = {"waiting": [], "running": []}
-    for s in run.steps:
+    for s, t0, t1 in zip(run.steps, starts, ends):
         state = "running" if (rid in s.running or rid in s.finished) else "waiting" if rid in s.waiting else None
         if rid in s.prefilled or rid in s.decoded:
             state = "running"
         if state is None:
             continue
-        t0, t1 = s.start_seconds, s.start_seconds + s.seconds
         if spans[state] and math.isclose(spans[state][-1][1], t0):
             spans[state][-1] = (spans[state][-1][0], t1)
         else:
@@ -216,30 +216,31 @@ def _spans(run: "ServeRun", rid: int):
 
 
 def timeline_figure(comparison: "BatchingComparison") -> go.Figure:
-    """Each request's life under both policies (measured seconds): waiting (grey), in the batch (colour), its first
-    token (a dot); below, the blocks in use and the requests waiting at each step."""
+    """Each request's life under both policies (each step at its fastest measured time): waiting (grey), in the
+    batch (colour), its first token (a dot); below, the blocks in use and the requests waiting at each step."""
     fig = make_subplots(rows=2, cols=2, row_heights=[0.7, 0.3], vertical_spacing=0.14, horizontal_spacing=0.07,
-                        shared_xaxes=False,
                         subplot_titles=[POLICY_NAMES["static"], POLICY_NAMES["continuous"], "占用的块", "等待的请求"])
-    end = max(r.total_seconds for runs in comparison.runs.values() for r in runs[:1]) * 1e3
+    end = max(sum(comparison.step_seconds(p)) for p in POLICY_NAMES) * 1e3
     for col, policy in enumerate(("static", "continuous"), start=1):
-        run = comparison.first(policy)
+        run, seconds = comparison.first(policy), comparison.step_seconds(policy)
+        ends = [1e3 * t for t in cumulative(seconds)]
+        starts = [0.0] + ends[:-1]
         waits, runs_, firsts = [], [], ([], [])
+        end_of = dict(zip((s.step for s in run.steps), ends))
         for y, o in enumerate(run.outcomes):
-            spans = _spans(run, o.request.rid)
-            waits += [(a * 1e3, b * 1e3, y - 0.15, y + 0.15) for a, b in spans["waiting"]]
-            runs_ += [(a * 1e3, b * 1e3, y - 0.35, y + 0.35) for a, b in spans["running"]]
-            firsts[0].append(o.first_token_seconds * 1e3)
+            spans = _spans(run, o.request.rid, starts, ends)
+            waits += [(a, b, y - 0.15, y + 0.15) for a, b in spans["waiting"]]
+            runs_ += [(a, b, y - 0.35, y + 0.35) for a, b in spans["running"]]
+            firsts[0].append(end_of[o.first_token])
             firsts[1].append(y)
         _fill(fig, waits, WAIT_COLOR, "等待", 1, col, legend=col == 1)
         _fill(fig, runs_, POLICY_COLORS[policy], f"{POLICY_NAMES[policy]}：在批次里", 1, col)
         fig.add_scatter(x=firsts[0], y=firsts[1], mode="markers", marker=dict(color="#000", size=5),
                         name="首个 token", showlegend=col == 1, legendgroup="first", row=1, col=col,
                         hovertemplate="首个 token：%{x:.0f} ms<extra></extra>")
-        t = [s.start_seconds * 1e3 + s.seconds * 1e3 for s in run.steps]
-        fig.add_scatter(x=t, y=[s.blocks_in_use for s in run.steps], mode="lines", line=dict(
+        fig.add_scatter(x=ends, y=[s.blocks_in_use for s in run.steps], mode="lines", line=dict(
             color=POLICY_COLORS[policy], shape="hv"), name=f"{POLICY_NAMES[policy]}：占用的块", row=2, col=1)
-        fig.add_scatter(x=t, y=[len(s.waiting) for s in run.steps], mode="lines", line=dict(
+        fig.add_scatter(x=ends, y=[len(s.waiting) for s in run.steps], mode="lines", line=dict(
             color=POLICY_COLORS[policy], shape="hv"), name=f"{POLICY_NAMES[policy]}：等待的请求",
             showlegend=False, row=2, col=2)
         fig.update_yaxes(range=[len(run.outcomes) - 0.4, -0.6], showgrid=False, title="请求" if col == 1 else None,
@@ -248,7 +249,7 @@ def timeline_figure(comparison: "BatchingComparison") -> go.Figure:
         fig.update_xaxes(range=[0, end * 1.02], title=axis_title("时间", "ms") if row == 2 else None, row=row, col=col)
     fig.update_yaxes(title=axis_title("块", "块"), rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title=axis_title("请求", "个"), rangemode="tozero", row=2, col=2)
-    apply_template(fig, "同一组请求：静态批处理和连续批处理的时间线（实测）", 700)
+    apply_template(fig, "同一组请求：静态批处理和连续批处理的时间线（每一步取各轮里最快的一次）", 700)
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.1, x=0), margin=dict(b=130))
     return fig
 

@@ -8,7 +8,8 @@ import torch
 
 from ..._validate import positive_int
 from ...cache import KVCache
-from ...measure import alternate, measurement_threads, median, timed, torch_threads
+from ...measure import alternate, measurement_threads, timed, torch_threads
+from ...stats import median
 from ...model import ToyTransformer
 from ...paged_cache import PagedKVCache
 from ...paging import blocks_for
@@ -156,3 +157,8 @@ def why_sentence(gpu: bool) -> str:
         return base
     return base + ("在 GPU 上，演示模型这么小，一步的时间主要花在启动内核上：两种缓存的一步都几乎不随 B 和长度变，"
                    "分页多出的是几次内核启动的固定时间。")
+
+
+def cost_sentences(cost: PagingCost) -> list[str]:
+    gpu = cost.device.startswith("cuda")
+    return [cost_sentence(cost, gpu), why_sentence(gpu)]

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 import torch
 
 from ...generation import generate
+from ...measure import leave_a_core
 from ...model import ToyTransformer
 from ...paged_cache import PagedKVCache, PoolExhaustedError
 from ...paging import blocks_for
 
-FIRST_PROMPTS = ("人工智能", "大语言模型会把每个字的", "计算")  # unequal lengths: no padding in a paged cache
-FIRST_NEW_TOKENS = 24
+FIRST_PROMPTS = ("人工智能", "人工智能模型处理一个请求，通常分为两个阶段：", "计算")  # 4, 22 and 2 tokens: no padding
+FIRST_NEW_TOKENS = 16
 FIRST_BLOCK_SIZE = 8
 
 
@@ -42,6 +43,7 @@ class FirstLook:
         return self.blocks_in_use == sum(blocks_for(n, self.block_size) for n in self.lengths)
 
 
+@leave_a_core
 @torch.no_grad()
 def first_look(model: ToyTransformer, tokenizer, prompts=FIRST_PROMPTS, new_tokens: int = FIRST_NEW_TOKENS,
                block_size: int = FIRST_BLOCK_SIZE) -> FirstLook:
@@ -69,6 +71,7 @@ class Exhausted:
     consistent: bool  # every block is either free or in exactly one table, and each table fits its row's length
 
 
+@leave_a_core
 @torch.no_grad()
 def exhausted_pool(model: ToyTransformer, tokenizer, num_blocks: int = 6, block_size: int = FIRST_BLOCK_SIZE
                    ) -> Exhausted | None:

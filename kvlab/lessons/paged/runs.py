@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...assets import corpus_text
+from ...generation import generate
+from ...measure import leave_a_core
 from ...model import ToyTransformer
 from ...paging import SCHEMES, paged_slots, scheme_slots
 from ...serving import Request, ServeRun, StepRecord, Workload, serve
@@ -27,11 +29,20 @@ def demo_requests(model: ToyTransformer, tokenizer, workload: Workload = DEMO) -
     return workload.requests(corpus_ids(tokenizer), model.config.max_seq_len)
 
 
+@leave_a_core
 def animation_run(model: ToyTransformer, tokenizer) -> ServeRun:
     """The run the block-table animation replays: continuous batching of :data:`ANIMATION` on a 12-block pool."""
     requests = demo_requests(model, tokenizer, ANIMATION)
     return serve(model, requests, "continuous", max_batch=ANIMATION_BATCH, num_blocks=ANIMATION_BLOCKS,
                  block_size=ANIMATION_BLOCK_SIZE)
+
+
+@leave_a_core
+def outputs_match_alone(model: ToyTransformer, run: ServeRun) -> bool:
+    """Every request of ``run`` got the tokens it gets when generated alone (greedy): batching, paging and any
+    preemption changed when its tokens were computed, never what they are."""
+    return all(o.tokens == generate(model, [list(o.request.prompt)], o.request.max_new_tokens).new_tokens[0].tolist()
+               for o in run.outcomes)
 
 
 def reused_blocks(run: ServeRun) -> list[tuple[int, int, int, int]]:
@@ -73,6 +84,7 @@ class WasteTimeline:
     the same from :mod:`kvlab.paging` at ``block_size`` (equal at the run's own block size)."""
 
     steps: list[int]
+    running: list[int]  # sequences running at each step
     used: list[int]  # tokens the running sequences hold
     slots: dict[str, list[int]]  # scheme -> slots it holds at each step
     paged_measured: list[int]
@@ -83,6 +95,13 @@ class WasteTimeline:
     def waste_share(self, scheme: str) -> float:
         """Share of the slot-steps of ``scheme`` that hold no token, over the whole run."""
         return 1 - sum(self.used) / sum(self.slots[scheme])
+
+    @property
+    def paging_tail_bounded(self) -> bool:
+        """At every step paging leaves fewer than ``block_size`` empty slots per running sequence (only a sequence's
+        last block can be part empty)."""
+        return all(s - u < self.block_size * n or n == 0
+                   for s, u, n in zip(self.slots["paging"], self.used, self.running))
 
     def peak(self, scheme: str) -> int:
         return max(self.slots[scheme])
@@ -98,7 +117,7 @@ def waste_timeline(run: ServeRun, block_size: int, reserve: int) -> WasteTimelin
     lengths = [list(s.lengths.values()) for s in busy]
     slots = {scheme: [scheme_slots(scheme, ls, block_size, reserve) for ls in lengths] for scheme in SCHEMES}
     cut = sum(o.request.peak_tokens > reserve for o in run.outcomes)
-    return WasteTimeline([s.step for s in busy], [sum(ls) for ls in lengths], slots,
+    return WasteTimeline([s.step for s in busy], [len(ls) for ls in lengths], [sum(ls) for ls in lengths], slots,
                          [s.blocks_in_use * run.block_size for s in busy], block_size, reserve, cut)
 
 

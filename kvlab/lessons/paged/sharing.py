@@ -8,6 +8,7 @@ import torch
 
 from ..._validate import positive_int
 from ...generation import generate
+from ...measure import leave_a_core
 from ...model import ToyTransformer
 from ...paged_cache import PagedKVCache
 from ...paging import SharedPrefix, shared_prefix_blocks
@@ -58,6 +59,7 @@ class SharingRun:
         return (self.plain_blocks, self.shared_blocks, self.copies) == (a.unshared, a.shared, a.copies)
 
 
+@leave_a_core
 @torch.no_grad()
 def sharing_run(model: ToyTransformer, tokenizer, prefix: int = SHARE_PREFIX, requests: int = SHARE_REQUESTS,
                 block_size: int = BLOCK_SIZE, new_tokens: int = SHARE_NEW_TOKENS) -> SharingRun:

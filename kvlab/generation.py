@@ -236,7 +236,7 @@ def prefill_paged(run: Decoding, prompts: list[list[int]], chunk_size: int) -> t
     for rows, shared in passes:
         if shared:
             cache.share_prefix(plan[rows[0]][0], rows[0], shared)
-        view = PagedKVCache.over(cache.pool, [cache.tables[r] for r in rows], cache.max_seq_len)
+        view = type(cache).over(cache.pool, [cache.tables[r] for r in rows], cache.max_seq_len)  # a subclass stays one
         ids = torch.tensor([prompts[r] for r in rows], dtype=torch.long, device=device)  # [rows, P]
         for begin in range(shared, ids.shape[1], chunk_size):
             feed = ids[:, begin:begin + chunk_size]

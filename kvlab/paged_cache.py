@@ -179,7 +179,10 @@ class PagedKVCache(BaseCache):
         super().__init__(config, batch_size, max_seq_len, dtype, device)
         if pool is None:
             bs = positive_int("block_size", block_size, maximum=config.max_seq_len)
-            if num_blocks is None:
+            if num_blocks is None:  # room for every row to reach max_seq_len: too much blames those two
+                c = config
+                self._check_storage_fits(2 * c.n_layer * c.n_kv_head * c.head_dim * self.dtype.itemsize,
+                                         "the paged KV cache")
                 num_blocks = self.batch_size * blocks_for(self.max_seq_len, bs)
             pool = BlockPool(config, num_blocks, bs, self.dtype, self.device)
         elif not isinstance(pool, BlockPool):

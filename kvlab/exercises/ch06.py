@@ -107,9 +107,13 @@ def grade_lookup(lookup) -> Verdict:
     except checker.AnswerError as exc:
         return wrong(str(exc))
     ref = generate(model, prompts, NEW_TOKENS, cache="kv", return_logits=True)
-    diff = float((got.logits - ref.logits).abs().max())
+    per_step = (got.logits - ref.logits).abs().amax(dim=(0, 2))  # [new tokens]: the largest difference per step
+    diff = float(per_step.max())
     if not torch.equal(got.tokens, ref.tokens) or diff > LOGIT_TOLERANCE:
-        return wrong(f"单独的例子都对，但生成时与连续的 KVCache 不同（logits 最多差 {diff:.2g}）。")
+        step = int((per_step > LOGIT_TOLERANCE).nonzero()[0, 0]) + 1 if diff > LOGIT_TOLERANCE else None
+        where = f"从第 {step} 步起" if step else ""
+        return wrong(f"单独的例子都对，但用它生成时{where}与连续的 KVCache 不同（logits 最多差 {diff:.2g}）："
+                     "一定有别的位置查错了块。")
     tables = "；".join(f"「{p}」→ {t.blocks}" for p, t in zip(PROMPTS, cache.tables))
     return right(f"正确！三个提示词用你的 lookup 各生成 {NEW_TOKENS} 个 token，与连续的 KVCache 一字不差，"
                  f"logits 最多差 {diff:.1g}。它们的块表（打乱的块池）：{tables}。")

@@ -1,14 +1,14 @@
 """Chapter 3.6 (extension): a paged KV cache on the real model, shared prefixes, continuous batching, measured.
 
 One module per section, re-exported here (the notebook imports ``kvlab.lessons.paged as lesson``):
-:mod:`.first_look` (the paged cache next to the contiguous one, a pool that runs out), :mod:`.runs` (the
+:mod:`.basics` (the paged cache next to the contiguous one, a pool that runs out), :mod:`.runs` (the
 chapter's requests, the animated run, the waste of three schemes), :mod:`.sharing` (shared prefixes),
 :mod:`.batching` (static against continuous batching), :mod:`.cost` (the cost of paging), :mod:`.panels`
 (render functions and panels), :mod:`.review` (the self-check).
 """
 from .batching import BatchingComparison, batching_sentences, compare_batching, throughput_sentence, ttft_sentence
 from .cost import PagingCost, StepCost, cell_verdict, cost_sentence, cost_sentences, paging_cost, why_sentence
-from .first_look import Exhausted, FirstLook, exhausted_html, exhausted_pool, first_look, texts_table
+from .basics import Exhausted, FirstLook, exhausted_html, exhausted_pool, first_look, texts_table
 from .panels import batching_html, blocks_panel, render_blocks, render_sharing, render_waste, sharing_panel, \
     waste_panel
 from .review import review_questions

@@ -279,8 +279,8 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
     prompts that start alike share their first blocks).
     Prompts of unequal length are left-padded and masked (a paged cache needs no padding: each row is fed
     and stored at its own positions; the returned ``tokens`` are still left-padded to one width); each
-    row's new tokens are those of running that prompt alone. ``prefill_chunk_size`` feeds a long prompt to a cache in chunks
-    (same result as one pass); without a cache there is nothing to carry between chunks, so
+    row's new tokens are those of running that prompt alone. ``prefill_chunk_size`` feeds a long prompt to a
+    cache in chunks (same result as one pass); without a cache there is nothing to carry between chunks, so
     the prompt is processed in one pass. Every argument is checked here, once.
     """
     if not isinstance(model, ToyTransformer):

@@ -17,10 +17,11 @@ from .runs import (ANIMATION, ANIMATION_BLOCKS, BLOCK_SIZE, DEMO, MAX_BATCH, Was
 from .sharing import SharingRun, sharing_run
 
 __all__ = [
-    "ANIMATION", "ANIMATION_BLOCKS", "BLOCK_SIZE", "BatchingComparison", "DEMO", "Exhausted", "FirstLook", "MAX_BATCH",
-    "PagingCost", "SharingRun", "StepCost", "WasteTimeline", "animation_run", "batching_html",
-    "batching_sentences", "blocks_panel", "cell_verdict", "compare_batching", "cost_sentence", "cost_sentences", "demo_requests", "exhausted_html", "exhausted_pool",
-    "first_look", "outputs_match_alone", "paged_is_measured", "paging_cost", "render_blocks", "render_sharing", "render_waste",
-    "reused_blocks", "review_questions", "sharing_panel", "sharing_run", "step_events", "texts_table",
-    "throughput_sentence", "ttft_sentence", "waste_panel", "waste_timeline", "why_sentence",
+    "ANIMATION", "ANIMATION_BLOCKS", "BLOCK_SIZE", "BatchingComparison", "DEMO", "Exhausted", "FirstLook",
+    "MAX_BATCH", "PagingCost", "SharingRun", "StepCost", "WasteTimeline", "animation_run", "batching_html",
+    "batching_sentences", "blocks_panel", "cell_verdict", "compare_batching", "cost_sentence", "cost_sentences",
+    "demo_requests", "exhausted_html", "exhausted_pool", "first_look", "outputs_match_alone", "paged_is_measured",
+    "paging_cost", "render_blocks", "render_sharing", "render_waste", "reused_blocks", "review_questions",
+    "sharing_panel", "sharing_run", "step_events", "texts_table", "throughput_sentence", "ttft_sentence",
+    "waste_panel", "waste_timeline", "why_sentence",
 ]

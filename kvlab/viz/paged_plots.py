@@ -167,7 +167,7 @@ def sharing_figure(shared: "SharedPrefix", counts: list[int], with_sharing: list
             if i < full:
                 shared_boxes.append(box)
             elif i == full and part and y > 0:
-                copies.append(box)
+                copies.append((box[0], box[0] + 0.9 * used, box[2], box[3]))
             else:
                 own.append((box[0], box[0] + 0.9 * used, box[2], box[3]))
             if used < 1:
@@ -177,7 +177,7 @@ def sharing_figure(shared: "SharedPrefix", counts: list[int], with_sharing: list
     if own:
         _fill(fig, own, PALETTE[0], "各自的块", 1, 1)
     if copies:
-        _fill(fig, copies, "white", "写时复制出的块（共享的半满块，第一次写入前先复制）", 1, 1, line=COPY_COLOR)
+        _fill(fig, copies, PALETTE[5], "写时复制出的块（共享的半满块，第一次写入前先复制一份）", 1, 1, line=COPY_COLOR)
     if tails:
         _fill(fig, tails, TAIL, "块里还空着的位置", 1, 1)
     if p:

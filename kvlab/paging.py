@@ -19,6 +19,12 @@ def blocks_for(tokens, block_size) -> int:
     return -(-n // bs)
 
 
+def block_fill(tokens: int, index: int, block_size: int) -> int:
+    """Tokens the ``index``-th block of a sequence of ``tokens`` tokens holds (``block_size`` except in its last
+    block; 0 past it)."""
+    return max(0, min(block_size, tokens - index * block_size))
+
+
 def blocks_per_sequence(lengths, block_size) -> list[int]:
     """Blocks each sequence of ``lengths`` occupies."""
     return [blocks_for(n, block_size) for n in _lengths(lengths)]

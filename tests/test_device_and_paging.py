@@ -93,3 +93,10 @@ def test_shared_prefix_arithmetic():
     assert shared_prefix_blocks(5, [9, 9], 8).copies == 0  # under one block: not shared at all
     with pytest.raises(ValueError, match="^lengths: every sequence needs more than the 20"):
         shared_prefix_blocks(20, [30, 20], 8)
+
+
+def test_block_fill():
+    from kvlab.paging import block_fill
+
+    assert [block_fill(37, i, 16) for i in range(4)] == [16, 16, 5, 0]
+    assert sum(block_fill(37, i, 16) for i in range(3)) == 37

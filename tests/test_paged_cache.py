@@ -280,3 +280,42 @@ def test_generate_on_a_pool_too_small_names_the_pool(tiny_model):
         generate(tiny_model, [[1, 2, 3, 4, 5, 6], [7, 8, 9]], 8, cache=cache)
     held = [b for t in cache.tables for b in t.blocks]
     assert len(held) + cache.pool.num_free == 5 and len(set(held)) == len(held)  # no block lost or owned twice
+
+
+# -- the core change: per-row positions ----------------------------------------------------------------------------
+def test_attention_mask_with_per_row_offsets_by_hand():
+    from kvlab.attention import attention_mask
+
+    m = attention_mask(2, 5, torch.tensor([3, 1]))  # row 0: keys 0..3 then 0..4; row 1: keys 0..1 then 0..2
+    assert m.shape == (2, 1, 2, 5)
+    assert m[0, 0].tolist() == [[True] * 4 + [False], [True] * 5]
+    assert m[1, 0].tolist() == [[True, True, False, False, False], [True, True, True, False, False]]
+    with pytest.raises(ValueError, match="^pad_lengths"):
+        attention_mask(1, 4, torch.tensor([3, 1]), torch.tensor([0, 2]))
+
+
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=4), st.integers(1, 3), st.integers(1, 3), st.integers(1, 3),
+       st.sampled_from([2, 4, 6]))
+def test_explicit_and_sdpa_agree_with_per_row_offsets(starts, tq, n_kv, rep, D):
+    from kvlab.attention import attention, attention_mask
+
+    B, g = len(starts), torch.Generator().manual_seed(sum(starts) * 7 + tq)
+    k_len = max(starts) + tq
+    q = torch.randn(B, n_kv * rep, tq, D, generator=g)
+    k, v = (torch.randn(B, n_kv, k_len, D, generator=g) for _ in range(2))
+    mask = attention_mask(tq, k_len, torch.tensor(starts))
+    a = attention(q, k, v, mask, impl="sdpa")
+    b, w = attention(q, k, v, mask, impl="explicit", return_weights=True)
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    for row, s in enumerate(starts):  # a row never looks past its own end: the other rows' extra columns
+        for i in range(tq):
+            assert (w[row, :, i, s + i + 1:] == 0).all()
+
+
+def test_left_padding_and_per_row_positions_do_not_mix(tiny_model):
+    cache = PagedKVCache(tiny_model.config, 2, 20, block_size=4)
+    for row, n in enumerate((3, 5)):
+        tiny_model(torch.tensor([list(range(1, n + 1))]), PagedKVCache.over(cache.pool, [cache.tables[row]]))
+    with pytest.raises(ValueError, match="^pad_lengths"):
+        tiny_model(torch.tensor([[1], [2]]), cache, pad_lengths=[0, 1])
+    assert cache.lengths == [3, 5]

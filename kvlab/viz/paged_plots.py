@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..paging import block_fill, blocks_for
 from ..stats import cumulative, median
 from .storage_plots import EMPTY, TAIL, _rects, owner_color
 from .style import PALETTE, apply_template, axis_title
@@ -41,7 +42,7 @@ def block_state(frame: "StepRecord", block_size: int) -> dict[int, tuple[int, in
     for rid, blocks in frame.tables.items():
         n = frame.lengths[rid]
         for i, b in enumerate(blocks):
-            out[b] = (rid, i, max(0, min(block_size, n - i * block_size)))
+            out[b] = (rid, i, block_fill(n, i, block_size))
     return out
 
 
@@ -161,9 +162,9 @@ def sharing_figure(shared: "SharedPrefix", counts: list[int], with_sharing: list
     full, part = p // bs, p % bs
     own, copies, shared_boxes, tails = [], [], [], []
     for y, n in enumerate(shared.lengths):
-        for i in range(-(-n // bs)):
+        for i in range(blocks_for(n, bs)):
             box = (i + 0.05, i + 0.95, y + 0.12, y + 0.88)
-            used = min(bs, n - i * bs) / bs
+            used = block_fill(n, i, bs) / bs
             if i < full:
                 shared_boxes.append(box)
             elif i == full and part and y > 0:
@@ -186,7 +187,7 @@ def sharing_figure(shared: "SharedPrefix", counts: list[int], with_sharing: list
     fig.add_scatter(x=counts, y=without, mode="lines+markers", name="不共享", line=dict(color="#D55E00"), row=1, col=2)
     fig.add_scatter(x=counts, y=with_sharing, mode="lines+markers", name="共享前缀", line=dict(color=PALETTE[0]),
                     row=1, col=2)
-    widest = max(-(-n // bs) for n in shared.lengths)
+    widest = max(blocks_for(n, bs) for n in shared.lengths)
     fig.update_xaxes(title="块表里的位置（第几块）", range=[-0.1, widest + 0.1], row=1, col=1)
     fig.update_yaxes(range=[R + 0.1, -0.1], tickvals=[y + 0.5 for y in range(R)],
                      ticktext=[f"请求 {y}" for y in range(R)], showgrid=False, row=1, col=1)

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
-SHOWN_TEXT_MODULES = sorted([*(ROOT / "kvlab" / "lessons").glob("*.py"), *(ROOT / "kvlab" / "viz").glob("*.py"),
+SHOWN_TEXT_MODULES = sorted([*(ROOT / "kvlab" / "lessons").rglob("*.py"), *(ROOT / "kvlab" / "viz").glob("*.py"),
                              ROOT / "kvlab" / "inputs.py", *(ROOT / "kvlab" / "exercises").glob("*.py")])
 
 CJK = "\u4e00-\u9fff"

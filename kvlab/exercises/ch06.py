@@ -62,7 +62,7 @@ def lookup_problem(lookup) -> str | None:
         got = checker.call(lookup, list(table), position, bs, case=case)
         want = _expected(table, position, bs)
         if not isinstance(got, (tuple, list)) or len(got) != 2:
-            return f"{case}：应返回 (block, offset) 两个数，得到的是 {got!r}"
+            return f"{case}：应返回 block 和 offset 两个数，得到的是 {got!r}"
         if tuple(got) == want:
             continue
         why = ""

@@ -87,9 +87,10 @@ def test_cost_sentence_branches():
 
 def test_cell_verdicts():
     c = StepCost(1, 32, (1.0, 1.0), (1.2, 1.3), (0.1, 0.1), 1)
-    assert cost.cell_verdict(c) == "slower" and c.ratio == pytest.approx(1.25)
+    assert cost.cell_verdict(c) == "slower" and c.ratio == pytest.approx(1.2)  # the fastest rounds: 1.2 / 1.0
     assert cost.cell_verdict(StepCost(1, 32, (1.0, 1.0), (0.8, 0.7), (0.1,), 1)) == "faster"
-    assert cost.cell_verdict(StepCost(1, 32, (1.0, 1.0), (1.3, 0.9), (0.1,), 1)) == "unclear"
+    assert cost.cell_verdict(StepCost(1, 32, (1.0, 1.0), (1.4, 0.8), (0.1,), 1)) == "unclear"  # rounds disagree
+    assert cost.cell_verdict(StepCost(1, 32, (1.0, 1.0), (1.3, 0.9), (0.1,), 1)) == "same"  # fastest within ±15 %
 
 
 # -- the panels: every control changes its figure, every bad value is named ------------------------------------

@@ -73,6 +73,8 @@ def test_cost_sentence_branches():
     same = [(4.0, 4.1, 4.0)] * 3
     grows = cells(same, [(4.2, 4.3, 4.2), (5.0, 5.1, 5.0), (6.0, 6.1, 6.2)])
     assert "要收集的字节越多慢得越多" in cost.cost_sentence(grows, gpu=False)
+    assert "大部分就在这里" in cost.cost_sentence(cells(same, [(4.2,) * 3, (5.0,) * 3, (6.0,) * 3], (1.5,) * 3), False)
+    assert "只占多出的时间的 5%" in cost.cost_sentence(grows, gpu=False)  # 0.1 ms of gather in 2.0 ms more
     fixed = cells(same, [(4.8, 4.9, 4.8)] * 3)
     assert "不随要收集的字节增长" in cost.cost_sentence(fixed, gpu=False)
     equal = cells(same, [(4.05, 4.0, 4.1)] * 3)

@@ -251,7 +251,7 @@ def timeline_figure(comparison: "BatchingComparison") -> go.Figure:
     fig.update_yaxes(title=axis_title("块", "块"), rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title=axis_title("请求", "个"), rangemode="tozero", row=2, col=2)
     apply_template(fig, "同一组请求：静态批处理和连续批处理的时间线（每一步取各轮里最快的一次）", 700)
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.1, x=0), margin=dict(b=130))
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.15, x=0), margin=dict(b=150))
     return fig
 
 

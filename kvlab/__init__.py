@@ -1,8 +1,9 @@
 """kvlab: a toy LLaMA-style Transformer with an instrumented KV cache, for learning."""
 from .cache import CacheFullError, DynamicKVCache, Int8KVCache, KVCache
+from .cache_modes import CACHE_MODES
 from .config import ModelConfig
 from .device import pick_device
-from .generation import CACHE_MODES, GenerationResult, PassRecord, generate
+from .generation import GenerationResult, PassRecord, generate
 from .memory import DTYPE_BITS, format_bytes, kv_bytes_per_token, kv_cache_bytes
 from .model import ToyTransformer
 from .paged_cache import BlockPool, PagedKVCache, PoolExhaustedError

@@ -22,7 +22,8 @@ from ._validate import positive_int
 from .config import ModelConfig
 from .costs import weight_bytes
 from .device import as_device, check_fits, synchronize
-from .generation import CACHE_MODES, generate
+from .cache_modes import CACHE_MODES
+from .generation import generate
 from .measure import DecodeTiming, Rate, alternate, measure_read_bandwidth, timed
 from .stats import median
 from .memory import format_bytes, kv_cache_bytes, torch_dtype

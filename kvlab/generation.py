@@ -17,7 +17,7 @@ import torch
 
 from ._validate import non_negative_float, one_of, positive_int, seed_value
 from .cache import BaseCache
-from .cache_modes import CACHE_MODES, EXACT_MODES, LOSSY_MODES, MODES  # noqa: F401  (generate's vocabulary)
+from .cache_modes import CACHE_MODES, MODES
 from .device import synchronize
 from .memory import TORCH_DTYPES
 from .model import ForwardProbe, ToyTransformer

@@ -53,6 +53,26 @@ def choice(control: str, value, options):
     return value
 
 
+def one_of_numbers(control: str, value, options) -> int:
+    """``value`` as one of the whole numbers ``options`` (a slider's stops), else :class:`InputError`."""
+    return choice(control, whole_number(control, value, min(options), max(options)), list(options))
+
+
+def prompt_tokens(control: str, text, tokenizer, max_chars: int) -> tuple[str, list[int]]:
+    """A prompt typed into ``control``: ``(text without surrounding blanks, its token ids)``, else
+    :class:`InputError` (empty, longer than ``max_chars``, or holding characters the tokenizer does not know)."""
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(control, "是空的：请输入至少 1 个字，例如「人工」")
+    text = text.strip()
+    if len(text) > max_chars:
+        raise InputError(control, f"最长 {max_chars} 个字，收到了 {len(text)} 个")
+    missing = tokenizer.unknown(text)
+    if missing:
+        shown = "、".join(f"「{c}」" if c.isprintable() and not c.isspace() else repr(c) for c in missing[:8])
+        raise InputError(control, f"含有演示模型词表之外的字符：{shown}（它只认识训练语料里出现过的字）")
+    return text, tokenizer.encode(text)
+
+
 def whole_numbers(control: str, text, low: int, high: int, max_count: int) -> list[int]:
     """"12, 40, 7" (commas, Chinese commas or spaces) -> ``[12, 40, 7]``, each in ``[low, high]``."""
     if isinstance(text, (list, tuple)):

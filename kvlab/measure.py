@@ -85,6 +85,18 @@ def alternate(runners: dict[str, Callable[[], object]], repeats: int, warmup: di
     return out
 
 
+def device_label(device, threads: int | None = None) -> str:
+    """Which device produced a number, for every readout: "cpu，计时用 3 个线程" or the GPU's name.
+
+    ``threads``: the CPU threads of the timing (default: :func:`measurement_threads`)."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return f"{torch.cuda.get_device_name(dev)} GPU"
+    if dev.type == "cpu":
+        return f"cpu，计时用 {threads or measurement_threads()} 个线程"
+    return str(dev)
+
+
 # -- this machine's roofs -----------------------------------------------------------------------
 @dataclass
 class Rate:

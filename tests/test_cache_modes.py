@@ -1,7 +1,6 @@
 """kvlab.cache_modes is the one definition of a cache mode: generate, the figures, the glossary and the
 bad-input tests all read it, so a new mode is one entry there."""
 import pytest
-import torch
 
 from kvlab import CACHE_MODES, generate
 from kvlab.cache import BaseCache

@@ -34,7 +34,7 @@ def fresh_attempts():
 @pytest.fixture(autouse=True)
 def fixed_machine(monkeypatch):
     """3.3's roofs as if measured: 10 GB/s and 100 GFLOP/s, a ridge of exactly 10 FLOP per byte."""
-    monkeypatch.setattr(ch03, "this_machine", lambda device=None: ch03.Machine(10e9, 100e9, "test"))
+    monkeypatch.setattr(ch03, "this_machine", lambda roofs=None, device=None: ch03.Machine(10e9, 100e9, "test"))
 
 
 def module_of(ex):
@@ -43,7 +43,7 @@ def module_of(ex):
 
 def run_cells(ex, source: str, **extra) -> checker.Feedback:
     """The setup cell, ``source`` in place of the stub cell, then the check cell, as a learner would run them."""
-    ns = {"display": lambda *a, **k: None, **extra}
+    ns = {"display": lambda *a, **k: None, "roofs": None, **extra}  # roofs: what the page measured (3.3)
     exec(module_of(ex).SETUP, ns)
     exec(source, ns)
     return eval(ex.check, ns)
@@ -242,7 +242,7 @@ class Code(str):
         return str(self)
 
 
-def ridge_cells(ridge=None, b_short=None, b_long=None, machine="ch03.this_machine()") -> checker.Feedback:
+def ridge_cells(ridge=None, b_short=None, b_long=None, machine="ch03.this_machine(roofs)") -> checker.Feedback:
     src = f"machine = {machine}\nridge = {ridge!r}\nb_short = {b_short!r}\nb_long = {b_long!r}"
     return run_cells(ch03.BATCH_RIDGE, src)
 
@@ -289,14 +289,30 @@ def test_batch_ridge_partly_filled_is_not_done_yet():
     assert fb.status == checker.TODO and "b_long" in fb.text
 
 
-def test_this_machine_reuses_the_roofs_the_page_measured(monkeypatch):
+def test_this_machine_takes_the_roofs_the_page_measured(monkeypatch):
     from kvlab.lessons import prefill_decode as lesson
     from kvlab.measure import Rate
 
     roofs = lesson.Roofs(Rate(25e9, 24e9, [25e9], "x"), Rate(75e9, 70e9, [75e9], "y"), "cpu（测试）", 1)
-    monkeypatch.setattr(lesson, "last_roofs", roofs)
-    machine = REAL_THIS_MACHINE()
+    machine = REAL_THIS_MACHINE(roofs)
     assert (machine.bandwidth, machine.flops) == (25e9, 75e9) and "本页上面测出的" in str(machine)
+
+
+@pytest.mark.parametrize("roofs", [
+    "not roofs", ch03.Machine(25e9, 75e9, "a look-alike"),  # not kvlab's result type
+    "nan", "zero", "absurd",  # kvlab's type with numbers no machine has
+])
+def test_this_machine_measures_again_rather_than_trust_what_it_is_given(monkeypatch, roofs):
+    from kvlab.lessons import prefill_decode as lesson
+    from kvlab.measure import Rate
+
+    fake = {"nan": float("nan"), "zero": 0.0, "absurd": 1e30}
+    if roofs in fake:
+        roofs = lesson.Roofs(Rate(fake[roofs], 1, [1], "x"), Rate(75e9, 70e9, [75e9], "y"), "cpu（测试）", 1)
+    measured = lesson.Roofs(Rate(11e9, 10e9, [11e9], "x"), Rate(33e9, 30e9, [33e9], "y"), "cpu（现测）", 1)
+    monkeypatch.setattr(ch03, "measure_roofs", lambda device: measured)
+    machine = REAL_THIS_MACHINE(roofs)
+    assert (machine.bandwidth, machine.flops) == (11e9, 33e9) and "没有采用" in str(machine)
 
 
 def test_batch_ridge_config_is_the_pages_big_model():

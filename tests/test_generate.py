@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from kvlab import CACHE_MODES, CacheFullError, KVCache, ToyTransformer, generate
-from kvlab.generation import EXACT_MODES, LOSSY_MODES, PassRecord
+from kvlab.cache_modes import EXACT_MODES, LOSSY_MODES
+from kvlab.generation import PassRecord
 
 
 def test_trace_counts_projections(tiny_model):

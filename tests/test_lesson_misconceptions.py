@@ -7,13 +7,18 @@ import pytest
 import torch
 
 from kvlab import MODEL_PRESETS, generate, kv_cache_bytes, load_demo_model
+from kvlab.assets import corpus_text
+from kvlab.exercises import checker as C
+from kvlab.exercises import quiz as Q
 from kvlab.inputs import InputError
 from kvlab.lessons import misconceptions as lesson
 from kvlab.lessons.decode import layer_qkv
+from kvlab.lessons.memory_estimate import plan_fit
 from kvlab.measure import DecodeTiming
 from kvlab.presets import GPU_PRESETS
+from kvlab.teaching_caches import BROKEN_CACHES
 from kvlab.viz import misconceptions_plots as plots
-from kvlab.viz import quiz as Q
+from kvlab.viz.quiz import Quiz
 
 GIB, MIB = 2**30, 2**20
 T4 = "T4 16 GB (Colab)"
@@ -44,7 +49,7 @@ def test_corpus_prompts_are_distinct_windows(demo):
     _, tok = demo
     rows = lesson.corpus_prompts(tok, 7, 3)
     assert [len(r) for r in rows] == [7, 7, 7] and len({tuple(r) for r in rows}) == 3
-    assert rows[1][:3] == tok.encode(lesson.corpus_text()[53:56])
+    assert rows[1][:3] == tok.encode(corpus_text()[53:56])
     with pytest.raises(ValueError, match="^batch_size"):
         lesson.corpus_prompts(tok, 7, 10**6)
 
@@ -61,7 +66,7 @@ def test_run_with_cache_on_a_hand_case(demo):
     assert (run.length_after_reset, run.bytes_after_reset) == (0, 0)
     other = lesson.run_with_cache(model, tok, prompt_len=6, batch_size=3, new_tokens=4)
     assert other.after == run.after and other.cache_checksum != run.cache_checksum
-    assert run.text.startswith(lesson.corpus_text()[:5])
+    assert run.text.startswith(corpus_text()[:5])
 
 
 def test_run_with_cache_rejects_too_long(demo):
@@ -226,7 +231,7 @@ TOKEN_BYTES = 2 * 32 * 32 * 128 * 2  # LLaMA-7B, fp16: 512 KiB
 
 def hand_plan(wanted=4):
     """A real plan on the RTX 4090 (0.9 of 24,564 MiB), R = 20 tokens, with four requests of known length."""
-    fit = lesson.plan_fit("LLaMA-7B", GPU_PRESETS[RTX].memory_bytes, 20)
+    fit = plan_fit("LLaMA-7B", GPU_PRESETS[RTX].memory_bytes, 20)
     return lesson.ReservationPlan(fit, RTX, lesson.SPREAD, wanted, lengths=(5, 20, 40, 15))
 
 
@@ -399,7 +404,7 @@ def test_refused_allocation_allocates_nothing(demo, monkeypatch):
     import kvlab.cache
 
     free = 10 * MIB
-    monkeypatch.setattr(lesson, "available_memory", lambda device: free)
+    monkeypatch.setattr(lesson.budget, "available_memory", lambda device: free)
     monkeypatch.setattr(kvlab.cache, "available_memory", lambda device: free)
     refused = lesson.refused_allocation(model)
     per_sequence = 256 * 2048  # 256 tokens x 2 KiB
@@ -411,7 +416,7 @@ def test_refused_allocation_allocates_nothing(demo, monkeypatch):
     assert page.index(refused.line) < page.index("<details>") < page.index(refused.message[:20])  # API text folded
     gpu = lesson.RefusedAllocation(3 * GIB, GIB, "cuda", "batch_size: ...")
     assert gpu.line == "kvlab 拒绝分配：这块缓存需要 3.00 GiB，这块 GPU 只有 1.00 GiB 显存空闲"
-    monkeypatch.setattr(lesson, "available_memory", lambda device: None)
+    monkeypatch.setattr(lesson.budget, "available_memory", lambda device: None)
     assert lesson.refused_allocation(model) is None
 
 
@@ -430,15 +435,15 @@ def test_bug_run_steps_on_a_hand_case():
 def test_lab_on_its_default_prompt(demo):
     model, tok = demo
     runs = lesson.run_all_lab_caches(model, tok)
-    assert list(runs) == ["kv", *lesson.BROKEN_CACHES]
+    assert list(runs) == ["kv", *BROKEN_CACHES]
     assert runs["kv"].first_token_step is None and max(runs["kv"].logit_diff) < 1e-5
     for bug in ("rope_offset", "off_by_one", "one_slot"):  # the prefill is right, the first decode is not
         assert runs[bug].first_logit_step == 2 and runs[bug].logit_diff[0] < lesson.LOGIT_TOLERANCE
     for bug in ("no_reset", "k_as_v"):  # wrong from the prefill on
         assert runs[bug].first_logit_step == 1
-    steps = [runs[b].first_token_step for b in lesson.BROKEN_CACHES]
+    steps = [runs[b].first_token_step for b in BROKEN_CACHES]
     assert None not in steps and len(set(steps)) == len(steps)  # each bug shows at its own step
-    for b in lesson.BROKEN_CACHES:  # up to the first difference both read the same text: the control's
+    for b in BROKEN_CACHES:  # up to the first difference both read the same text: the control's
         first = runs[b].first_token_step
         assert runs[b].reference[:first] == runs["kv"].output[:first]
         assert runs[b].output[:first - 1] == runs["kv"].output[:first - 1]
@@ -521,10 +526,19 @@ def test_render_lab_bad_values(demo, args, control):
 
 
 def test_unknown_characters_are_named(demo):
+    """One check of a typed prompt for every panel that has a prompt box (kvlab.inputs.prompt_tokens)."""
+    from kvlab.inputs import prompt_tokens
+
     model, tok = demo
-    with pytest.raises(InputError, match="「@」、「#」 不在演示模型的词表里"):
-        lesson.lab_prompt(tok, "缓存@#")
-    assert lesson.lab_prompt(tok, " KV缓存 ") == "KV缓存"  # letters of the corpus are known
+    with pytest.raises(InputError, match="^「提示词」含有演示模型词表之外的字符：「@」、「#」"):
+        prompt_tokens(lesson.PROMPT_LABEL, "缓存@#", tok, 64)
+    with pytest.raises(InputError, match="^「提示词」含有演示模型词表之外的字符"):
+        lesson.render_lab(model, tok, "kv", "缓存@#", 6, True, False)
+    text, ids = prompt_tokens("提示词", " KV缓存 ", tok, 64)  # letters of the corpus are known
+    assert text == "KV缓存" and tok.decode(ids) == "KV缓存"
+    for bad, why in (("", "是空的"), ("  ", "是空的"), (None, "是空的"), ("人" * 65, "最长 64 个字，收到了 65 个")):
+        with pytest.raises(InputError, match=why):
+            prompt_tokens("提示词", bad, tok, 64)
 
 
 def test_lab_panel_hides_the_explanation_for_another_cache(demo):
@@ -566,39 +580,39 @@ def test_review_first_choice_question_matches_the_trace(demo):
     q = lesson.review_questions()[0]
     right = next(c for c in q.choices if c.correct)
     trace = generate(model, [tok.encode("人工")], 4, cache="kv").trace
-    assert right.text == f"{trace[-1].k_tokens} 个"
+    assert right.key == f"{trace[-1].k_tokens} 个"
 
 
 def test_every_question_grades_right_wrong_and_empty():
     for q in lesson.review_questions():
         if isinstance(q, Q.ChoiceQuestion):
             right = next(i for i, c in enumerate(q.choices) if c.correct)
-            assert Q.check(q, right).status == Q.RIGHT
-            assert Q.check(q, (right + 1) % len(q.choices)).status == Q.WRONG
-            assert Q.check(q, None).status == Q.INVALID
+            assert Q.grade(q, right).status == C.RIGHT
+            assert Q.grade(q, (right + 1) % len(q.choices)).status == C.WRONG
+            assert Q.grade(q, None).status == C.TODO
         else:
-            assert Q.check(q, f"{float(q.answer):,}").status == Q.RIGHT
-            assert Q.check(q, str(float(q.answer) * 2 + 1)).status == Q.WRONG
-            assert Q.check(q, "").status == Q.INVALID and Q.check(q, "abc").status == Q.INVALID
+            assert Q.grade(q, f"{float(q.answer):,}").status == C.RIGHT
+            assert Q.grade(q, str(float(q.answer) * 2 + 1)).status == C.WRONG
+            assert Q.grade(q, "").status == C.TODO and Q.grade(q, "abc").status == C.TODO
 
 
-# -- the quiz widget (general) ---------------------------------------------------------------------------
+# -- the quiz: grading (kvlab.exercises.quiz, the checker's rules) and the widget (kvlab.viz.quiz) ---------------------------------------------------------------------------
 def test_parse_number():
-    assert Q.parse_number("131,072") == Q.parse_number("１３１０７２") == Q.parse_number(" 131 072 ") == 131072
-    assert Q.parse_number("1e3") == 1000 and Q.parse_number("0.5") == 0.5
+    assert C.parse_number("131,072") == C.parse_number("１３１０７２") == C.parse_number(" 131 072 ") == 131072
+    assert C.parse_number("1e3") == 1000 and C.parse_number("0.5") == 0.5
     for bad in ("", "  ", "abc", "12 KiB", "inf", "nan", None):
         with pytest.raises(ValueError):
-            Q.parse_number(bad)
+            C.parse_number(bad)
 
 
 def test_check_numeric_tolerance():
     q = Q.NumberQuestion("3.4", "?", 1.0, "GiB", "yes", "hint", rel_tol=0.005)
-    assert Q.check(q, "1").right and Q.check(q, "1.004").right and not Q.check(q, "1.01").right
+    assert [Q.grade(q, x).status for x in ("1", "1.004", "1.01")] == [C.RIGHT, C.RIGHT, C.WRONG]
     exact = Q.NumberQuestion("3.2", "?", 131072, "字节", "yes", "hint")
-    assert Q.check(exact, "131072").right and not Q.check(exact, "131073").right
-    assert "提示：hint" in Q.check(exact, "5").message and "「5」不是正确答案" in Q.check(exact, "5").message
-    assert "「131072.4」不是正确答案" in Q.check(exact, "131072.4").message  # echoed as typed, not rounded
-    assert "「1,310,720」" in Q.check(exact, " 1,310,720 ").message and Q.check(exact, "1.31072e5").right
+    assert [Q.grade(exact, x).status for x in ("131072", "131073")] == [C.RIGHT, C.WRONG]
+    assert "提示：hint" in Q.grade(exact, "5").message and "「5」不是正确答案" in Q.grade(exact, "5").message
+    assert "「131072.4」不是正确答案" in Q.grade(exact, "131072.4").message  # echoed as typed, not rounded
+    assert "「1,310,720」" in Q.grade(exact, " 1,310,720 ").message and Q.grade(exact, "1.31072e5").status == C.RIGHT
 
 
 def test_answer_text():
@@ -609,17 +623,17 @@ def test_answer_text():
 
 def test_question_validation():
     with pytest.raises(ValueError, match="^choices"):
-        Q.ChoiceQuestion("3.1", "?", (Q.Choice("a", True, ""), Q.Choice("b", True, "")))
+        Q.ChoiceQuestion("3.1", "?", (C.Choice("a", True, ""), C.Choice("b", True, "")))
     with pytest.raises(ValueError, match="^answer"):
         Q.NumberQuestion("3.1", "?", "12", "B", "", "")
     with pytest.raises(ValueError, match="^response"):
-        Q.check(Q.ChoiceQuestion("3.1", "?", (Q.Choice("a", True, ""), Q.Choice("b", False, ""))), 5)
+        Q.grade(Q.ChoiceQuestion("3.1", "?", (C.Choice("a", True, ""), C.Choice("b", False, ""))), 5)
 
 
 def test_quiz_widget_scores_and_shows_feedback():
-    questions = [Q.ChoiceQuestion("3.1", "pick", (Q.Choice("a", False, "no"), Q.Choice("b", True, "yes"))),
+    questions = [Q.ChoiceQuestion("3.1", "pick", (C.Choice("a", False, "no"), C.Choice("b", True, "yes"))),
                  Q.NumberQuestion("3.2", "how many", 8, "倍", "right", "hint")]
-    quiz = Q.Quiz(questions)
+    quiz = Quiz(questions)
     assert "得分：0 / 2" in quiz.score.value
     radio, text = quiz.inputs
     assert isinstance(radio, W.RadioButtons) and radio.value is None
@@ -632,15 +646,15 @@ def test_quiz_widget_scores_and_shows_feedback():
     assert "已作答 1 题" in quiz.score.value  # an invalid answer is not graded
     text.value = "8"
     assert "kvlab-quiz-right" in quiz.feedback[1].value and "全部答对" in quiz.score.value
-    assert quiz.answer(1, "").status == Q.INVALID and "得分：1 / 2" in quiz.score.value
+    assert quiz.answer(1, "").status == C.TODO and "得分：1 / 2" in quiz.score.value
     assert "kvlab-quiz" in quiz.widget._dom_classes
     assert all(b.layout.display == "none" for b in quiz.reveal_buttons)  # no wrong answers twice yet
 
 
 def test_quiz_offers_the_answer_after_two_wrong_answers():
-    questions = [Q.ChoiceQuestion("3.1", "pick", (Q.Choice("a", False, "no"), Q.Choice("b", True, "yes"))),
+    questions = [Q.ChoiceQuestion("3.1", "pick", (C.Choice("a", False, "no"), C.Choice("b", True, "yes"))),
                  Q.NumberQuestion("3.2", "how many", 131072, "字节", "because", "hint")]
-    quiz = Q.Quiz(questions)
+    quiz = Quiz(questions)
     radio, text = quiz.inputs
     text.value = "1"
     assert quiz.reveal_buttons[1].layout.display == "none"
@@ -664,9 +678,9 @@ def test_quiz_offers_the_answer_after_two_wrong_answers():
     assert quiz.reveal_buttons[0].layout.display == ""  # the second wrong answer
     radio.value = 1
     assert quiz.reveal_buttons[0].layout.display == "none" and "得分：1 / 2" in quiz.score.value  # right: withdrawn
-    assert Q.answer_feedback(questions[0]).message == "答案：b。yes"
+    assert Q.answer_verdict(questions[0]).message == "答案：b。yes"
     with pytest.raises(ValueError, match="^questions"):
-        Q.Quiz([])
+        Quiz([])
 
 
 # -- the summary ------------------------------------------------------------------------------------------

@@ -194,7 +194,7 @@ def test_paging_cost_on_a_small_grid(demo):
 
 def test_review_keys_come_from_the_arithmetic():
     from kvlab.lessons.paged import review
-    from kvlab.viz.quiz import ChoiceQuestion, NumberQuestion
+    from kvlab.exercises.quiz import ChoiceQuestion, NumberQuestion
 
     qs = review.review_questions()
     numbers = [q for q in qs if isinstance(q, NumberQuestion)]

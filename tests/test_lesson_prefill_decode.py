@@ -7,7 +7,7 @@ import pytest
 
 import torch
 
-from kvlab import ModelConfig, generate, load_demo_model
+from kvlab import KVCache, ModelConfig, generate, load_demo_model
 from kvlab.costs import PassCost, decode_cost, pass_cost
 from kvlab.generation import PassRecord
 from kvlab.inputs import InputError
@@ -298,7 +298,7 @@ def test_render_prefill_rejects_lengths_not_measured(value):
 
 @pytest.mark.parametrize("lengths", ["", "abc", "0, 8", "8, 2044", ", ".join(["8"] * 11), None])
 def test_render_prefill_rejects_bad_length_lists(lengths):
-    with pytest.raises(InputError, match="^「测量的提示词长度」"):
+    with pytest.raises(InputError, match="^「测量的提示词长度（逗号分隔）」"):
         lesson.render_prefill(lesson.PrefillLab(fake_sweep()), lengths, 8)
 
 
@@ -307,7 +307,7 @@ def test_prefill_lab_measures_only_the_new_lengths(tiny_model, monkeypatch):
     lab = lesson.PrefillLab(sweep, tiny_model)
     asked = []
     real = lesson.measure_prefill_sweep
-    monkeypatch.setattr(lesson, "measure_prefill_sweep", lambda m, lengths: asked.append(lengths) or real(
+    monkeypatch.setattr(lesson.prefill_sweep, "measure_prefill_sweep", lambda m, lengths: asked.append(lengths) or real(
         m, lengths, decode_steps=2, repeats=1))
     out = lab.sweep([8, 4, 2, 4])
     assert out.lengths == [2, 4, 8] and asked == [[4]] and out.at(8) is sweep.at(8)
@@ -332,7 +332,7 @@ def test_prefill_panel_offers_the_lengths_typed(tiny_model):
     panel.controls["lengths"].value = "3, 20"  # 8 is gone: the longest is chosen
     assert list(slider.options) == [3, 20] and slider.value == 20 and "P = 20</b>" in panel.readout.value
     panel.controls["lengths"].value = "3, x"
-    assert panel.stale and "「测量的提示词长度」" in panel.message.value and list(slider.options) == [3, 20]
+    assert panel.stale and "「测量的提示词长度（逗号分隔）」" in panel.message.value and list(slider.options) == [3, 20]
 
 
 def sweep_of(times: dict[int, float], decode_step: float = 0.01) -> lesson.PrefillSweep:
@@ -382,16 +382,14 @@ def test_roofs_by_hand():
     assert ROOFS.attainable(0.5) == 10e9 and ROOFS.attainable(5) == 100e9 and ROOFS.attainable(50) == 100e9
 
 
-def test_measure_roofs_small(monkeypatch):
-    monkeypatch.setattr(lesson, "last_roofs", None)
+def test_measure_roofs_small():
     roofs = lesson.measure_roofs("cpu", nbytes=4 * 2**20, n=64)
     assert roofs.bandwidth.best > 0 and roofs.flops.best > 0 and "线程" in roofs.device
-    assert roofs.ridge == roofs.flops.best / roofs.bandwidth.best
-    assert lesson.last_roofs is roofs and roofs.threads >= 1  # what exercise 3.3-1 reuses
+    assert roofs.ridge == roofs.flops.best / roofs.bandwidth.best and roofs.threads >= 1
 
 
 def test_explain_roofs_names_the_threads(monkeypatch):
-    monkeypatch.setattr(lesson.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(lesson.roofline.os, "cpu_count", lambda: 8)
     one = lesson.Roofs(fake_rate(20e9), fake_rate(100e9), "cpu（测试）", threads=3)
     text = "\n".join(lesson.explain_roofs(one))
     assert "用 3 个线程测的（本机有 8 个逻辑核）" in text and "不是整台机器的峰值" in text and "= 5.0 FLOP/字节" in text
@@ -477,10 +475,10 @@ def test_batch_sweep_on_a_tiny_model(tiny_model):
 
 
 def test_decode_passes_start_from_the_context_asked(tiny_model):
-    cache = lesson.KVCache(tiny_model.config, 2, 12)
-    seconds = lesson._decode_passes(tiny_model, cache, 10, torch.tensor([[1], [2]]), 2)
+    cache = KVCache(tiny_model.config, 2, 12)
+    seconds = lesson.batching._decode_passes(tiny_model, cache, 10, torch.tensor([[1], [2]]), 2)
     assert len(seconds) == 2 and cache.length == 12
-    lesson._decode_passes(tiny_model, cache, 5, torch.tensor([[1], [2]]), 1)
+    lesson.batching._decode_passes(tiny_model, cache, 5, torch.tensor([[1], [2]]), 1)
     assert cache.length == 6  # reset to the context, then one pass
 
 
@@ -496,7 +494,7 @@ def test_batch_lab_measures_a_context_once(tiny_model, monkeypatch):
     first = lesson.measure_batch_sweep(tiny_model, batch_sizes=(1, 2), context_len=8, decode_steps=1, repeats=1)
     lab = lesson.BatchLab(first, tiny_model)
     asked = []
-    monkeypatch.setattr(lesson, "measure_batch_sweep", lambda m, sizes, C: asked.append((sizes, C)) or fake_batch(C))
+    monkeypatch.setattr(lesson.batching, "measure_batch_sweep", lambda m, sizes, C: asked.append((sizes, C)) or fake_batch(C))
     assert lab.sweep(8) is first and asked == []
     assert lab.sweep(64).context_len == 64 and lab.sweep(64).context_len == 64 and asked == [([1, 2], 64)]
     with pytest.raises(ValueError, match="^context_len"):
@@ -524,8 +522,11 @@ def test_render_batch_follows_the_context():
     assert "（每条序列的缓存里已有 1000 个 token" in long.figures[0].layout.title.text
 
 
+CONTEXT = "上下文长度（每条序列缓存里已有的 token）"
+
+
 @pytest.mark.parametrize("batch,context,label", [(0, 8, "批次 B"), (3, 8, "批次 B"), (8, 8, "批次 B"), ("4", 8, "批次 B"),
-                                                 (2.5, 8, "批次 B"), (4, 9, "上下文长度"), (4, None, "上下文长度")])
+                                                 (2.5, 8, "批次 B"), (4, 9, CONTEXT), (4, None, CONTEXT)])
 def test_render_batch_rejects_values_not_measured(batch, context, label):
     with pytest.raises(InputError, match=f"^「{label}」"):
         lesson.render_batch(fake_lab(), ROOFS, fake_sweep(), batch, context)
@@ -641,7 +642,7 @@ def test_explain_allocator_chooses_from_the_bytes_held_unused():
 
 def test_explain_reservation_by_hand(timeline):
     # 4 prompt tokens + 24 new - 1 = 27 slots, of the demo model's 256: 10.5 %
-    text = lesson.explain_reservation(timeline, lesson.ModelConfig(vocab_size=10, d_model=4, n_layer=1, n_head=1,
+    text = lesson.explain_reservation(timeline, ModelConfig(vocab_size=10, d_model=4, n_layer=1, n_head=1,
                                                                    max_seq_len=256))
     assert "4 + 24 − 1 = 27 个 token" in text and "27 / 256 = 11%" in text and "其余 89%" in text
 
@@ -708,7 +709,7 @@ def test_render_padded_batch_reruns_only_for_new_lengths(demo, monkeypatch):
     model, tok = demo
     runs, calls = {}, []
     real = lesson.run_padded_batch
-    monkeypatch.setattr(lesson, "run_padded_batch", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    monkeypatch.setattr(lesson.engineering, "run_padded_batch", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
     first = lesson.render_padded_batch(model, tok, runs, "3, 17", 16)
     other = lesson.render_padded_batch(model, tok, runs, "3, 17", 4)  # the block size only: no new generation
     assert len(calls) == 1 and other.result.block_size == 4 and first.result.block_size == 16
@@ -774,7 +775,7 @@ def test_compare_cache_precision_on_the_demo_model(demo):
 def test_explain_precision_by_hand():
     results = {m: lesson.CachePrecision(m, 1, 1, err, 20.0, 1.0, 0.5, [1], [1])
                for m, err in (("kv", [0.0]), ("fp16", [0.002]), ("int8", [0.034]))}
-    c = lesson.ModelConfig(vocab_size=10, d_model=64, n_layer=1, n_head=2, head_dim=32, max_seq_len=8)
+    c = ModelConfig(vocab_size=10, d_model=64, n_layer=1, n_head=2, head_dim=32, max_seq_len=8)
     text = "\n".join(lesson.explain_precision(results, c))
     assert "D = 32，是 1.125 字节" in text and "D = 128（LLaMA 等大模型的头维度）时是 1.03 字节" in text
     assert "INT8 的最大 logit 误差是 FP16 的 17 倍" in text and f"{c.n_params() / 1e6:.2f} M 参数" in text

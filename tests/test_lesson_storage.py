@@ -1,4 +1,5 @@
 """Chapter 3.2's lesson module on known small cases, and its panels fed bad values."""
+import builtins
 import html
 import re
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from kvlab import MODEL_PRESETS, ModelConfig, format_bytes
+from kvlab import MODEL_PRESETS, ModelConfig, format_bytes, generate
 from kvlab.inputs import InputError
 from kvlab.lessons import storage as lesson
 from kvlab.device import LastLevelCache
@@ -225,6 +226,22 @@ def test_cache_growth_without_transformers_says_why(monkeypatch):
     assert set(growth.runs) == {"kv", "dynamic"} and growth.transformers_sentences() == []
     assert growth.transformers_skipped.startswith("没有安装 transformers")
     assert html.escape(growth.transformers_skipped) in growth.readout_html()
+
+
+def test_transformers_caches_the_same_k_and_v(tiny_model, monkeypatch):
+    from kvlab import KVCache
+
+    cache = KVCache(tiny_model.config, 2, 8)
+    res = generate(tiny_model, [[1, 2, 3], [4, 5, 6]], 4, cache=cache)
+    hf = lesson.transformers_layer_kv(tiny_model, res.tokens[:, :-1], layer=1)
+    k, v = cache.layer_view(1)
+    assert hf.skipped == "" and hf.k.shape == k.shape and torch.allclose(hf.k, k, atol=1e-5)
+    assert torch.allclose(hf.v, v, atol=1e-5)
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
+                        if name.startswith("transformers") else real_import(name, *a, **k))
+    missing = lesson.transformers_layer_kv(tiny_model, res.tokens[:, :-1])
+    assert missing.k is None and missing.skipped.startswith("没有安装 transformers")
 
 
 def test_growth_medians_by_hand():

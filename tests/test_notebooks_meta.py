@@ -1,5 +1,9 @@
-"""Guards on the committed notebooks and the Colab set-up (no Colab needed)."""
+"""Guards on the committed notebooks: chapters found in chapters/ (none listed by hand), each complete, every code
+cell wiring only; and the Colab set-up (no Colab needed)."""
+import ast
+import importlib.util
 import json
+import re
 import subprocess
 import sys
 import types
@@ -8,18 +12,43 @@ from pathlib import Path
 import pytest
 
 from kvlab import colab
+from kvlab.exercises import notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 
 
-CHAPTERS = ["01_autoregressive_decode.ipynb", "02_cache_storage_shape.ipynb", "03_prefill_and_decode.ipynb",
-            "04_llama7b_memory_estimate.ipynb", "05_misconceptions.ipynb",  # the original chapter's five sections
-            "06_paged_cache_and_batching.ipynb"]  # 3.6, the extension
+CHAPTER_NAME = re.compile(r"(\d\d)_[a-z0-9_]+\.ipynb")  # 01_autoregressive_decode.ipynb
 
 
-def test_the_chapters_are_there():
-    assert [p.name for p in NOTEBOOKS] == CHAPTERS
+def test_chapters_are_numbered_one_by_one():
+    """Chapters are found, not listed: NN_title.ipynb, numbered 01, 02 ... without a gap."""
+    found = [CHAPTER_NAME.fullmatch(p.name) for p in NOTEBOOKS]
+    assert NOTEBOOKS and all(found), [p.name for p, m in zip(NOTEBOOKS, found) if not m]
+    assert [int(m.group(1)) for m in found] == list(range(1, len(NOTEBOOKS) + 1))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_chapter_has_its_lesson_exercises_and_browser_spec(path):
+    """What ARCHITECTURE.md's 「Adding a chapter」 asks for, checked for every notebook in chapters/."""
+    nn = path.name[:2]
+    module = notebook.module_for(path)
+    assert module is not None, f"no kvlab/exercises/chNN.py names {path.name} as its NOTEBOOK"
+    assert module.__name__ == f"kvlab.exercises.ch{nn}"
+    assert (ROOT / "tests" / "browser_chapters" / f"ch{nn}.py").exists()
+    lessons = set(re.findall(r"from kvlab\.lessons import (\w+) as lesson", notebook_source(path)))
+    assert len(lessons) == 1, f"{path.name} should import its one lesson as `lesson`, found {lessons}"
+    lesson = lessons.pop()
+    assert importlib.util.find_spec(f"kvlab.lessons.{lesson}") is not None
+    assert importlib.util.find_spec(f"kvlab.viz.{lesson}_plots") is not None, f"kvlab/viz/{lesson}_plots.py"
+    assert (ROOT / "tests" / f"test_lesson_{lesson}.py").exists()
+    row = f"| `chapters/{path.name}` | `kvlab/lessons/{lesson}"
+    assert row in (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8"), f"ARCHITECTURE.md's chapter table: {row}"
+
+
+def notebook_source(path: Path) -> str:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -108,3 +137,92 @@ def test_sync_is_idempotent(tmp_path):
     colab.main(str(tmp_path))
     for p in NOTEBOOKS:
         assert (tmp_path / "chapters" / p.name).read_text(encoding="utf-8") == p.read_text(encoding="utf-8")
+
+
+# -- the thin-cell rule: a code cell is wiring (imports, calls into kvlab, asserts, panels) ---------------------
+MAX_FUNCTION_LINES = 15
+ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.MatMult)
+HTML_TAG = re.compile(r"<(b|i|br|p|div|span|table|tr|td|th|ul|li|code|pre|details|style|h[1-6])\b[^>]*>", re.I)
+
+
+def written_by_kvlab(cell: dict) -> bool:
+    """The cells kvlab writes itself: the exercises (the learner's stubs and their check cells) and the Colab setup."""
+    return notebook.is_generated(cell) or "".join(cell["source"]) == colab.setup_cell_source()
+
+
+def cell_logic(source: str) -> list[str]:
+    """What in one code cell is logic rather than wiring: raise, try, class, a function over MAX_FUNCTION_LINES
+    lines or one that does arithmetic (an arithmetic helper), a global statement, HTML built from strings."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []  # IPython syntax (%magic, !shell): not Python to judge
+    found = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", "?")
+        if isinstance(node, ast.Raise):
+            found.append(f"line {line}: raise (validation belongs in kvlab, which raises ValueError/InputError)")
+        elif isinstance(node, ast.Try):
+            found.append(f"line {line}: try/except (handle the case in kvlab and return what the cell shows)")
+        elif isinstance(node, ast.ClassDef):
+            found.append(f"line {line}: class {node.name}")
+        elif isinstance(node, ast.Global):
+            found.append(f"line {line}: global")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            if length > MAX_FUNCTION_LINES:
+                found.append(f"line {line}: def {node.name} has {length} lines (more than {MAX_FUNCTION_LINES})")
+            if any(isinstance(n, (ast.BinOp, ast.AugAssign)) and isinstance(n.op, ARITHMETIC) for n in ast.walk(node)):
+                found.append(f"line {line}: def {node.name} does arithmetic (an arithmetic helper belongs in kvlab)")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and HTML_TAG.search(node.value):
+            found.append(f"line {line}: HTML built in the cell ({HTML_TAG.search(node.value).group(0)})")
+    return found
+
+
+def thin_cell_violations(nb: dict) -> list[str]:
+    return [f"cell {i}, {problem}" for i, cell in enumerate(nb["cells"])
+            if cell["cell_type"] == "code" and not written_by_kvlab(cell)
+            for problem in cell_logic("".join(cell["source"]))]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_code_cells_are_wiring_only(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    problems = thin_cell_violations(nb)
+    assert not problems, f"{path.name}:\n" + "\n".join(problems)
+
+
+def _notebook(*sources: str, stub: str | None = None) -> dict:
+    cells = [{"cell_type": "code", "metadata": {}, "source": s.splitlines(keepends=True)} for s in sources]
+    if stub is not None:  # an exercise stub, as kvlab.exercises writes it
+        cells.append({"cell_type": "code", "metadata": {notebook.META_KEY: "ch01.x/stub"},
+                      "source": stub.splitlines(keepends=True)})
+    return {"cells": cells}
+
+
+def test_the_thin_cell_rule_fails_on_a_cell_with_logic():
+    long_body = "".join(f"    print({i})\n" for i in range(16))
+    bad = _notebook(
+        "n = int(box.value)\nif n < 1:\n    raise ValueError('n')",
+        "try:\n    x = lesson.run()\nexcept ValueError:\n    x = None",
+        "def tokens_per_s(n, seconds):\n    return n / seconds",
+        "def show():\n" + long_body,
+        "class Helper:\n    pass",
+        "html = f'<b>{n}</b> tokens'",
+        "def bump():\n    global n\n    n += 1",
+    )
+    problems = thin_cell_violations(bad)
+    for cell, what in enumerate(["raise", "try/except", "does arithmetic", "17 lines", "class Helper", "HTML",
+                                 "global"]):
+        assert any(p.startswith(f"cell {cell},") and what in p for p in problems), (what, problems)
+
+
+def test_the_thin_cell_rule_passes_wiring_and_the_learners_stubs():
+    good = _notebook(
+        "from kvlab.lessons import decode as lesson\nmodel, tok = load_demo_model(device)",
+        "timings = lesson.measure_decode_latency(model, 64)\nfor line in lesson.explain_latency(timings):\n"
+        "    print(line)\nassert timings['kv'].tokens_per_s > timings['none'].tokens_per_s",
+        "print(f\"{r.bytes / 2**20:.1f} MiB\")\nlesson.latency_panel(model)",
+        stub="def cached_attention_step(q, k, v):\n    scores = q @ k.transpose(-2, -1) / 8\n    raise NotImplementedError",
+    )
+    assert thin_cell_violations(good) == []

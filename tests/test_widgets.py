@@ -470,3 +470,19 @@ def test_a_reloaded_page_gets_the_current_figure():
     state = view.widget.get_state(["_widget_data", "_widget_layout"])
     assert [t["type"] for t in state["_widget_data"]] == ["bar", "scatter"]
     assert list(state["_widget_data"][0]["y"]) == [5, 6, 7] and state["_widget_layout"]["title"]["text"] == "now"
+
+
+def test_control_factories_show_their_label_in_full():
+    """Every control a lesson shows comes from a factory here: the label is never cut, the width is fixed."""
+    made = [kw.int_slider("批次 B", 2, 1, 8), kw.int_box("序列长度 S", 4), kw.float_box("可用比例", 0.9, step=0.05),
+            kw.text_box("提示词", "人工", width="260px"), kw.dropdown("数据类型", ["fp16", "fp32"], "fp16"),
+            kw.selection_slider("提示词长度 P", [1, 2, 4], 2), kw.multi_select("模型", ["a", "b"], ["a"], rows=2)]
+    for control in made:
+        assert control.style.description_width == "initial" and control.layout.width, control
+    assert [c.description for c in made] == ["批次 B", "序列长度 S", "可用比例", "提示词", "数据类型", "提示词长度 P", "模型"]
+    assert made[3].continuous_update is False and made[3].layout.width == "260px"  # read on Enter, not per key
+    assert made[5].value == 2 and made[5].continuous_update and made[6].value == ("a",)
+    assert kw.checkbox("显示解释", True, width="120px").indent is False
+    button = kw.run_button()
+    assert button.description == "运行测量" and button.button_style == "primary"
+    assert kw.bold_label("形状 <L>").value == "<b>形状 &lt;L&gt;</b>"

@@ -1,15 +1,20 @@
 """动手练习: the exercises at the end of every chapter, checked at once with feedback in Chinese.
 
-- :mod:`.checker`: the one checker all chapters share (verdicts, attempts, hints, feedback as HTML).
-- :mod:`.ch01` ... :mod:`.ch06`: one module per chapter: each exercise's task, stub cell, check cell, hints and
-  its grader. :mod:`.tools`: the helpers a stub may call.
+- :mod:`.checker`: the one checker all chapters share (verdicts, attempts, hints, feedback as HTML, the one
+  number parser).
+- :mod:`.quiz`: self-check questions graded by the checker's rules (the widget is :mod:`kvlab.viz.quiz`).
+- :mod:`.ch01`, :mod:`.ch02` ...: one module per chapter, found by its name ``chNN.py`` (a new chapter's module
+  needs no list edited): each exercise's task, stub cell, check cell, hints and its grader.
+- :mod:`.tools`: the helpers a stub may call.
 - :mod:`.solutions`: the reference solutions (for teachers; a learner sees one only on request).
 - :mod:`.notebook`: ``python -m kvlab.exercises [NOTEBOOK ...]`` (re)writes the 「动手练习」 section at the end of
   the chapters' notebooks from these modules.
 """
+import pkgutil
+import re
 from importlib import import_module
 
-CHAPTER_MODULES = ("ch01", "ch02", "ch03", "ch04", "ch05", "ch06")
+CHAPTER_MODULES = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if re.fullmatch(r"ch\d\d", m.name)))
 
 
 def chapter_module(name: str):

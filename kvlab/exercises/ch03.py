@@ -1,6 +1,7 @@
 """Exercises of chapter 3.3: how large a decode batch must be to cross this machine's ridge point, and why no batch
 does once each sequence's own K/V dominates; TTFT and TPOT read from a trace. The roofs are the ones the page
-measured (:data:`kvlab.lessons.prefill_decode.last_roofs`), measured the same way when the page has not run."""
+measured (the page's ``roofs``, passed to :func:`this_machine` by the exercise cell), measured the same way when
+they are missing or not believable."""
 from __future__ import annotations
 
 import html
@@ -10,7 +11,8 @@ from dataclasses import dataclass
 
 from ..costs import pass_cost
 from ..generation import GenerationResult, generate
-from ..lessons.prefill_decode import ROOFLINE_CONFIG
+from ..device import pick_device
+from ..lessons.prefill_decode import ROOFLINE_CONFIG, Roofs, measure_roofs
 from ..measure import measurement_threads, torch_threads
 from ..memory import format_bytes
 from . import checker
@@ -42,16 +44,30 @@ class Machine:
                 f"矩阵乘法 {self.flops / 1e9:.1f} GFLOP/s（machine.flops，FLOP/秒）")
 
 
-def this_machine(device=None) -> Machine:
-    """The roofs the page measured above (same numbers as its roofline); measured now, the same way, if it has not."""
-    from ..device import pick_device
-    from ..lessons import prefill_decode
+# What any machine a learner runs this on measures: from a slow laptop core (0.1 GB/s, 0.1 GFLOP/s) to well past
+# today's largest accelerators (100 TB/s of memory bandwidth, 100 PFLOP/s).
+BELIEVABLE_BANDWIDTH = (1e8, 1e14)  # bytes/s
+BELIEVABLE_FLOPS = (1e8, 1e17)  # FLOP/s
 
-    roofs = prefill_decode.last_roofs
-    if roofs is not None and device is None:
+
+def believable(roofs) -> bool:
+    """``roofs`` is a :class:`~kvlab.lessons.prefill_decode.Roofs` whose two rates a real machine could have."""
+    if not isinstance(roofs, Roofs):
+        return False
+    bandwidth, flops = roofs.bandwidth.best, roofs.flops.best
+    return (BELIEVABLE_BANDWIDTH[0] <= bandwidth <= BELIEVABLE_BANDWIDTH[1]
+            and BELIEVABLE_FLOPS[0] <= flops <= BELIEVABLE_FLOPS[1])
+
+
+def this_machine(roofs=None, device=None) -> Machine:
+    """The roofs the page measured above (``roofs``: what ``lesson.measure_roofs`` returned there), or, when they
+    are missing or not believable (not kvlab's result, or rates no machine has), the roofs measured now the same
+    way on ``device`` (default: the best one here)."""
+    if believable(roofs):
         return Machine(roofs.bandwidth.best, roofs.flops.best, roofs.device, "本页上面测出的")
-    roofs = prefill_decode.measure_roofs(pick_device() if device is None else device)
-    return Machine(roofs.bandwidth.best, roofs.flops.best, roofs.device)
+    measured = measure_roofs(pick_device() if device is None else device)
+    source = "刚测出的" if roofs is None else "刚测出的；传进来的 roofs 不是本页测出的屋顶，没有采用"
+    return Machine(measured.bandwidth.best, measured.flops.best, measured.device, source)
 
 
 @dataclass(frozen=True)
@@ -110,7 +126,7 @@ B 越大，读一遍权重的代价被摊得越薄，算术强度越高；但每
 两问都一样：如果 B 再大也做不到，写 `0`。
 
 答案按这台机器上测出的屋顶检查，换一台机器答案可能不同。""",
-    stub=f'''machine = ch03.this_machine()  # the two roofs this page measured above
+    stub=f'''machine = ch03.this_machine(roofs)  # the two roofs this page measured above (the cell `roofs = ...`)
 print(machine)
 ridge = None  # FLOP per byte
 b_short = None  # the smallest B that makes a decode step after {SHORT} cached tokens compute-bound
@@ -177,7 +193,7 @@ def grade_batch_ridge(machine: Machine, ridge, b_short, b_long) -> Verdict:
     if all(v is None for v in answers.values()):
         return checker.todo()
     if not isinstance(machine, Machine):
-        return wrong("第一个参数要传上一格的 machine（ch03.this_machine() 的结果）。")
+        return wrong("第一个参数要传上一格的 machine（ch03.this_machine(roofs) 的结果）。")
     want = machine.flops / machine.bandwidth
     short, long = smallest_batch(want, SHORT), smallest_batch(want, LONG)
     problems = {}

@@ -253,8 +253,9 @@ def _fraction_text(x: Fraction) -> str:
 
 
 def _normalize(text: str) -> str:
+    """Full-width digits made ASCII; thousands separators (, ， _ and spaces between digit groups) removed."""
     text = unicodedata.normalize("NFKC", text).strip()
-    return re.sub(r"(?<=\d)[,_，](?=\d{3})", "", text)
+    return re.sub(r"(?<=\d)[,_， ](?=\d{3})", "", text)
 
 
 def _subject(what: str) -> str:
@@ -274,10 +275,12 @@ def parse_number(answer, what: str = "答案") -> Fraction:
             raise AnswerError(f"{what}需要一个有限的数，收到的是 {answer!r}")
         return Fraction(repr(float(answer)))
     if isinstance(answer, str):
+        if not answer.strip():
+            raise AnswerError("还没有填答案：请输入一个数")
         try:
             return Fraction(_normalize(answer))
         except ValueError:
-            raise AnswerError(f"「{answer}」不是一个数") from None
+            raise AnswerError(f"「{answer.strip()}」不是一个数：请只写数字，例如 1024 或 0.5") from None
     raise AnswerError(f"{what}需要一个数，收到的是 {type(answer).__name__}：{answer!r}")
 
 
@@ -353,13 +356,19 @@ def grade_count(answer, expected: int, known: dict[int, str] | None = None, what
 
 @dataclass(frozen=True)
 class Choice:
-    key: str  # what the learner writes: "A", "rope_offset" ...
+    """One option: of an exercise (the learner writes its ``key``) or of a quiz question (``key`` is the text shown)."""
+
+    key: str  # what the learner writes ("A", "rope_offset" ...) or, in a quiz, the option's text
     correct: bool
     feedback: str
     aliases: tuple[str, ...] = ()  # other spellings accepted for the same choice
 
     def matches(self, text: str) -> bool:
         return text.lower() in (k.lower() for k in (self.key, *self.aliases))
+
+    def verdict(self) -> Verdict:
+        """What picking this choice earns: right or wrong, with the feedback written for it."""
+        return (right if self.correct else wrong)(("正确！" if self.correct else "不对。") + self.feedback)
 
 
 def pick(answer, choices: list[Choice], what: str = "选项") -> Choice | Verdict:
@@ -380,9 +389,7 @@ def pick(answer, choices: list[Choice], what: str = "选项") -> Choice | Verdic
 def grade_choice(answer, choices: list[Choice], what: str = "选项") -> Verdict:
     """One of ``choices``, with the feedback written for it."""
     found = pick(answer, choices, what)
-    if isinstance(found, Verdict):
-        return found
-    return (right if found.correct else wrong)(("正确！" if found.correct else "不对。") + found.feedback)
+    return found if isinstance(found, Verdict) else found.verdict()
 
 
 def close(got: float, expected: float, rel: float) -> bool:

@@ -34,7 +34,7 @@ tokens = room // per_token  # whole tokens only: round down''',
     # -- 3.3 ------------------------------------------------------------------------------------------
     "ch03.batch_ridge": '''import itertools
 
-machine = ch03.this_machine()  # the two roofs this page measured above
+machine = ch03.this_machine(roofs)  # the two roofs this page measured above (the cell `roofs = ...`)
 print(machine)
 ridge = machine.flops / machine.bandwidth  # (FLOP/s) / (bytes/s) = FLOP per byte
 

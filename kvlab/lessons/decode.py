@@ -13,13 +13,13 @@ from ..cache import KVCache
 from ..config import ModelConfig
 from ..costs import attention_crossover, attention_flops, linear_flops_per_token
 from ..generation import generate
-from ..measure import DecodeTiming, measurement_threads, time_generate
+from ..measure import DecodeTiming, device_label, time_generate
 from ..stats import median
-from ..memory import format_bytes, kv_bytes_per_token, kv_cache_bytes
+from ..memory import format_bytes, kv_bytes_per_token
 from ..model import ToyTransformer, apply_rope
 from ..inputs import whole_number
 from ..viz import decode_plots as plots
-from ..viz.widgets import Panel, View, dropdown, int_slider, play_slider
+from ..viz.widgets import Panel, View, dropdown, int_slider, play_slider, run_button
 
 DEFAULT_PROMPT = "人工"
 
@@ -88,11 +88,14 @@ def most_attended(s: DecodeStep, layer: int, head: int) -> tuple[int, str, float
     return i, s.tokens[i], float(row[i])
 
 
+STEP_LABEL, LAYER_LABEL, HEAD_LABEL = "解码步", "层", "注意力头"  # the walkthrough's controls, as shown
+
+
 def render_step(steps: list[DecodeStep], step, layer, head) -> View:
     """The walkthrough panel: top-k bars, the two attention pictures, and the cache's K/V rows of one step."""
-    s = steps[whole_number("解码步", step, 1, len(steps)) - 1]
-    layer = whole_number("层", layer, 0, s.full_weights.shape[0] - 1)
-    head = whole_number("注意力头", head, 0, s.full_weights.shape[1] - 1)
+    s = steps[whole_number(STEP_LABEL, step, 1, len(steps)) - 1]
+    layer = whole_number(LAYER_LABEL, layer, 0, s.full_weights.shape[0] - 1)
+    head = whole_number(HEAD_LABEL, head, 0, s.full_weights.shape[1] - 1)
     n_rep = s.full_weights.shape[1] // s.k_cache.shape[1]  # query heads per KV head
     group = head // n_rep
     figures = [
@@ -131,10 +134,10 @@ def steps_where_heads_agree(steps: list[DecodeStep], layer: int, head_a: int, he
 def walkthrough_panel(model: ToyTransformer, steps: list[DecodeStep]) -> Panel:
     """Play / step slider, layer and head menus wired to :func:`render_step`."""
     cfg = model.config
-    play, step_slider = play_slider("解码步", 1, 1, len(steps))
+    play, step_slider = play_slider(STEP_LABEL, 1, 1, len(steps))
     heads = [(f"{h}（KV 组 {h // cfg.n_rep}）", h) for h in range(cfg.n_head)]
-    return Panel({"step": step_slider, "layer": dropdown("层", list(range(cfg.n_layer)), 0, width="120px"),
-                  "head": dropdown("注意力头", heads, 0, width="200px")},
+    return Panel({"step": step_slider, "layer": dropdown(LAYER_LABEL, list(range(cfg.n_layer)), 0, width="120px"),
+                  "head": dropdown(HEAD_LABEL, heads, 0, width="200px")},
                  partial(render_step, steps), extra=[play], layout="horizontal", css_class="kvlab-walkthrough")
 
 
@@ -269,10 +272,13 @@ def measure_decode_latency(model: ToyTransformer, new_tokens: int, repeats: int 
     return time_generate(model, prompt, new_tokens, ("none", "kv"), repeats=repeats, progress=progress)
 
 
+NEW_TOKENS_LABEL, REPEATS_LABEL = "生成 token 数", "重复次数（取中位数）"  # the latency panel's controls, as shown
+
+
 def render_latency(model: ToyTransformer, new_tokens, repeats) -> View:
     """The latency panel: measure both ways, plot per-step and cumulative time with fitted exponents."""
-    new_tokens = whole_number("生成 token 数", new_tokens, 1, model.config.max_seq_len - 8)
-    repeats = whole_number("重复次数（取中位数）", repeats, 1, 9)
+    new_tokens = whole_number(NEW_TOKENS_LABEL, new_tokens, 1, model.config.max_seq_len - 8)
+    repeats = whole_number(REPEATS_LABEL, repeats, 1, 9)
     results = measure_decode_latency(model, new_tokens, repeats)
     none, kv = results["none"], results["kv"]
     total_none, total_kv = none.cumulative_seconds[-1], kv.cumulative_seconds[-1]
@@ -281,19 +287,16 @@ def render_latency(model: ToyTransformer, new_tokens, repeats) -> View:
         f"有缓存快 <b>{total_none / total_kv:.1f}×</b><br>"
         f"单步耗时增长指数（后半段拟合）：无缓存 {none.step_exponent:.2f}，有缓存 {kv.step_exponent:.2f}；"
         f"累计耗时增长指数：无缓存 {none.cumulative_exponent:.2f}，有缓存 {kv.cumulative_exponent:.2f}"
-        f"（{model.device}，计时用 {measurement_threads()} 个 CPU 线程）"
+        f"（{device_label(model.device)}）"
     )
     return View([plots.latency_figure(results)], readout, results)
 
 
 def latency_panel(model: ToyTransformer, new_tokens: int = 192) -> Panel:
     """Length and repeat sliders; measurements run when the button is clicked."""
-    import ipywidgets as W
-
-    return Panel({"new_tokens": int_slider("生成 token 数", new_tokens, 32, model.config.max_seq_len - 8, step=32),
-                  "repeats": int_slider("重复次数（取中位数）", 1, 1, 5, width="300px")},
-                 partial(render_latency, model), layout="horizontal", css_class="kvlab-latency",
-                 button=W.Button(description="运行测量", button_style="primary", icon="play"))
+    return Panel({"new_tokens": int_slider(NEW_TOKENS_LABEL, new_tokens, 32, model.config.max_seq_len - 8, step=32),
+                  "repeats": int_slider(REPEATS_LABEL, 1, 1, 5, width="300px")},
+                 partial(render_latency, model), layout="horizontal", css_class="kvlab-latency", button=run_button())
 
 
 def _binned_medians(xs, ys, bins: int = 32) -> tuple[list[float], list[float]]:

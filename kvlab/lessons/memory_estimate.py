@@ -10,7 +10,6 @@ import html
 from dataclasses import dataclass
 from fractions import Fraction
 
-import ipywidgets as W
 import torch
 
 from .. import inputs
@@ -20,7 +19,7 @@ from ..device import as_device, synchronize
 from ..memory import DTYPE_BITS, format_bytes, kv_cache_bytes
 from ..presets import GPU_PRESETS, LATENT, MODEL_PRESETS, SLIDING_WINDOW, STANDARD, GpuPreset, ModelPreset
 from ..viz import memory_estimate_plots as plots
-from ..viz.widgets import Panel, View, dropdown, int_box
+from ..viz.widgets import Panel, View, dropdown, float_box, int_box, multi_select, selection_slider
 
 # -- the chapter's own example -------------------------------------------------------------------
 CHAPTER_MODEL = "LLaMA-7B"
@@ -443,18 +442,17 @@ def render_calculator(model, seq_len, batch_size, dtype, curve_models=CURVE_MODE
     return View([curves, layers], calculator_html(e), result=e)
 
 
-def seq_len_slider(value: int = CHAPTER_S) -> W.SelectionSlider:
+def seq_len_slider(value: int = CHAPTER_S):
     """Sequence length on a log scale (powers of 2 and the 3·2^k between them), 1 .. 4,194,304 tokens. It has no
     readout of its own: it writes into the 「序列长度 S」 box, which also takes any typed length."""
     start = max(s for s in SEQ_OPTIONS if s <= value)
-    slider = W.SelectionSlider(options=[(f"{s:,}", s) for s in SEQ_OPTIONS], value=start,
-                               description=SEQ_SLIDER_LABEL, readout=False, continuous_update=False,
-                               style={"description_width": "initial"}, layout=W.Layout(width="430px"))
+    slider = selection_slider(SEQ_SLIDER_LABEL, [(f"{s:,}", s) for s in SEQ_OPTIONS], start, width="430px",
+                              continuous=False, readout=False)
     slider.add_class("kvlab-control-seq_slider")
     return slider
 
 
-def link_slider_to_box(slider: W.SelectionSlider, box: W.IntText) -> None:
+def link_slider_to_box(slider, box) -> None:
     """Moving the slider writes its length into the box; typing a length the slider has moves the slider."""
     def slid(change):
         box.value = change["new"]
@@ -467,9 +465,8 @@ def link_slider_to_box(slider: W.SelectionSlider, box: W.IntText) -> None:
     box.observe(typed, names="value")
 
 
-def curve_selector(chosen=CURVE_MODELS) -> W.SelectMultiple:
-    return W.SelectMultiple(options=model_options(), value=tuple(chosen), rows=9, description=CURVE_LABEL,
-                            style={"description_width": "initial"}, layout=W.Layout(width="420px"))
+def curve_selector(chosen=CURVE_MODELS):
+    return multi_select(CURVE_LABEL, model_options(), chosen, rows=9)
 
 
 def calculator_panel(model: str = CHAPTER_MODEL, seq_len: int = CHAPTER_S, batch_size: int = 1,
@@ -725,8 +722,7 @@ def fit_panel(model: str = CHAPTER_MODEL, gpu: str = "T4 16 GB (Colab)", seq_len
             budget.value = GPU_PRESETS[change["new"]].memory_mib
 
     gpu_box.observe(card_chosen, names="value")
-    share = W.FloatText(value=usable, step=0.05, description=USABLE_LABEL, style={"description_width": "initial"},
-                        layout=W.Layout(width="190px"))
+    share = float_box(USABLE_LABEL, usable, step=0.05)
     controls = {"model": dropdown(MODEL_LABEL, model_options(), model, width="400px"),
                 "weight_dtype": dropdown(WEIGHT_DTYPE_LABEL, list(DTYPE_BITS), weight_dtype, width="200px"),
                 "cache_dtype": dropdown(CACHE_DTYPE_LABEL, list(DTYPE_BITS), cache_dtype, width="200px"),

@@ -20,7 +20,7 @@ from ..device import LastLevelCache, last_level_cache
 from ..generation import generate
 from ..interop import HF_CACHE_KINDS, distinct_so_far
 from ..inputs import choice, whole_number, whole_numbers
-from ..measure import alternate, measurement_threads, torch_threads
+from ..measure import alternate, device_label, measurement_threads, torch_threads
 from ..stats import median
 from ..memory import DTYPE_BITS, format_bytes, kv_bytes_per_token, kv_cache_bytes
 from ..model import ToyTransformer
@@ -28,7 +28,8 @@ from ..paging import block_fill, blocks_per_sequence, padded_slots, paged_slots
 from ..presets import GPU_PRESETS, LATENT, MODEL_PRESETS, ModelPreset
 from ..viz import storage_plots as plots
 from ..viz.style import MODE_LABELS
-from ..viz.widgets import Panel, View, dropdown, int_box, int_slider, play_slider
+from ..viz.widgets import (Panel, View, bold_label, dropdown, int_box, int_slider, play_slider, run_button,
+                           text_box)
 
 MAX_S, MAX_B = 10_000_000, 100_000  # beyond any real model's context or batch: treated as a typing error
 # This chapter sets two caches side by side, not a cache against none: its preallocated cache is named for that.
@@ -93,10 +94,6 @@ def render_shape(L, H, D, S, filled_pct) -> View:
     return View([figure], readout, s)
 
 
-def _caption(text: str):
-    import ipywidgets as W
-
-    return W.HTML(f"<b>{text}</b>", layout=W.Layout(width="auto"))
 
 
 def shape_panel() -> Panel:
@@ -109,7 +106,7 @@ def shape_panel() -> Panel:
                 "H": int_slider(SHAPE_LABELS["H"], H, 1, 128, width="300px"),
                 "D": int_slider(SHAPE_LABELS["D"], D, 16, 256, step=16, width="300px"),
                 "S": int_box(SHAPE_LABELS["S"], S, width="220px"), "filled_pct": fill_slider}
-    extra = {"L": _caption("模型的形状"), "S": _caption("这次请求"), "filled_pct": play}
+    extra = {"L": bold_label("模型的形状"), "S": bold_label("这次请求"), "filled_pct": play}
     return Panel(controls, render_shape, extra=extra, layout="grid", columns=4, css_class="kvlab-shape")
 
 
@@ -154,11 +151,14 @@ def gpu_lines(names=GPU_LINES) -> tuple[tuple[str, int], ...]:
     return tuple((f"{GPU_PRESETS[n].name} 的显存", GPU_PRESETS[n].memory_bytes) for n in names)
 
 
+BATCH_LABEL, DTYPE_LABEL = "批次 B", "数据类型"  # the bytes panel's controls, as shown
+
+
 def render_bytes(B, dtype, L, H, D, S, filled_pct) -> View:
     """The bytes panel: the formula with the chosen values, the batch drawn to scale in bytes, bytes against S."""
     s = shape_of(L, H, D, S, filled_pct)
-    r = MemoryReadout(L=s.L, B=whole_number("批次 B", B, 1, MAX_B), H=s.H, S=s.S, D=s.D,
-                      dtype=choice("数据类型", dtype, list(DTYPE_BITS)), filled=s.filled)
+    r = MemoryReadout(L=s.L, B=whole_number(BATCH_LABEL, B, 1, MAX_B), H=s.H, S=s.S, D=s.D,
+                      dtype=choice(DTYPE_LABEL, dtype, list(DTYPE_BITS)), filled=s.filled)
     total = r.total_bytes
     readout = (
         f"2 × L × B × H × S × D × 每元素字节 = 2 × {r.L} × {r.B:,} × {r.H} × {r.S:,} × {r.D} × "
@@ -176,16 +176,41 @@ def render_bytes(B, dtype, L, H, D, S, filled_pct) -> View:
 
 def bytes_panel(shape: Panel) -> Panel:
     """B and the dtype; the shape (L, H, D, S, fill) is read from ``shape`` and followed as it changes."""
-    controls = {"B": int_box("批次 B", 1, width="200px"),
-                "dtype": dropdown("数据类型", list(DTYPE_BITS), CHAPTER_EXAMPLE[4], width="200px")}
+    controls = {"B": int_box(BATCH_LABEL, 1, width="200px"),
+                "dtype": dropdown(DTYPE_LABEL, list(DTYPE_BITS), CHAPTER_EXAMPLE[4], width="200px")}
 
     def render(B, dtype) -> View:
         return render_bytes(B, dtype, **shape.values())
 
-    panel = Panel(controls, render, extra=[_caption("形状取自上面的面板")], layout="horizontal",
+    panel = Panel(controls, render, extra=[bold_label("形状取自上面的面板")], layout="horizontal",
                   css_class="kvlab-bytes")
     panel.follow(shape.controls.values())
     return panel
+
+
+# -- the same cache in transformers ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class TransformersKV:
+    """K and V of one layer as transformers caches them after the same tokens on the same weights; or why not."""
+
+    k: torch.Tensor | None  # [B, H_kv, T, D]
+    v: torch.Tensor | None
+    skipped: str = ""  # the reason there is nothing to compare (Chinese), empty when k and v are there
+
+
+@torch.no_grad()
+def transformers_layer_kv(model: ToyTransformer, tokens: torch.Tensor, layer: int = 0) -> TransformersKV:
+    """Feed ``tokens`` [B, T] to transformers' ``LlamaForCausalLM`` holding ``model``'s weights
+    (:func:`kvlab.interop.to_hf_llama`) and read ``layer``'s K and V from its cache. transformers is an optional
+    dependency: without it the result says so instead of raising."""
+    from ..interop import hf_cache_of, hf_layer_kv, to_hf_llama
+
+    try:
+        hf = to_hf_llama(model)
+    except ImportError as exc:
+        return TransformersKV(None, None, f"没有安装 transformers，跳过这一比较：{exc}")
+    k, v = hf_layer_kv(hf_cache_of(hf(tokens.to(model.device), use_cache=True)), layer)
+    return TransformersKV(k, v)
 
 
 # -- real models -------------------------------------------------------------------------------------
@@ -397,7 +422,7 @@ class GrowthComparison:
 
     def readout_html(self) -> str:
         c, kv, dyn = self.config, self.runs["kv"], self.runs["dynamic"]
-        on = f"{self.device}，{self.threads} 个 CPU 线程" if self.device.type == "cpu" else str(self.device)
+        on = device_label(self.device, self.threads)
         lines = [
             f"模型：{c.n_layer} 层，每层 {c.n_kv_head} 个 {c.head_dim} 维的 KV 头，d_model = {c.d_model}；每个 token 的"
             f"缓存 {format_bytes(self.per_token_bytes)}（FP32），全部权重 {format_bytes(self.weight_bytes)}，只相当于 "
@@ -543,11 +568,9 @@ def render_growth(model: ToyTransformer, tokens) -> View:
 
 def growth_panel(model: ToyTransformer, tokens: int = GROWTH_LENGTHS[0]) -> Panel:
     """A length and a button: each click runs all caches again (a longer run takes longer)."""
-    import ipywidgets as W
-
     length = dropdown(GROWTH_LABEL, growth_choices(model), tokens, width="420px")
     return Panel({"tokens": length}, partial(render_growth, model), layout="horizontal", css_class="kvlab-growth",
-                 button=W.Button(description="运行测量", button_style="primary", icon="play"))
+                 button=run_button())
 
 
 # -- padding in a batch -------------------------------------------------------------------------------
@@ -672,11 +695,8 @@ def render_padding(lengths, block_size, reserve=0) -> View:
 
 
 def padding_panel() -> Panel:
-    import ipywidgets as W
-
-    lengths = W.Text(value="12, 40, 7, 33, 25, 60", description=LENGTHS_LABEL, continuous_update=False,
-                     style={"description_width": "initial"}, layout=W.Layout(width="480px"))
-    return Panel({"lengths": lengths, "block_size": int_slider(BLOCK_LABEL, 16, 1, 64, width="380px"),
+    """A box of sequence lengths, the block size and the room reserved for generation."""
+    return Panel({"lengths": text_box(LENGTHS_LABEL, "12, 40, 7, 33, 25, 60", width="480px"), "block_size": int_slider(BLOCK_LABEL, 16, 1, 64, width="380px"),
                   "reserve": int_slider(RESERVE_LABEL, 0, 0, 256, step=8, width="380px")}, render_padding,
                  layout="horizontal", css_class="kvlab-padding")
 

@@ -566,22 +566,63 @@ class Panel:
         display(self.widget)
 
 
+# -- control factories: every control a lesson shows is built here -------------------------------------------
+# ``description`` is the control's label as the learner sees it; a lesson keeps it in one constant and passes the
+# same constant to the kvlab.inputs check of its value, so an error message always names a control on screen.
+def _labelled(cls, description: str, width: str, **traits):
+    """``cls`` with its label shown in full (ipywidgets cuts long labels at a fixed width otherwise)."""
+    return cls(description=description, style={"description_width": "initial"}, layout=W.Layout(width=width),
+               **traits)
+
+
 def int_slider(description: str, value: int, min: int, max: int, step: int = 1, continuous: bool = False,
                width: str = "420px") -> W.IntSlider:
-    return W.IntSlider(value=value, min=min, max=max, step=step, description=description,
-                       continuous_update=continuous, style={"description_width": "initial"},
-                       layout=W.Layout(width=width))
+    return _labelled(W.IntSlider, description, width, value=value, min=min, max=max, step=step,
+                     continuous_update=continuous)
 
 
 def int_box(description: str, value: int, width: str = "240px") -> W.IntText:
     """A free-entry integer box: any value can be typed, so the render must validate it."""
-    return W.IntText(value=value, description=description, style={"description_width": "initial"},
-                     layout=W.Layout(width=width))
+    return _labelled(W.IntText, description, width, value=value)
+
+
+def float_box(description: str, value: float, step: float, width: str = "190px") -> W.FloatText:
+    """A free-entry number box (the arrows move it by ``step``): the render must validate what is typed."""
+    return _labelled(W.FloatText, description, width, value=value, step=step)
+
+
+def text_box(description: str, value: str, width: str = "420px") -> W.Text:
+    """A free-entry text box, read when the learner presses Enter or leaves it (not at every key)."""
+    return _labelled(W.Text, description, width, value=value, continuous_update=False)
 
 
 def dropdown(description: str, options, value, width: str = "300px") -> W.Dropdown:
-    return W.Dropdown(options=options, value=value, description=description,
-                      style={"description_width": "initial"}, layout=W.Layout(width=width))
+    return _labelled(W.Dropdown, description, width, options=options, value=value)
+
+
+def selection_slider(description: str, options, value, width: str = "420px", continuous: bool = True,
+                     readout: bool = True) -> W.SelectionSlider:
+    """A slider over given values (``options``: values, or (label, value) pairs)."""
+    return _labelled(W.SelectionSlider, description, width, options=options, value=value,
+                     continuous_update=continuous, readout=readout)
+
+
+def multi_select(description: str, options, value, rows: int, width: str = "420px") -> W.SelectMultiple:
+    return _labelled(W.SelectMultiple, description, width, options=options, value=tuple(value), rows=rows)
+
+
+def checkbox(description: str, value: bool, width: str) -> W.Checkbox:
+    return W.Checkbox(value=value, description=description, indent=False, layout=W.Layout(width=width))
+
+
+def run_button(description: str = "运行测量") -> W.Button:
+    """The button of a panel that measures (it renders on a click, not on every change of its controls)."""
+    return W.Button(description=description, button_style="primary", icon="play")
+
+
+def bold_label(text: str) -> W.HTML:
+    """A line of bold text between controls (``text`` is HTML-escaped)."""
+    return W.HTML(f"<b>{html.escape(text)}</b>", layout=W.Layout(width="auto"))
 
 
 def play_slider(description: str, value: int, min: int, max: int, interval_ms: int = 700):

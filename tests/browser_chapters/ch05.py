@@ -245,7 +245,7 @@ def interact_lab(ch: ChapterPage) -> None:
 def interact_quiz(ch: ChapterPage) -> None:
     from kvlab import MODEL_PRESETS
     from kvlab.lessons import misconceptions as lesson
-    from kvlab.viz.quiz import ChoiceQuestion
+    from kvlab.exercises.quiz import ChoiceQuestion
 
     questions = lesson.review_questions()
     quiz = ch.page.locator(".kvlab-quiz")
@@ -293,11 +293,11 @@ def interact_quiz(ch: ChapterPage) -> None:
     wrong = next(c for c in q1.choices if not c.correct)
     right = next(c for c in q1.choices if c.correct)
     options = quiz.locator(".kvlab-quiz-q1 .kvlab-quiz-choices label")
-    options.filter(has_text=wrong.text).first.click()
-    ch.wait_until(lambda: feedback(1), lambda t: t.startswith("✗") and wrong.explanation[:10] in t, 15,
+    options.filter(has_text=wrong.key).first.click()
+    ch.wait_until(lambda: feedback(1), lambda t: t.startswith("✗") and wrong.feedback[:10] in t, 15,
                   "a wrong option should explain why")
-    options.filter(has_text=right.text).first.click()
-    ch.wait_until(lambda: feedback(1), lambda t: t.startswith("✓") and right.explanation[:10] in t, 15,
+    options.filter(has_text=right.key).first.click()
+    ch.wait_until(lambda: feedback(1), lambda t: t.startswith("✓") and right.feedback[:10] in t, 15,
                   "the right option should say why it is right")
     ch.wait_until(score.inner_text, lambda t: f"得分：2 / {len(questions)}" in t and "已作答 2 题" in t, 15,
                   "the score should be 2 of 2 answered")
@@ -307,13 +307,13 @@ def interact_quiz(ch: ChapterPage) -> None:
     wrongs = [c for c in q2.choices if not c.correct][:2]
     options2 = quiz.locator(".kvlab-quiz-q2 .kvlab-quiz-choices label")
     for choice in wrongs:
-        options2.filter(has_text=choice.text).first.click()
-        ch.wait_until(lambda: feedback(2), lambda t, c=choice: t.startswith("✗") and c.explanation[:8] in t, 15,
+        options2.filter(has_text=choice.key).first.click()
+        ch.wait_until(lambda: feedback(2), lambda t, c=choice: t.startswith("✗") and c.feedback[:8] in t, 15,
                       "a wrong option should explain why")
     ch.wait_until(lambda: reveal_button(2).is_visible(), bool, 15, "two wrong answers should offer 显示答案")
     reveal_button(2).click()
     answer = next(c for c in q2.choices if c.correct)
-    ch.wait_until(lambda: feedback(2), lambda t: t.startswith(f"答案：{answer.text}"), 15, "显示答案 should show it")
+    ch.wait_until(lambda: feedback(2), lambda t: t.startswith(f"答案：{answer.key}"), 15, "显示答案 should show it")
     ch.wait_until(score.inner_text, lambda t: f"得分：2 / {len(questions)}" in t and "看了 1 题的答案" in t, 15,
                   "a shown answer earns no point and is counted")
     ch.extra_screenshot("quiz", ".kvlab-quiz")

@@ -161,7 +161,7 @@ def interact_quiz(ch: ChapterPage) -> None:
     box.press("Enter")
     ch.wait_until(lambda: feedback(2), lambda t: t.startswith("✓ 正确"), 15, "the right block count should say 正确")
     right = next(c for c in questions[0].choices if c.correct)
-    quiz.locator(".kvlab-quiz-q1 .kvlab-quiz-choices label").filter(has_text=right.text).first.click()
+    quiz.locator(".kvlab-quiz-q1 .kvlab-quiz-choices label").filter(has_text=right.key).first.click()
     ch.wait_until(score.inner_text, lambda t: f"得分：2 / {len(questions)}" in t, 15, "the score should be 2")
 
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ...paging import blocks_for, paged_slots, shared_prefix_blocks
-from ...viz.quiz import Choice, ChoiceQuestion, NumberQuestion
+from ...exercises.checker import Choice
+from ...exercises.quiz import ChoiceQuestion, NumberQuestion
 
 QUIZ_LENGTHS = (37, 16, 90, 5)
 QUIZ_BLOCK = 16

@@ -1,0 +1,49 @@
+"""Chapter 3.3 实际推理中的 KV Cache 利用流程: one real generation as a timeline, the chapter's four
+steps mapped to kvlab's code and checked on a real cache, prefill against decode, a roofline of this
+machine, decode batching (and how each sequence's own K/V limits it), and the engineering notes
+(preallocation, unequal lengths, FP16/INT8) as experiments.
+
+Sentences whose content depends on this machine's numbers are chosen here (``explain_*`` functions
+returning lines to print), so that the notebook's prose only says what holds on any machine.
+
+A package with one module per section; every public name is re-exported here, so
+``from kvlab.lessons import prefill_decode as lesson; lesson.render_timeline(...)`` works as before.
+"""
+from .roofline import (ROOFLINE_CONFIG, roofline_model, weight_bytes_of, explain_weights_vs_cache, Roofs,
+                       measure_roofs, explain_roofs, RooflinePoint, FlopCheck, count_flops)
+from .timeline import (DEFAULT_PROMPT, TIMELINE_TOKENS, TIMELINE_MAX_TOKENS, PROMPT_LABEL, TOKENS_LABEL, STEP_LABEL,
+                       Timeline, run_timeline, regenerate, render_timeline, timeline_panel, StepBudget, step_budget,
+                       explain_step_budget)
+from .four_steps import CodePart, FOUR_STEPS, STEP_ARGUMENT, show_step, FourStepCheck, check_four_steps
+from .prefill_sweep import (PREFILL_LENGTHS, PREFILL_DECODE_STEPS, MAX_CUSTOM_LENGTHS, LengthPoint, PrefillSweep,
+                            max_prompt_len, measure_prefill_sweep, PrefillLab, LENGTHS_LABEL, PROMPT_LEN_LABEL,
+                            render_prefill, prefill_panel, PROPORTIONAL_EXPONENT, proportional_from, explain_prefill,
+                            prefill_points)
+from .batching import (BATCH_SIZES, BATCH_CONTEXTS, BATCH_STEPS, BATCH_REPEATS, BatchPoint, BatchSweep,
+                       measure_batch_sweep, BatchLab, explain_batch, explain_kv_share, BATCH_LABEL, CONTEXT_LABEL,
+                       render_batch, batch_panel, SmallMatmuls, measure_small_matmuls, explain_small_matmuls)
+from .engineering import (AllocatorTrace, AllocatorComparison, CPU_ALLOCATOR_REASON, allocator_growth,
+                          explain_allocator, explain_reservation, PADDED_LENGTHS, PADDED_NEW_TOKENS,
+                          PADDED_LENGTHS_LABEL, BLOCK_LABEL, corpus_text, corpus_prompts, PaddedBatch,
+                          run_padded_batch, paged_text, render_padded_batch, padded_batch_panel, PRECISION_LABELS,
+                          CachePrecision, compare_cache_precision, explain_precision)
+from ...device import last_level_cache  # the notebook reads the last-level cache through the lesson
+from ...measure import device_label  # every readout's device, as the notebook prints it
+
+__all__ = [
+    "ROOFLINE_CONFIG", "roofline_model", "weight_bytes_of", "explain_weights_vs_cache", "Roofs", "measure_roofs",
+    "explain_roofs", "RooflinePoint", "FlopCheck", "count_flops", "DEFAULT_PROMPT", "TIMELINE_TOKENS",
+    "TIMELINE_MAX_TOKENS", "PROMPT_LABEL", "TOKENS_LABEL", "STEP_LABEL", "Timeline", "run_timeline", "regenerate",
+    "render_timeline", "timeline_panel", "StepBudget", "step_budget", "explain_step_budget", "CodePart", "FOUR_STEPS",
+    "STEP_ARGUMENT", "show_step", "FourStepCheck", "check_four_steps", "PREFILL_LENGTHS", "PREFILL_DECODE_STEPS",
+    "MAX_CUSTOM_LENGTHS", "LengthPoint", "PrefillSweep", "max_prompt_len", "measure_prefill_sweep", "PrefillLab",
+    "LENGTHS_LABEL", "PROMPT_LEN_LABEL", "render_prefill", "prefill_panel", "PROPORTIONAL_EXPONENT",
+    "proportional_from", "explain_prefill", "prefill_points", "BATCH_SIZES", "BATCH_CONTEXTS", "BATCH_STEPS",
+    "BATCH_REPEATS", "BatchPoint", "BatchSweep", "measure_batch_sweep", "BatchLab", "explain_batch",
+    "explain_kv_share", "BATCH_LABEL", "CONTEXT_LABEL", "render_batch", "batch_panel", "SmallMatmuls",
+    "measure_small_matmuls", "explain_small_matmuls", "AllocatorTrace", "AllocatorComparison", "CPU_ALLOCATOR_REASON",
+    "allocator_growth", "explain_allocator", "explain_reservation", "PADDED_LENGTHS", "PADDED_NEW_TOKENS",
+    "PADDED_LENGTHS_LABEL", "BLOCK_LABEL", "corpus_text", "corpus_prompts", "PaddedBatch", "run_padded_batch",
+    "paged_text", "render_padded_batch", "padded_batch_panel", "PRECISION_LABELS", "CachePrecision",
+    "compare_cache_precision", "explain_precision", "last_level_cache", "device_label",
+]

@@ -1,0 +1,233 @@
+"""Chapter 3.3, prefill is parallel and decode sequential: prompts of many lengths timed, and where
+prefill meets this machine's compute roof."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+
+from ..._validate import positive_int
+from ...config import ModelConfig
+from ...costs import PassCost, decode_cost, pass_cost
+from ...generation import generate
+from ...inputs import InputError, one_of_numbers, whole_numbers
+from ...measure import alternate, device_label, measurement_threads, torch_threads
+from ...model import ToyTransformer
+from ...stats import growth_exponent
+from ...viz import prefill_decode_plots as plots
+from ...viz.widgets import Panel, View, selection_slider, text_box
+from .roofline import RooflinePoint, Roofs
+
+
+PREFILL_LENGTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+PREFILL_DECODE_STEPS = 4  # decode passes timed after each prefill of the sweep
+MAX_CUSTOM_LENGTHS = 10  # prompt lengths a learner may list in the prefill panel
+@dataclass
+class LengthPoint:
+    """A prompt of P tokens: its prefill pass, and the decode steps after it (the fastest of the repeats: other
+    programs on the machine can only make a run slower, so the fastest is the one closest to the machine's own)."""
+
+    prompt_len: int
+    prefill_seconds: float
+    decode_step_seconds: float  # one decode pass: median over the passes of a run, fastest run
+    decode_steps: int
+    prefill_cost: PassCost
+    decode_cost: PassCost  # all decode_steps passes together
+
+    @property
+    def sequential_seconds(self) -> float:
+        """The prompt fed one token per pass instead: P decode-sized passes."""
+        return self.prompt_len * self.decode_step_seconds
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        return self.prompt_len / self.prefill_seconds
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return 1 / self.decode_step_seconds
+
+    @property
+    def speedup(self) -> float:
+        """How many times faster the prompt goes through as one pass than token by token."""
+        return self.sequential_seconds / self.prefill_seconds
+
+    @property
+    def prefill_flops_per_s(self) -> float:
+        return self.prefill_cost.flops / self.prefill_seconds
+
+    @property
+    def decode_flops_per_s(self) -> float:
+        return self.decode_cost.flops / (self.decode_steps * self.decode_step_seconds)
+
+    @property
+    def decode_bytes_per_s(self) -> float:
+        """Bytes a decode step moves (weights and cache, counted) per second of its measured time."""
+        return self.decode_cost.bytes / (self.decode_steps * self.decode_step_seconds)
+
+
+@dataclass
+class PrefillSweep:
+    points: list[LengthPoint]
+    config: ModelConfig
+    device: str
+
+    @property
+    def lengths(self) -> list[int]:
+        return [p.prompt_len for p in self.points]
+
+    def at(self, prompt_len: int) -> LengthPoint:
+        return self.points[self.lengths.index(prompt_len)]
+
+
+def _timed_generations(model, prompts: dict, new_tokens: int, repeats: int) -> dict:
+    """``{key: [GenerationResult per repeat]}``: every prompt generated ``repeats`` times, interleaved, with the
+    timing threads of :func:`~kvlab.measure.measurement_threads`, after warming up on the smallest and the
+    largest prompt (allocator, kernels; rerunning every shape first would double the cost of the sweep)."""
+    runners = {k: partial(generate, model, p, new_tokens) for k, p in prompts.items()}
+    sizes = sorted(prompts, key=lambda k: prompts[k].numel())
+    with torch_threads(measurement_threads()):
+        for k in dict.fromkeys((sizes[0], sizes[-1])):
+            generate(model, prompts[k], 2)
+        return alternate(runners, repeats, warmup={k: lambda: None for k in prompts})
+
+
+def max_prompt_len(config: ModelConfig, decode_steps: int = PREFILL_DECODE_STEPS) -> int:
+    """The longest prompt the sweep can time: the prompt and the decode steps after it fit in max_seq_len."""
+    return config.max_seq_len - decode_steps - 1
+
+
+def measure_prefill_sweep(model: ToyTransformer, lengths=PREFILL_LENGTHS, decode_steps: int = PREFILL_DECODE_STEPS,
+                          repeats: int = 3, seed: int = 0) -> PrefillSweep:
+    """Time the prefill pass and the decode steps after it for prompts of each length (random token ids),
+    ``repeats`` times each, interleaved; see :class:`LengthPoint` for which run counts."""
+    decode_steps = positive_int("decode_steps", decode_steps)
+    repeats = positive_int("repeats", repeats)
+    c = model.config
+    if not isinstance(lengths, (list, tuple)) or not lengths:
+        raise ValueError(f"lengths must be a non-empty list of prompt lengths, got {lengths!r}")
+    lengths = [positive_int("lengths", n, maximum=max_prompt_len(c, decode_steps)) for n in lengths]
+    gen = torch.Generator().manual_seed(seed)
+    prompts = {P: torch.randint(0, c.vocab_size, (1, P), generator=gen) for P in lengths}
+    runs = _timed_generations(model, prompts, decode_steps + 1, repeats)
+    points = []
+    for P in lengths:
+        prefill = min(res.trace[0].seconds for res in runs[P])
+        step = min(res.time_per_output_token for res in runs[P])
+        points.append(LengthPoint(P, prefill, step, decode_steps, pass_cost(c, P), decode_cost(c, P, decode_steps)))
+    return PrefillSweep(points, c, device_label(model.device))
+
+
+class PrefillLab:
+    """The prefill sweep the notebook measured, and more prompt lengths measured when a learner lists them
+    (each length once; lengths measured earlier are reused)."""
+
+    def __init__(self, sweep: PrefillSweep, model: ToyTransformer | None = None):
+        self.model = model
+        self.config = sweep.config
+        self.device = sweep.device
+        self.points = {p.prompt_len: p for p in sweep.points}
+
+    def sweep(self, lengths: list[int]) -> PrefillSweep:
+        wanted = sorted(set(lengths))
+        missing = [P for P in wanted if P not in self.points]
+        if missing:
+            if self.model is None:
+                raise ValueError(f"lengths: {missing} were not measured and there is no model to measure them")
+            self.points.update({p.prompt_len: p for p in measure_prefill_sweep(self.model, missing).points})
+        return PrefillSweep([self.points[P] for P in wanted], self.config, self.device)
+
+
+def _lengths_text(lengths) -> str:
+    return ", ".join(str(n) for n in lengths)
+
+
+LENGTHS_LABEL, PROMPT_LEN_LABEL = "测量的提示词长度（逗号分隔）", "提示词长度 P"  # the controls, as shown
+
+
+def render_prefill(lab: PrefillLab, lengths, prompt_len) -> View:
+    """The prefill panel: the listed prompt lengths (measured on first use), one of them marked."""
+    values = whole_numbers(LENGTHS_LABEL, lengths, 1, max_prompt_len(lab.config), MAX_CUSTOM_LENGTHS)
+    sweep = lab.sweep(values)
+    p = sweep.at(one_of_numbers(PROMPT_LEN_LABEL, prompt_len, sweep.lengths))
+    readout = (
+        f"<b>P = {p.prompt_len}</b>：预填充一次前向 <b>{p.prefill_seconds * 1e3:.2f} ms</b>，"
+        f"即 <b>{p.prefill_tokens_per_s:,.0f} token/s</b>；一步解码 {p.decode_step_seconds * 1e3:.2f} ms，"
+        f"即 <b>{p.decode_tokens_per_s:,.0f} token/s</b><br>"
+        f"若把提示词一个一个地送进去：{p.prompt_len} × {p.decode_step_seconds * 1e3:.2f} ms = "
+        f"{p.sequential_seconds * 1e3:.1f} ms，是一次预填充的 <b>{p.speedup:.1f} 倍</b>（设备 {html.escape(sweep.device)}）"
+    )
+    return View([plots.prefill_decode_figure(sweep, p.prompt_len)], readout, p)
+
+
+def _follow_lengths(slider, config: ModelConfig, change) -> None:
+    """The P slider offers exactly the lengths typed (when they can be read; otherwise the panel says why)."""
+    try:
+        values = sorted(set(whole_numbers(LENGTHS_LABEL, change["new"], 1, max_prompt_len(config),
+                                          MAX_CUSTOM_LENGTHS)))
+    except InputError:
+        return
+    keep = slider.value if slider.value in values else values[-1]
+    if list(slider.options) != values:
+        slider.index = 0  # first, on its own: the browser's slider must never hold an index past the new list's end
+        slider.options = values
+    slider.value = keep
+
+
+def prefill_panel(sweep: PrefillSweep, model: ToyTransformer | None = None, prompt_len: int = 64) -> Panel:
+    """A box of prompt lengths (more are measured on ``model`` when typed) and a slider choosing one of them."""
+    lab = PrefillLab(sweep, model)
+    value = prompt_len if prompt_len in sweep.lengths else sweep.lengths[-1]
+    box = text_box(LENGTHS_LABEL, _lengths_text(sweep.lengths), width="520px")
+    slider = selection_slider(PROMPT_LEN_LABEL, sweep.lengths, value)
+    box.observe(partial(_follow_lengths, slider, sweep.config), names="value")  # before the panel's own observer
+    return Panel({"lengths": box, "prompt_len": slider}, partial(render_prefill, lab), layout="horizontal",
+                 css_class="kvlab-prefill")
+
+
+PROPORTIONAL_EXPONENT = 0.6  # a segment of the prefill curve grows "about in proportion to P" from this exponent
+
+
+def proportional_from(sweep: PrefillSweep) -> int | None:
+    """The smallest measured P from which every later segment of the prefill time grows with an exponent of at
+    least :data:`PROPORTIONAL_EXPONENT` (1 = in proportion to P); None when the last segment does not."""
+    P = sweep.lengths
+    t = [p.prefill_seconds for p in sweep.points]
+    start = None
+    for i in range(len(P) - 1, 0, -1):
+        if growth_exponent(P[i - 1:i + 1], t[i - 1:i + 1]) < PROPORTIONAL_EXPONENT:
+            break
+        start = P[i - 1]
+    return start
+
+
+def explain_prefill(sweep: PrefillSweep, roofs: "Roofs") -> list[str]:
+    """Where prefill crosses this machine's ridge, from when its time grows with P, and the speedup's ceiling."""
+    ridge = roofs.ridge
+    crossing = next((p.prompt_len for p in sweep.points if p.prefill_cost.intensity >= ridge), None)
+    where = (f"测过的长度里，从 P = {crossing} 起预填充的算术强度不低于转折点" if crossing is not None
+             else "测过的长度都还在转折点左边")
+    lines = [f"预填充的算术强度约为 P / 2：P 超过约 2 × 转折点 = {2 * ridge:.0f} 时就越过本机的转折点（{where}）。"]
+    start = proportional_from(sweep)
+    if start is None:
+        lines.append("实测：在测过的长度里，预填充的耗时一直比 P 涨得慢得多，还没有被算力卡住。")
+    else:
+        lines.append(f"实测：从 P = {start} 起，预填充的耗时与 P 差不多成正比地增长（之后每一段的增长指数都不低于 "
+                     f"{PROPORTIONAL_EXPONENT}，完全成正比时是 1）：它被算力卡住了。")
+    best = max(sweep.points, key=lambda p: p.speedup)
+    last = sweep.points[-1]
+    ceiling = last.prefill_flops_per_s / last.decode_flops_per_s
+    lines.append(f"倍数（逐个送入 ÷ 一次预填充）最大是 {best.speedup:.1f}（P = {best.prompt_len}）。倍数约等于预填充与解码"
+                 f"每秒运算数之比（P = {last.prompt_len} 时 {ceiling:.1f}）；预填充碰到矩阵乘屋顶时，倍数最多约为 矩阵乘速率 ÷ "
+                 f"解码每秒运算数 = {roofs.flops.best / last.decode_flops_per_s:.0f}。")
+    return lines
+
+
+def prefill_points(sweep: PrefillSweep) -> list[RooflinePoint]:
+    """Every prefill pass of the sweep and the decode steps after it, as roofline points."""
+    out = [RooflinePoint(f"预填充 P={p.prompt_len}", "prefill", p.prefill_cost.intensity, p.prefill_flops_per_s,
+                         f"P={p.prompt_len}") for p in sweep.points]
+    return out + [RooflinePoint(f"解码 B=1，P={p.prompt_len}", "decode", p.decode_cost.intensity,
+                                p.decode_flops_per_s) for p in sweep.points]

@@ -1,0 +1,133 @@
+"""Chapter 3.3, this machine's roofline: the two roofs (memory read bandwidth, matmul rate), the
+larger random-weight model the sweeps run on, and the FLOP formula checked against torch's own count."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from ..._validate import positive_int
+from ...cache import KVCache
+from ...config import ModelConfig
+from ...costs import pass_cost
+from ...measure import (Rate, device_label, measure_matmul_flops, measure_read_bandwidth, measurement_threads,
+                        torch_threads)
+from ...memory import format_bytes
+from ...model import ToyTransformer
+
+
+# The roofline model: 8 layers, d_model 512, fp32 weights of 114 MiB (exercise 3.3-1 uses the same config)
+ROOFLINE_CONFIG = ModelConfig(vocab_size=4096, d_model=512, n_layer=8, n_head=8, d_ff=1408, max_seq_len=1024)
+def roofline_model(device=None, seed: int = 0) -> ToyTransformer:
+    """A random-weight model whose fp32 weights (114 MiB) are larger than most CPUs' last-level cache,
+    so a decode step has to stream them from memory, while a long prefill is big matrix products."""
+    model = ToyTransformer(ROOFLINE_CONFIG, seed=seed).eval()
+    return model.to(device) if device is not None else model
+
+
+def weight_bytes_of(model: ToyTransformer) -> int:
+    """Bytes of the model's parameters as they are stored."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def explain_weights_vs_cache(model: ToyTransformer, cache_bytes: int | None, device="cpu") -> str:
+    """Whether the model's weights fit in the last-level cache, from its size in bytes (``last_level_cache``;
+    None where the system does not say)."""
+    weights = weight_bytes_of(model)
+    where = "GPU 的 L2 缓存" if torch.device(device).type == "cuda" else "本机 CPU 的最后一级缓存"
+    if cache_bytes is None:
+        return (f"FP32 权重 {format_bytes(weights)}；读不到{where}的大小，它比大多数 CPU 的最后一级缓存（几 MiB 到几十 MiB）"
+                "大：解码每一步都要从内存把权重读一遍。")
+    ratio = weights / cache_bytes
+    if ratio >= 2:
+        return (f"FP32 权重 {format_bytes(weights)}，是{where}（{format_bytes(cache_bytes)}）的 {ratio:.1f} 倍："
+                "解码每一步都要从内存把权重读一遍。")
+    return (f"FP32 权重 {format_bytes(weights)}，只是{where}（{format_bytes(cache_bytes)}）的 {ratio:.1f} 倍："
+            "相当一部分权重可以留在缓存里，解码读权重会比内存带宽快，下面的结论要打些折扣。")
+
+
+
+@dataclass
+class Roofs:
+    """This machine's two roofs: memory read bandwidth (bytes/s) and matmul rate (FLOP/s)."""
+
+    bandwidth: Rate
+    flops: Rate
+    device: str
+    threads: int | None = None  # CPU threads both were measured with (None on a GPU)
+
+    @property
+    def ridge(self) -> float:
+        """The intensity (FLOP/byte) where the two roofs meet."""
+        return self.flops.best / self.bandwidth.best
+
+    def attainable(self, intensity: float) -> float:
+        """The roofline: min(compute roof, bandwidth × intensity), FLOP/s."""
+        return min(self.flops.best, self.bandwidth.best * intensity)
+
+
+def measure_roofs(device, nbytes: int = 256 * 2**20, n: int = 1024, repeats: int = 15) -> Roofs:
+    """Measure both roofs with the timing threads of the other measurements, keeping the fastest of
+    ``repeats`` short runs each (a run that another program interrupted is only ever slower)."""
+    threads = measurement_threads()
+    with torch_threads(threads):
+        bandwidth = measure_read_bandwidth(device, nbytes=nbytes, repeats=repeats)
+        flops = measure_matmul_flops(device, n=n, repeats=repeats)
+    return Roofs(bandwidth, flops, device_label(device, threads), threads if torch.device(device).type == "cpu" else None)
+
+
+def explain_roofs(roofs: Roofs) -> list[str]:
+    """What the roofs stand for: how many threads measured them, and the ridge they give."""
+    if roofs.threads is not None:
+        cores = os.cpu_count() or roofs.threads
+        who = (f"两个屋顶都是用 {roofs.threads} 个线程测的（本机有 {cores} 个逻辑核），和本页的其他计时一样："
+               + ("这是本页计时所用的那部分机器，不是整台机器的峰值。" if roofs.threads < cores else "整台机器都用上了。"))
+    else:
+        who = f"两个屋顶都是在 {roofs.device} 上测的，用的是 FP32。"
+    return [who, f"转折点 = 矩阵乘速率 ÷ 带宽 = {roofs.ridge:.1f} FLOP/字节（FP32）。"]
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    label: str
+    kind: str  # "prefill", "decode" (B = 1 after a prompt of P) or "batch" (decode of B sequences)
+    intensity: float  # FLOP / byte
+    flops_per_s: float  # achieved
+    tag: str = ""  # a short name drawn beside the point ("P=32", "B=8")
+
+
+@dataclass(frozen=True)
+class FlopCheck:
+    """The FLOP formula of :mod:`kvlab.costs` against torch's own count of every matrix product of a real pass."""
+
+    prompt_len: int
+    prefill_formula: int
+    prefill_counted: int
+    decode_formula: int
+    decode_counted: int
+
+
+@torch.no_grad()
+def count_flops(model: ToyTransformer, prompt_len: int = 32, seed: int = 0) -> FlopCheck:
+    """Count a prefill of ``prompt_len`` tokens and the decode step after it with
+    ``torch.utils.flop_counter`` (explicit attention, so every matmul is visible to it)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    c = model.config
+    prompt_len = positive_int("prompt_len", prompt_len, maximum=c.max_seq_len - 1)
+    ids = torch.randint(0, c.vocab_size, (1, prompt_len + 1), generator=torch.Generator().manual_seed(seed))
+    ids = ids.to(model.device)
+    cache = KVCache(c, 1, prompt_len + 1, dtype=model.dtype, device=model.device)
+    counted = []
+    impl, model.attention_impl = model.attention_impl, "explicit"
+    try:
+        with torch_threads(measurement_threads()):
+            for feed in (ids[:, :prompt_len], ids[:, prompt_len:]):
+                with FlopCounterMode(display=False) as counter:
+                    model(feed, cache, last_logits_only=True)
+                counted.append(counter.get_total_flops())
+    finally:
+        model.attention_impl = impl
+    return FlopCheck(prompt_len, pass_cost(c, prompt_len).flops, counted[0], pass_cost(c, 1, prompt_len).flops,
+                     counted[1])

@@ -1,0 +1,194 @@
+"""Chapter 3.3, one real generation as a timeline (prefill, then decode passes, the cache growing),
+and the demo model's decode step against this machine's roofs."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from functools import partial
+
+from ..._validate import positive_int
+from ...config import ModelConfig
+from ...costs import PassCost, pass_cost
+from ...generation import PassRecord, generate
+from ...inputs import prompt_tokens, whole_number
+from ...measure import device_label, measurement_threads, torch_threads
+from ...memory import format_bytes
+from ...model import ToyTransformer
+from ...stats import median
+from ...viz import prefill_decode_plots as plots
+from ...viz.widgets import Panel, View, int_slider, play_slider, recent_run, text_box
+from .roofline import Roofs
+
+
+DEFAULT_PROMPT = "人工智能模型处理一个请求，通常分为两个阶段："
+TIMELINE_TOKENS = 24  # new tokens of the timeline by default: 1 prefill pass + 23 decode passes
+TIMELINE_MAX_TOKENS = 64  # the most the timeline's 「生成的 token 数」 slider allows
+PROMPT_LABEL, TOKENS_LABEL, STEP_LABEL = "提示词", "生成的 token 数", "第几次前向"  # the controls, as shown
+@dataclass
+class Timeline:
+    """Greedy generations with a preallocated cache: the one shown (the fastest prefill), every forward pass
+    with its time and the cache after it, and the prefill and decode times of every generation made."""
+
+    prompt: str
+    prompt_tokens: int
+    new_text: list[str]  # the token each pass produced
+    trace: list[PassRecord]  # the generation shown: the one whose prefill pass was fastest
+    cache_allocated_bytes: int
+    bytes_per_token: int  # K and V of one token, all layers
+    device: str
+    runs: int = 1  # generations made
+    prefill_runs: list[float] = field(default_factory=list)  # seconds of each generation's prefill pass
+    decode_runs: list[float] = field(default_factory=list)  # seconds of every decode pass of every generation
+
+    @property
+    def passes(self) -> int:
+        return len(self.trace)
+
+    @property
+    def starts_ms(self) -> list[float]:
+        """Start of each pass when the passes are laid end to end (only the forward passes are timed)."""
+        out, t = [], 0.0
+        for r in self.trace:
+            out.append(t)
+            t += r.seconds * 1e3
+        return out
+
+    @property
+    def ends_ms(self) -> list[float]:
+        return [s + r.seconds * 1e3 for s, r in zip(self.starts_ms, self.trace)]
+
+    @property
+    def lengths(self) -> list[int]:
+        """``cache.length`` after each pass (the last pass's token is returned, never stored)."""
+        return [r.seq_len for r in self.trace]
+
+    @property
+    def ttft_ms(self) -> float:
+        """The prefill pass: the fastest of the generations (another program can only slow one down)."""
+        if self.prefill_runs:
+            return min(self.prefill_runs) * 1e3
+        return sum(r.seconds for r in self.trace if r.phase == "prefill") * 1e3
+
+    @property
+    def tpot_ms(self) -> float:
+        """Median of every decode pass of every generation."""
+        return median(self.decode_runs or [r.seconds for r in self.trace if r.phase == "decode"]) * 1e3
+
+    @property
+    def decode_samples(self) -> int:
+        return len(self.decode_runs) or self.passes - 1
+
+
+def run_timeline(model: ToyTransformer, tokenizer, prompt: str = DEFAULT_PROMPT,
+                 new_tokens: int = TIMELINE_TOKENS, repeats: int = 3) -> Timeline:
+    """Greedy-generate ``new_tokens`` after ``prompt`` with a preallocated cache, ``repeats`` times after a
+    warm-up. TTFT is the fastest prefill pass and TPOT the median of all decode passes; the generation
+    with the fastest prefill is the one shown."""
+    new_tokens = positive_int("new_tokens", new_tokens)
+    repeats = positive_int("repeats", repeats)
+    if not isinstance(prompt, str) or not prompt:
+        raise ValueError("prompt: needs at least one character")
+    ids = tokenizer.encode(prompt)
+    threads = measurement_threads()
+    with torch_threads(threads):
+        generate(model, ids, min(4, new_tokens))  # warm-up: allocator, kernels
+        runs = [generate(model, ids, new_tokens, cache="kv") for _ in range(repeats)]
+    result = min(runs, key=lambda r: r.time_to_first_token)
+    cache = result.cache
+    return Timeline(prompt, len(ids), [tokenizer.decode([t]) for t in result.new_tokens[0].tolist()],
+                    result.trace, cache.nbytes, cache.nbytes // cache.max_seq_len,
+                    device_label(model.device, threads), repeats,
+                    [r.time_to_first_token for r in runs], [s for r in runs for s in r.decode_seconds])
+
+
+def regenerate(model: ToyTransformer, tokenizer, timeline: Timeline, cache: str):
+    """The timeline's prompt and number of tokens generated again with another cache mode (a
+    :class:`~kvlab.generation.GenerationResult`), with the timing threads."""
+    with torch_threads(measurement_threads()):
+        return generate(model, tokenizer.encode(timeline.prompt), timeline.passes, cache=cache)
+
+
+def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, new_tokens, step) -> View:
+    """The timeline panel: pass ``step`` of the generation of ``new_tokens`` after ``prompt`` (generated once
+    per prompt and length; the slider replays it without measuring again)."""
+    prompt, _ = prompt_tokens(PROMPT_LABEL, prompt, tokenizer, model.config.max_seq_len - TIMELINE_MAX_TOKENS)
+    n = whole_number(TOKENS_LABEL, new_tokens, 2, TIMELINE_MAX_TOKENS)
+    step = whole_number(STEP_LABEL, step, 1, n)
+    tl = recent_run(runs, (prompt, n), lambda: run_timeline(model, tokenizer, prompt, n), keep=4)
+    r = tl.trace[step - 1]
+    phase = "预填充（prefill）" if r.phase == "prefill" else "解码（decode）"
+    fed = f"整段提示词 {r.new_tokens} 个 token" if r.phase == "prefill" else "上一步生成的 1 个 token"
+    out = "".join(tl.new_text[:step])
+    readout = (
+        f"<b>第 {step} / {tl.passes} 次前向：{phase}</b>，输入{fed}，耗时 {r.seconds * 1e3:.2f} ms；"
+        f"之后 <code>cache.length</code> = <b>{r.seq_len}</b>，缓存已用 <b>{format_bytes(r.cache_bytes)}</b>"
+        f"（{r.seq_len} × {format_bytes(tl.bytes_per_token)}），预分配 {format_bytes(tl.cache_allocated_bytes)}<br>"
+        f"已生成 {step} 个 token：「{html.escape(out)}」<br>"
+        f"首 token 延迟 TTFT = {tl.ttft_ms:.2f} ms（{tl.runs} 次生成中最快的预填充，图中画的就是这一次）；"
+        f"每 token 延迟 TPOT = {tl.tpot_ms:.2f} ms（{tl.runs} 次生成共 {tl.decode_samples} 个解码步的中位数）；"
+        f"设备 {html.escape(tl.device)}"
+    )
+    return View([plots.timeline_figure(tl, step)], readout, tl)
+
+
+def _keep_step_in_range(step, play, change) -> None:
+    """The pass slider (and its Play button) span the passes of the generation chosen."""
+    n = change["new"]
+    if isinstance(n, int) and 2 <= n <= TIMELINE_MAX_TOKENS:
+        play.max = n
+        step.max = n  # a value above the new maximum is clamped by the slider
+
+
+def timeline_panel(model: ToyTransformer, tokenizer, timeline: Timeline | None = None) -> Panel:
+    """A prompt box, the number of tokens to generate, and a Play-able pass slider over one generation."""
+    n = timeline.passes if timeline is not None else TIMELINE_TOKENS
+    runs = {(timeline.prompt, n): timeline} if timeline is not None else {}
+    prompt = text_box(PROMPT_LABEL, timeline.prompt if timeline else DEFAULT_PROMPT, width="520px")
+    tokens = int_slider(TOKENS_LABEL, n, 2, TIMELINE_MAX_TOKENS, width="360px")
+    play, step = play_slider(STEP_LABEL, 1, 1, n, interval_ms=400)
+    tokens.observe(partial(_keep_step_in_range, step, play), names="value")  # before the panel's own observer
+    return Panel({"prompt": prompt, "new_tokens": tokens, "step": step},
+                 partial(render_timeline, model, tokenizer, runs), extra={"step": play}, layout="grid", columns=2,
+                 css_class="kvlab-timeline")
+
+
+# -- the demo model's decode step against this machine's roofs -----------------------------------------
+@dataclass(frozen=True)
+class StepBudget:
+    """One decode step of a model: what it has to compute and read, the least time the two roofs allow for
+    each, and the time measured."""
+
+    cost: PassCost
+    compute_seconds: float  # cost.flops / the matmul roof
+    read_seconds: float  # cost.bytes / the bandwidth roof
+    measured_seconds: float
+
+    @property
+    def bound_seconds(self) -> float:
+        return max(self.compute_seconds, self.read_seconds)
+
+    @property
+    def overhead_ratio(self) -> float:
+        """How many times the measured step is of the roofline's bound."""
+        return self.measured_seconds / self.bound_seconds
+
+
+def step_budget(config: ModelConfig, timeline: Timeline, roofs: "Roofs") -> StepBudget:
+    """The first decode step of ``timeline`` (one token after the prompt) against the roofs."""
+    cost = pass_cost(config, 1, timeline.prompt_tokens)
+    return StepBudget(cost, cost.flops / roofs.flops.best, cost.bytes / roofs.bandwidth.best, timeline.tpot_ms / 1e3)
+
+
+def explain_step_budget(budget: StepBudget) -> list[str]:
+    c = budget.cost
+    lines = [f"演示模型一步解码：{c.flops / 1e6:.2f} MFLOP（1 MFLOP = 10⁶ 次浮点运算），按本机的矩阵乘速率只要 "
+             f"{budget.compute_seconds * 1e6:.1f} µs；读写 {format_bytes(c.bytes)}，按本机的内存带宽只要 "
+             f"{budget.read_seconds * 1e6:.1f} µs。"]
+    if budget.overhead_ratio >= 3:
+        lines.append(f"实测 TPOT {budget.measured_seconds * 1e3:.2f} ms，是两者中较长那个的 {budget.overhead_ratio:.0f} 倍："
+                     "这个模型太小，一次前向的时间绝大部分不是花在运算和读写本身，而是花在固定开销上"
+                     "（Python、逐个算子的调度；在 GPU 上还有每个内核的启动）。")
+    else:
+        lines.append(f"实测 TPOT {budget.measured_seconds * 1e3:.2f} ms，只是两者中较长那个的 {budget.overhead_ratio:.1f} 倍："
+                     "这台机器上，连这么小的模型也接近两道屋顶。")
+    return lines

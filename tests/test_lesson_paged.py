@@ -66,7 +66,7 @@ def cells(contiguous, paged, gather=(0.1, 0.1, 0.1)):
     """Three cells of growing gather bytes; ``contiguous``/``paged``: per cell, the per-round times."""
     return PagingCost([StepCost(b, n, tuple(c), tuple(p), tuple(gather), (k + 1) * 2**20)
                        for k, ((b, n), c, p) in enumerate(zip([(1, 32), (8, 128), (8, 224)], contiguous, paged))],
-                      16, "cpu", 1)
+                      16, "cpu", 1, "cpu，计时用 1 个线程")
 
 
 def test_cost_sentence_branches():

@@ -250,7 +250,7 @@ def timeline_figure(comparison: "BatchingComparison") -> go.Figure:
         fig.update_xaxes(range=[0, end * 1.02], title=axis_title("时间", "ms") if row == 2 else None, row=row, col=col)
     fig.update_yaxes(title=axis_title("块", "块"), rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title=axis_title("请求", "个"), rangemode="tozero", row=2, col=2)
-    apply_template(fig, "同一组请求：静态批处理和连续批处理的时间线（每一步取各轮里最快的一次）", 700)
+    apply_template(fig, f"同一组请求：静态批处理和连续批处理的时间线（{comparison.where}；每一步取各轮里最快的一次）", 700)
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.15, x=0), margin=dict(b=150))
     return fig
 
@@ -277,4 +277,4 @@ def cost_figure(cost: "PagingCost") -> go.Figure:
     fig.update_yaxes(title=axis_title("单步耗时", "ms"), rangemode="tozero", row=1, col=1)
     fig.update_xaxes(title=axis_title("每步收集的 K/V", "MiB"), row=1, col=2)
     fig.update_yaxes(title=axis_title("收集耗时", "ms"), rangemode="tozero", row=1, col=2)
-    return apply_template(fig, f"分页的代价（每块 {cost.block_size} 个 token，{cost.device}）", 420, legend_below=True)
+    return apply_template(fig, f"分页的代价（每块 {cost.block_size} 个 token，{cost.where}）", 420, legend_below=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from ..._validate import positive_int
-from ...measure import alternate, measurement_threads, torch_threads
+from ...measure import alternate, device_label, measurement_threads, torch_threads
 from ...stats import cumulative
 from ...model import ToyTransformer
 from ...serving import Request, ServeRun, quantile, serve
@@ -29,6 +29,7 @@ class BatchingComparison:
     runs: dict[str, list[ServeRun]]  # policy -> one run per round
     device: str
     threads: int | None
+    where: str  # measure.device_label: what every readout says about the device
 
     def first(self, policy: str) -> ServeRun:
         """The first round's run (the timeline figure draws it; the schedule is the same in every round)."""
@@ -87,7 +88,7 @@ def compare_batching(model: ToyTransformer, requests: list[Request], max_batch: 
     threads = measurement_threads() if cpu else None
     with torch_threads(threads or torch.get_num_threads()):
         runs = alternate(runners, rounds, warmup=warm)
-    return BatchingComparison(runs, str(model.device), threads)
+    return BatchingComparison(runs, str(model.device), threads, device_label(model.device, threads))
 
 
 # -- the sentences --------------------------------------------------------------------------------------------

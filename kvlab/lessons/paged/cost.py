@@ -8,7 +8,7 @@ import torch
 
 from ..._validate import positive_int
 from ...cache import KVCache
-from ...measure import alternate, measurement_threads, timed, torch_threads
+from ...measure import alternate, device_label, measurement_threads, timed, torch_threads
 from ...stats import median
 from ...model import ToyTransformer
 from ...paged_cache import PagedKVCache
@@ -62,6 +62,7 @@ class PagingCost:
     block_size: int
     device: str
     threads: int | None
+    where: str  # measure.device_label: what every readout says about the device
 
     def cell(self, batch: int, length: int) -> StepCost:
         return next(c for c in self.cells if (c.batch, c.length) == (batch, length))
@@ -113,7 +114,7 @@ def paging_cost(model: ToyTransformer, tokenizer, batches=COST_BATCHES, lengths=
                 rows = [text[b * 97: b * 97 + L] for b in range(B)]
                 ids = torch.tensor(rows, dtype=torch.long, device=model.device)  # [B, L]
                 cells.append(_cell(model, ids, steps, rounds, block_size))
-    return PagingCost(cells, block_size, str(model.device), threads)
+    return PagingCost(cells, block_size, str(model.device), threads, device_label(model.device, threads))
 
 
 # -- the sentence ---------------------------------------------------------------------------------------------

@@ -133,5 +133,5 @@ def batching_html(c: BatchingComparison) -> str:
         ("被抢占的次数", f"{s.preemptions}", f"{k.preemptions}"),
     ]
     body = "".join(f"<tr><td>{a}</td><td>{b}</td><td>{d}</td></tr>" for a, b, d in rows)
-    return (f"<table><tr><th></th><th>{plots.POLICY_NAMES['static']}</th><th>{plots.POLICY_NAMES['continuous']}</th>"
-            f"</tr>{body}</table>")
+    return (f"<table><tr><th>{html.escape(c.where)}</th><th>{plots.POLICY_NAMES['static']}</th>"
+            f"<th>{plots.POLICY_NAMES['continuous']}</th></tr>{body}</table>")

@@ -6,12 +6,14 @@ from .device import pick_device
 from .generation import GenerationResult, PassRecord, generate
 from .memory import DTYPE_BITS, format_bytes, kv_bytes_per_token, kv_cache_bytes
 from .model import ToyTransformer
+from .paged_cache import BlockPool, PagedKVCache, PoolExhaustedError
 from .presets import MODEL_PRESETS, ModelPreset
 from .teaching_caches import KOnlyCache
 
 __all__ = [
-    "CACHE_MODES", "CacheFullError", "DTYPE_BITS", "DynamicKVCache", "GenerationResult", "Int8KVCache",
-    "KOnlyCache", "KVCache", "MODEL_PRESETS", "ModelConfig", "ModelPreset", "PassRecord", "ToyTransformer",
+    "BlockPool", "CACHE_MODES", "CacheFullError", "DTYPE_BITS", "DynamicKVCache", "GenerationResult", "Int8KVCache",
+    "KOnlyCache", "KVCache", "MODEL_PRESETS", "ModelConfig", "ModelPreset", "PagedKVCache", "PassRecord",
+    "PoolExhaustedError", "ToyTransformer",
     "format_bytes", "generate", "kv_bytes_per_token", "kv_cache_bytes", "load_demo_model", "pick_device",
 ]
 

@@ -4,7 +4,8 @@
 weights for plots; ``sdpa`` calls ``torch.nn.functional.scaled_dot_product_attention``.
 A test proves they agree. Queries sit at positions ``q_offset .. q_offset + Tq - 1``
 and keys at ``0 .. Tk - 1`` (columns of the cache); with left padding, the first
-``pad_lengths[b]`` columns of row ``b`` are padding that no real token may see.
+``pad_lengths[b]`` columns of row ``b`` are padding that no real token may see. With a
+paged cache each row may have its own offset (no padding at all).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import torch.nn.functional as F
 IMPLEMENTATIONS = ("sdpa", "explicit")
 
 
-def attention_mask(q_len: int, k_len: int, q_offset: int, pad_lengths: torch.Tensor | None = None, device=None
+def attention_mask(q_len: int, k_len: int, q_offset, pad_lengths: torch.Tensor | None = None, device=None
                    ) -> torch.Tensor | None:
     """Boolean mask, True where a query may see a key; ``None`` when every query may see every key.
 
@@ -24,7 +25,16 @@ def attention_mask(q_len: int, k_len: int, q_offset: int, pad_lengths: torch.Ten
     With ``pad_lengths`` [B]: [B, 1, Tq, Tk], additionally hiding row b's first pad_lengths[b]
     columns. A padding query sees only itself, so its softmax stays finite; no real token
     ever reads its output.
+    With per-row offsets (``q_offset`` a LongTensor [B], a paged cache whose sequences hold
+    different numbers of tokens): [B, 1, Tq, Tk], row b's query i sees keys 0 .. q_offset[b] + i;
+    columns past a row's own end (``k_len`` is the longest row's) are hidden from it.
     """
+    if isinstance(q_offset, torch.Tensor):
+        if pad_lengths is not None:
+            raise ValueError("pad_lengths: per-row offsets need no left padding; pass one or the other")
+        q_col = q_offset.to(device)[:, None, None] + torch.arange(q_len, device=device)[None, :, None]  # [B, Tq, 1]
+        k_col = torch.arange(k_len, device=device)[None, None, :]  # [1, 1, Tk]
+        return (k_col <= q_col)[:, None]  # [B, 1, Tq, Tk]: the same for every head
     if q_offset + q_len != k_len:
         raise ValueError(f"queries end at column {q_offset + q_len - 1} but keys end at {k_len - 1}")
     if pad_lengths is None and q_len == 1:

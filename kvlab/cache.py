@@ -50,6 +50,15 @@ class BaseCache:
                 f"cache full: {self.length} tokens stored, {n_new} more would pass max_seq_len={self.max_seq_len}"
             )
 
+    def starts(self):
+        """Column where each row's next token goes: ``length`` for every row (an int). A cache whose rows
+        hold different numbers of tokens (:class:`~kvlab.paged_cache.PagedKVCache`) returns a LongTensor [B]."""
+        return self.length
+
+    def reserve(self, n_new: int) -> None:
+        """Take what ``n_new`` more tokens per row need (called once per pass, before any layer writes). A
+        preallocated cache has it all already; a paged cache takes blocks here, or raises changing nothing."""
+
     def advance(self, n) -> None:
         """Count ``n`` more tokens as stored (called once per forward pass)."""
         n = non_negative_int("n", n)
@@ -75,6 +84,7 @@ class BaseCache:
         if k.shape[2] != v.shape[2]:
             raise ValueError(f"v: holds {v.shape[2]} tokens but k holds {k.shape[2]}; K and V come in pairs")
         self.check_room(k.shape[2])
+        self.reserve(k.shape[2])
         return self.write(int(layer), k.to(self.dtype), v.to(self.dtype))
 
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor):

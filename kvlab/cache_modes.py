@@ -14,6 +14,7 @@ from functools import partial
 from typing import Callable
 
 from .cache import BaseCache, DynamicKVCache, Int8KVCache, KVCache
+from .paged_cache import PagedKVCache
 from .teaching_caches import KOnlyCache
 
 # (config, batch_size, max_seq_len=None, dtype=None, device=None) -> a cache, like the cache classes themselves
@@ -49,6 +50,8 @@ MODES: dict[str, CacheMode] = {m.name: m for m in (
               "K/V stored as int8 with one fp32 scale per token and head"),
     CacheMode("fp16", partial(KVCache, storage_dtype="fp16"), False, "FP16 缓存（fp16）", "#56B4E9",
               "preallocated K/V stored in fp16 whatever the model computes in"),
+    CacheMode("paged", PagedKVCache, True, "分页缓存（paged）", "#882255",
+              "K/V in blocks of a shared pool, one block table per sequence, no padding (chapter 3.6)"),
 )}
 
 CACHE_MODES = tuple(MODES)  # the names, in the order figures and tables list them

@@ -21,6 +21,7 @@ from .cache_modes import CACHE_MODES, MODES
 from .device import synchronize
 from .memory import TORCH_DTYPES
 from .model import ForwardProbe, ToyTransformer
+from .paged_cache import PagedKVCache, prefix_plan
 from .stats import median
 from .teaching_caches import k_only_forward_unchecked
 
@@ -39,6 +40,7 @@ class PassRecord:
     v_tokens: int  # tokens (per sequence and layer) whose V was projected in this pass
     allocations: int  # cache storage tensors allocated so far
     bytes_copied: int  # bytes written into cache storage so far
+    rows: int = 0  # sequences fed in this pass (a paged prefill feeds the prompts of one length at a time)
 
 
 @dataclass
@@ -118,6 +120,11 @@ def as_token_batch(input_ids) -> tuple[torch.Tensor, torch.Tensor | None]:
     return ids, (torch.tensor(pads, dtype=torch.long) if any(pads) else None)
 
 
+def run_pads(pad: torch.Tensor | None, batch_size: int) -> list[int]:
+    """Left padding of each row as ints (all 0 without padding)."""
+    return pad.tolist() if pad is not None else [0] * batch_size
+
+
 def make_cache(model, mode: str, batch_size: int, max_seq_len: int) -> BaseCache | None:
     """A fresh cache of the given mode sized for ``max_seq_len`` tokens (None for "none")."""
     factory = MODES[one_of("cache", mode, CACHE_MODES)].factory
@@ -171,13 +178,15 @@ class Decoding:
         return sample(logits, self.temperature, self.top_k, self.generator)
 
 
-def forward_pass(run: Decoding, phase: str, feed: torch.Tensor, seq_len: int) -> torch.Tensor:
+def forward_pass(run: Decoding, phase: str, feed: torch.Tensor, seq_len: int, rows: BaseCache | None = None
+                 ) -> torch.Tensor:
     """One forward pass of ``feed`` [B, T]: the last column's logits [B, vocab], its :class:`PassRecord` traced.
 
     Only the model is timed, between two device synchronisations; the arguments were checked once by
     :func:`generate`, so no check (and no host sync a check would need) runs inside the timed region.
+    ``rows``: a paged cache over some of the rows (a paged prefill feeds prompts of one length at a time).
     """
-    model, cache, probe = run.model, run.cache, ForwardProbe()
+    model, cache, probe = run.model, run.cache if rows is None else rows, ForwardProbe()
     synchronize(model.device)
     t0 = time.perf_counter()
     if cache is not None and not cache.stores_values:
@@ -188,13 +197,13 @@ def forward_pass(run: Decoding, phase: str, feed: torch.Tensor, seq_len: int) ->
     seconds = time.perf_counter() - t0
     k_tok, v_tok = probe.projected()
     run.trace.append(PassRecord(
-        phase=phase, seq_len=seq_len, new_tokens=seq_len - (run.trace[-1].seq_len if run.trace else run.start),
-        seconds=seconds,
-        cache_bytes=cache.used_bytes if cache is not None else 0,
-        cache_allocated_bytes=cache.nbytes if cache is not None else 0,
+        phase=phase, seq_len=seq_len, seconds=seconds,
+        new_tokens=feed.shape[1] if rows is not None else seq_len - (run.trace[-1].seq_len if run.trace else run.start),
+        cache_bytes=run.cache.used_bytes if run.cache is not None else 0,
+        cache_allocated_bytes=run.cache.nbytes if run.cache is not None else 0,
         k_tokens=k_tok, v_tokens=v_tok,
-        allocations=cache.allocations if cache is not None else 0,
-        bytes_copied=cache.bytes_copied if cache is not None else 0,
+        allocations=run.cache.allocations if run.cache is not None else 0,
+        bytes_copied=cache.bytes_copied if cache is not None else 0, rows=feed.shape[0],
     ))
     return logits[:, -1]  # [B, vocab]
 
@@ -207,6 +216,34 @@ def prefill(run: Decoding, ids: torch.Tensor, chunk_size: int) -> torch.Tensor:
         logits = forward_pass(run, "prefill", ids[:, :end] if run.whole_sequence else ids[:, begin:end],
                               run.start + end)
     return logits
+
+
+def prefill_paged(run: Decoding, prompts: list[list[int]], chunk_size: int) -> torch.Tensor:
+    """Phase 1 on a paged cache, with no padding: prompts of one length go through their passes together, each
+    row writing into its own blocks. With ``share_prefixes``, a prompt that starts like an earlier one holds that
+    row's blocks (reference counts) and only the rest of it is fed. Returns every row's last logits [B, vocab]."""
+    cache: PagedKVCache = run.cache
+    device = run.model.device
+    plan = prefix_plan(prompts, cache.block_size) if cache.share_prefixes else [(None, 0)] * len(prompts)
+    plan = [(d, n) if cache.tables[row].length == 0 else (None, 0) for row, (d, n) in enumerate(plan)]
+    by_length: dict[int, list[int]] = {}
+    for row, (donor, _) in enumerate(plan):
+        if donor is None:
+            by_length.setdefault(len(prompts[row]), []).append(row)
+    passes = [(rows, 0) for rows in by_length.values()]
+    passes += [([row], n) for row, (donor, n) in enumerate(plan) if donor is not None]  # donors come first
+    last: list[torch.Tensor | None] = [None] * len(prompts)
+    for rows, shared in passes:
+        if shared:
+            cache.share_prefix(plan[rows[0]][0], rows[0], shared)
+        view = type(cache).over(cache.pool, [cache.tables[r] for r in rows], cache.max_seq_len)  # a subclass stays one
+        ids = torch.tensor([prompts[r] for r in rows], dtype=torch.long, device=device)  # [rows, P]
+        for begin in range(shared, ids.shape[1], chunk_size):
+            feed = ids[:, begin:begin + chunk_size]
+            logits = forward_pass(run, "prefill", feed, view.length + feed.shape[1], rows=view)
+        for i, r in enumerate(rows):
+            last[r] = logits[i]
+    return torch.stack(last)  # [B, vocab]
 
 
 def decode_one_token(run: Decoding, tokens: torch.Tensor, next_token: torch.Tensor) -> torch.Tensor:
@@ -237,10 +274,13 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
     cache: a name in ``CACHE_MODES`` (:mod:`kvlab.cache_modes`: "kv" preallocated, "none" re-run the whole
     sequence each step, "k_only" K cached and V recomputed, "dynamic" grow by concatenation, "int8" int8 K/V
     with per-vector scales, "fp16" K/V stored in fp16 whatever the model computes in), or a cache object to
-    use as it is (it is not reset: what it already holds comes first).
-    Prompts of unequal length are left-padded and masked; each row's new tokens are those of
-    running that prompt alone. ``prefill_chunk_size`` feeds a long prompt to a cache in chunks
-    (same result as one pass); without a cache there is nothing to carry between chunks, so
+    use as it is (it is not reset: what it already holds comes first). "paged" keeps K/V in blocks of a
+    shared pool (:class:`~kvlab.paged_cache.PagedKVCache`; pass one built with ``share_prefixes=True`` to let
+    prompts that start alike share their first blocks).
+    Prompts of unequal length are left-padded and masked (a paged cache needs no padding: each row is fed
+    and stored at its own positions; the returned ``tokens`` are still left-padded to one width); each
+    row's new tokens are those of running that prompt alone. ``prefill_chunk_size`` feeds a long prompt to a
+    cache in chunks (same result as one pass); without a cache there is nothing to carry between chunks, so
     the prompt is processed in one pass. Every argument is checked here, once.
     """
     if not isinstance(model, ToyTransformer):
@@ -272,15 +312,19 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
             raise ValueError(f"cache: holds {kv.length} of {kv.max_seq_len} tokens; {total - 1} more do not fit")
     else:
         kv, mode = make_cache(model, cache, B, total - 1), cache
-    run = Decoding(model, kv, pad, temperature, top_k, torch.Generator().manual_seed(seed),
+    paged = isinstance(kv, PagedKVCache)  # every row at its own position: no padding in the passes
+    run = Decoding(model, kv, None if paged else pad, temperature, top_k, torch.Generator().manual_seed(seed),
                    start=kv.length if kv is not None else 0, drawn_from=[] if return_logits else None)
     if kv is None:
         chunk = prompt_len  # nothing carries between chunks: one pass
 
-    logits = prefill(run, ids, chunk)
+    if paged:
+        logits = prefill_paged(run, [row[p:].tolist() for row, p in zip(ids, run_pads(pad, B))], chunk)
+    else:
+        logits = prefill(run, ids, chunk)
     tokens = decode_n_tokens(run, ids, logits, max_new_tokens)
     return GenerationResult(
         tokens=tokens.cpu(), trace=run.trace, prompt_len=prompt_len, cache_mode=mode,
-        pad_lengths=pad.tolist() if pad is not None else [0] * B,
+        pad_lengths=run_pads(pad, B),
         logits=torch.stack([x.float().cpu() for x in run.drawn_from], dim=1) if return_logits else None, cache=kv,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager
+from functools import wraps
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -39,6 +40,16 @@ def torch_threads(n: int):
         yield n
     finally:
         torch.set_num_threads(before)
+
+
+def leave_a_core(fn):
+    """Run ``fn`` on :func:`measurement_threads` CPU threads: the demo model gains nothing from a second thread,
+    and a thread that has to share its core with the browser makes every step wait for it."""
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        with torch_threads(measurement_threads()):
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 def timed(fn: Callable[[], object], device) -> tuple[object, float]:

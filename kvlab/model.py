@@ -237,12 +237,20 @@ class ToyTransformer(nn.Module):
             raise ValueError(f"pad_lengths must lie in [0, {self.config.max_seq_len}), got values in [{lo}, {hi}]")
         return pad.to(device=self.device, dtype=torch.long)
 
-    def rope_and_mask(self, start: int, T: int, pad: torch.Tensor | None):
+    def rope_and_mask(self, start, T: int, pad: torch.Tensor | None, end: int | None = None):
         """RoPE angles and attention mask for new tokens in columns ``start .. start + T - 1``.
 
         With left padding, row b's real tokens are at positions ``column - pad[b]``: the
         same positions they would have alone, so every row computes what it would alone.
+        ``start`` may be a LongTensor [B] (a paged cache whose rows hold different numbers of
+        tokens): row b's new tokens sit at positions ``start[b] ..``, no padding anywhere, and
+        ``end`` is the longest row's end (the keys the cache reads back).
         """
+        if isinstance(start, torch.Tensor):
+            pos = start[:, None] + torch.arange(T, device=self.device)[None]  # [B, T]
+            cos, sin = self.rope_cos[pos][:, None], self.rope_sin[pos][:, None]  # [B, 1, T, D]
+            mask = attn_ops.attention_mask(T, end, start, None, self.device)
+            return cos.to(self.dtype), sin.to(self.dtype), mask
         end = start + T
         if pad is None:
             cos, sin = self.rope_cos[start:end], self.rope_sin[start:end]  # [T, D]
@@ -269,11 +277,15 @@ class ToyTransformer(nn.Module):
             if not cache.stores_values:
                 raise ValueError(f"cache: a {type(cache).__name__} keeps no V, so forward() cannot use it; "
                                  "use generate(..., cache='k_only') or kvlab.teaching_caches.k_only_forward")
-            start = cache.length
             cache.check_room(T)  # fail before any layer writes: the cache stays as it was
-        if start + T > self.config.max_seq_len:
-            raise CacheFullError(f"sequence of {start + T} tokens passes max_seq_len={self.config.max_seq_len}")
+            start = cache.starts()  # an int; a LongTensor [B] when rows hold different numbers of tokens
+        end = (cache.length if cache is not None else 0) + T  # the longest row's end
+        if end > self.config.max_seq_len:
+            raise CacheFullError(f"sequence of {end} tokens passes max_seq_len={self.config.max_seq_len}")
         pad = self.check_pad(pad_lengths, B)
+        if pad is not None and isinstance(start, torch.Tensor):
+            raise ValueError("pad_lengths: this cache's rows hold different numbers of tokens (no padding needed); "
+                             "left padding cannot be combined with it")
         if return_attention and probe is None:
             probe = ForwardProbe(keep_weights=True)
         logits = self.forward_unchecked(ids, cache, pad, last_logits_only=last_logits_only, probe=probe)
@@ -287,8 +299,11 @@ class ToyTransformer(nn.Module):
         or None. Nothing here checks a value or waits for the device, so a timed pass times the model only.
         """
         T = ids.shape[1]
-        start = cache.length if cache is not None else 0
-        cos, sin, mask = self.rope_and_mask(start, T, pad)
+        start, end = 0, T
+        if cache is not None:
+            cache.reserve(T)  # a paged cache takes its blocks here (or raises, before any layer writes)
+            start, end = cache.starts(), cache.length + T  # starts: an int, or a LongTensor [B] per row
+        cos, sin, mask = self.rope_and_mask(start, T, pad, end)
         x = self.embed(ids)  # [B, T, d_model]
         for block in self.layers:
             x = block(x, cos, sin, mask, cache, self.attention_impl, probe)

@@ -1,10 +1,13 @@
 """Paged-cache arithmetic: how many fixed-size blocks given token counts take, and the slots they hold.
 
 The one home of this arithmetic: 3.2's padding panel, 3.3's padded batch, 3.5's budget and
-3.6's paged cache all count blocks here. A block holds ``block_size`` tokens of one sequence
+3.6's paged cache all count blocks here, and the slots padding (3.2) and fixed reservations (3.5)
+allocate for the same sequences. A block holds ``block_size`` tokens of one sequence
 (K and V of every layer); a sequence takes whole blocks, so only its last block can be part empty.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ._validate import non_negative_int, positive_int
 
@@ -14,6 +17,12 @@ def blocks_for(tokens, block_size) -> int:
     n = non_negative_int("tokens", tokens)
     bs = positive_int("block_size", block_size)
     return -(-n // bs)
+
+
+def block_fill(tokens: int, index: int, block_size: int) -> int:
+    """Tokens the ``index``-th block of a sequence of ``tokens`` tokens holds (``block_size`` except in its last
+    block; 0 past it)."""
+    return max(0, min(block_size, tokens - index * block_size))
 
 
 def blocks_per_sequence(lengths, block_size) -> list[int]:
@@ -38,3 +47,83 @@ def _lengths(lengths) -> list[int]:
     if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
         raise ValueError(f"lengths must be a list of token counts, got {lengths!r}")
     return [non_negative_int("lengths", n) for n in lengths]
+
+
+# -- the three ways of holding the same sequences (3.2 padding, 3.5 reservation, 3.6 paging) -------------
+SCHEMES = ("padding", "reservation", "paging")
+
+
+def padded_slots(lengths, reserve: int = 0) -> int:
+    """Slots a padded batch allocates: every sequence as long as the longest, plus ``reserve`` each (3.2)."""
+    lengths = _lengths(lengths)
+    return len(lengths) * (max(lengths, default=0) + non_negative_int("reserve", reserve))
+
+
+def reserved_slots(lengths, reserve) -> int:
+    """Slots fixed per-request reservations allocate: ``reserve`` for every sequence, whatever its length (3.5)."""
+    return len(_lengths(lengths)) * non_negative_int("reserve", reserve)
+
+
+def reserved_fill(lengths, reserve) -> int:
+    """Slots of the reservations that hold tokens: a sequence longer than ``reserve`` fills all of its own (3.5)."""
+    r = non_negative_int("reserve", reserve)
+    return sum(min(n, r) for n in _lengths(lengths))
+
+
+def scheme_slots(scheme: str, lengths, block_size: int, reserve: int) -> int:
+    """Slots ``scheme`` allocates to hold ``lengths``: padding to the longest, a fixed reservation, or blocks."""
+    if scheme == "padding":
+        return padded_slots(lengths)
+    if scheme == "reservation":
+        return reserved_slots(lengths, reserve)
+    if scheme == "paging":
+        return paged_slots(lengths, block_size)
+    raise ValueError(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+
+
+@dataclass(frozen=True)
+class SharedPrefix:
+    """Blocks ``lengths`` take when every sequence after the first starts with the first one's ``prefix`` tokens
+    and holds them through reference counts instead of its own copy (see ``PagedKVCache.share_prefix``). As in
+    ``generate``, a prefix is shared only when it fills at least one whole block."""
+
+    prefix: int
+    lengths: tuple[int, ...]
+    block_size: int
+
+    @property
+    def unshared(self) -> int:
+        """Blocks without sharing: every sequence its own."""
+        return sum(blocks_per_sequence(self.lengths, self.block_size))
+
+    @property
+    def full_shared_blocks(self) -> int:
+        """Whole blocks of the prefix, held once for all sequences."""
+        return self.prefix // self.block_size
+
+    @property
+    def copies(self) -> int:
+        """Copy-on-write copies: a part-filled last prefix block is shared, then copied by each sharer's first write."""
+        return (len(self.lengths) - 1) * (self.full_shared_blocks > 0 and self.prefix % self.block_size != 0)
+
+    @property
+    def saved(self) -> int:
+        return (len(self.lengths) - 1) * self.full_shared_blocks
+
+    @property
+    def shared(self) -> int:
+        """Blocks with sharing."""
+        return self.unshared - self.saved
+
+
+def shared_prefix_blocks(prefix, lengths, block_size) -> SharedPrefix:
+    """The blocks ``lengths`` (each sequence's tokens at its longest) take with and without sharing the first
+    ``prefix`` tokens; every sequence must hold more than ``prefix`` tokens (it writes at least one of its own)."""
+    p = non_negative_int("prefix", prefix)
+    lengths = _lengths(lengths)
+    if not lengths:
+        raise ValueError("lengths must hold at least one sequence length")
+    short = [n for n in lengths if n <= p]
+    if short:
+        raise ValueError(f"lengths: every sequence needs more than the {p} shared tokens, got {short[0]}")
+    return SharedPrefix(p, tuple(lengths), positive_int("block_size", block_size))

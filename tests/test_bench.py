@@ -91,7 +91,7 @@ def test_weight_bytes_per_step_excludes_embedding_table():
     assert bench.weight_bytes_per_step(m) == 4 * (layer + 8 + 8 * 100 + 8)  # + one embedding row
 
 
-@pytest.mark.parametrize("args", [["--new-tokens", "0"], ["--modes", "kv,paged"], ["--dtype", "fp64"],
+@pytest.mark.parametrize("args", [["--new-tokens", "0"], ["--modes", "kv,vllm"], ["--dtype", "fp64"],
                                   ["--device", "tpu"], ["--prompt-len", "1099511627776"],
                                   ["--batch-size", str(10**12)], ["--vocab-size", "99999999999999"]])
 def test_cli_rejects_bad_arguments_with_a_usage_error(args, capsys):

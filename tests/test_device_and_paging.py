@@ -69,3 +69,34 @@ def test_paged_arithmetic():
 def test_paged_arithmetic_rejects_bad_values(call):
     with pytest.raises(ValueError):
         call()
+
+
+def test_the_three_schemes_hold_the_same_sequences():
+    from kvlab.paging import padded_slots, reserved_fill, reserved_slots, scheme_slots
+
+    lengths = [12, 40, 7]
+    assert padded_slots(lengths) == 3 * 40 and padded_slots(lengths, reserve=8) == 3 * 48  # 3.2
+    assert reserved_slots(lengths, 32) == 96 and reserved_fill(lengths, 32) == 12 + 32 + 7  # 3.5: 40 is cut to 32
+    assert [scheme_slots(s, lengths, 16, 64) for s in ("padding", "reservation", "paging")] == [120, 192, 80]
+    with pytest.raises(ValueError, match="^scheme"):
+        scheme_slots("swap", lengths, 16, 64)
+
+
+def test_shared_prefix_arithmetic():
+    from kvlab.paging import shared_prefix_blocks
+
+    s = shared_prefix_blocks(20, [30, 25, 40], 8)  # 20 = 2 whole blocks + 4 tokens of a third
+    assert s.unshared == 4 + 4 + 5 and s.full_shared_blocks == 2 and s.saved == 2 * 2 and s.shared == 13 - 4
+    assert s.copies == 2  # the part-filled third block: copied by each of the two sharers' first write
+    assert shared_prefix_blocks(16, [17, 17], 8).copies == 0
+    assert shared_prefix_blocks(0, [3], 8).saved == 0
+    assert shared_prefix_blocks(5, [9, 9], 8).copies == 0  # under one block: not shared at all
+    with pytest.raises(ValueError, match="^lengths: every sequence needs more than the 20"):
+        shared_prefix_blocks(20, [30, 20], 8)
+
+
+def test_block_fill():
+    from kvlab.paging import block_fill
+
+    assert [block_fill(37, i, 16) for i in range(4)] == [16, 16, 5, 0]
+    assert sum(block_fill(37, i, 16) for i in range(3)) == 37

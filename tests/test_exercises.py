@@ -569,5 +569,46 @@ def test_generator_refuses_a_notebook_without_exercises(tmp_path):
 
 
 def test_every_chapter_module_names_its_notebook_and_setup():
-    assert [m.NOTEBOOK[:2] for m in MODULES] == ["01", "02", "03", "04", "05"]
+    assert [m.NOTEBOOK[:2] for m in MODULES] == [name[2:] for name in CHAPTER_MODULES]  # ch06 -> 06_...
     assert all(f"from kvlab.exercises import {m.__name__.rsplit('.', 1)[1]}" in m.SETUP for m in MODULES)
+
+
+# -- 3.6 ----------------------------------------------------------------------------------------------------------
+def test_lookup_rejects_known_mistakes():
+    from kvlab.exercises import ch06
+
+    logical = ch06.grade_lookup(lambda table, p, bs: (p // bs, p % bs))
+    assert logical.status == checker.WRONG and "不是物理块号" in logical.message
+    swapped = ch06.grade_lookup(lambda table, p, bs: (p % bs, table[p // bs]))
+    assert swapped.status == checker.WRONG and "顺序反了" in swapped.message
+    crashing = ch06.check_lookup(lambda table, p, bs: table[p + 10])  # through the checker: an error is feedback
+    assert crashing.status == checker.WRONG and "出错了" in crashing.message and "position = 0" in crashing.message
+
+
+def test_lookup_is_checked_inside_a_generation():
+    """A lookup right on every listed case but wrong past them is caught by the generation (the pool is
+    shuffled, so a token's block id is never its place in the table)."""
+    from kvlab.exercises import ch06
+
+    cases = {(tuple(t), p, bs) for t, p, bs in ch06.LOOKUP_CASES}
+
+    def almost(table, p, bs):
+        if (tuple(table), p, bs) in cases:
+            return table[p // bs], p % bs
+        return table[0], p % bs  # every token in the first block
+    verdict = ch06.grade_lookup(almost)
+    assert verdict.status == checker.WRONG and "从第 1 步起与连续的 KVCache 不同" in verdict.message  # the prefill
+
+
+def test_blocks_known_mistakes_are_distinct_from_the_answer():
+    from kvlab.exercises import ch06
+    from kvlab.paging import shared_prefix_blocks
+
+    s = shared_prefix_blocks(ch06.SYSTEM, ch06.request_lengths(), ch06.COUNT_BLOCK)
+    known = ch06.blocks_mistakes()
+    assert s.unshared not in known["without"] and s.shared not in known["with"]
+    assert len(known["with"]) == 3 and len(known["without"]) == 2  # no two mistakes give the same number
+    assert ch06.grade_blocks(s.unshared, s.shared).status == checker.RIGHT
+    for wrong_answer, why in known["with"].items():
+        verdict = ch06.grade_blocks(s.unshared, wrong_answer)
+        assert verdict.status == checker.WRONG and why[:8] in " ".join(verdict.details)

@@ -99,7 +99,7 @@ def test_a_given_cache_is_used_as_is(tiny_model):
 @pytest.mark.parametrize("kwargs,name", [
     (dict(max_new_tokens=0), "max_new_tokens"), (dict(max_new_tokens=-2), "max_new_tokens"),
     (dict(max_new_tokens=2.5), "max_new_tokens"), (dict(max_new_tokens=10**9), "max_new_tokens"),
-    (dict(cache="paged"), "cache"), (dict(temperature=-1.0), "temperature"), (dict(seed=-1), "seed"),
+    (dict(cache="vllm"), "cache"), (dict(temperature=-1.0), "temperature"), (dict(seed=-1), "seed"),
     (dict(top_k=0), "top_k"), (dict(prefill_chunk_size=0), "prefill_chunk_size"),
     (dict(input_ids=[[1, 2], 3]), "input_ids"), (dict(input_ids=[[1, 999]]), "input_ids"),
     (dict(input_ids=[]), "input_ids"), (dict(input_ids=torch.zeros(1, 3)), "input_ids"),

@@ -75,4 +75,17 @@ bug_y = "k_as_v"  # wrong from the prefill on, fresh or not''',
     T = k.shape[2]
     cache.k[layer, :, :, start:start + T] = k
     cache.v[layer, :, :, start:start + T] = v''',
+    # -- 3.6 ------------------------------------------------------------------------------------------
+    "ch06.lookup": '''def lookup(block_table, position, block_size):
+    # block_table: the physical block ids of one sequence, in order, e.g. [7, 2, 5]
+    # position: which token of the sequence (0, 1, 2, ...); block_size: tokens per block
+    block = block_table[position // block_size]  # the table's entry for the sequence's (position // bs)-th block
+    offset = position % block_size  # where in that block
+    return block, offset''',
+    "ch06.blocks": '''import math
+
+lengths = [50 + n for n in (30, 7, 45, 12, 26, 33)]  # the system prompt plus each request's own tokens
+without_sharing = sum(math.ceil(n / 16) for n in lengths)  # each sequence's last block may be part empty: 30
+full = 50 // 16  # whole blocks of the system prompt: held once (the part-filled 4th is copied by every sharer)
+with_sharing = without_sharing - (len(lengths) - 1) * full  # the other five requests skip 3 blocks each: 15''',
 }

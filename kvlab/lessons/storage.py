@@ -24,7 +24,7 @@ from ..measure import alternate, device_label, measurement_threads, torch_thread
 from ..stats import median
 from ..memory import DTYPE_BITS, format_bytes, kv_bytes_per_token, kv_cache_bytes
 from ..model import ToyTransformer
-from ..paging import blocks_per_sequence, paged_slots
+from ..paging import block_fill, blocks_per_sequence, padded_slots, paged_slots
 from ..presets import GPU_PRESETS, LATENT, MODEL_PRESETS, ModelPreset
 from ..viz import storage_plots as plots
 from ..viz.style import MODE_LABELS
@@ -607,7 +607,7 @@ class PaddingWaste:
 
     @property
     def allocated_slots(self) -> int:
-        return self.batch_size * self.padded_length
+        return padded_slots(self.lengths, self.reserve)
 
     @property
     def used_slots(self) -> int:
@@ -647,7 +647,7 @@ class PaddingWaste:
         every sequence's block j is taken at its token j x block_size + 1, so all j-th blocks come before any
         (j+1)-th, in batch order."""
         bs = self.block_size
-        return [PoolBlock(i, j, min(bs, n - j * bs)) for j in range(max(self.blocks_per_sequence))
+        return [PoolBlock(i, j, block_fill(n, j, bs)) for j in range(max(self.blocks_per_sequence))
                 for i, n in enumerate(self.lengths) if j * bs < n]
 
 

@@ -17,7 +17,7 @@ from ...device import available_memory
 from ...generation import generate
 from ...memory import DTYPE_BITS, dtype_name, format_bytes, kv_cache_bytes
 from ...model import ToyTransformer
-from ...paging import mean_paged_slots
+from ...paging import mean_paged_slots, reserved_fill, reserved_slots
 from ...presets import GPU_PRESETS, MODEL_PRESETS, ModelPreset
 from ...viz import misconceptions_plots as plots
 from ...viz.widgets import Panel, View, dropdown, float_box, int_slider, selection_slider
@@ -157,7 +157,7 @@ class ReservationPlan:
     def used_share(self) -> float:
         """Share of a reservation a request has filled when it ends, averaged over all requests (one longer than R
         counts as full). The fill at completion: the least waste there is; during generation it is less full."""
-        return sum(min(n, self.reserved_tokens) for n in self.lengths) / (len(self.lengths) * self.reserved_tokens)
+        return reserved_fill(self.lengths, self.reserved_tokens) / reserved_slots(self.lengths, self.reserved_tokens)
 
     @property
     def unused_bytes(self) -> int:

@@ -1,25 +1,14 @@
-"""What every section of chapter 3.5 shares: the running prompt, corpus prompts, one core left free."""
+"""What every section of chapter 3.5 shares: the running prompt, corpus prompts, one core left free
+(:func:`kvlab.measure.leave_a_core`)."""
 from __future__ import annotations
-
-from functools import wraps
 
 from ..._validate import positive_int
 from ...assets import corpus_text
-from ...measure import measurement_threads, torch_threads
+from ...measure import leave_a_core  # noqa: F401  (one home, in measure: 3.5's sections import it from here)
 
 
 DEFAULT_PROMPT = "人工"  # the course's running example
 NEW_TOKENS_LABEL = "生成 token 数"  # the slider of the new tokens, in every panel of the chapter that has one
-
-
-def leave_a_core(fn):
-    """Run ``fn`` on :func:`~kvlab.measure.measurement_threads` CPU threads: this tiny model gains nothing from a
-    second thread, and a thread that has to share its core with the browser makes every step wait for it."""
-    @wraps(fn)
-    def wrapper(*args, **kwargs):
-        with torch_threads(measurement_threads()):
-            return fn(*args, **kwargs)
-    return wrapper
 
 
 def corpus_prompts(tokenizer, prompt_len: int, batch_size: int, stride: int = 53) -> list[list[int]]:

@@ -1,0 +1,321 @@
+"""The paged cache: block pool, block tables, reference counts, copy-on-write, and equivalence with KVCache."""
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from test_equivalence import configs
+
+from kvlab import CacheFullError, KVCache, ModelConfig, ToyTransformer, generate
+from kvlab.paged_cache import BlockPool, BlockTable, PagedKVCache, PoolExhaustedError
+from kvlab.paging import blocks_for, shared_prefix_blocks
+
+C = ModelConfig(vocab_size=13, d_model=12, n_layer=2, n_head=3, n_kv_head=1, head_dim=4, max_seq_len=32)
+
+
+def kv(T, B=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(B, 1, T, 4, generator=g), torch.randn(B, 1, T, 4, generator=g)
+
+
+def write(cache, k, v):
+    """What a forward pass does: reserve, write every layer, advance."""
+    for layer in range(C.n_layer):
+        cache.update(layer, k, v)
+    cache.advance(k.shape[2])
+
+
+def test_block_table_lookup():
+    t = BlockTable([7, 2, 5], length=10)
+    assert [t.slot(p, 4) for p in (0, 3, 4, 9)] == [(7, 0), (7, 3), (2, 0), (5, 1)]
+
+
+def test_blocks_taken_on_demand_and_returned():
+    cache = PagedKVCache(C, 2, 20, block_size=4)
+    assert cache.pool.num_blocks == 2 * blocks_for(20, 4) and cache.pool.in_use == 0
+    write(cache, *kv(5))
+    assert [len(t.blocks) for t in cache.tables] == [2, 2] and cache.pool.in_use == 4
+    write(cache, *kv(3, seed=1))  # 8 tokens: still 2 blocks each
+    assert cache.pool.in_use == 4 and cache.lengths == [8, 8]
+    write(cache, *kv(1, seed=2))
+    assert cache.pool.in_use == 6 and cache.pool.peak_in_use == 6
+    freed = list(cache.tables[0].blocks)
+    cache.free_row(0)
+    assert cache.pool.in_use == 3 and cache.lengths == [0, 9]
+    assert cache.pool.take(3) == freed[::-1]  # the freed blocks are handed out again first
+    cache.pool.release(freed)
+    cache.reset()
+    assert cache.pool.in_use == 0 and cache.pool.num_free == cache.pool.num_blocks
+
+
+def test_reads_through_the_block_table_equal_a_contiguous_cache():
+    paged, contiguous = PagedKVCache(C, 2, 20, block_size=3), KVCache(C, 2, 20)
+    for T, seed in ((5, 0), (1, 1), (4, 2)):
+        k, v = kv(T, seed=seed)
+        for layer in range(C.n_layer):
+            a = paged.update(layer, k, v)
+            b = contiguous.update(layer, k, v)
+            torch.testing.assert_close(a, b, atol=0, rtol=0)
+        paged.advance(T)
+        contiguous.advance(T)
+    for layer in range(C.n_layer):
+        torch.testing.assert_close(paged.layer_view(layer), contiguous.layer_view(layer), atol=0, rtol=0)
+
+
+def test_an_exhausted_pool_names_itself_and_the_request_and_changes_nothing():
+    cache = PagedKVCache(C, 2, 20, block_size=4, num_blocks=5)
+    write(cache, *kv(6))  # 2 blocks each: 4 of 5 in use
+    before = ([list(t.blocks) for t in cache.tables], cache.lengths, list(cache.pool.free), cache.pool.k.clone())
+    with pytest.raises(PoolExhaustedError, match=r"block pool \(5 blocks of 4 tokens.*needs 2 free block\(s\).*"
+                                                  r"only 1 of 5 are free; nothing was written") as err:
+        cache.update(0, *kv(3, seed=4))
+    assert "6 -> 9" in str(err.value) and isinstance(err.value, CacheFullError)
+    after = ([list(t.blocks) for t in cache.tables], cache.lengths, list(cache.pool.free), cache.pool.k)
+    assert after[:3] == before[:3] and torch.equal(after[3], before[3])
+
+
+def test_model_on_an_exhausted_pool_changes_nothing(tiny_model):
+    cache = PagedKVCache(tiny_model.config, 1, 40, block_size=4, num_blocks=2)
+    tiny_model(torch.tensor([[1, 2, 3, 4, 5]]), cache)
+    snapshot = cache.pool.k.clone()
+    with pytest.raises(PoolExhaustedError, match="nothing was written"):
+        tiny_model(torch.tensor([[6, 7, 8, 9]]), cache)
+    assert cache.lengths == [5] and torch.equal(cache.pool.k, snapshot) and cache.pool.num_free == 0
+
+
+def test_past_max_seq_len_is_a_cache_full_error():
+    cache = PagedKVCache(C, 1, 6, block_size=4)
+    write(cache, *kv(5, B=1))
+    with pytest.raises(CacheFullError, match="max_seq_len=6"):
+        cache.update(0, *kv(2, B=1))
+    assert cache.lengths == [5]
+
+
+def test_shared_prefix_reference_counts_and_copy_on_write():
+    cache = PagedKVCache(C, 3, 20, block_size=4)
+    k, v = kv(10, B=1)
+    first = PagedKVCache.over(cache.pool, [cache.tables[0]])
+    write(first, k, v)  # row 0: blocks for 10 tokens (3)
+    assert cache.share_prefix(0, 1, 6) == 2 and cache.share_prefix(0, 2, 8) == 2
+    b0, b1 = cache.tables[0].blocks[:2]
+    assert cache.pool.refs[b0] == 3 and cache.pool.refs[b1] == 3 and cache.pool.in_use == 3
+    # Row 1 writes at position 6, inside the shared block b1: it gets a private copy first.
+    second = PagedKVCache.over(cache.pool, [cache.tables[1]])
+    assert second.blocks_needed(1) == 1
+    write(second, *kv(1, B=1, seed=9))
+    assert cache.pool.copies == 1 and cache.tables[1].blocks[0] == b0 and cache.tables[1].blocks[1] != b1
+    assert cache.pool.refs[b1] == 2 and cache.pool.refs[b0] == 3
+    copied = cache.tables[1].blocks[1]
+    torch.testing.assert_close(cache.pool.k[:, copied, :2], cache.pool.k[:, b1, :2])  # its two shared tokens
+    # Row 2 shares 8 tokens: two whole blocks, its next token opens a block of its own (no copy).
+    third = PagedKVCache.over(cache.pool, [cache.tables[2]])
+    write(third, *kv(1, B=1, seed=10))
+    assert cache.pool.copies == 1 and cache.tables[2].blocks[:2] == [b0, b1]
+    for row in range(3):
+        cache.free_row(row)
+    assert cache.pool.in_use == 0 and set(cache.pool.refs) == {0}
+
+
+def test_sharing_refuses_what_it_cannot_share():
+    cache = PagedKVCache(C, 2, 20, block_size=4)
+    write(cache, *kv(3))
+    with pytest.raises(ValueError, match="^dst"):
+        cache.share_prefix(0, 1, 2)
+    cache.free_row(1)
+    with pytest.raises(ValueError, match="^n_tokens"):
+        cache.share_prefix(0, 1, 4)
+    with pytest.raises(ValueError, match="^blocks"):
+        cache.pool.release([cache.pool.free[0]])
+
+
+def test_bad_arguments_name_themselves():
+    for kwargs, name in (({"block_size": 0}, "block_size"), ({"num_blocks": -1}, "num_blocks"),
+                         ({"block_size": 1000}, "block_size"), ({"pool": "x"}, "pool")):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            PagedKVCache(C, 1, 8, **kwargs)
+    with pytest.raises(ValueError, match="^num_blocks"):
+        BlockPool(C, 10**13, 16)  # more than this machine's memory: refused before allocating
+    with pytest.raises(AttributeError, match="^length"):
+        PagedKVCache(C, 1, 8).length = 3
+
+
+# -- equivalence: a real model on a paged cache computes what it computes alone, without a cache ----------
+@st.composite
+def paged_cases(draw):
+    """Prompts of unequal lengths (no padding anywhere) that start with the same first part, a chunk size and a
+    block size."""
+    config = draw(configs())
+    prefix = draw(st.lists(st.integers(0, config.vocab_size - 1), max_size=9))
+    tails = draw(st.lists(st.lists(st.integers(0, config.vocab_size - 1), min_size=1, max_size=8), min_size=1,
+                          max_size=4))
+    return (config, [prefix + t for t in tails], len(prefix), draw(st.integers(1, 6)), draw(st.integers(1, 11)),
+            draw(st.integers(1, 7)), draw(st.integers(0, 10**6)))
+
+
+@torch.no_grad()
+def paged_generation(model, prompts, new, chunk, block_size, shared_tokens=0):
+    """Each prompt prefilled in its own passes (chunked); rows after the first hold row 0's first ``shared_tokens``
+    tokens through shared blocks and prefill only the rest. Then every row decodes together, each at its own
+    position. Returns (tokens [B, new], logits [B, new, vocab], cache)."""
+    cache = PagedKVCache(model.config, len(prompts), max(map(len, prompts)) + new, block_size=block_size)
+    last = []
+    for row, prompt in enumerate(prompts):
+        start = shared_tokens if row and shared_tokens >= block_size else 0  # generate's rule: a whole block
+        if start:
+            cache.share_prefix(0, row, start)
+        view = PagedKVCache.over(cache.pool, [cache.tables[row]])
+        for i in range(start, len(prompt), chunk):
+            logits = model(torch.tensor([prompt[i:i + chunk]]), view)
+        last.append(logits[0, -1])
+    logits = torch.stack(last)  # [B, vocab]
+    tokens, all_logits = [], []
+    for step in range(new):
+        all_logits.append(logits)
+        nxt = logits.argmax(-1, keepdim=True)  # [B, 1]
+        tokens.append(nxt)
+        if step < new - 1:
+            logits = model(nxt, cache)[:, -1]
+    return torch.cat(tokens, 1), torch.stack(all_logits, 1), cache
+
+
+def held_blocks_are_counted(cache) -> None:
+    held = [b for t in cache.tables for b in t.blocks]
+    assert all(cache.pool.refs[b] == held.count(b) for b in set(held))  # each reference is one table's
+    assert len(set(held)) == cache.pool.in_use and not set(held) & set(cache.pool.free)
+
+
+@given(paged_cases(), st.booleans())
+def test_paged_cache_matches_each_prompt_alone_without_a_cache(case, share):
+    config, prompts, prefix, new, chunk, block_size, seed = case
+    model = ToyTransformer(config, seed=seed).eval()
+    tokens, logits, cache = paged_generation(model, prompts, new, chunk, block_size, prefix if share else 0)
+    for row, prompt in enumerate(prompts):
+        alone = generate(model, [prompt], new, cache="none", return_logits=True)
+        assert torch.equal(tokens[row], alone.new_tokens[0]), row
+        torch.testing.assert_close(logits[row], alone.logits[0], atol=1e-5, rtol=0)
+    assert cache.lengths == [len(p) + new - 1 for p in prompts]
+    held_blocks_are_counted(cache)
+    if not share:
+        assert cache.pool.in_use == sum(blocks_for(n, block_size) for n in cache.lengths)
+
+
+@given(paged_cases())
+def test_sharing_a_prefix_saves_the_blocks_the_arithmetic_says_and_changes_no_output(case):
+    config, prompts, prefix, new, chunk, block_size, seed = case
+    model = ToyTransformer(config, seed=seed).eval()
+    plain = paged_generation(model, prompts, new, chunk, block_size)
+    shared = paged_generation(model, prompts, new, chunk, block_size, prefix)
+    assert torch.equal(plain[0], shared[0])
+    torch.testing.assert_close(plain[1], shared[1], atol=1e-5, rtol=0)
+    expected = shared_prefix_blocks(prefix, shared[2].lengths, block_size)
+    assert plain[2].pool.in_use == expected.unshared
+    assert shared[2].pool.in_use == expected.shared and shared[2].pool.copies == expected.copies
+    held_blocks_are_counted(shared[2])
+
+
+def test_truncate_returns_the_blocks_past_the_kept_tokens():
+    cache = PagedKVCache(C, 2, 20, block_size=4)
+    write(cache, *kv(9))
+    assert cache.pool.in_use == 6
+    cache.truncate(5)
+    assert cache.lengths == [5, 5] and cache.pool.in_use == 4 and [len(t.blocks) for t in cache.tables] == [2, 2]
+    write(cache, *kv(4, seed=3))  # the same blocks are taken again
+    assert cache.pool.in_use == 6 and cache.lengths == [9, 9]
+
+
+# -- through generate ---------------------------------------------------------------------------------------------
+@given(paged_cases(), st.booleans())
+def test_generate_on_a_paged_cache_matches_no_cache(case, share):
+    """generate(cache=PagedKVCache(...)): prompts of unequal lengths, no padding, chunked, any block size, with and
+    without shared prefixes: every row's tokens and logits are those of the prompt alone without a cache."""
+    config, prompts, prefix, new, chunk, block_size, seed = case
+    model = ToyTransformer(config, seed=seed).eval()
+    peak = max(map(len, prompts)) + new - 1
+    cache = PagedKVCache(config, len(prompts), peak, block_size=block_size, share_prefixes=share)
+    got = generate(model, prompts, new, cache=cache, prefill_chunk_size=chunk, return_logits=True)
+    for row, prompt in enumerate(prompts):
+        alone = generate(model, [prompt], new, cache="none", return_logits=True)
+        assert torch.equal(got.new_tokens[row], alone.new_tokens[0]), row
+        torch.testing.assert_close(got.logits[row], alone.logits[0], atol=1e-5, rtol=0)
+        assert got.sequence(row).tolist() == prompt + alone.new_tokens[0].tolist()
+    assert cache.lengths == [len(p) + new - 1 for p in prompts]
+    held_blocks_are_counted(cache)
+    if not share:
+        assert cache.pool.in_use == sum(blocks_for(n, block_size) for n in cache.lengths)
+
+
+def test_generate_shares_a_system_prompt_and_counts_what_it_saves(tiny_model):
+    system = list(range(1, 21))  # 20 tokens: 2 whole blocks of 8 and 4 tokens of a third
+    prompts = [system + [30 + i, 40 + i, 50] for i in range(4)]
+    plain = generate(tiny_model, prompts, 6, cache="paged", return_logits=True)
+    cache = PagedKVCache(tiny_model.config, 4, 28, block_size=8, share_prefixes=True)
+    shared = generate(tiny_model, prompts, 6, cache=cache, return_logits=True)
+    assert torch.equal(plain.tokens, shared.tokens)
+    torch.testing.assert_close(plain.logits, shared.logits, atol=1e-5, rtol=0)
+    expected = shared_prefix_blocks(20, cache.lengths, 8)
+    assert cache.pool.in_use == expected.shared == expected.unshared - 3 * 2 and cache.pool.copies == 3
+    prefills = [r for r in shared.trace if r.phase == "prefill"]
+    assert [r.new_tokens for r in prefills] == [23, 3, 3, 3]  # row 0 in full, then only what each adds
+
+
+def test_prefix_plan():
+    from kvlab.paged_cache import prefix_plan
+
+    assert prefix_plan([[1, 2, 3, 4, 5], [1, 2, 3, 4, 9], [1, 2, 7], [1, 2, 3, 4, 5]], 2) == [
+        (None, 0), (0, 4), (0, 2), (0, 4)]  # an identical prompt keeps its last token to compute its logits
+    assert prefix_plan([[1, 2, 3], [1, 2, 4]], 4) == [(None, 0), (None, 0)]  # less than a whole block alike
+
+
+def test_paged_mode_on_the_demo_shapes_in_generate(tiny_model):
+    kv = generate(tiny_model, [[1, 2, 3, 4, 5, 6], [7, 8]], 5, cache="kv", return_logits=True)
+    paged = generate(tiny_model, [[1, 2, 3, 4, 5, 6], [7, 8]], 5, cache="paged", return_logits=True)
+    assert torch.equal(kv.tokens, paged.tokens) and paged.cache_mode == "paged"
+    torch.testing.assert_close(kv.logits, paged.logits, atol=1e-5, rtol=0)
+    assert paged.pad_lengths == [0, 4]  # the returned tokens are left-padded for display; the passes were not
+    assert [r.new_tokens for r in paged.trace if r.phase == "prefill"] == [6, 2]
+
+
+def test_generate_on_a_pool_too_small_names_the_pool(tiny_model):
+    cache = PagedKVCache(tiny_model.config, 2, 30, block_size=4, num_blocks=5)
+    with pytest.raises(PoolExhaustedError, match=r"^block pool \(5 blocks of 4 tokens"):
+        generate(tiny_model, [[1, 2, 3, 4, 5, 6], [7, 8, 9]], 8, cache=cache)
+    held = [b for t in cache.tables for b in t.blocks]
+    assert len(held) + cache.pool.num_free == 5 and len(set(held)) == len(held)  # no block lost or owned twice
+
+
+# -- the core change: per-row positions ----------------------------------------------------------------------------
+def test_attention_mask_with_per_row_offsets_by_hand():
+    from kvlab.attention import attention_mask
+
+    m = attention_mask(2, 5, torch.tensor([3, 1]))  # row 0: keys 0..3 then 0..4; row 1: keys 0..1 then 0..2
+    assert m.shape == (2, 1, 2, 5)
+    assert m[0, 0].tolist() == [[True] * 4 + [False], [True] * 5]
+    assert m[1, 0].tolist() == [[True, True, False, False, False], [True, True, True, False, False]]
+    with pytest.raises(ValueError, match="^pad_lengths"):
+        attention_mask(1, 4, torch.tensor([3, 1]), torch.tensor([0, 2]))
+
+
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=4), st.integers(1, 3), st.integers(1, 3), st.integers(1, 3),
+       st.sampled_from([2, 4, 6]))
+def test_explicit_and_sdpa_agree_with_per_row_offsets(starts, tq, n_kv, rep, D):
+    from kvlab.attention import attention, attention_mask
+
+    B, g = len(starts), torch.Generator().manual_seed(sum(starts) * 7 + tq)
+    k_len = max(starts) + tq
+    q = torch.randn(B, n_kv * rep, tq, D, generator=g)
+    k, v = (torch.randn(B, n_kv, k_len, D, generator=g) for _ in range(2))
+    mask = attention_mask(tq, k_len, torch.tensor(starts))
+    a = attention(q, k, v, mask, impl="sdpa")
+    b, w = attention(q, k, v, mask, impl="explicit", return_weights=True)
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    for row, s in enumerate(starts):  # a row never looks past its own end: the other rows' extra columns
+        for i in range(tq):
+            assert (w[row, :, i, s + i + 1:] == 0).all()
+
+
+def test_left_padding_and_per_row_positions_do_not_mix(tiny_model):
+    cache = PagedKVCache(tiny_model.config, 2, 20, block_size=4)
+    for row, n in enumerate((3, 5)):
+        tiny_model(torch.tensor([list(range(1, n + 1))]), PagedKVCache.over(cache.pool, [cache.tables[row]]))
+    with pytest.raises(ValueError, match="^pad_lengths"):
+        tiny_model(torch.tensor([[1], [2]]), cache, pad_lengths=[0, 1])
+    assert cache.lengths == [3, 5]

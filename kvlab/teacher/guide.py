@@ -247,8 +247,11 @@ def readme_summary(rs: list[ChapterReport]) -> str:
         "",
         f"**Time, measured** (reading = the chapter's Chinese characters, prose and printed readouts, at "
         f"{READING_SPEED} characters per minute; plus the measured run time of its cells; plus a stated allowance per "
-        f"panel, exercise and quiz question): {per} minutes. The main line 3.1–3.5 takes about {main_total} minutes; "
-        + " ".join(f"{r.number} (the optional extension, 拓展) adds about {_up(r.minutes.total)}." for r in extra),
+        f"panel, exercise and quiz question): {per} minutes. The main line 3.1–3.5 takes about {main_total} minutes "
+        f"(about {main_total / 60:.1f} hours); "
+        + " ".join(f"{r.number} (the optional extension, 拓展) adds about {_up(r.minutes.total)}." for r in extra)
+        + " The run times were measured on a shared 2-core CPU while other work ran (the guide gives the load); "
+        "running the cells is a small part of each total.",
         "",
         f"**Core and optional.** 3.1–3.5 are the course; "
         + ", ".join(r.number for r in extra) + " is an optional extension (paging, shared prefixes, continuous "

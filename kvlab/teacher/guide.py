@@ -30,6 +30,7 @@ class ChapterReport:
     guide: ChapterGuide
     number: str  # "3.1"
     title: str  # without the number
+    intro: int  # 汉字 before the first section (the title and 「你将会」)
     sections: list[Section]
     minutes: Minutes
     exercise_module: object | None
@@ -60,7 +61,7 @@ def chapter_report(guide: ChapterGuide, measurement: Measurement | None, chapter
                       panels=panel_cells(nb),
                       exercises=tuple(exercise_minutes(e) for e in ex_module.EXERCISES) if ex_module else (),
                       quiz_questions=len(quiz.review_questions()) if quiz else 0)
-    return ChapterReport(guide, number, name, secs, minutes, ex_module, quiz)
+    return ChapterReport(guide, number, name, intro, secs, minutes, ex_module, quiz)
 
 
 def reports(chapters_dir: Path = CHAPTERS_DIR, run_times: Path = RUN_TIMES) -> list[ChapterReport]:
@@ -164,7 +165,8 @@ def chapter_section(r: ChapterReport) -> str:
     lines += ["", "**先修**", ""] + [f"- {p}" for p in g.prerequisites]
     lines += ["", "**学完后你能……**", ""] + [f"{i}. {o}" for i, o in enumerate(g.objectives, 1)]
     lines += ["", "**小节**（阅读分钟数按上面的速度算；练习见 [KEYS.md](KEYS.md)）", "",
-              "| 小节 | 汉字 | 阅读 | 必修/选学 |", "|---|---:|---:|---|"]
+              "| 小节 | 汉字 | 阅读 | 必修/选学 |", "|---|---:|---:|---|",
+              f"| （开头：标题与引言） | {r.intro:,} | {_m(r.intro / READING_SPEED)} | 必修 |"]
     for s in r.sections:
         indent = "　" if s.level == 3 else ""
         own = next((why for head, why in g.optional_sections.items() if s.heading.startswith(head)), None)

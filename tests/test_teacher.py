@@ -99,11 +99,12 @@ def _nb(*cells):
 
 def test_sections_count_han_characters_per_heading():
     nb = _nb(("md", "# 3.9 标题\n\n引言两句。English words 123"), ("code", "x = lesson.a_panel()  # 中文注释"),
-             ("md", "## 第一节\n\n正文\n\n### 小节\n\n更多"), ("md", "续上"), ("md", "## 动手练习\n\n### 练习 1：做"))
+             ("md", "## 第一节\n\n正文\n\n### 小节\n\n更多"), ("md", "续上\n```python\n# 不是标题\n```"),
+             ("md", "## 动手练习\n\n### 练习 1：做"))
     title, intro, secs = minutes.sections(nb)
     assert title == "3.9 标题" and intro == len("标题引言两句")
     assert [(s.level, s.heading, s.parent, s.characters) for s in secs] == [
-        (2, "第一节", "", 5), (3, "小节", "第一节", 6), (2, "动手练习", "", 4), (3, "练习 1：做", "动手练习", 3)]
+        (2, "第一节", "", 5), (3, "小节", "第一节", 10), (2, "动手练习", "", 4), (3, "练习 1：做", "动手练习", 3)]
     assert [s.is_exercises for s in secs] == [False, False, True, True]
     assert minutes.panel_cells(nb) == 1
 

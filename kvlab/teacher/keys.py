@@ -15,7 +15,7 @@ import textwrap
 from fractions import Fraction
 
 from ..exercises import CHAPTER_MODULES, chapter_module
-from ..exercises.quiz import ChoiceQuestion, NumberQuestion
+from ..exercises.quiz import ChoiceQuestion, NumberQuestion, answer_verdict
 from ..exercises.solutions import SOLUTIONS
 
 # Exercises whose answer is checked against this page's own measurement: their values differ from machine to
@@ -75,6 +75,8 @@ def quiz_keys(module) -> str:
             lines += ["", f"讲解：{key.feedback}"]
             lines += ["", "选错时的反馈：", ""]
             lines += [f"- {letters[j]}：{c.feedback}" for j, c in enumerate(q.choices) if not c.correct]
+        elif not isinstance(q, NumberQuestion):  # a kind of question this page does not know: what the quiz reveals
+            lines.append(f"- {answer_verdict(q).message}")
         else:
             tol = f"（允许相对误差 {q.rel_tol:g}）" if q.rel_tol else "（必须精确）"
             lines.append(f"- 答案：**{q.answer_text} {q.unit}**{tol}")

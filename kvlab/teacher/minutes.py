@@ -31,6 +31,7 @@ QUIZ_MINUTES = 1.0  # one self-check question
 
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 HEADING = re.compile(r"^(#{1,3})\s+(.+?)\s*$", re.M)
+FENCE = re.compile(r"```.*?```", re.S)
 EXERCISES_HEADING = "动手练习"
 
 
@@ -67,7 +68,8 @@ def sections(nb: dict) -> tuple[str, int, list[Section]]:
         if cell["cell_type"] != "markdown":
             continue
         text = "".join(cell["source"])
-        pieces = [(m.start(), len(m.group(1)), m.group(2)) for m in HEADING.finditer(text)]
+        masked = FENCE.sub(lambda m: m.group(0).replace("#", " "), text)  # a comment in a code block is no heading
+        pieces = [(m.start(), len(m.group(1)), m.group(2)) for m in HEADING.finditer(masked)]
         before = text[:pieces[0][0]] if pieces else text
         if out:
             out[-1].characters += han_characters(before)

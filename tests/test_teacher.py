@@ -143,6 +143,22 @@ def _measurement(loads):
                        [ChapterRuns("01.ipynb", [30.0, 20.0], 100, list(loads))])
 
 
+def test_appended_runs_keep_the_recorded_ones(monkeypatch):
+    from kvlab.teacher import run_times
+
+    monkeypatch.setattr(run_times, "run_once", lambda path: (12.0, 99))
+    monkeypatch.setattr(run_times, "cpu_name", lambda: "CPU")
+    monkeypatch.setattr(run_times.os, "cpu_count", lambda: 2)
+    previous = _measurement([5.0, 6.0])
+    previous.machine = f"CPU，2 核，{run_times.platform.system()} {run_times.platform.machine()}"
+    new = run_times.measure([Path("01.ipynb"), Path("02.ipynb")], runs=1, log=lambda *a: None, previous=previous)
+    assert new.chapter("01.ipynb").seconds == [30.0, 20.0, 12.0] and new.chapter("01.ipynb").fastest == 12.0
+    assert new.chapter("02.ipynb").seconds == [12.0] and new.date.startswith("2026-01-01 00:00 UTC – ")
+    previous.machine = "another CPU，64 核，Linux x86_64"
+    with pytest.raises(ValueError, match="^previous: measured on another CPU"):
+        run_times.measure([Path("01.ipynb")], runs=1, log=lambda *a: None, previous=previous)
+
+
 def test_busyness_says_idle_or_busy_from_the_recorded_load():
     assert "基本空闲" in _measurement([0.4, 1.9]).busyness()
     busy = _measurement([3.0, 9.0]).busyness()

@@ -1,16 +1,17 @@
-"""``python -m kvlab.teacher [--out DIR] [--readme FILE] [--check] [--measure [--runs N] [--note TEXT]]``
+"""``python -m kvlab.teacher [--out DIR] [--readme FILE] [--check] [--measure [--runs N] [--append] [--note TEXT]]``
 
 Writes GUIDE.md and KEYS.md into DIR (default ``teacher/`` in the repository) and the summary for teachers between
 the markers of FILE (default the repository's README.md). ``--check`` writes nothing and exits with 1 when a file
 differs from what the code gives now. ``--measure`` first runs every chapter ``--runs`` times (default 2) and
-records the times in ``kvlab/teacher/run_times.json``; ``--note`` adds a sentence about the machine.
+records the times in ``kvlab/teacher/run_times.json`` (``--append``: added to the runs recorded there, for the same
+notebooks on the same machine); ``--note`` adds a sentence about the machine.
 """
 import argparse
 import sys
 from pathlib import Path
 
 from .guide import CHAPTERS_DIR, ROOT, outputs
-from .run_times import RUN_TIMES, measure
+from .run_times import RUN_TIMES, Measurement, measure
 
 
 def main(argv=None) -> int:
@@ -21,11 +22,13 @@ def main(argv=None) -> int:
     parser.add_argument("--measure", action="store_true")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--note", default="")
+    parser.add_argument("--append", action="store_true", help="with --measure: add to the recorded runs")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")
     if args.measure:
-        result = measure(sorted(CHAPTERS_DIR.glob("*.ipynb")), runs=args.runs, note=args.note)
+        previous = Measurement.load() if args.append and RUN_TIMES.exists() else None
+        result = measure(sorted(CHAPTERS_DIR.glob("*.ipynb")), runs=args.runs, note=args.note, previous=previous)
         RUN_TIMES.write_text(result.to_json(), encoding="utf-8")
     stale = []
     for name, text in outputs(readme=args.readme).items():

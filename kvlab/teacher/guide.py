@@ -130,7 +130,8 @@ def method(measurement: Measurement | None) -> str:
         "所以对公式多的段落（3.3 的 roofline）偏少。",
         "- **运行** = 这一章的全部代码格从头到尾运行一次的时间（各格从开始执行到返回的时间之和，不含内核启动），"
         "用 `python -m kvlab.teacher --measure` 测量：每章运行多次、各章轮流运行，取最快的一次"
-        "（别的程序只会让一次运行变慢，最快的一次最接近这台机器本身的速度）。",
+        "（别的程序只会让一次运行变慢，最快的一次最接近这台机器本身的速度）；机器空闲一些时可以用 "
+        "`python -m kvlab.teacher --measure --append` 再测几次，加进已有的记录。",
         f"- **面板** = 每个交互面板（调用 `*_panel(` 的代码格）{PANEL_MINUTES:g} 分钟：拖一拖控件、看图怎样变。",
         f"- **练习** = 要写函数的练习每个 {CODE_EXERCISE_MINUTES:g} 分钟，算数值的练习每个 {CALC_EXERCISE_MINUTES:g} 分钟"
         "（按练习代码格里有没有 `def` 区分）；这是给大多数学员的估计，卡住的学员会用更久。",

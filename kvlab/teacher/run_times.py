@@ -1,7 +1,8 @@
 """How long each chapter's cells take to run, measured: ``python -m kvlab.teacher --measure`` runs every notebook in
 ``chapters/`` top to bottom in a fresh kernel (nbclient, default settings), ``runs`` times each, alternating the
 chapters so a burst of load elsewhere does not hit one chapter's runs only, and writes the result to
-``run_times.json`` next to this module. The guide reads that file; it never times anything itself, so regenerating
+``run_times.json`` next to this module (``--append`` adds the new runs to the recorded ones: re-measure when the
+machine is quieter and the fastest run gets closer to the machine's own speed). The guide reads that file; it never times anything itself, so regenerating
 the guide gives the same text on every machine.
 
 A chapter's time is the sum over its code cells of the interval from the kernel's ``execute_input`` to its
@@ -131,14 +132,22 @@ def run_once(path: Path, timeout: int = 600) -> tuple[float, int]:
     return cells_seconds(nb), output_characters(nb)
 
 
-def measure(paths: list[Path], runs: int = 2, note: str = "", log=print) -> Measurement:
-    """Run every notebook ``runs`` times (round robin) and return the measurement."""
+def measure(paths: list[Path], runs: int = 2, note: str = "", log=print,
+            previous: Measurement | None = None) -> Measurement:
+    """Run every notebook ``runs`` times (round robin) and return the measurement; with ``previous`` (runs of the
+    same notebooks on the same machine, e.g. taken while it was busier) the new runs are added to its runs."""
     if runs < 1:
         raise ValueError(f"runs must be at least 1, got {runs!r}")
-    result = Measurement(date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                         machine=f"{cpu_name()}，{os.cpu_count()} 核，{platform.system()} {platform.machine()}",
-                         load_before=load_average(), load_after=[], note=note,
-                         chapters=[ChapterRuns(p.name, []) for p in paths])
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    machine = f"{cpu_name()}，{os.cpu_count()} 核，{platform.system()} {platform.machine()}"
+    if previous is not None and previous.machine != machine:
+        raise ValueError(f"previous: measured on {previous.machine}, not on this machine ({machine})")
+    old = {ch.notebook: ch for ch in previous.chapters} if previous else {}
+    result = Measurement(date=f"{previous.date.split(' – ')[0]} – {now}" if previous else now, machine=machine,
+                         load_before=previous.load_before if previous else load_average(), load_after=[], note=note,
+                         chapters=[ChapterRuns(p.name, list(old[p.name].seconds), old[p.name].output_characters,
+                                               list(old[p.name].load)) if p.name in old else ChapterRuns(p.name, [])
+                                   for p in paths])
     for r in range(runs):
         for path, chapter in zip(paths, result.chapters):
             start = time.perf_counter()

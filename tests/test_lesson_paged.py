@@ -148,6 +148,23 @@ def test_sharing_panel_counts_what_the_real_run_measured(demo):
             panels.render_sharing(*args)
 
 
+def test_the_static_edition_precomputes_every_panel_control(animation, demo):
+    """Every control a reader would drag is declared ``static``; each has at most MAX_STATES values (all the
+    animation's steps among them) and every precomputed value renders (none is refused)."""
+    from kvlab.book.capture import MAX_STATES, STATIC_MIME, static_bundle
+    from kvlab.lessons.paged import panels
+
+    made = {"blocks": panels.blocks_panel(animation), "waste": panels.waste_panel(animation, demo[0].config),
+            "sharing": panels.sharing_panel()}
+    for name, panel in made.items():
+        assert set(panel.static) == set(panel.controls), name
+        for control in static_bundle(panel)[STATIC_MIME]["controls"]:
+            assert 1 < len(control["states"]) <= MAX_STATES and control["default"] is not None, control["name"]
+            assert not any("error" in s for s in control["states"]), control["name"]
+    steps = next(c for c in static_bundle(made["blocks"])[STATIC_MIME]["controls"])
+    assert steps["values"] == list(range(len(animation.steps)))  # the whole animation, not a window of it
+
+
 # -- the section runs ----------------------------------------------------------------------------------------
 def test_first_look_and_an_exhausted_pool(demo):
     from kvlab.lessons.paged import basics

@@ -87,6 +87,23 @@ def test_cost_sentence_branches():
     assert "在 GPU 上" in cost.why_sentence(False) and "在 GPU 上" not in cost.why_sentence(True)
 
 
+def test_cost_sentence_never_calls_a_quicker_step_slower():
+    """Failed before the fix: a busy run (one cell's paged step clearly slower, the biggest clearly quicker on its
+    fastest round) got the fixed-cost sentence with "1.15 ms 到 -12.94 ms" in it."""
+    same = [(4.0, 4.0, 4.0)]
+    busy = cells(same * 2 + [(20.0, 21.0, 22.0)], [(5.2, 5.0, 5.1), (4.1, 4.0, 4.1), (7.0, 25.0, 26.0)])
+    assert [cost.cell_verdict(c) for c in busy.cells] == ["slower", "same", "unclear"]
+    text = cost.cost_sentence(busy, gpu=False)
+    assert "互相矛盾" in text and "说不准" in text and "0.35–1.25" in text and "-" not in text.split("（")[0]
+    fixed = cells(same * 3, [(3.9,) * 3, (5.0,) * 3, (4.2,) * 3])  # slower only in the middle: no growth
+    text = cost.cost_sentence(fixed, gpu=False)
+    assert "在 1 个格子里慢了 15% 以上（多 1.00 ms）" in text and "收集最少的格子少 0.10 ms，最多的多 0.20 ms" in text
+    grows = cells(same * 3, [(3.8,) * 3, (4.1,) * 3, (6.0,) * 3])
+    assert "B = 1、32 个 token 时少 0.20 ms，B = 8、224 个 token 时多 2.00 ms" in cost.cost_sentence(grows, gpu=False)
+    flat_same = cells([(1.0,) * 3] * 3, [(1.05,) * 3] * 3)  # a GPU where paging costs nothing visible
+    assert "看不出分页的代价" in cost.cost_sentence(flat_same, gpu=True)
+
+
 def test_cell_verdicts():
     c = StepCost(1, 32, (1.0, 1.0), (1.2, 1.3), (0.1, 0.1), 1)
     assert cost.cell_verdict(c) == "slower" and c.ratio == pytest.approx(1.2)  # the fastest rounds: 1.2 / 1.0

@@ -45,7 +45,7 @@ def test_waste_on_a_run_follows_the_three_rules(animation):
 
 # -- the sentences ----------------------------------------------------------------------------------------------
 def tp(ratio, rounds, gpu=False):
-    return batching.throughput_sentence(ratio, rounds, 100.0, 100.0 * ratio, 3.0, 6.0, gpu)
+    return batching.throughput_sentence(ratio, rounds, 100.0, 100.0 * ratio, 3.0, 6.0, gpu, 174, 110)
 
 
 def test_throughput_sentence_branches():
@@ -54,12 +54,27 @@ def test_throughput_sentence_branches():
     assert "分不出" in tp(1.05, [1.05, 0.97])
     assert "说不准" in tp(1.3, [1.3, 0.95])  # fast on the best times, but one round disagrees
     assert "在 GPU 上" in tp(1.3, [1.3, 1.25]) and "这是在 GPU 上测的" in tp(1.3, [1.3, 1.25], gpu=True)
+    assert "步数之比 174 ÷ 110 = 1.58" in tp(1.3, [1.3, 1.25]) and "= 1.58" in tp(1.3, [1.3, 1.25], gpu=True)
 
 
 def test_ttft_sentence_branches():
     assert "尾部延迟最长" in batching.ttft_sentence(40, 8, 0.8, 0.2, 1.5, 0.4)
     assert "反而更短" in batching.ttft_sentence(4, 8, 0.1, 0.3, 0.2, 0.5)
     assert "分不出" in batching.ttft_sentence(10, 9, 0.30, 0.29, 0.5, 0.6)
+
+
+def tpot(ratio, rounds, gpu=False):
+    return batching.tpot_sentence(0.010, 0.010 * ratio, rounds, 0.012, 0.012 * ratio, 3.0, 6.0, gpu)
+
+
+def test_tpot_sentence_branches():
+    assert "连续批处理每个 token 慢了 40%" in tpot(1.4, [1.4, 1.3]) and "平均 6.0 条对 3.0 条" in tpot(1.4, [1.4, 1.3])
+    assert "反而快了" in tpot(0.7, [0.7, 0.8])
+    assert "相差不到 15%" in tpot(1.05, [1.05, 0.98]) and "启动内核" in tpot(1.05, [1.05, 0.98], gpu=True)
+    assert "说不准" in tpot(1.4, [1.4, 0.9])  # the best times say slower, one round says quicker
+    assert "说不准" in tpot(1.05, [1.3, 0.9])  # within the band on the best times, the rounds far apart
+    text = tpot(1.4, [1.4, 1.3])
+    assert "静态批处理 10.0 ms，连续批处理 14.0 ms" in text and "90% 分位 12.0 ms 对 16.8 ms" in text
 
 
 def cells(contiguous, paged, gather=(0.1, 0.1, 0.1)):
@@ -207,7 +222,18 @@ def test_batching_comparison_on_a_small_workload(demo):
     assert c.first("continuous").ttft_steps_mean < c.first("static").ttft_steps_mean
     assert len(c.ttfts("static")) == 8 and all(t > 0 for t in c.ttfts("static"))
     sentences = batching.batching_sentences(c)
-    assert len(sentences) == 2 and sentences[0].startswith("吞吐") and sentences[1].startswith("首 token 延迟")
+    assert len(sentences) == 3 and sentences[0].startswith("吞吐") and sentences[1].startswith("首 token 延迟")
+    assert sentences[2].startswith("每个 token 的时间（TPOT）")
+    for policy in ("static", "continuous"):  # TPOT = (end to end - TTFT) / (tokens - 1), on each round's own times
+        for i, run in enumerate(c.runs[policy]):
+            times = c.token_times(policy, i)
+            assert [len(times[o.request.rid]) for o in run.outcomes] == [len(o.tokens) for o in run.outcomes]
+            expected = [(o.finish_seconds - o.first_token_seconds) / (len(o.tokens) - 1)
+                        for o in run.outcomes if len(o.tokens) > 1]
+            assert c.tpots(policy, i) == pytest.approx(expected)
+        assert len(c.itls(policy)) == sum(len(o.tokens) - 1 for o in c.first(policy).outcomes)
+        steps = c.step_seconds(policy)
+        assert all(any(g == pytest.approx(x) for x in steps) for g in c.itls(policy))  # no preemption: one step each
     assert len(plots.timeline_figure(c).data) > 8
     assert runs.outputs_match_alone(model, c.first("continuous"))
 

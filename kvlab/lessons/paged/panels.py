@@ -9,7 +9,7 @@ from functools import partial
 from ... import inputs
 from ...memory import format_bytes, kv_bytes_per_token
 from ...paging import SCHEMES, shared_prefix_blocks
-from ...serving import ServeRun
+from ...serving import ServeRun, quantile
 from ...viz import paged_plots as plots
 from ...viz.widgets import Panel, View, dropdown, int_slider, play_slider
 from .batching import BatchingComparison
@@ -121,6 +121,11 @@ def sharing_panel(prefix: int = SHARE_PREFIX, requests: int = SHARE_REQUESTS, bl
 
 
 # -- static vs continuous: the measured numbers --------------------------------------------------------------
+def _itl(c: BatchingComparison, policy: str) -> str:
+    gaps = c.itls(policy)
+    return f"{quantile(gaps, 0.5) * 1e3:.1f} / {quantile(gaps, 0.9) * 1e3:.1f}"
+
+
 def batching_html(c: BatchingComparison) -> str:
     s, k = c.first("static"), c.first("continuous")
     rows = [
@@ -128,6 +133,8 @@ def batching_html(c: BatchingComparison) -> str:
         ("TTFT 平均（ms）", f"{c.ttft_mean('static') * 1e3:,.0f}", f"{c.ttft_mean('continuous') * 1e3:,.0f}"),
         ("TTFT 90% 分位（ms）", f"{c.ttft_tail('static') * 1e3:,.0f}", f"{c.ttft_tail('continuous') * 1e3:,.0f}"),
         ("TTFT 平均（步）", f"{s.ttft_steps_mean:.1f}", f"{k.ttft_steps_mean:.1f}"),
+        ("TPOT 平均（ms）", f"{c.tpot_mean('static') * 1e3:.1f}", f"{c.tpot_mean('continuous') * 1e3:.1f}"),
+        ("ITL 中位数 / 90% 分位（ms）", _itl(c, "static"), _itl(c, "continuous")),
         ("一次解码平均几条序列", f"{s.mean_batch:.1f}", f"{k.mean_batch:.1f}"),
         ("一共几步", f"{len(s.steps)}", f"{len(k.steps)}"),
         ("最多占用的块", f"{s.peak_blocks} / {s.num_blocks}", f"{k.peak_blocks} / {k.num_blocks}"),

@@ -98,6 +98,7 @@ def test_cost_sentence_branches():
     assert "说不准" in cost.cost_sentence(noisy, gpu=False)
     flat_gpu = cells([(1.0, 1.01, 1.0)] * 3, [(1.3, 1.31, 1.3)] * 3)
     assert "主要花在逐个启动内核上" in cost.cost_sentence(flat_gpu, gpu=True)
+    assert "慢了的格子多 0.30–0.30 ms" in cost.cost_sentence(flat_gpu, gpu=True)
     assert "不比连续缓存慢" in cost.cost_sentence(cells(same, [(3.0, 3.1, 3.0)] * 3), gpu=False)
     assert "在 GPU 上" in cost.why_sentence(False) and "在 GPU 上" not in cost.why_sentence(True)
 

@@ -160,14 +160,15 @@ def cost_sentence(cost: PagingCost, gpu: bool) -> str:
     if gpu and flat and slower:
         return (f"在这块 GPU 上，连续缓存的一步几乎不随 B 和长度变（{min(c.best_contiguous_ms for c in cells):.2f}–"
                 f"{max(c.best_contiguous_ms for c in cells):.2f} ms）：小模型的一步主要花在逐个启动内核上。"
-                f"分页多出的是每层两次收集的内核启动和块表的准备，所以多出的是一个大致固定的量（{small.extra_ms:.2f}–"
-                f"{big.extra_ms:.2f} ms）。{gather}。")
+                f"分页多出的是每层两次收集的内核启动和块表的准备，所以多出的是一个大致固定的量（慢了的格子多 "
+                f"{min(c.extra_ms for c in slower):.2f}–{max(c.extra_ms for c in slower):.2f} ms）。{gather}。")
     grows = big.extra_ms > (1 + BAND) * max(small.extra_ms, 0) and big.extra_ms > 0
     if verdicts[-1] == "slower" and grows:
         share = min(big.gather_ms) / big.extra_ms
         where = ("多出的时间大部分就在这里" if share >= 0.5 else
                  f"只占多出的时间的 {share:.0%}；其余来自收集之外、这里没有分开测的部分：每一步在 Python 里准备块表索引、"
-                 "注意力读收集出来的不连续的 K/V")
+                 "注意力读收集出来的 K/V（块里按 token 存，收集后只是转置成按头排列的视图，同一个头的数据在内存里是隔开的，"
+                 "不像连续缓存那样挨在一起）")
         return (f"分页的一步更慢，而且要收集的字节越多慢得越多（各轮最快的一次相比）：B = {small.batch}、"
                 f"{small.length} 个 token 时{_more(small.extra_ms)}，B = {big.batch}、{big.length} 个 token 时"
                 f"{_more(big.extra_ms)}（{big.ratio:.2f} 倍）。{gather}，{where}。")

@@ -102,9 +102,9 @@ def sharing_html(s) -> str:
     if s.full_shared_blocks == 0:
         why = (f"系统提示词只有 {p} 个 token，填不满一整块（{bs} 个 token）：没有可以共享的整块，每个请求各存一份。")
     elif s.copies:
-        why = (f"前 {s.full_shared_blocks} 块装满了系统提示词，{R} 个请求共用（引用计数 {R}）；第 {s.full_shared_blocks} 块"
-               f"只装了系统提示词的最后 {p % bs} 个 token，也先共享，但每个后来的请求要往里写自己的第一个 token："
-               f"写之前先复制一份（写时复制，共 {s.copies} 次）。")
+        why = (f"前 {s.full_shared_blocks} 块装满了系统提示词，{R} 个请求共用（引用计数 {R}）；第 {s.full_shared_blocks + 1} 块"
+               f"（块表里的位置 {s.full_shared_blocks}）只装了系统提示词的最后 {p % bs} 个 token，也先共享，"
+               f"但每个后来的请求要往里写自己的第一个 token：写之前先复制一份（写时复制，共 {s.copies} 次）。")
     else:
         why = f"系统提示词恰好是 {s.full_shared_blocks} 整块，{R} 个请求共用；各自的 token 从新块开始写，不需要复制。"
     return (f"{R} 个请求，每个 {s.lengths[0]} 个 token（系统提示词 {p} + 问题 {QUESTION_TOKENS} + 回答 "

@@ -5,6 +5,7 @@ panel and the matplotlib renderer.
 """
 from __future__ import annotations
 
+import html
 import json
 import os
 import pickle
@@ -77,6 +78,21 @@ def test_static_values_are_a_window_around_the_default_for_long_sliders():
                      mode="rerender")
     values, labels = option_values(panel, "n")
     assert len(values) == 48 and values[0] < 500 < values[-1] and labels[0] == str(values[0])
+
+
+def test_a_quiz_static_form_shows_every_question_with_its_answer_folded():
+    """Failed before the fix: capture looked for ``answer_feedback`` in kvlab.viz.quiz (now
+    kvlab.exercises.quiz.answer_verdict) and for ``Choice.text`` (a quiz option's text is ``Choice.key``)."""
+    from kvlab.exercises.quiz import answer_verdict
+    from kvlab.lessons import paged
+    from kvlab.viz.quiz import Quiz
+
+    questions = paged.review_questions()
+    page = static_bundle(Quiz(questions, title="自测"))[STATIC_MIME]["html"]
+    assert page.count("kvlab-static-question") == len(questions)
+    for q in questions:
+        assert html.escape(answer_verdict(q).message) in page
+        assert all(html.escape(c.key) in page for c in getattr(q, "choices", ()))
 
 
 def test_while_the_static_edition_is_built_a_panel_output_carries_its_static_form(monkeypatch):

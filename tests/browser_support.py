@@ -576,11 +576,15 @@ class PanelDriver:
             return s["marked"] == stale and all((o < 0.5) == stale for o in faded)
         return self.chapter.wait_until(self.stale, ok, timeout_s, f"panel {self.name}: {message}")
 
-    def figure(self, index: int) -> dict:
+    def figure(self, index: int, timeout_s: float = 30) -> dict:
+        """Figure ``index`` of the panel once it is drawn with its traces: JupyterLab re-creates the widget views of
+        a cell scrolled back into view, so right after scrolling a figure can be missing or still empty."""
         figs = self.root.locator(".kvlab-figure")
-        if figs.count() <= index:
-            raise Fail(f"panel {self.name} has {figs.count()} figures, wanted #{index}")
-        return figs.nth(index).evaluate(JS_FIGURE_STATE)
+
+        def state():
+            return figs.nth(index).evaluate(JS_FIGURE_STATE) if figs.count() > index else None
+        return self.chapter.wait_until(state, lambda s: bool(s and s["ntraces"]), timeout_s,
+                                       f"panel {self.name}: figure #{index} should be drawn ({figs.count()} figures)")
 
     def value(self, name: str) -> str:
         """What the control shows now: slider readout, selected option, or the input's text."""

@@ -45,7 +45,7 @@ def test_waste_on_a_run_follows_the_three_rules(animation):
 
 # -- the sentences ----------------------------------------------------------------------------------------------
 def tp(ratio, rounds, gpu=False):
-    return batching.throughput_sentence(ratio, rounds, 100.0, 100.0 * ratio, 3.0, 6.0, gpu)
+    return batching.throughput_sentence(ratio, rounds, 100.0, 100.0 * ratio, 3.0, 6.0, gpu, 174, 110)
 
 
 def test_throughput_sentence_branches():
@@ -54,12 +54,27 @@ def test_throughput_sentence_branches():
     assert "分不出" in tp(1.05, [1.05, 0.97])
     assert "说不准" in tp(1.3, [1.3, 0.95])  # fast on the best times, but one round disagrees
     assert "在 GPU 上" in tp(1.3, [1.3, 1.25]) and "这是在 GPU 上测的" in tp(1.3, [1.3, 1.25], gpu=True)
+    assert "步数之比 174 ÷ 110 = 1.58" in tp(1.3, [1.3, 1.25]) and "= 1.58" in tp(1.3, [1.3, 1.25], gpu=True)
 
 
 def test_ttft_sentence_branches():
     assert "尾部延迟最长" in batching.ttft_sentence(40, 8, 0.8, 0.2, 1.5, 0.4)
     assert "反而更短" in batching.ttft_sentence(4, 8, 0.1, 0.3, 0.2, 0.5)
     assert "分不出" in batching.ttft_sentence(10, 9, 0.30, 0.29, 0.5, 0.6)
+
+
+def tpot(ratio, rounds, gpu=False):
+    return batching.tpot_sentence(0.010, 0.010 * ratio, rounds, 0.012, 0.012 * ratio, 3.0, 6.0, gpu)
+
+
+def test_tpot_sentence_branches():
+    assert "连续批处理每个 token 慢了 40%" in tpot(1.4, [1.4, 1.3]) and "平均 6.0 条对 3.0 条" in tpot(1.4, [1.4, 1.3])
+    assert "反而快了" in tpot(0.7, [0.7, 0.8])
+    assert "相差不到 15%" in tpot(1.05, [1.05, 0.98]) and "启动内核" in tpot(1.05, [1.05, 0.98], gpu=True)
+    assert "说不准" in tpot(1.4, [1.4, 0.9])  # the best times say slower, one round says quicker
+    assert "说不准" in tpot(1.05, [1.3, 0.9])  # within the band on the best times, the rounds far apart
+    text = tpot(1.4, [1.4, 1.3])
+    assert "静态批处理 10.0 ms，连续批处理 14.0 ms" in text and "90% 分位 12.0 ms 对 16.8 ms" in text
 
 
 def cells(contiguous, paged, gather=(0.1, 0.1, 0.1)):
@@ -83,8 +98,26 @@ def test_cost_sentence_branches():
     assert "说不准" in cost.cost_sentence(noisy, gpu=False)
     flat_gpu = cells([(1.0, 1.01, 1.0)] * 3, [(1.3, 1.31, 1.3)] * 3)
     assert "主要花在逐个启动内核上" in cost.cost_sentence(flat_gpu, gpu=True)
+    assert "慢了的格子多 0.30–0.30 ms" in cost.cost_sentence(flat_gpu, gpu=True)
     assert "不比连续缓存慢" in cost.cost_sentence(cells(same, [(3.0, 3.1, 3.0)] * 3), gpu=False)
     assert "在 GPU 上" in cost.why_sentence(False) and "在 GPU 上" not in cost.why_sentence(True)
+
+
+def test_cost_sentence_never_calls_a_quicker_step_slower():
+    """Failed before the fix: a busy run (one cell's paged step clearly slower, the biggest clearly quicker on its
+    fastest round) got the fixed-cost sentence with "1.15 ms 到 -12.94 ms" in it."""
+    same = [(4.0, 4.0, 4.0)]
+    busy = cells(same * 2 + [(20.0, 21.0, 22.0)], [(5.2, 5.0, 5.1), (4.1, 4.0, 4.1), (7.0, 25.0, 26.0)])
+    assert [cost.cell_verdict(c) for c in busy.cells] == ["slower", "same", "unclear"]
+    text = cost.cost_sentence(busy, gpu=False)
+    assert "互相矛盾" in text and "说不准" in text and "0.35–1.25" in text and "-" not in text.split("（")[0]
+    fixed = cells(same * 3, [(3.9,) * 3, (5.0,) * 3, (4.2,) * 3])  # slower only in the middle: no growth
+    text = cost.cost_sentence(fixed, gpu=False)
+    assert "在 1 个格子里慢了 15% 以上（多 1.00 ms）" in text and "收集最少的格子少 0.10 ms，最多的多 0.20 ms" in text
+    grows = cells(same * 3, [(3.8,) * 3, (4.1,) * 3, (6.0,) * 3])
+    assert "B = 1、32 个 token 时少 0.20 ms，B = 8、224 个 token 时多 2.00 ms" in cost.cost_sentence(grows, gpu=False)
+    flat_same = cells([(1.0,) * 3] * 3, [(1.05,) * 3] * 3)  # a GPU where paging costs nothing visible
+    assert "看不出分页的代价" in cost.cost_sentence(flat_same, gpu=True)
 
 
 def test_cell_verdicts():
@@ -148,6 +181,23 @@ def test_sharing_panel_counts_what_the_real_run_measured(demo):
             panels.render_sharing(*args)
 
 
+def test_the_static_edition_precomputes_every_panel_control(animation, demo):
+    """Every control a reader would drag is declared ``static``; each has at most MAX_STATES values (all the
+    animation's steps among them) and every precomputed value renders (none is refused)."""
+    from kvlab.book.capture import MAX_STATES, STATIC_MIME, static_bundle
+    from kvlab.lessons.paged import panels
+
+    made = {"blocks": panels.blocks_panel(animation), "waste": panels.waste_panel(animation, demo[0].config),
+            "sharing": panels.sharing_panel()}
+    for name, panel in made.items():
+        assert set(panel.static) == set(panel.controls), name
+        for control in static_bundle(panel)[STATIC_MIME]["controls"]:
+            assert 1 < len(control["states"]) <= MAX_STATES and control["default"] is not None, control["name"]
+            assert not any("error" in s for s in control["states"]), control["name"]
+    steps = next(c for c in static_bundle(made["blocks"])[STATIC_MIME]["controls"])
+    assert steps["values"] == list(range(len(animation.steps)))  # the whole animation, not a window of it
+
+
 # -- the section runs ----------------------------------------------------------------------------------------
 def test_first_look_and_an_exhausted_pool(demo):
     from kvlab.lessons.paged import basics
@@ -173,7 +223,18 @@ def test_batching_comparison_on_a_small_workload(demo):
     assert c.first("continuous").ttft_steps_mean < c.first("static").ttft_steps_mean
     assert len(c.ttfts("static")) == 8 and all(t > 0 for t in c.ttfts("static"))
     sentences = batching.batching_sentences(c)
-    assert len(sentences) == 2 and sentences[0].startswith("吞吐") and sentences[1].startswith("首 token 延迟")
+    assert len(sentences) == 3 and sentences[0].startswith("吞吐") and sentences[1].startswith("首 token 延迟")
+    assert sentences[2].startswith("每个 token 的时间（TPOT）")
+    for policy in ("static", "continuous"):  # TPOT = (end to end - TTFT) / (tokens - 1), on each round's own times
+        for i, run in enumerate(c.runs[policy]):
+            times = c.token_times(policy, i)
+            assert [len(times[o.request.rid]) for o in run.outcomes] == [len(o.tokens) for o in run.outcomes]
+            expected = [(o.finish_seconds - o.first_token_seconds) / (len(o.tokens) - 1)
+                        for o in run.outcomes if len(o.tokens) > 1]
+            assert c.tpots(policy, i) == pytest.approx(expected)
+        assert len(c.itls(policy)) == sum(len(o.tokens) - 1 for o in c.first(policy).outcomes)
+        steps = c.step_seconds(policy)
+        assert all(any(g == pytest.approx(x) for x in steps) for g in c.itls(policy))  # no preemption: one step each
     assert len(plots.timeline_figure(c).data) > 8
     assert runs.outputs_match_alone(model, c.first("continuous"))
 

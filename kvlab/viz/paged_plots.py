@@ -188,7 +188,7 @@ def sharing_figure(shared: "SharedPrefix", counts: list[int], with_sharing: list
     fig.add_scatter(x=counts, y=with_sharing, mode="lines+markers", name="共享前缀", line=dict(color=PALETTE[0]),
                     row=1, col=2)
     widest = max(blocks_for(n, bs) for n in shared.lengths)
-    fig.update_xaxes(title="块表里的位置（第几块）", range=[-0.1, widest + 0.1], row=1, col=1)
+    fig.update_xaxes(title="块表里的位置（第几块）", range=[-0.1, widest + 0.1], dtick=1, row=1, col=1)
     fig.update_yaxes(range=[R + 0.1, -0.1], tickvals=[y + 0.5 for y in range(R)],
                      ticktext=[f"请求 {y}" for y in range(R)], showgrid=False, row=1, col=1)
     fig.update_xaxes(title="请求数", row=1, col=2)

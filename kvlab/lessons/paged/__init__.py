@@ -6,7 +6,8 @@ chapter's requests, the animated run, the waste of three schemes), :mod:`.sharin
 :mod:`.batching` (static against continuous batching), :mod:`.cost` (the cost of paging), :mod:`.panels`
 (render functions and panels), :mod:`.review` (the self-check).
 """
-from .batching import BatchingComparison, batching_sentences, compare_batching, throughput_sentence, ttft_sentence
+from .batching import BatchingComparison, batching_sentences, compare_batching, throughput_sentence, \
+    tpot_sentence, ttft_sentence
 from .cost import PagingCost, StepCost, cell_verdict, cost_sentence, cost_sentences, paging_cost, why_sentence
 from .basics import Exhausted, FirstLook, exhausted_html, exhausted_pool, first_look, texts_table
 from .panels import batching_html, blocks_panel, render_blocks, render_sharing, render_waste, sharing_panel, \
@@ -22,6 +23,6 @@ __all__ = [
     "batching_sentences", "blocks_panel", "cell_verdict", "compare_batching", "cost_sentence", "cost_sentences",
     "demo_requests", "exhausted_html", "exhausted_pool", "first_look", "outputs_match_alone", "paged_is_measured",
     "paging_cost", "render_blocks", "render_sharing", "render_waste", "reused_blocks", "review_questions",
-    "sharing_panel", "sharing_run", "step_events", "texts_table", "throughput_sentence", "ttft_sentence",
-    "waste_panel", "waste_timeline", "why_sentence",
+    "sharing_panel", "sharing_run", "step_events", "texts_table", "throughput_sentence", "tpot_sentence",
+    "ttft_sentence", "waste_panel", "waste_timeline", "why_sentence",
 ]

@@ -65,6 +65,36 @@ class BatchingComparison:
     def ttft_tail(self, policy: str, q: float = 0.9) -> float:
         return quantile(self.ttfts(policy), q)
 
+    def token_times(self, policy: str, round_index: int | None = None) -> dict[int, list[float]]:
+        """Each request's token end times in seconds (the end of each step that gave it a token: its prefill, a
+        decode, or a prefill again after a preemption), on the fastest step times or on round ``round_index``'s."""
+        run = self.first(policy) if round_index is None else self.runs[policy][round_index]
+        seconds = self.step_seconds(policy) if round_index is None else [s.seconds for s in run.steps]
+        out: dict[int, list[float]] = {o.request.rid: [] for o in run.outcomes}
+        for step, end in zip(run.steps, cumulative(seconds)):
+            for rid in step.prefilled + step.decoded:
+                out[rid].append(end)
+        return out
+
+    def tpots(self, policy: str, round_index: int | None = None) -> list[float]:
+        """Time per output token of each request that made at least 2: (end to end − TTFT) / (tokens − 1), i.e.
+        from its first token to its last over the tokens in between."""
+        return [(t[-1] - t[0]) / (len(t) - 1) for t in self.token_times(policy, round_index).values() if len(t) > 1]
+
+    def tpot_mean(self, policy: str, round_index: int | None = None) -> float:
+        values = self.tpots(policy, round_index)
+        return sum(values) / len(values) if values else float("nan")
+
+    @property
+    def tpot_round_ratios(self) -> list[float]:
+        """Per round: continuous mean TPOT over static mean TPOT, each from that round's own step times."""
+        return [self.tpot_mean("continuous", i) / self.tpot_mean("static", i) for i in range(len(self.runs["static"]))]
+
+    def itls(self, policy: str) -> list[float]:
+        """Inter-token latencies: every gap between two consecutive tokens of a request (one step's time, or the
+        wait and the new prefill after a preemption), on the fastest step times."""
+        return [b - a for t in self.token_times(policy).values() for a, b in zip(t, t[1:])]
+
     def same_tokens(self) -> bool:
         """Every run gave every request the same tokens (greedy; the policy changes when, never what)."""
         first = [o.tokens for o in self.first("static").outcomes]
@@ -93,7 +123,8 @@ def compare_batching(model: ToyTransformer, requests: list[Request], max_batch: 
 
 # -- the sentences --------------------------------------------------------------------------------------------
 def throughput_sentence(ratio: float, round_ratios: list[float], static_tps: float, continuous_tps: float,
-                        static_batch: float, continuous_batch: float, gpu: bool) -> str:
+                        static_batch: float, continuous_batch: float, gpu: bool, static_steps: int,
+                        continuous_steps: int) -> str:
     """What the measured tokens/s say: a verdict beyond the ±15 % band only when every round points the same way."""
     head = (f"吞吐：连续批处理每秒 {continuous_tps:,.0f} 个 token，静态批处理 {static_tps:,.0f} 个（每一步取 "
             f"{len(round_ratios)} 轮里最快的一次）：比值 {ratio:.2f}；每一轮单独算的比值 "
@@ -109,15 +140,18 @@ def throughput_sentence(ratio: float, round_ratios: list[float], static_tps: flo
         tail = f"：相差不到 {BAND:.0%}，在这台机器上分不出哪种吞吐更高。"
     else:
         tail = "：几轮的结论不一致，这台机器太忙（或太吵），这次说不准哪种吞吐更高。"
-    return head + tail + _gpu_note(gpu)
+    return head + tail + _gpu_note(gpu, static_steps, continuous_steps)
 
 
-def _gpu_note(gpu: bool) -> str:
+def _gpu_note(gpu: bool, static_steps: int, continuous_steps: int) -> str:
+    """On a launch-bound device every step takes about the same time, so the throughput ratio tends to the ratio
+    of the two schedules' step counts (the same on every machine)."""
+    bound = static_steps / continuous_steps
     if gpu:
-        return ("（这是在 GPU 上测的：演示模型这么小，一步的耗时几乎不随批次变化，批次填得越满，吞吐就越接近按批次"
-                "成比例增长。）")
-    return ("（在 GPU 上，演示模型的一步几乎不随批次变慢：一步的时间主要花在逐个启动内核上，所以把批次填满"
-            "换来的吞吐提升会比这台 CPU 上大得多。）")
+        return (f"（这是在 GPU 上测的：演示模型这么小，一步的耗时几乎不随批次变化，吞吐之比接近两种调度的步数之比 "
+                f"{static_steps} ÷ {continuous_steps} = {bound:.2f}。）")
+    return ("（在 GPU 上，演示模型的一步几乎不随批次变慢：一步的时间主要花在逐个启动内核上，每一步的时间差不多，"
+            f"吞吐之比就接近两种调度的步数之比 {static_steps} ÷ {continuous_steps} = {bound:.2f}。）")
 
 
 def ttft_sentence(static_steps: float, continuous_steps: float, static_mean: float, continuous_mean: float,
@@ -134,11 +168,37 @@ def ttft_sentence(static_steps: float, continuous_steps: float, static_mean: flo
     return text + f"：两者的平均或尾部相差不到 {BAND:.0%}，或者方向不一致，这组请求上分不出哪种延迟更短。"
 
 
+def tpot_sentence(static_tpot: float, continuous_tpot: float, round_ratios: list[float], static_itl_tail: float,
+                  continuous_itl_tail: float, static_batch: float, continuous_batch: float, gpu: bool) -> str:
+    """Time per output token (TPOT) and the inter-token latency's tail (ITL): what continuous batching costs each
+    running request, with a ±15 % band, a "rounds disagree" branch and the GPU's launch-bound shape."""
+    ratio = continuous_tpot / static_tpot
+    text = (f"每个 token 的时间（TPOT）：平均静态批处理 {static_tpot * 1e3:.1f} ms，连续批处理 {continuous_tpot * 1e3:.1f} ms"
+            f"（比值 {ratio:.2f}；每一轮单独算 " + "、".join(f"{r:.2f}" for r in round_ratios) + "）；"
+            f"token 间延迟（ITL）的 90% 分位 {static_itl_tail * 1e3:.1f} ms 对 {continuous_itl_tail * 1e3:.1f} ms")
+    if ratio >= 1 + BAND and min(round_ratios) > 1:
+        return text + (f"：连续批处理每个 token 慢了 {ratio - 1:.0%}。它的批次更满（平均 {continuous_batch:.1f} 条对 "
+                       f"{static_batch:.1f} 条），在这台机器上一步随批次变慢；新请求的预填充也和别人的解码挤在同一步里，"
+                       "正在生成的请求要多等这一下。这是连续批处理付出的代价，它换来的是什么，见上面的吞吐和首 token 延迟。")
+    if ratio <= 1 / (1 + BAND) and max(round_ratios) < 1:
+        return text + (f"：这一次连续批处理每个 token 反而快了 {1 - ratio:.0%}，与它更满的批次（{continuous_batch:.1f} 条对 "
+                       f"{static_batch:.1f} 条）方向相反：多半是机器忙，静态批处理那一段的步被拖慢了。")
+    if abs(ratio - 1) < BAND and all(abs(r - 1) < BAND for r in round_ratios):
+        why = ("GPU 上小模型的一步主要花在启动内核上，批次多几条序列，一步几乎不变" if gpu else
+               "批次多几条序列，这个小模型的一步几乎不变慢")
+        return text + f"：相差不到 {BAND:.0%}。{why}：连续批处理在吞吐和首 token 延迟上的变化（见上面）几乎不用拿每个 token 的速度来换。"
+    return text + "：几轮的结论不一致，这台机器太忙，这次说不准哪种每个 token 更快。"
+
+
 def batching_sentences(c: BatchingComparison) -> list[str]:
-    """The two sentences of the comparison, chosen from its numbers."""
+    """The three sentences of the comparison (throughput, TTFT, TPOT/ITL), chosen from its numbers."""
     static, cont = c.first("static"), c.first("continuous")
     gpu = c.device.startswith("cuda")
     return [throughput_sentence(c.throughput_ratio, c.round_ratios, c.tokens_per_second("static"),
-                                c.tokens_per_second("continuous"), static.mean_batch, cont.mean_batch, gpu),
+                                c.tokens_per_second("continuous"), static.mean_batch, cont.mean_batch, gpu,
+                                len(static.steps), len(cont.steps)),
             ttft_sentence(static.ttft_steps_mean, cont.ttft_steps_mean, c.ttft_mean("static"),
-                          c.ttft_mean("continuous"), c.ttft_tail("static"), c.ttft_tail("continuous"))]
+                          c.ttft_mean("continuous"), c.ttft_tail("static"), c.ttft_tail("continuous")),
+            tpot_sentence(c.tpot_mean("static"), c.tpot_mean("continuous"), c.tpot_round_ratios,
+                          quantile(c.itls("static"), 0.9), quantile(c.itls("continuous"), 0.9),
+                          static.mean_batch, cont.mean_batch, gpu)]

@@ -9,7 +9,7 @@ from functools import partial
 from ... import inputs
 from ...memory import format_bytes, kv_bytes_per_token
 from ...paging import SCHEMES, shared_prefix_blocks
-from ...serving import ServeRun
+from ...serving import ServeRun, quantile
 from ...viz import paged_plots as plots
 from ...viz.widgets import Panel, View, dropdown, int_slider, play_slider
 from .batching import BatchingComparison
@@ -47,7 +47,7 @@ def blocks_panel(run: ServeRun) -> Panel:
     """Play / step slider over the steps of ``run``."""
     play, slider = play_slider(STEP_LABEL, 0, 0, len(run.steps) - 1, interval_ms=900)
     return Panel({"step": slider}, partial(render_blocks, run), extra=[play], layout="horizontal",
-                 css_class="kvlab-blocks")
+                 css_class="kvlab-blocks", static=("step",))
 
 
 # -- waste of the three schemes -------------------------------------------------------------------------------
@@ -77,7 +77,7 @@ def waste_panel(run: ServeRun, config) -> Panel:
     reserve = int_slider(RESERVE_LABEL, config.max_seq_len, RESERVE_STEP, config.max_seq_len, step=RESERVE_STEP,
                          width="420px")
     return Panel({"block_size": block, "reserve": reserve}, partial(render_waste, run, config), layout="horizontal",
-                 css_class="kvlab-waste")
+                 css_class="kvlab-waste", static=("block_size", "reserve"))
 
 
 # -- shared prefixes ----------------------------------------------------------------------------------------
@@ -102,9 +102,9 @@ def sharing_html(s) -> str:
     if s.full_shared_blocks == 0:
         why = (f"系统提示词只有 {p} 个 token，填不满一整块（{bs} 个 token）：没有可以共享的整块，每个请求各存一份。")
     elif s.copies:
-        why = (f"前 {s.full_shared_blocks} 块装满了系统提示词，{R} 个请求共用（引用计数 {R}）；第 {s.full_shared_blocks} 块"
-               f"只装了系统提示词的最后 {p % bs} 个 token，也先共享，但每个后来的请求要往里写自己的第一个 token："
-               f"写之前先复制一份（写时复制，共 {s.copies} 次）。")
+        why = (f"前 {s.full_shared_blocks} 块装满了系统提示词，{R} 个请求共用（引用计数 {R}）；第 {s.full_shared_blocks + 1} 块"
+               f"（块表里的位置 {s.full_shared_blocks}）只装了系统提示词的最后 {p % bs} 个 token，也先共享，"
+               f"但每个后来的请求要往里写自己的第一个 token：写之前先复制一份（写时复制，共 {s.copies} 次）。")
     else:
         why = f"系统提示词恰好是 {s.full_shared_blocks} 整块，{R} 个请求共用；各自的 token 从新块开始写，不需要复制。"
     return (f"{R} 个请求，每个 {s.lengths[0]} 个 token（系统提示词 {p} + 问题 {QUESTION_TOKENS} + 回答 "
@@ -116,10 +116,16 @@ def sharing_panel(prefix: int = SHARE_PREFIX, requests: int = SHARE_REQUESTS, bl
     return Panel({"prefix": int_slider(PREFIX_LABEL, prefix, 0, MAX_SHARE_PREFIX, width="460px"),
                   "requests": int_slider(REQUESTS_LABEL, requests, 1, MAX_SHARE_REQUESTS, width="320px"),
                   "block_size": dropdown(BLOCK_LABEL, list(SHARE_BLOCK_OPTIONS), block_size, width="200px")},
-                 render_sharing, layout="horizontal", css_class="kvlab-sharing")
+                 render_sharing, layout="horizontal", css_class="kvlab-sharing",
+                 static=("prefix", "requests", "block_size"))
 
 
 # -- static vs continuous: the measured numbers --------------------------------------------------------------
+def _itl(c: BatchingComparison, policy: str) -> str:
+    gaps = c.itls(policy)
+    return f"{quantile(gaps, 0.5) * 1e3:.1f} / {quantile(gaps, 0.9) * 1e3:.1f}"
+
+
 def batching_html(c: BatchingComparison) -> str:
     s, k = c.first("static"), c.first("continuous")
     rows = [
@@ -127,6 +133,8 @@ def batching_html(c: BatchingComparison) -> str:
         ("TTFT 平均（ms）", f"{c.ttft_mean('static') * 1e3:,.0f}", f"{c.ttft_mean('continuous') * 1e3:,.0f}"),
         ("TTFT 90% 分位（ms）", f"{c.ttft_tail('static') * 1e3:,.0f}", f"{c.ttft_tail('continuous') * 1e3:,.0f}"),
         ("TTFT 平均（步）", f"{s.ttft_steps_mean:.1f}", f"{k.ttft_steps_mean:.1f}"),
+        ("TPOT 平均（ms）", f"{c.tpot_mean('static') * 1e3:.1f}", f"{c.tpot_mean('continuous') * 1e3:.1f}"),
+        ("ITL 中位数 / 90% 分位（ms）", _itl(c, "static"), _itl(c, "continuous")),
         ("一次解码平均几条序列", f"{s.mean_batch:.1f}", f"{k.mean_batch:.1f}"),
         ("一共几步", f"{len(s.steps)}", f"{len(k.steps)}"),
         ("最多占用的块", f"{s.peak_blocks} / {s.num_blocks}", f"{k.peak_blocks} / {k.num_blocks}"),

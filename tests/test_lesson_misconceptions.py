@@ -118,6 +118,43 @@ def test_tail_step_ms():
     assert lesson.tail_step_ms(t) == pytest.approx(7500)  # the last quarter of 8 decode steps: 7 s and 8 s
 
 
+@pytest.mark.parametrize("none, k_only, kv, gpu, kind, kv_kind", [
+    ([5.0, 5.2, 5.1], [5.1, 5.3, 4.9], [1.0, 1.1, 1.0], False, "same", "far"),  # idle CPU
+    ([5.0, 5.2, 5.1], [5.1, 9.0, 4.6], [1.0, 1.1, 1.0], False, "same", "far"),  # one noisy repeat is outvoted
+    ([5.0, 5.2, 5.1], [3.9, 4.0, 4.1], [1.0, 1.1, 1.0], False, "k_faster", "far"),
+    ([5.0, 5.2, 5.1], [6.5, 7.0, 6.9], [1.0, 1.1, 1.0], False, "k_slower", "far"),
+    ([5.8, 5.0, 9.0], [13.3, 4.1, 7.0], [1.0, 1.1, 6.0], False, "unclear", "faster"),  # busy: the repeats disagree
+    ([5.8], [13.3], [1.0], False, "few_repeats", "far"),  # the run issue 20 saw: 1 repeat says nothing
+    ([0.9, 0.9, 0.95], [0.92, 0.9, 0.9], [0.85, 0.86, 0.9], True, "gpu_flat", "unclear"),  # launch-bound GPU
+    ([0.9, 0.9, 0.95], [0.92, 0.9, 0.9], [0.3, 0.3, 0.3], True, "same", "far"),  # a GPU where compute shows
+    ([5.0, 5.2, 5.1], [5.1, 5.3, 4.9], [4.8, 5.5, 4.9], False, "same", "unclear"),
+])
+def test_k_only_verdict_branches(none, k_only, kv, gpu, kind, kv_kind):
+    v = lesson.k_only_verdict(none, k_only, kv, gpu=gpu)
+    assert (v.kind, v.kv) == (kind, kv_kind)
+    phrase = {"same": "一样慢", "k_faster": "快", "k_slower": "反而比不缓存慢", "unclear": "说不准",
+              "few_repeats": "只重复了 1 次", "gpu_flat": "GPU"}[kind]
+    assert phrase in v.sentence
+    if kind != "gpu_flat":
+        assert {"far": "快得多", "faster": "快一些", "unclear": "分不出"}[kv_kind] in v.sentence
+    assert len(v.repeat_ratios) == len(none)
+
+
+def test_k_only_verdict_rejects_mismatched_repeats():
+    with pytest.raises(ValueError, match="^none_ms"):
+        lesson.k_only_verdict([1.0, 2.0], [1.0], [1.0, 1.0])
+
+
+def test_repeat_tail_ms_and_judge():
+    def t(name, reps):
+        base = timing(name, reps[0])
+        return DecodeTiming(name, base.seq_len, reps, [sum(r) for r in reps], 1, len(reps[0]), base.tokens)
+    runs = {"none": t("none", [[9, 4e-3, 5e-3, 5e-3, 5e-3]] * 3), "k_only": t("k_only", [[9, 4e-3, 5e-3, 5e-3, 5e-3]] * 3),
+            "kv": t("kv", [[9, 1e-3, 1e-3, 1e-3, 1e-3]] * 3)}
+    assert lesson.repeat_tail_ms(runs["none"]) == pytest.approx([5.0] * 3)
+    assert lesson.judge_k_only(runs, "cpu").kind == "same"
+
+
 def test_step_flops_by_hand(tiny_model):
     c = tiny_model.config  # d 36, L 2, H 6, H_kv 2, D 6, d_ff 128, vocab 61
     q, kv = 6 * 6, 2 * 6
@@ -411,11 +448,14 @@ def test_refused_allocation_allocates_nothing(demo, monkeypatch):
     assert refused.requested_bytes == (2 * free // per_sequence + 1) * per_sequence == 41 * per_sequence
     assert refused.free_bytes == free and refused.message.startswith(("batch_size", "max_seq_len"))
     assert refused.device_type == "cpu"
-    assert refused.line == "kvlab 拒绝分配：这块缓存需要 20.5 MiB，本机只有 10.0 MiB 内存空闲"  # 41 x 512 KiB
+    assert refused.batch_size == 41 and refused.seq_len == 256
+    assert refused.line == ("kvlab 拒绝分配：批次 B = 41 条序列、每条 256 个 token 的缓存需要 20.5 MiB，"
+                            "本机只有 10.0 MiB 内存空闲")  # 41 x 512 KiB
     page = lesson.refusal_html(refused)
     assert page.index(refused.line) < page.index("<details>") < page.index(refused.message[:20])  # API text folded
-    gpu = lesson.RefusedAllocation(3 * GIB, GIB, "cuda", "batch_size: ...")
-    assert gpu.line == "kvlab 拒绝分配：这块缓存需要 3.00 GiB，这块 GPU 只有 1.00 GiB 显存空闲"
+    assert "41 是批次大小 B" in page and f"<code>{refused.argument}</code>" in page  # the message's numbers named
+    gpu = lesson.RefusedAllocation(3 * GIB, GIB, "cuda", "batch_size: ...", 3, 1024)
+    assert gpu.line == "kvlab 拒绝分配：批次 B = 3 条序列、每条 1,024 个 token 的缓存需要 3.00 GiB，这块 GPU 只有 1.00 GiB 显存空闲"
     monkeypatch.setattr(lesson.budget, "available_memory", lambda device: None)
     assert lesson.refused_allocation(model) is None
 
@@ -448,6 +488,9 @@ def test_lab_on_its_default_prompt(demo):
         assert runs[b].reference[:first] == runs["kv"].output[:first]
         assert runs[b].output[:first - 1] == runs["kv"].output[:first - 1]
     assert all(r.reused for r in runs.values())
+    assert all(r.free_running == tuple(runs["kv"].output) for r in runs.values())  # the correct text, for each
+    assert "teacher forcing" in lesson.lab_html(runs["k_as_v"], False)
+    assert "".join(runs["kv"].output[:8]) in lesson.lab_html(runs["k_as_v"], False)
 
 
 def test_the_reference_reads_what_the_cache_wrote(demo):

@@ -157,6 +157,7 @@ def interact_fit(ch: ChapterPage) -> None:
     fit.wait_stale(True, "weights that do not fit must grey out the fit panel")
     assert fit.readout() == r1
     # int4 weights on a 40 GB A100 fit again
+    fit.open_more("weight_dtype")  # dtypes, budget, usable share and batch are folded under 更多设置
     fit.select("weight_dtype", "int4")
     fit.select("gpu", "A100 40 GB")
     fit.wait_message("warn", False, "int4 weights on an A100 40 GB should fit")

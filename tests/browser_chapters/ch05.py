@@ -76,15 +76,17 @@ def interact_k_only(ch: ChapterPage) -> None:
     n0 = k.int_value("new_tokens")
     assert f"生成 {n0} 个 token：三种方式生成的 token 完全相同" in r0, r0
     fig0 = k.figure(0)
-    k.press_slider("new_tokens", "ArrowLeft")  # 200 -> 160
-    k.press_slider("repeats", "ArrowRight")  # 1 -> 2
+    assert "重复 3 次" in r0 and any(w in r0 for w in ("一样慢", "说不准", "快", "慢")), r0  # the chosen sentence
+    k.press_slider("new_tokens", "ArrowLeft")  # 120 -> 80
+    k.press_slider("repeats", "ArrowLeft")  # 3 -> 2
     ch.wait_until(lambda: (k.int_value("new_tokens"), k.int_value("repeats")), lambda v: v == (n0 - 40, 2), 10,
                   "the sliders should move")
     ch.page.wait_for_timeout(500)
     assert k.readout() == r0, "the K-only panel must not re-measure before Run is clicked"
     k.click_run()
-    r1 = k.wait_readout(lambda t: f"生成 {n0 - 40} 个 token" in t, "Run should measure 160 tokens", timeout_s=120)
+    r1 = k.wait_readout(lambda t: f"生成 {n0 - 40} 个 token" in t, "Run should measure 80 tokens", timeout_s=120)
     assert "token 完全相同" in r1 and "V = t" in r1, r1
+    assert "只重复了 2 次" in r1 or "GPU" in r1, r1  # two repeats cannot tell: the sentence says so
     ms = [float(x) for x in re.findall(r"([\d.]+) ms", r1)]
     assert len(ms) >= 3 and all(v > 0 for v in ms[:3]), r1
     fig1 = k.wait_figure_changed(0, fig0, "the timing plot should redraw")
@@ -127,6 +129,8 @@ def interact_budget(ch: ChapterPage) -> None:
     r3 = b.wait_readout(lambda t: "想同时服务 128 条" in t, "End on the sequences slider should ask for 128")
     assert "第 19 条序列起就放不下了" in r3, r3
 
+    # the card, model, dtypes and usable share are folded under 更多设置
+    b.open_more("usable")
     # a bad usable share: a warning, the readout and both figures greyed out, nothing recomputed
     b.type_text("usable", "1.5")
     warn = b.wait_message("warn", True, "a usable share above 1 should show a warning")

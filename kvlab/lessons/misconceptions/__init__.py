@@ -31,7 +31,7 @@ from .lab import (LAB_PROMPT, PREVIOUS_PROMPT, LAB_NEW_TOKENS, LOGIT_TOLERANCE, 
                   CACHE_LABEL, PROMPT_LABEL, REVEAL_LABEL, REUSE_LABEL, LAB_CACHES, BugRun, cache_class,
                   make_lab_cache, run_lab_cache, lab_line, MAX_LAB_PROMPT, MAX_LAB_TOKENS, render_lab,
                   tokens_table_html, methods_html, lab_html, lab_panel, run_all_lab_caches)
-from .review import QUIZ_GPU, review_questions
+from .review import uncached_over_cached, batch_intensity_gain, review_questions
 from .summary import (PrefillDecode, prefill_vs_decode, SummaryRow, chapter_rows, scenario_plans, scenario_row,
                       summary_rows, summary_html)
 
@@ -50,7 +50,8 @@ __all__ = [
     "refused_allocation", "refusal_html", "LAB_PROMPT", "PREVIOUS_PROMPT", "LAB_NEW_TOKENS", "LOGIT_TOLERANCE",
     "REFERENCE", "BugCard", "BUG_CARDS", "CACHE_LABEL", "PROMPT_LABEL", "REVEAL_LABEL", "REUSE_LABEL", "LAB_CACHES",
     "BugRun", "cache_class", "make_lab_cache", "run_lab_cache", "lab_line", "MAX_LAB_PROMPT", "MAX_LAB_TOKENS",
-    "render_lab", "tokens_table_html", "methods_html", "lab_html", "lab_panel", "run_all_lab_caches", "QUIZ_GPU",
+    "render_lab", "tokens_table_html", "methods_html", "lab_html", "lab_panel", "run_all_lab_caches", "uncached_over_cached",
+    "batch_intensity_gain",
     "review_questions", "PrefillDecode", "prefill_vs_decode", "SummaryRow", "chapter_rows", "scenario_plans",
     "scenario_row", "summary_rows", "summary_html",
 ]

@@ -430,11 +430,33 @@ FIX = SOLUTIONS["ch05.fix"]
     ("cache.k[layer, :, :, start:start + T] = k\n    cache.v[layer, :, :, start:start + T] = v",
      "cache.k[0, :, :, start:start + T] = k\n    cache.v[0, :, :, start:start + T] = v", "每一层有自己的一份缓存"),
     ("start = cache.length", "start = max(cache.length - 1, 0) if cache.length else 0", "你的代码写到了第 2–2 格"),
+    ("cache.v[layer, :, :, start:start + T] = v", "cache.v[min(layer, 1), :, :, start:start + T] = v",
+     "V 却写进了第 1 层"),  # the stub's second bug, alone: only the upper layers are wrong
 ])
 def test_fix_rejects_known_mistakes(old, new, expected):
     fb = run_cells(ch05.FIX, replace(FIX, old, new))
     assert fb.status == checker.WRONG and expected in fb.text, fb.text
     assert "步开始与无缓存的参考不同" in fb.message
+
+
+def test_the_fix_stub_has_two_bugs_reported_one_after_the_other():
+    stub = ch05.FIX_STUB
+    assert "off_by_one" not in ch05.FIX.task and "off_by_one" not in stub  # the bug is not named
+    untouched = ch05.grade_fix(_defined(stub))
+    assert untouched.status == checker.TODO and "全新的缓存第 1 步开始与无缓存的参考不同" in untouched.message, untouched
+    assert "从第 1 步就不同" in untouched.message  # (the clue holds: the stub's V bug breaks the prefill)
+    first = ch05.grade_fix(_defined(stub.replace("k.shape[2]", "k.size(2)")))  # the learner's own, both bugs in it
+    assert first.status == checker.WRONG and "你的代码写到了第 2–2 格" in " ".join(first.details), first
+    one_fixed = stub.replace("start = max(cache.length - 1, 0)", "start = cache.length")
+    second = ch05.grade_fix(_defined(one_fixed))
+    assert second.status == checker.WRONG and "V 却写进了第 1 层" in " ".join(second.details), second
+    assert "第 1 步开始" in second.message  # upper layers' V missing: wrong from the prefill on
+
+
+def _defined(source: str):
+    scope = {}
+    exec(source, scope)  # noqa: S102  (the exercise's own stub text)
+    return next(v for k, v in scope.items() if k.startswith("store"))
 
 
 # -- the shared checker ------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kvlab import MODEL_PRESETS
 from kvlab.exercises import CHAPTER_MODULES, ch01, ch02, ch03, ch04, ch05, chapter_module, checker, notebook
 from kvlab.exercises.solutions import SOLUTIONS
 from kvlab.generation import GenerationResult, PassRecord
@@ -360,27 +361,32 @@ def test_ttft_tpot_rejects_known_mistakes(ttft, tpot, expected):
 
 
 # -- 3.4 --------------------------------------------------------------------------------------------------
-TWO_X = SOLUTIONS["ch04.two_x"]
+WINDOW = SOLUTIONS["ch04.window"]
 
 
-def test_two_x_accepts_units():
-    # 2 x 32 heads x 2048 x 128 x 2 bytes = 33,554,432 = 32 MiB per layer; x 32 layers = 1 GiB
-    src = 'right_side = "代码"\nlayer_size = "32 MiB"\ntotal_size = "1 GiB"\nwhy = "a"'
-    assert run_cells(ch04.TWO_X, src).right
+def test_window_solution_by_hand():
+    # Gemma-2-9B: 42 layers, 21 windowed (4096), 8 KV heads of 256; S = 8192, B = 4, fp16:
+    # per token and layer 2 x 4 x 8 x 256 x 2 = 32,768 bytes; 21 x 8192 + 21 x 4096 = 258,048 token-layers
+    assert 258_048 * 32_768 == MODEL_PRESETS["Gemma-2-9B"].kv_cache_bytes(8192, 4) == 8_455_716_864
+    assert run_cells(ch04.WINDOW, WINDOW).right
 
 
-@pytest.mark.parametrize("old, new, expected, n_wrong", [
-    ('right_side = "code"', 'right_side = "comment"', "right_side：不对。注释里的 16.0 MB、0.50 GB 恰好是", 1),
-    ("2 * 32 * 2048 * 128 * 2", "2 * 32 * 1024 * 128 * 2", "layer_size：这是注释里的 16.0 MB", 2),  # S = 1024
-    ("total_size = 32 * layer_size", 'total_size = "1 GB"', "total_size：数值对了，单位错了", 1),
-    ("total_size = 32 * layer_size", 'total_size = "0.5 GiB"', "total_size：这是注释里的 0.50 GB", 1),
-    ('why = "A"', 'why = "C"', "GB 与 GiB 只差约 7%", 1),
-    ('why = "A"', 'why = "B"', "最前面的 2 就是 K 和 V", 1),
+@pytest.mark.parametrize("old, new, expected", [
+    ("if windowed else seq_len", "if False else seq_len", "这是普通公式：窗口层只存最近 W 个 token"),
+    ("windowed = preset.layer_is_windowed(layer)", "windowed = preset.sliding_window is not None",
+     "你把每一层都当成了窗口层；Gemma-2-9B 只有 21 层是"),
+    ("min(seq_len, preset.sliding_window)", "preset.sliding_window", "S = 3,000 还没到窗口 W = 4,096"),
+    ("2 * batch_size * preset.n_kv_head", "2 * preset.n_kv_head", "少乘了批次 B = 2"),
+    ("preset.n_kv_head * kept", "preset.n_head * kept", "你用的是查询头数 32"),
 ])
-def test_two_x_rejects_known_mistakes(old, new, expected, n_wrong):
-    fb = run_cells(ch04.TWO_X, replace(TWO_X, old, new))
+def test_window_rejects_known_mistakes(old, new, expected):
+    fb = run_cells(ch04.WINDOW, replace(WINDOW, old, new))
     assert fb.status == checker.WRONG and expected in fb.text, fb.text
-    assert fb.message == f"{n_wrong} 处不对。"
+
+
+def test_window_stub_and_none_are_not_done():
+    assert run_cells(ch04.WINDOW, ch04.WINDOW_STUB).status == checker.TODO
+    assert run_cells(ch04.WINDOW, ch04.WINDOW_STUB.replace("return None", "return None  # mine")).status == checker.TODO
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -550,7 +556,7 @@ def test_generator_appends_then_replaces_only_its_own_cells(tmp_path):
     assert cells[:len(original)] == original  # nothing before it touched; the section at the end
     section = cells[len(original):]
     assert [c["metadata"][notebook.META_KEY] for c in section] == [
-        "ch04/intro", "ch04/setup", "ch04.two_x/task", "ch04.two_x/stub", "ch04.two_x/check",
+        "ch04/intro", "ch04/setup", "ch04.window/task", "ch04.window/stub", "ch04.window/check",
         "ch04.largest_batch/task", "ch04.largest_batch/stub", "ch04.largest_batch/check"]
     assert "## 动手练习" in "".join(section[0]["source"]) and all(c["id"].startswith("kvlab-ex-") for c in section)
     assert all(c.get("outputs") == [] and c.get("execution_count") is None for c in section if c["cell_type"] == "code")
@@ -560,8 +566,8 @@ def test_generator_appends_then_replaces_only_its_own_cells(tmp_path):
     # an author adds a cell after the section and a learner's edit lands in a stub: a rerun restores the stub in place
     nb = json.loads(once)
     nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": ["下一节见。"], "id": "outro"})
-    stub = next(c for c in nb["cells"] if c.get("metadata", {}).get(notebook.META_KEY) == "ch04.two_x/stub")
-    stub["source"] = ["why = 'A'"]
+    stub = next(c for c in nb["cells"] if c.get("metadata", {}).get(notebook.META_KEY) == "ch04.window/stub")
+    stub["source"] = ["def cache_bytes(preset, seq_len, batch_size):\n", "    return 0"]
     path.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     assert not notebook.section_is_current(path)
     assert notebook.main(["--check", str(path)]) == 1

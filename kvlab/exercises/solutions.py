@@ -56,10 +56,13 @@ display(ch03.trace_table(traced))
 ttft_ms = sum(r.seconds for r in traced.trace if r.phase == "prefill") * 1e3  # every prefill chunk
 tpot_ms = statistics.median(r.seconds for r in traced.trace if r.phase == "decode") * 1e3''',
     # -- 3.4 ------------------------------------------------------------------------------------------
-    "ch04.two_x": '''right_side = "code"  # the code multiplies all three factors of 2; the comment is its output at S = 1024
-layer_size = 2 * 32 * 2048 * 128 * 2  # K and V, H, S, D, fp16: 33,554,432 bytes = "32 MiB"
-total_size = 32 * layer_size  # 1,073,741,824 bytes = "1 GiB"
-why = "A"''',
+    "ch04.window": '''def cache_bytes(preset, seq_len, batch_size):
+    total = 0
+    for layer in range(preset.n_layer):
+        windowed = preset.layer_is_windowed(layer)  # False for every layer of a model without a window
+        kept = min(seq_len, preset.sliding_window) if windowed else seq_len  # tokens this layer keeps
+        total += 2 * batch_size * preset.n_kv_head * kept * preset.head_dim * 2  # K and V, fp16
+    return total''',
     "ch04.largest_batch": '''card = GPU_PRESETS["A100 80 GB"]
 preset = MODEL_PRESETS["Llama-2-13B"]
 room = card.memory_bytes * 9 // 10 - preset.n_params * 2  # the usable 0.9 of the card, minus the fp16 weights

@@ -245,7 +245,7 @@ def interact_exercises(ch: ChapterPage) -> None:
     from kvlab.exercises.solutions import SOLUTIONS
 
     # after run-all, both untouched stubs report 「还没有完成」
-    for key in ("ch04.two_x", "ch04.largest_batch"):
+    for key in ("ch04.window", "ch04.largest_batch"):
         status, text = feedback(exercise_cell(ch, f"{key}/check", key.replace(".", "-")))
         assert status == "todo" and "还没有完成" in text, (key, status, text)
 

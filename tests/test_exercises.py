@@ -204,23 +204,21 @@ def test_cache_size_rejects_known_mistakes(value, expected):
     assert fb.status == checker.WRONG and expected in fb.text, fb.text
 
 
+def test_padding_by_hand():
+    # 4 x 1800 slots allocated, 2955 used: 4245 slots of 2 x 32 x 8 x 128 x 2 = 131,072 bytes
+    assert ch02.padding_expected()[2] == 4245 * 131_072
+    assert run_cells(ch02.PADDING, SOLUTIONS["ch02.padding"]).right
+
+
 @pytest.mark.parametrize("value, expected", [
-    (60573, "当成了 24 × 10⁹ 字节（GB）"),  # (24e9 - 16,060,522,496) // 131,072
-    (196608, "忘了先减去权重"),  # 24 GiB // 131,072
-    (18518, "查询头数 32"),  # 9,709,281,280 // 524,288
-    (74076, "向上取整了"),
-    (74537, "不能用 8B 这个约数"),  # (24 GiB - 16e9) // 131,072
-    (74075.9, "应当是整数"),
+    (2955 * 131_072, "真正存了 token 的字节数"),
+    (7200 * 131_072, "整个批次分配的字节数"),
+    (4245 * 131_072 * 4, "查询头数 32"),
+    (4245 * 65_536, "少了一半"),
 ])
-def test_tokens_fit_rejects_known_mistakes(value, expected):
-    fb = run_cells(ch02.TOKENS_FIT, f"tokens = {value!r}")
+def test_padding_rejects_known_mistakes(value, expected):
+    fb = run_cells(ch02.PADDING, f"padding = {value}")
     assert fb.status == checker.WRONG and expected in fb.text, fb.text
-
-
-def test_tokens_fit_against_hand_arithmetic():
-    # 24 GiB - 8,030,261,248 x 2 bytes = 9,709,281,280; one token: 2 x 32 x 8 x 128 x 2 = 131,072 bytes
-    assert (24 * GIB - 8_030_261_248 * 2) // 131_072 == 74_075
-    assert run_cells(ch02.TOKENS_FIT, "tokens = 74075").status == checker.RIGHT
 
 
 # -- 3.3 --------------------------------------------------------------------------------------------------
@@ -467,23 +465,23 @@ def _defined(source: str):
 
 # -- the shared checker ------------------------------------------------------------------------------------
 def test_hint_from_the_second_wrong_attempt_and_reset_by_a_right_one():
-    first = run_cells(ch02.TOKENS_FIT, "tokens = 1")
-    second = run_cells(ch02.TOKENS_FIT, "tokens = 2")
-    third = run_cells(ch02.TOKENS_FIT, "tokens = 3")
-    hints = ch02.TOKENS_FIT.hints
+    first = run_cells(ch04.LARGEST_BATCH, "largest_batch = 1")
+    second = run_cells(ch04.LARGEST_BATCH, "largest_batch = 2")
+    third = run_cells(ch04.LARGEST_BATCH, "largest_batch = 3")
+    hints = ch04.LARGEST_BATCH.hints
     assert first.hint is None and second.hint == hints[0]
     assert third.hint == f"{hints[0]} {hints[1]}"  # one more each time, the earlier ones kept
-    assert run_cells(ch02.TOKENS_FIT, "tokens = 74075").right
-    assert run_cells(ch02.TOKENS_FIT, "tokens = 1").hint is None
+    assert run_cells(ch04.LARGEST_BATCH, "largest_batch = 15").right
+    assert run_cells(ch04.LARGEST_BATCH, "largest_batch = 1").hint is None
 
 
 def test_feedback_html_holds_the_solution_collapsed_and_escaped():
-    fb = run_cells(ch02.TOKENS_FIT, "tokens = 1")
+    fb = run_cells(ch04.LARGEST_BATCH, "largest_batch = 1")
     page = fb._repr_html_()
     assert 'class="kvlab-exercise-feedback kvlab-exercise-wrong"' in page and "✗" in page
     assert "<details" in page and "<summary" in page and "显示参考答案" in page
-    assert "room // per_token" in page and "<details open" not in page  # collapsed until opened
-    bug = checker.Feedback(ch02.TOKENS_FIT, checker.WRONG, "<script>x</script>", ("a<b",), None, "x < y")
+    assert "room // per_sequence" in page and "<details open" not in page  # collapsed until opened
+    bug = checker.Feedback(ch04.LARGEST_BATCH, checker.WRONG, "<script>x</script>", ("a<b",), None, "x < y")
     assert "<script>" not in bug._repr_html_() and "&lt;script&gt;" in bug._repr_html_()
 
 
@@ -491,8 +489,8 @@ def test_a_bug_in_a_grader_is_reported_not_raised():
     def broken(_answer):
         raise KeyError("oops")
 
-    fb = checker.check(ch02.TOKENS_FIT, broken, 1)
-    assert fb.status == checker.BUG and "kvlab 的 bug" in fb.text and checker.ATTEMPTS[ch02.TOKENS_FIT.key] == 0
+    fb = checker.check(ch04.LARGEST_BATCH, broken, 1)
+    assert fb.status == checker.BUG and "kvlab 的 bug" in fb.text and checker.ATTEMPTS[ch04.LARGEST_BATCH.key] == 0
 
 
 def test_learner_errors_name_the_case():
@@ -525,10 +523,12 @@ def test_is_stub_ignores_comments_and_docstrings_only():
 
 
 def test_choices_accept_case_quotes_and_aliases():
-    assert checker.grade_choice(" 'a' ", ch04.WHY).status == checker.RIGHT
-    assert checker.grade_choice("代码", ch04.SIDES).status == checker.RIGHT
-    assert "请从" in checker.grade_choice("E", ch04.WHY).message
-    assert checker.grade_choice(1, ch04.WHY).status == checker.WRONG
+    why = [checker.Choice("A", True, ""), checker.Choice("B", False, "no"), checker.Choice("C", False, "no")]
+    sides = [checker.Choice("code", True, "", aliases=("代码",)), checker.Choice("comment", False, "no")]
+    assert checker.grade_choice(" 'a' ", why).status == checker.RIGHT
+    assert checker.grade_choice("代码", sides).status == checker.RIGHT
+    assert "请从" in checker.grade_choice("E", why).message
+    assert checker.grade_choice(1, why).status == checker.WRONG
 
 
 # -- the generator ------------------------------------------------------------------------------------------

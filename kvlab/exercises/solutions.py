@@ -27,10 +27,11 @@ SOLUTIONS = {
 L, H_kv, D = preset.n_layer, preset.n_kv_head, preset.head_dim  # 32, 8 (GQA: not the 32 query heads), 128
 S, B, bytes_per_element = 8192, 4, 2  # bf16: 16 bits
 answer = 2 * L * B * H_kv * S * D * bytes_per_element  # K and V: 4,294,967,296 bytes = "4 GiB"''',
-    "ch02.tokens_fit": '''preset = MODEL_PRESETS["Llama-3-8B"]
-room = 24 * 2**30 - preset.n_params * 2  # a 24 GiB card minus the fp16 weights
-per_token = 2 * preset.n_layer * preset.n_kv_head * preset.head_dim * 2  # K and V of one token, all layers, fp16
-tokens = room // per_token  # whole tokens only: round down''',
+    "ch02.padding": '''preset = MODEL_PRESETS["Llama-3-8B"]
+lengths = [1800, 420, 95, 640]
+per_slot = 2 * preset.n_layer * preset.n_kv_head * preset.head_dim * 2  # K and V of one token of one sequence, fp16
+allocated = len(lengths) * max(lengths)  # every sequence padded to the longest
+padding = (allocated - sum(lengths)) * per_slot  # slots that hold no token''',
     # -- 3.3 ------------------------------------------------------------------------------------------
     "ch03.batch_ridge": '''import itertools
 

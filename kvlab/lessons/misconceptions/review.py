@@ -65,9 +65,9 @@ def _questions_31_33() -> list:
                        f"权重（约 {format_bytes(MODEL_PRESETS['LLaMA-7B'].weight_bytes('fp16'))}）整批只读一次，每条序列的缓存"
                        "（每个 token 512 KiB）各读一次；FLOP 与批次成正比。", rel_tol=0.03),
         ChoiceQuestion("3.3", "同一个模型、同样生成 64 个 token，只把提示词从 100 个 token 加长到 2000 个。先预测：哪个指标变化最大？", (
-            C("TTFT（首个 token 的延迟）", True, "TTFT 主要是预填充：一次前向要处理全部 2000 个提示词 token，"
+            C("TTFT（首 token 延迟）", True, "TTFT 主要是预填充：一次前向要处理全部 2000 个提示词 token，"
               "工作量随提示词长度增长。之后每个解码步只算 1 个新 token，只是读的缓存长一些。"),
-            C("TPOT（每个输出 token 的平均时间）", False, "解码每步只处理 1 个新 token；提示词变长只让它读的缓存变长，"
+            C("TPOT（每 token 延迟，按请求取平均）", False, "解码每步只处理 1 个新 token；提示词变长只让它读的缓存变长，"
               "在不太长的上下文里远没有预填充的变化大。"),
             C("生成的 token 数", False, "生成多少个 token 是设定好的（64 个），与提示词长度无关。"),
             C("模型的权重大小", False, "权重与输入无关（3.5 节误区 1）。"))),

@@ -31,11 +31,17 @@ def batch_intensity_gain(t: int = QUIZ_CONTEXT, batch: int = QUIZ_BATCH, config=
     return many.intensity / one.intensity
 
 
-def _questions_31_33() -> list:
+def review_questions() -> list:
+    """The chapter's self-check, 3.1 to 3.5: predict, then explain; every numeric key computed by kvlab."""
     C = Choice
     n, gain = QUIZ_NEW_TOKENS, batch_intensity_gain()
     pad = padding_waste(list(QUIZ_LENGTHS), 1)
     lengths = "、".join(str(x) for x in QUIZ_LENGTHS)
+    llama7, qwen = MODEL_PRESETS["LLaMA-7B"], MODEL_PRESETS["Qwen2.5-7B"]
+    v3, gemma = MODEL_PRESETS["DeepSeek-V3 (671B)"], MODEL_PRESETS["Gemma-2-9B"]
+    int8_gain = llama7.kv_bytes_per_token("fp16") / qwen.kv_bytes_per_token("int8")
+    S = QUIZ_GEMMA_S
+    gemma_share = gemma.kv_cache_bytes(S) / gemma.plain_formula_bytes(S) * 100
     return [
         ChoiceQuestion("3.1", "先预测：用 KV Cache 生成时，解码阶段序列长度为 t 的那一步，要为多少个 token 计算 K 和 V？", (
             C("t 个", False, "那是不用缓存时：每一步把全部上文重新投影一遍。"),
@@ -78,17 +84,6 @@ def _questions_31_33() -> list:
               "中位数几乎不动，慢的那几步出现在 P99 这样的尾部里。两者都要看。"),
             C("ITL 的中位数：慢步会让每一步都变慢", False, "中位数只看排在中间的那一步：3 个慢步改变不了它。"),
             C("两者一样，TPOT 就是 ITL 的中位数", False, "TPOT 是平均值，不是中位数；有慢步时两者可以差很多。"))),
-    ]
-
-
-def _questions_34_35() -> list:
-    C = Choice
-    llama7, qwen = MODEL_PRESETS["LLaMA-7B"], MODEL_PRESETS["Qwen2.5-7B"]
-    v3, gemma = MODEL_PRESETS["DeepSeek-V3 (671B)"], MODEL_PRESETS["Gemma-2-9B"]
-    int8_gain = llama7.kv_bytes_per_token("fp16") / qwen.kv_bytes_per_token("int8")
-    S = QUIZ_GEMMA_S
-    gemma_share = gemma.kv_cache_bytes(S) / gemma.plain_formula_bytes(S) * 100
-    return [
         NumberQuestion("3.4", f"LLaMA-7B（{llama7.n_layer} 层、{llama7.n_kv_head} 个 KV 头、头维度 {llama7.head_dim}）用 FP16 缓存；"
                               f"Qwen2.5-7B（{qwen.n_layer} 层、{qwen.n_kv_head} 个 KV 头、头维度 {qwen.head_dim}）改用 INT8 缓存"
                               "（每个数 1 字节，不计缩放系数）。先预测：LLaMA-7B 每个 token 的缓存是 Qwen2.5-7B 的几倍？",
@@ -134,8 +129,3 @@ def _questions_34_35() -> list:
             C("第 1 步（预填充）就出错", False, "那要缓存里先有东西：全新的缓存里什么都没有。"),
             C("第 2 步才出错", False, "解码时的读写都正确：错的只是 reset()，而全新的缓存用不到它。"))),
     ]
-
-
-def review_questions() -> list:
-    """The chapter's self-check, 3.1 to 3.5: predict, then explain; every numeric key computed by kvlab."""
-    return _questions_31_33() + _questions_34_35()

@@ -618,6 +618,16 @@ class PanelDriver:
         box.fill(text)
         box.press("Enter")
 
+    def open_more(self, folded: str) -> None:
+        """Open the panel's closed 「更多设置」 section, as a learner would, after checking that the control
+        ``folded`` is hidden until then (it is one of the controls the section holds)."""
+        if self.control(folded).is_visible():
+            raise Fail(f"panel {self.name}: .kvlab-control-{folded} should be folded under 更多设置 at first")
+        title = self.root.locator(".kvlab-more").get_by_text("更多设置").first
+        title.scroll_into_view_if_needed()
+        title.click()
+        self.control(folded).wait_for(state="visible", timeout=10_000)
+
     def click_run(self) -> None:
         btn = self.root.locator("button.kvlab-run")
         btn.scroll_into_view_if_needed()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kvlab import MODEL_PRESETS
 from kvlab.exercises import CHAPTER_MODULES, ch01, ch02, ch03, ch04, ch05, chapter_module, checker, notebook
 from kvlab.exercises.solutions import SOLUTIONS
 from kvlab.generation import GenerationResult, PassRecord
@@ -203,23 +204,21 @@ def test_cache_size_rejects_known_mistakes(value, expected):
     assert fb.status == checker.WRONG and expected in fb.text, fb.text
 
 
+def test_padding_by_hand():
+    # 4 x 1800 slots allocated, 2955 used: 4245 slots of 2 x 32 x 8 x 128 x 2 = 131,072 bytes
+    assert ch02.padding_expected()[2] == 4245 * 131_072
+    assert run_cells(ch02.PADDING, SOLUTIONS["ch02.padding"]).right
+
+
 @pytest.mark.parametrize("value, expected", [
-    (60573, "当成了 24 × 10⁹ 字节（GB）"),  # (24e9 - 16,060,522,496) // 131,072
-    (196608, "忘了先减去权重"),  # 24 GiB // 131,072
-    (18518, "查询头数 32"),  # 9,709,281,280 // 524,288
-    (74076, "向上取整了"),
-    (74537, "不能用 8B 这个约数"),  # (24 GiB - 16e9) // 131,072
-    (74075.9, "应当是整数"),
+    (2955 * 131_072, "真正存了 token 的字节数"),
+    (7200 * 131_072, "整个批次分配的字节数"),
+    (4245 * 131_072 * 4, "查询头数 32"),
+    (4245 * 65_536, "少了一半"),
 ])
-def test_tokens_fit_rejects_known_mistakes(value, expected):
-    fb = run_cells(ch02.TOKENS_FIT, f"tokens = {value!r}")
+def test_padding_rejects_known_mistakes(value, expected):
+    fb = run_cells(ch02.PADDING, f"padding = {value}")
     assert fb.status == checker.WRONG and expected in fb.text, fb.text
-
-
-def test_tokens_fit_against_hand_arithmetic():
-    # 24 GiB - 8,030,261,248 x 2 bytes = 9,709,281,280; one token: 2 x 32 x 8 x 128 x 2 = 131,072 bytes
-    assert (24 * GIB - 8_030_261_248 * 2) // 131_072 == 74_075
-    assert run_cells(ch02.TOKENS_FIT, "tokens = 74075").status == checker.RIGHT
 
 
 # -- 3.3 --------------------------------------------------------------------------------------------------
@@ -360,27 +359,32 @@ def test_ttft_tpot_rejects_known_mistakes(ttft, tpot, expected):
 
 
 # -- 3.4 --------------------------------------------------------------------------------------------------
-TWO_X = SOLUTIONS["ch04.two_x"]
+WINDOW = SOLUTIONS["ch04.window"]
 
 
-def test_two_x_accepts_units():
-    # 2 x 32 heads x 2048 x 128 x 2 bytes = 33,554,432 = 32 MiB per layer; x 32 layers = 1 GiB
-    src = 'right_side = "代码"\nlayer_size = "32 MiB"\ntotal_size = "1 GiB"\nwhy = "a"'
-    assert run_cells(ch04.TWO_X, src).right
+def test_window_solution_by_hand():
+    # Gemma-2-9B: 42 layers, 21 windowed (4096), 8 KV heads of 256; S = 8192, B = 4, fp16:
+    # per token and layer 2 x 4 x 8 x 256 x 2 = 32,768 bytes; 21 x 8192 + 21 x 4096 = 258,048 token-layers
+    assert 258_048 * 32_768 == MODEL_PRESETS["Gemma-2-9B"].kv_cache_bytes(8192, 4) == 8_455_716_864
+    assert run_cells(ch04.WINDOW, WINDOW).right
 
 
-@pytest.mark.parametrize("old, new, expected, n_wrong", [
-    ('right_side = "code"', 'right_side = "comment"', "right_side：不对。注释里的 16.0 MB、0.50 GB 恰好是", 1),
-    ("2 * 32 * 2048 * 128 * 2", "2 * 32 * 1024 * 128 * 2", "layer_size：这是注释里的 16.0 MB", 2),  # S = 1024
-    ("total_size = 32 * layer_size", 'total_size = "1 GB"', "total_size：数值对了，单位错了", 1),
-    ("total_size = 32 * layer_size", 'total_size = "0.5 GiB"', "total_size：这是注释里的 0.50 GB", 1),
-    ('why = "A"', 'why = "C"', "GB 与 GiB 只差约 7%", 1),
-    ('why = "A"', 'why = "B"', "最前面的 2 就是 K 和 V", 1),
+@pytest.mark.parametrize("old, new, expected", [
+    ("if windowed else seq_len", "if False else seq_len", "这是普通公式：窗口层只存最近 W 个 token"),
+    ("windowed = preset.layer_is_windowed(layer)", "windowed = preset.sliding_window is not None",
+     "你把每一层都当成了窗口层；Gemma-2-9B 只有 21 层是"),
+    ("min(seq_len, preset.sliding_window)", "preset.sliding_window", "S = 3,000 还没到窗口 W = 4,096"),
+    ("2 * batch_size * preset.n_kv_head", "2 * preset.n_kv_head", "少乘了批次 B = 2"),
+    ("preset.n_kv_head * kept", "preset.n_head * kept", "你用的是查询头数 32"),
 ])
-def test_two_x_rejects_known_mistakes(old, new, expected, n_wrong):
-    fb = run_cells(ch04.TWO_X, replace(TWO_X, old, new))
+def test_window_rejects_known_mistakes(old, new, expected):
+    fb = run_cells(ch04.WINDOW, replace(WINDOW, old, new))
     assert fb.status == checker.WRONG and expected in fb.text, fb.text
-    assert fb.message == f"{n_wrong} 处不对。"
+
+
+def test_window_stub_and_none_are_not_done():
+    assert run_cells(ch04.WINDOW, ch04.WINDOW_STUB).status == checker.TODO
+    assert run_cells(ch04.WINDOW, ch04.WINDOW_STUB.replace("return None", "return None  # mine")).status == checker.TODO
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -430,6 +434,8 @@ FIX = SOLUTIONS["ch05.fix"]
     ("cache.k[layer, :, :, start:start + T] = k\n    cache.v[layer, :, :, start:start + T] = v",
      "cache.k[0, :, :, start:start + T] = k\n    cache.v[0, :, :, start:start + T] = v", "每一层有自己的一份缓存"),
     ("start = cache.length", "start = max(cache.length - 1, 0) if cache.length else 0", "你的代码写到了第 2–2 格"),
+    ("cache.v[layer, :, :, start:start + T] = v", "cache.v[min(layer, 1), :, :, start:start + T] = v",
+     "V 却写进了第 1 层"),  # the stub's second bug, alone: only the upper layers are wrong
 ])
 def test_fix_rejects_known_mistakes(old, new, expected):
     fb = run_cells(ch05.FIX, replace(FIX, old, new))
@@ -437,25 +443,45 @@ def test_fix_rejects_known_mistakes(old, new, expected):
     assert "步开始与无缓存的参考不同" in fb.message
 
 
+def test_the_fix_stub_has_two_bugs_reported_one_after_the_other():
+    stub = ch05.FIX_STUB
+    assert "off_by_one" not in ch05.FIX.task and "off_by_one" not in stub  # the bug is not named
+    untouched = ch05.grade_fix(_defined(stub))
+    assert untouched.status == checker.TODO and "全新的缓存第 1 步开始与无缓存的参考不同" in untouched.message, untouched
+    assert "从第 1 步就不同" in untouched.message  # (the clue holds: the stub's V bug breaks the prefill)
+    first = ch05.grade_fix(_defined(stub.replace("k.shape[2]", "k.size(2)")))  # the learner's own, both bugs in it
+    assert first.status == checker.WRONG and "你的代码写到了第 2–2 格" in " ".join(first.details), first
+    one_fixed = stub.replace("start = max(cache.length - 1, 0)", "start = cache.length")
+    second = ch05.grade_fix(_defined(one_fixed))
+    assert second.status == checker.WRONG and "V 却写进了第 1 层" in " ".join(second.details), second
+    assert "第 1 步开始" in second.message  # upper layers' V missing: wrong from the prefill on
+
+
+def _defined(source: str):
+    scope = {}
+    exec(source, scope)  # noqa: S102  (the exercise's own stub text)
+    return next(v for k, v in scope.items() if k.startswith("store"))
+
+
 # -- the shared checker ------------------------------------------------------------------------------------
 def test_hint_from_the_second_wrong_attempt_and_reset_by_a_right_one():
-    first = run_cells(ch02.TOKENS_FIT, "tokens = 1")
-    second = run_cells(ch02.TOKENS_FIT, "tokens = 2")
-    third = run_cells(ch02.TOKENS_FIT, "tokens = 3")
-    hints = ch02.TOKENS_FIT.hints
+    first = run_cells(ch04.LARGEST_BATCH, "largest_batch = 1")
+    second = run_cells(ch04.LARGEST_BATCH, "largest_batch = 2")
+    third = run_cells(ch04.LARGEST_BATCH, "largest_batch = 3")
+    hints = ch04.LARGEST_BATCH.hints
     assert first.hint is None and second.hint == hints[0]
     assert third.hint == f"{hints[0]} {hints[1]}"  # one more each time, the earlier ones kept
-    assert run_cells(ch02.TOKENS_FIT, "tokens = 74075").right
-    assert run_cells(ch02.TOKENS_FIT, "tokens = 1").hint is None
+    assert run_cells(ch04.LARGEST_BATCH, "largest_batch = 15").right
+    assert run_cells(ch04.LARGEST_BATCH, "largest_batch = 1").hint is None
 
 
 def test_feedback_html_holds_the_solution_collapsed_and_escaped():
-    fb = run_cells(ch02.TOKENS_FIT, "tokens = 1")
+    fb = run_cells(ch04.LARGEST_BATCH, "largest_batch = 1")
     page = fb._repr_html_()
     assert 'class="kvlab-exercise-feedback kvlab-exercise-wrong"' in page and "✗" in page
     assert "<details" in page and "<summary" in page and "显示参考答案" in page
-    assert "room // per_token" in page and "<details open" not in page  # collapsed until opened
-    bug = checker.Feedback(ch02.TOKENS_FIT, checker.WRONG, "<script>x</script>", ("a<b",), None, "x < y")
+    assert "room // per_sequence" in page and "<details open" not in page  # collapsed until opened
+    bug = checker.Feedback(ch04.LARGEST_BATCH, checker.WRONG, "<script>x</script>", ("a<b",), None, "x < y")
     assert "<script>" not in bug._repr_html_() and "&lt;script&gt;" in bug._repr_html_()
 
 
@@ -463,8 +489,8 @@ def test_a_bug_in_a_grader_is_reported_not_raised():
     def broken(_answer):
         raise KeyError("oops")
 
-    fb = checker.check(ch02.TOKENS_FIT, broken, 1)
-    assert fb.status == checker.BUG and "kvlab 的 bug" in fb.text and checker.ATTEMPTS[ch02.TOKENS_FIT.key] == 0
+    fb = checker.check(ch04.LARGEST_BATCH, broken, 1)
+    assert fb.status == checker.BUG and "kvlab 的 bug" in fb.text and checker.ATTEMPTS[ch04.LARGEST_BATCH.key] == 0
 
 
 def test_learner_errors_name_the_case():
@@ -497,10 +523,12 @@ def test_is_stub_ignores_comments_and_docstrings_only():
 
 
 def test_choices_accept_case_quotes_and_aliases():
-    assert checker.grade_choice(" 'a' ", ch04.WHY).status == checker.RIGHT
-    assert checker.grade_choice("代码", ch04.SIDES).status == checker.RIGHT
-    assert "请从" in checker.grade_choice("E", ch04.WHY).message
-    assert checker.grade_choice(1, ch04.WHY).status == checker.WRONG
+    why = [checker.Choice("A", True, ""), checker.Choice("B", False, "no"), checker.Choice("C", False, "no")]
+    sides = [checker.Choice("code", True, "", aliases=("代码",)), checker.Choice("comment", False, "no")]
+    assert checker.grade_choice(" 'a' ", why).status == checker.RIGHT
+    assert checker.grade_choice("代码", sides).status == checker.RIGHT
+    assert "请从" in checker.grade_choice("E", why).message
+    assert checker.grade_choice(1, why).status == checker.WRONG
 
 
 # -- the generator ------------------------------------------------------------------------------------------
@@ -528,7 +556,7 @@ def test_generator_appends_then_replaces_only_its_own_cells(tmp_path):
     assert cells[:len(original)] == original  # nothing before it touched; the section at the end
     section = cells[len(original):]
     assert [c["metadata"][notebook.META_KEY] for c in section] == [
-        "ch04/intro", "ch04/setup", "ch04.two_x/task", "ch04.two_x/stub", "ch04.two_x/check",
+        "ch04/intro", "ch04/setup", "ch04.window/task", "ch04.window/stub", "ch04.window/check",
         "ch04.largest_batch/task", "ch04.largest_batch/stub", "ch04.largest_batch/check"]
     assert "## 动手练习" in "".join(section[0]["source"]) and all(c["id"].startswith("kvlab-ex-") for c in section)
     assert all(c.get("outputs") == [] and c.get("execution_count") is None for c in section if c["cell_type"] == "code")
@@ -538,8 +566,8 @@ def test_generator_appends_then_replaces_only_its_own_cells(tmp_path):
     # an author adds a cell after the section and a learner's edit lands in a stub: a rerun restores the stub in place
     nb = json.loads(once)
     nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": ["下一节见。"], "id": "outro"})
-    stub = next(c for c in nb["cells"] if c.get("metadata", {}).get(notebook.META_KEY) == "ch04.two_x/stub")
-    stub["source"] = ["why = 'A'"]
+    stub = next(c for c in nb["cells"] if c.get("metadata", {}).get(notebook.META_KEY) == "ch04.window/stub")
+    stub["source"] = ["def cache_bytes(preset, seq_len, batch_size):\n", "    return 0"]
     path.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     assert not notebook.section_is_current(path)
     assert notebook.main(["--check", str(path)]) == 1

@@ -517,11 +517,3 @@ def test_fit_tradeoff_figure_reads_back():
     assert [s.visible for s in hypo.layout.shapes] == [False, False] and not hypo.layout.annotations[0].visible
     first = plots.fit_tradeoff_figure([(1, 5014), (2, 2507), (4, None)], 2048, 2, 2048, True, "LLaMA-7B")
     assert len(first.layout.shapes) == len(hypo.layout.shapes) and len(first.layout.annotations) == 1
-
-
-def test_twins_figure_reads_back():
-    fig = plots.twins_figure(lesson.gqa_twins())
-    mha, gqa = fig.data
-    assert list(mha.y) == [20.0, 4.0] and list(gqa.y) == [2.5, 1.0]
-    assert gqa.text[0].endswith("（1/8）")
-    assert mha.x[0] == f"{HYPO_LABEL}<br>vs Llama-3-70B" and "⚠ 超过 Llama-2-7B 的上下文 4,096" in mha.x[1]

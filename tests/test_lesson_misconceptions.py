@@ -6,7 +6,7 @@ import ipywidgets as W
 import pytest
 import torch
 
-from kvlab import MODEL_PRESETS, generate, kv_cache_bytes, load_demo_model
+from kvlab import MODEL_PRESETS, generate, load_demo_model
 from kvlab.assets import corpus_text
 from kvlab.exercises import checker as C
 from kvlab.exercises import quiz as Q
@@ -118,6 +118,43 @@ def test_tail_step_ms():
     assert lesson.tail_step_ms(t) == pytest.approx(7500)  # the last quarter of 8 decode steps: 7 s and 8 s
 
 
+@pytest.mark.parametrize("none, k_only, kv, gpu, kind, kv_kind", [
+    ([5.0, 5.2, 5.1], [5.1, 5.3, 4.9], [1.0, 1.1, 1.0], False, "same", "far"),  # idle CPU
+    ([5.0, 5.2, 5.1], [5.1, 9.0, 4.6], [1.0, 1.1, 1.0], False, "same", "far"),  # one noisy repeat is outvoted
+    ([5.0, 5.2, 5.1], [3.9, 4.0, 4.1], [1.0, 1.1, 1.0], False, "k_faster", "far"),
+    ([5.0, 5.2, 5.1], [6.5, 7.0, 6.9], [1.0, 1.1, 1.0], False, "k_slower", "far"),
+    ([5.8, 5.0, 9.0], [13.3, 4.1, 7.0], [1.0, 1.1, 6.0], False, "unclear", "faster"),  # busy: the repeats disagree
+    ([5.8], [13.3], [1.0], False, "few_repeats", "far"),  # the run issue 20 saw: 1 repeat says nothing
+    ([0.9, 0.9, 0.95], [0.92, 0.9, 0.9], [0.85, 0.86, 0.9], True, "gpu_flat", "unclear"),  # launch-bound GPU
+    ([0.9, 0.9, 0.95], [0.92, 0.9, 0.9], [0.3, 0.3, 0.3], True, "same", "far"),  # a GPU where compute shows
+    ([5.0, 5.2, 5.1], [5.1, 5.3, 4.9], [4.8, 5.5, 4.9], False, "same", "unclear"),
+])
+def test_k_only_verdict_branches(none, k_only, kv, gpu, kind, kv_kind):
+    v = lesson.k_only_verdict(none, k_only, kv, gpu=gpu)
+    assert (v.kind, v.kv) == (kind, kv_kind)
+    phrase = {"same": "一样慢", "k_faster": "快", "k_slower": "反而比不缓存慢", "unclear": "说不准",
+              "few_repeats": "只重复了 1 次", "gpu_flat": "GPU"}[kind]
+    assert phrase in v.sentence
+    if kind != "gpu_flat":
+        assert {"far": "快得多", "faster": "快一些", "unclear": "分不出"}[kv_kind] in v.sentence
+    assert len(v.repeat_ratios) == len(none)
+
+
+def test_k_only_verdict_rejects_mismatched_repeats():
+    with pytest.raises(ValueError, match="^none_ms"):
+        lesson.k_only_verdict([1.0, 2.0], [1.0], [1.0, 1.0])
+
+
+def test_repeat_tail_ms_and_judge():
+    def t(name, reps):
+        base = timing(name, reps[0])
+        return DecodeTiming(name, base.seq_len, reps, [sum(r) for r in reps], 1, len(reps[0]), base.tokens)
+    runs = {"none": t("none", [[9, 4e-3, 5e-3, 5e-3, 5e-3]] * 3), "k_only": t("k_only", [[9, 4e-3, 5e-3, 5e-3, 5e-3]] * 3),
+            "kv": t("kv", [[9, 1e-3, 1e-3, 1e-3, 1e-3]] * 3)}
+    assert lesson.repeat_tail_ms(runs["none"]) == pytest.approx([5.0] * 3)
+    assert lesson.judge_k_only(runs, "cpu").kind == "same"
+
+
 def test_step_flops_by_hand(tiny_model):
     c = tiny_model.config  # d 36, L 2, H 6, H_kv 2, D 6, d_ff 128, vocab 61
     q, kv = 6 * 6, 2 * 6
@@ -192,10 +229,6 @@ def test_prefix_dependency_and_query_check(demo):
     _, k, v = layer_qkv(model, tok.encode("人工智能模型"), 2)
     _, k2, v2 = layer_qkv(model, tok.encode(dep.changed_text), 2)
     assert dep.v_change[2] == pytest.approx(((v2[:, -1] - v[:, -1]).norm() / v[:, -1].norm()).item())
-    fig = plots.dependency_figure(dep)
-    assert list(fig.data[1].y) == pytest.approx([100 * x for x in dep.v_change])
-    assert list(fig.data[0].x) == [0, 1, 2, 3]
-    assert "%" in fig.layout.yaxis.title.text
     qc = lesson.past_queries_unused(model, tok, "人工智能模型", layer=1)
     assert qc.t == 6 and qc.last_row_change == 0 and qc.earlier_rows_change > 0.1
     with pytest.raises(ValueError, match="^text"):
@@ -411,11 +444,14 @@ def test_refused_allocation_allocates_nothing(demo, monkeypatch):
     assert refused.requested_bytes == (2 * free // per_sequence + 1) * per_sequence == 41 * per_sequence
     assert refused.free_bytes == free and refused.message.startswith(("batch_size", "max_seq_len"))
     assert refused.device_type == "cpu"
-    assert refused.line == "kvlab 拒绝分配：这块缓存需要 20.5 MiB，本机只有 10.0 MiB 内存空闲"  # 41 x 512 KiB
+    assert refused.batch_size == 41 and refused.seq_len == 256
+    assert refused.line == ("kvlab 拒绝分配：批次 B = 41 条序列、每条 256 个 token 的缓存需要 20.5 MiB，"
+                            "本机只有 10.0 MiB 内存空闲")  # 41 x 512 KiB
     page = lesson.refusal_html(refused)
     assert page.index(refused.line) < page.index("<details>") < page.index(refused.message[:20])  # API text folded
-    gpu = lesson.RefusedAllocation(3 * GIB, GIB, "cuda", "batch_size: ...")
-    assert gpu.line == "kvlab 拒绝分配：这块缓存需要 3.00 GiB，这块 GPU 只有 1.00 GiB 显存空闲"
+    assert "41 是批次大小 B" in page and f"<code>{refused.argument}</code>" in page  # the message's numbers named
+    gpu = lesson.RefusedAllocation(3 * GIB, GIB, "cuda", "batch_size: ...", 3, 1024)
+    assert gpu.line == "kvlab 拒绝分配：批次 B = 3 条序列、每条 1,024 个 token 的缓存需要 3.00 GiB，这块 GPU 只有 1.00 GiB 显存空闲"
     monkeypatch.setattr(lesson.budget, "available_memory", lambda device: None)
     assert lesson.refused_allocation(model) is None
 
@@ -448,6 +484,9 @@ def test_lab_on_its_default_prompt(demo):
         assert runs[b].reference[:first] == runs["kv"].output[:first]
         assert runs[b].output[:first - 1] == runs["kv"].output[:first - 1]
     assert all(r.reused for r in runs.values())
+    assert all(r.free_running == tuple(runs["kv"].output) for r in runs.values())  # the correct text, for each
+    assert "teacher forcing" in lesson.lab_html(runs["k_as_v"], False)
+    assert "".join(runs["kv"].output[:8]) in lesson.lab_html(runs["k_as_v"], False)
 
 
 def test_the_reference_reads_what_the_cache_wrote(demo):
@@ -558,21 +597,32 @@ def test_lab_panel_hides_the_explanation_for_another_cache(demo):
 # -- the review -------------------------------------------------------------------------------------
 def test_review_answer_keys_against_kvlab_and_by_hand():
     questions = lesson.review_questions()
-    assert len(questions) >= 8 and {q.section for q in questions} == {"3.1", "3.2", "3.3", "3.4", "3.5"}
+    assert len(questions) >= 10 and {q.section for q in questions} == {"3.1", "3.2", "3.3", "3.4", "3.5"}
+    assert all("预测" in q.prompt or "估计" in q.prompt or "几倍" in q.prompt or "百分之几" in q.prompt
+               for q in questions)  # every question asks for a prediction first
     numeric = [q for q in questions if isinstance(q, Q.NumberQuestion)]
-    assert len(numeric) >= 3
-    keys = {q.unit: q.answer for q in numeric}
-    assert keys["字节"] == MODEL_PRESETS["Llama-3-8B"].kv_bytes_per_token("fp16") == 2 * 32 * 8 * 128 * 2
-    assert keys["GiB"] == kv_cache_bytes(32, 32, 128, 2048, 1, "fp16") / GIB == 1
-    assert keys["倍"] == (MODEL_PRESETS["70B, 64 KV heads (chapter's hypothetical)"].kv_bytes_per_token()
-                         / MODEL_PRESETS["Llama-2-70B"].kv_bytes_per_token()) == 8
-    assert keys["条"] == lesson.plan_reservation("LLaMA-7B", RTX, 2048).capacity \
-        == (24_564 * MIB * 9 // 10 - 6_738_415_616 * 2) // (2048 * 2 * 32 * 32 * 128 * 2) == 9
-    budget_q = next(q for q in numeric if q.unit == "条")
-    for stated in ("24,564 MiB", "0.9", "6,738,415,616 个参数", "32 层", "32 个 KV 头", "D = 128", "2048 个 token"):
-        assert stated in budget_q.prompt  # everything the key needs is in the question
-    gqa = next(q for q in numeric if q.unit == "倍")
-    assert "分组查询注意力（GQA，几个查询头共用一组 K/V）" in gqa.prompt
+    assert [q.section for q in numeric] == ["3.1", "3.2", "3.3", "3.4", "3.4", "3.4"]
+    flops, padding, intensity, int8, mla, gemma = [q.answer for q in numeric]
+    assert 95 < flops < 102 and flops == pytest.approx(lesson.uncached_over_cached())  # about n/2 for n = 200
+    assert padding == pytest.approx(100 * (1 - 160 / 400))  # 4 x 100 slots, 160 used
+    assert 6 < intensity < 7 and intensity == pytest.approx(lesson.batch_intensity_gain())  # under 8: cache bytes
+    assert int8 == 512 * 1024 / (2 * 28 * 4 * 128 * 1) == 32 * 32 * 2 / (28 * 4)  # layers, GQA, INT8
+    assert mla == pytest.approx(2 * 128 * 128 / 576)  # 32,768 numbers per layer and token vs 576
+    assert gemma == pytest.approx(100 * (8192 + 4096) / (2 * 8192))  # half the layers capped at the window
+    assert not any(q.unit == "条" for q in numeric)  # "how many fit" is asked once in the course: 3.4 exercise 2
+
+
+def test_review_keys_are_not_printed_before():
+    """No numeric key appears verbatim in the course's prose before the quiz (the learner must reason it out)."""
+    import json
+    from pathlib import Path
+
+    chapters = sorted((Path(__file__).parent.parent / "chapters").glob("0[1-5]_*.ipynb"))
+    prose = "".join("".join(c["source"]) for nb in chapters for c in json.loads(nb.read_text())["cells"]
+                    if c["cell_type"] == "markdown")
+    for q in lesson.review_questions():
+        if isinstance(q, Q.NumberQuestion):
+            assert f"{q.answer_text}{q.unit}" not in prose and f"{q.answer_text} {q.unit}" not in prose, q.prompt
 
 
 def test_review_first_choice_question_matches_the_trace(demo):
@@ -716,3 +766,18 @@ def test_prefill_vs_decode(demo):
     p = lesson.prefill_vs_decode(model, tok, prompt_len=16, new_tokens=3, repeats=1)
     assert p.prompt_len == 16 and p.prefill_seconds > 0 and p.decode_seconds > 0
     assert p.prefill_per_token == p.prefill_seconds / 16
+
+
+def test_named_checks_print_in_chinese_and_fail_when_one_claim_fails():
+    from kvlab.lessons._checks import Checks
+
+    checks = Checks()
+    assert not checks.ok  # nothing checked is not a pass
+    checks("权重一个字节都没变", True)
+    checks("缓存字节数等于 B × S × 每个 token 的字节数", 1 == 1)
+    assert checks.ok and checks.failed == ""
+    assert str(checks) == "本格核对了：\n  ✓ 权重一个字节都没变\n  ✓ 缓存字节数等于 B × S × 每个 token 的字节数"
+    checks("reset() 之后缓存是空的", False)
+    assert not checks.ok and checks.failed == "reset() 之后缓存是空的" and "✗ reset()" in str(checks)
+    with pytest.raises(ValueError, match="^sentence"):
+        checks("", True)

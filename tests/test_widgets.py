@@ -486,3 +486,18 @@ def test_control_factories_show_their_label_in_full():
     button = kw.run_button()
     assert button.description == "运行测量" and button.button_style == "primary"
     assert kw.bold_label("形状 <L>").value == "<b>形状 &lt;L&gt;</b>"
+
+
+def test_more_folds_the_named_controls_under_a_closed_section():
+    n, kind = W.IntText(value=3), W.Dropdown(options=["bar", "line"], value="bar")
+    panel = kw.Panel({"n": n, "kind": kind}, _render, mode="rerender", more=("kind",))
+    section = panel.more
+    assert isinstance(section, W.Accordion) and section.selected_index is None  # closed at first
+    assert section.titles == (kw.MORE_LABEL,) and "kvlab-more" in section._dom_classes
+    assert kind in section.children[0].children and n not in section.children[0].children
+    assert panel.widget.children.index(section) == 2  # right after the controls up front
+    kind.value = "line"  # a folded control still drives the panel
+    assert panel.views[0].figure.data[0].type == "scatter"
+    assert kw.Panel({"n": W.IntText(value=3)}, lambda n: _render(n, "bar"), mode="rerender").more is None
+    with pytest.raises(ValueError, match="^more"):
+        kw.Panel({"n": W.IntText(value=3)}, lambda n: _render(n, "bar"), mode="rerender", more=("size",))

@@ -1,5 +1,5 @@
-"""Exercises of chapter 3.2: the cache of a real model at a given S, B and dtype, exactly; how many tokens of
-cache fit on a 24 GiB card after the weights. Expected values come from :mod:`kvlab.presets` (published
+"""Exercises of chapter 3.2: the cache of a real model at a given S, B and dtype, exactly; the bytes of padding in a
+batch of unequal lengths. (How many sequences fit on a card after the weights is chapter 3.4's exercise 2.) Expected values come from :mod:`kvlab.presets` (published
 architectures), never from the learner's formula."""
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from .checker import Exercise, Verdict
 NOTEBOOK = "02_cache_storage_shape.ipynb"
 SETUP = """from kvlab import MODEL_PRESETS
 from kvlab.exercises import ch02"""
-
-GIB = 2**30
 
 # == 1. the cache of a real model ==========================================================================
 SIZE_MODEL, SIZE_S, SIZE_B, SIZE_DTYPE = "Llama-3-8B", 8192, 4, "bf16"
@@ -57,48 +55,52 @@ def check_cache_size(answer):
     return checker.check(CACHE_SIZE, grade_cache_size, answer)
 
 
-# == 2. how many tokens fit on a 24 GiB card ==============================================================
-FIT_MODEL, FIT_CARD_GIB = "Llama-3-8B", 24
+# == 2. the padding of a batch =============================================================================
+PAD_MODEL, PAD_LENGTHS = "Llama-3-8B", (1800, 420, 95, 640)  # tokens each sequence holds now
 
-TOKENS_FIT = Exercise(
-    key="ch02.tokens_fit",
-    title="练习 2：一张 24 GiB 的卡，装完权重还能放多少个 token 的缓存",
-    task=f"""一张显存正好 {FIT_CARD_GIB} GiB 的卡上放 **{FIT_MODEL}**：权重和 KV Cache 都用 FP16（每个数 2 字节）。先放权重，剩下的显存全部留给缓存（这里不考虑激活值等其他开销）。最多能放下多少个 token 的缓存（所有序列加起来）？
 
-权重的字节数 = 参数个数 × 2，精确的参数个数是 `MODEL_PRESETS["{FIT_MODEL}"].n_params`。答案是一个整数。""",
-    stub=f'''preset = MODEL_PRESETS["{FIT_MODEL}"]
-tokens = None  # a whole number of tokens''',
-    check="ch02.check_tokens_fit(tokens)",
+def padding_expected() -> tuple[int, int, int]:
+    """(bytes allocated, bytes holding a token, bytes of padding) of the padded batch, FP16."""
+    p = MODEL_PRESETS[PAD_MODEL]
+    allocated = p.kv_cache_bytes(max(PAD_LENGTHS), len(PAD_LENGTHS))
+    used = sum(p.kv_cache_bytes(n) for n in PAD_LENGTHS)
+    return allocated, used, allocated - used
+
+
+PADDING = Exercise(
+    key="ch02.padding",
+    title="练习 2：一个补齐的批次里，多少字节是空的",
+    task=f"""**{PAD_MODEL}** 同时服务 {len(PAD_LENGTHS)} 条序列，它们现在分别有 {"、".join(f"{n:,}" for n in PAD_LENGTHS)} 个 token。缓存是一个 `(L, B, H, S, D)` 的张量，所以 S 要按最长的那条取，其余的序列补齐（padding）到同样的长度。缓存用 FP16。
+
+这个批次的缓存里，有多少**字节**的位置没有存任何 token（只是补齐）？答案可以写成字节数，也可以写成带单位的字符串（检查是精确的）。""",
+    stub=f'''preset = MODEL_PRESETS["{PAD_MODEL}"]
+lengths = {list(PAD_LENGTHS)!r}
+padding = None  # bytes (an int), or a string with a unit''',
+    check="ch02.check_padding(padding)",
     hints=(
-        f"{FIT_CARD_GIB} GiB = {FIT_CARD_GIB} × 2³⁰ 字节；先减去权重 n_params × 2 字节，再除以每个 token 的缓存字节数。",
-        "每个 token 的缓存 = 2 × L × H_kv × D × 2 字节（B = 1，S = 1）；最后向下取整。",
+        "先算分配了多少个 token 的位置：B × 最长的长度；再减去真正存了 token 的位置：各条长度之和。",
+        "每个位置（一条序列的一个 token）的缓存是 2 × L × H_kv × D × 2 字节，H_kv 是 KV 头数。",
     ),
 )
 
 
-def tokens_fit_mistakes() -> dict[int, str]:
-    p = MODEL_PRESETS[FIT_MODEL]
-    per_token = 2 * p.n_layer * p.n_kv_head * p.head_dim * 2
-    card, weights = FIT_CARD_GIB * GIB, p.n_params * 2
+def padding_mistakes() -> dict[int, str]:
+    p = MODEL_PRESETS[PAD_MODEL]
+    allocated, used, waste = padding_expected()
     return {
-        (FIT_CARD_GIB * 10**9 - weights) // per_token: f"你把 {FIT_CARD_GIB} GiB 当成了 {FIT_CARD_GIB} × 10⁹ 字节（GB）。"
-                                                       f"1 GiB = 2³⁰ = 1,073,741,824 字节。",
-        card // per_token: "忘了先减去权重：权重和缓存共用这张卡的显存。",
-        (card - weights) * p.n_kv_head // (per_token * p.n_head): f"每个 token 的缓存要按 KV 头数 {p.n_kv_head} 算，"
-                                                                  f"你用的是查询头数 {p.n_head}。",
-        -(-(card - weights) // per_token): "向上取整了：最后那个 token 放不下，要向下取整。",
-        (card - 16 * 10**9) // per_token: f"权重要用精确的参数个数 {p.n_params:,}，不能用 8B 这个约数。",
+        used: "这是真正存了 token 的字节数；要的是补齐的那部分：分配的减去用到的。",
+        allocated: "这是整个批次分配的字节数；还要减去真正存了 token 的部分。",
+        waste * p.n_head // p.n_kv_head: f"你用的是查询头数 {p.n_head}；缓存只为 {p.n_kv_head} 个 KV 头存 K/V。",
+        waste // 2: "少了一半：K 和 V 各存一份，FP16 每个数 2 字节，两个 2 都要乘。",
     }
 
 
-def grade_tokens_fit(answer) -> Verdict:
-    p = MODEL_PRESETS[FIT_MODEL]
-    room = FIT_CARD_GIB * GIB - p.weight_bytes("fp16")
-    return checker.grade_count(answer, room // p.kv_bytes_per_token("fp16"), tokens_fit_mistakes())
+def grade_padding(answer) -> Verdict:
+    return checker.grade_bytes(answer, padding_expected()[2], padding_mistakes())
 
 
-def check_tokens_fit(answer):
-    return checker.check(TOKENS_FIT, grade_tokens_fit, answer)
+def check_padding(answer):
+    return checker.check(PADDING, grade_padding, answer)
 
 
-EXERCISES = (CACHE_SIZE, TOKENS_FIT)
+EXERCISES = (CACHE_SIZE, PADDING)  # (how many fit on a card: chapter 3.4's exercise 2, the course's one such sum)

@@ -1,12 +1,12 @@
-"""Exercises of chapter 3.4: find and correct the 2x error of the original text's LLaMA-7B example; the largest
-batch at a given context on a chosen card. Expected values come from :mod:`kvlab.presets`; the usable share of a
+"""Exercises of chapter 3.4: the cache formula extended to sliding-window models (Mistral-7B, Gemma-2); the largest
+batch at a given context on a chosen card (the course's one "how many fit" sum). Expected values come from :mod:`kvlab.presets`; the usable share of a
 card is the chapter's ``DEFAULT_USABLE`` (the fit panel's default)."""
 from __future__ import annotations
 
 from ..lessons.memory_estimate import DEFAULT_USABLE
 from ..presets import GPU_PRESETS, MODEL_PRESETS
 from . import checker
-from .checker import Choice, Exercise, Verdict, right, wrong
+from .checker import Exercise, Verdict, right, wrong
 
 NOTEBOOK = "04_llama7b_memory_estimate.ipynb"
 SETUP = """from kvlab import MODEL_PRESETS
@@ -15,76 +15,69 @@ from kvlab.presets import GPU_PRESETS"""
 
 MIB, GIB = 2**20, 2**30
 
-# == 1. the 2x error ======================================================================================
-TEXT_MODEL, TEXT_S = "LLaMA-7B", 2048
+# == 1. the formula for a model with sliding windows =======================================================
+WINDOW_CASES = (("LLaMA-7B", 2048, 1), ("Mistral-7B", 3000, 2), ("Mistral-7B", 8192, 1), ("Gemma-2-9B", 8192, 4),
+                ("Gemma-2-9B", 6000, 1))  # (model, S, B): no window; under, past a window; half the layers windowed
 
-TWO_X = Exercise(
-    key="ch04.two_x",
-    title="练习 1：找出并改正原文的 2 倍错误",
-    task=f"""原文 3.4 节的代码（L = 32，H = 32，D = 128，S = {TEXT_S:,}，FP16）运行后打印「每层 32.0 MB」「总 1.00 GB」，它最后的注释却写着「16.0 MB」「0.50 GB」。自己判断并改正：
+WINDOW_STUB = '''def cache_bytes(preset, seq_len, batch_size):
+    # preset: a MODEL_PRESETS entry: n_layer, n_kv_head, head_dim, sliding_window (None: no window) and
+    # layer_is_windowed(layer) -> True for a layer that keeps only the last sliding_window tokens. FP16: 2 bytes.
+    return None'''
 
-* `right_side`：哪一边的数字是对的？写 `"code"`（代码打印的）或 `"comment"`（注释写的）；
-* `layer_size`、`total_size`：改正后的每层 KV Cache 和总 KV Cache，写成字节数或带单位的字符串（原文除以 1024² 和 1024³，所以它的 MB、GB 其实是 MiB、GiB，请写正确的单位）；
-* `why`：为什么错的那一边恰好差 2 倍？从下面选一个字母：
-  * A：代码三个因子 2 都乘了；注释里的数字是同一段代码在 S = 1,024（3.2 节的例子）时的输出，相当于少乘了一个 2；
-  * B：代码漏乘了 K 和 V 的那个 2，注释才是对的；
-  * C：代码除以 1024³ 却写 GB，GB 与 GiB 的差别造成了 2 倍；
-  * D：FP16 每个元素只占 1 字节，代码的 `bytes_per_element = 2` 多乘了一个 2。""",
-    stub='''right_side = None  # "code" or "comment"
-layer_size = None  # bytes, or a string such as "12.5 MiB"
-total_size = None
-why = None  # "A", "B", "C" or "D"''',
-    check="ch04.check_two_x(right_side, layer_size, total_size, why)",
+WINDOW = Exercise(
+    key="ch04.window",
+    title="练习 1：把公式推广到滑动窗口",
+    task=f"""3.2 节的公式 2 × L × B × H × S × D × 每元素字节假设**每一层都存全部 S 个 token**。滑动窗口的模型不是这样：窗口层只存最近 W 个 token（W = `preset.sliding_window`），其余的层照常存全部 S 个。Mistral-7B（v0.1）的每一层都是窗口层；Gemma-2 只有一半是（哪一层是，问 `preset.layer_is_windowed(layer)`）。
+
+写一个函数 `cache_bytes(preset, seq_len, batch_size)`，返回 FP16 缓存的精确字节数，对普通模型和这两类窗口模型都要对。检查程序会用 {len(WINDOW_CASES)} 组（模型，S，B）核对，其中有 S 比窗口短的，也有比窗口长的。不要调用 `preset.kv_cache_bytes`（那是答案）；上面的计算器可以帮你核对某一组的结果。""",
+    stub=WINDOW_STUB,
+    check="ch04.check_window(cache_bytes)",
     hints=(
-        "自己数一数 2 * H * S * D * bytes_per_element 里的 2：K 和 V 一个，FP16 的 2 字节一个，S = 2048 = 2 × 1024 又一个。",
-        "把 2 * 32 * 2048 * 128 * 2 算出来，再除以 1024²：这就是每层的 MiB 数。",
+        "一层一层地加：窗口层这一层存 min(S, W) 个 token，其余的层存 S 个；每层每个 token 是 2 × B × H_kv × D × 2 字节。",
+        "for layer in range(preset.n_layer): kept = min(seq_len, preset.sliding_window) if preset.layer_is_windowed(layer) "
+        "else seq_len。",
     ),
 )
 
-SIDES = [
-    Choice("code", True, "", aliases=("代码",)),
-    Choice("comment", False, "注释里的 16.0 MB、0.50 GB 恰好是代码真正打印的一半；自己算一遍 2 × 32 × 2048 × 128 × 2 就知道。",
-           aliases=("注释",)),
-]
-WHY = [
-    Choice("A", True, "公式三个因子都乘了：K 和 V 的 2、FP16 的 2 字节、S = 2048。注释的数字正是 S = 1024 时的输出。"),
-    Choice("B", False, "代码里 2 * H * S * D * bytes_per_element 最前面的 2 就是 K 和 V：它没有漏乘。"),
-    Choice("C", False, "GB 与 GiB 只差约 7%（10⁹ 与 2³⁰），解释不了 2 倍。"),
-    Choice("D", False, "FP16 是 16 位，也就是 2 字节：bytes_per_element = 2 是对的。"),
-]
+
+def window_mistakes(p, S: int, B: int) -> dict[int, str]:
+    """Known wrong answers for one case and what each means."""
+    per = 2 * B * p.n_kv_head * p.head_dim * 2  # one token, one layer
+    plain = p.n_layer * S * per
+    out = {plain * p.n_head // p.n_kv_head: f"你用的是查询头数 {p.n_head}；公式里的 H 是 KV 头数 {p.n_kv_head}。",
+           plain // B: f"少乘了批次 B = {B}：每条序列都有自己的缓存。"}
+    W = p.sliding_window
+    if W is not None and S > W:  # past the window: the plain formula, or every layer windowed
+        out[plain] = "这是普通公式：窗口层只存最近 W 个 token，不是全部 S 个。"
+        out[p.n_layer * W * per] = (f"你把每一层都当成了窗口层；{p.name} 只有 {p.n_windowed_layers} 层是，"
+                                    "用 preset.layer_is_windowed(layer) 判断。")
+    elif W is not None:  # under the window: windowed layers keep S, not W
+        out[p.n_windowed_layers * W * per + (p.n_layer - p.n_windowed_layers) * S * per] = (
+            f"S = {S:,} 还没到窗口 W = {W:,}：窗口层存的是 min(S, W) 个 token，不是 W 个。")
+    return out
 
 
-def two_x_expected() -> tuple[int, int]:
-    p = MODEL_PRESETS[TEXT_MODEL]
-    return p.layer_kv_cache_bytes(0, TEXT_S), p.kv_cache_bytes(TEXT_S)
+def grade_window(fn) -> Verdict:
+    problem = checker.unwritten(fn, WINDOW_STUB, "cache_bytes", "在 cache_bytes 里写出你的公式，替换 return None。")
+    if problem:
+        return problem
+    for name, S, B in WINDOW_CASES:
+        p = MODEL_PRESETS[name]
+        case = f"{name}，S = {S:,}，B = {B}"
+        got = checker.call(fn, p, S, B, case=case)
+        if got is None:
+            return checker.todo(f"{case}：cache_bytes 返回了 None。")
+        want = p.kv_cache_bytes(S, B, "fp16")
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or got != want:
+            known = window_mistakes(p, S, B).get(got) if isinstance(got, (int, float)) else None
+            return wrong(f"{case}：应为 {want:,} 字节，你的函数返回 {got!r}。", *([known] if known else []))
+    g = MODEL_PRESETS["Gemma-2-9B"]
+    return right(f"全部 {len(WINDOW_CASES)} 组都对！例如 Gemma-2-9B 在 S = 8,192、B = 4 时是 "
+                 f"{g.kv_cache_bytes(8192, 4):,} 字节，普通公式会算成 {g.plain_formula_bytes(8192, 4):,}。")
 
 
-def grade_two_x(right_side, layer_size, total_size, why) -> Verdict:
-    if all(a is None for a in (right_side, layer_size, total_size, why)):
-        return checker.todo()
-    layer_bytes, total_bytes = two_x_expected()
-    parts = {
-        "right_side": checker.grade_choice(right_side, SIDES),
-        "layer_size": checker.grade_bytes(layer_size, layer_bytes, {
-            layer_bytes // 2: "这是注释里的 16.0 MB：它只有代码算出的一半。"}),
-        "total_size": checker.grade_bytes(total_size, total_bytes, {
-            total_bytes // 2: "这是注释里的 0.50 GB：它只有代码算出的一半。",
-            layer_bytes: "这是一层的大小：总共要乘层数 L = 32。"}),
-        "why": checker.grade_choice(why, WHY),
-    }
-    missing = [name for name, v in parts.items() if v.status == checker.TODO]
-    bad = [f"{name}：{v.message}" + "".join(f"（{d}）" for d in v.details)
-           for name, v in parts.items() if v.status == checker.WRONG]
-    if bad:
-        return wrong(f"{len(bad)} 处不对" + (f"，还有 {'、'.join(missing)} 没填" if missing else "") + "。", *bad)
-    if missing:
-        return checker.todo(f"填完的都对，还有 {'、'.join(missing)} 没填。")
-    return right(f"正确！代码打印的 32.0 MiB、1.00 GiB 是对的（{layer_bytes:,} 和 {total_bytes:,} 字节）；注释少了一半，"
-                 "它是 S = 1024 时的输出。")
-
-
-def check_two_x(right_side, layer_size, total_size, why):
-    return checker.check(TWO_X, grade_two_x, right_side, layer_size, total_size, why)
+def check_window(fn):
+    return checker.check(WINDOW, grade_window, fn)
 
 
 # == 2. the largest batch on a card ========================================================================
@@ -140,4 +133,4 @@ def check_largest_batch(answer):
     return checker.check(LARGEST_BATCH, grade_largest_batch, answer)
 
 
-EXERCISES = (TWO_X, LARGEST_BATCH)
+EXERCISES = (WINDOW, LARGEST_BATCH)

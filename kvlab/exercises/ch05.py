@@ -162,19 +162,21 @@ FIX_STUB = '''def store(cache, layer, k, v):
     start = max(cache.length - 1, 0)
     T = k.shape[2]
     cache.k[layer, :, :, start:start + T] = k
-    cache.v[layer, :, :, start:start + T] = v'''
+    cache.v[min(layer, 1), :, :, start:start + T] = v'''
 
 FIX = Exercise(
     key="ch05.fix",
     title="练习 2：修好一个有 bug 的缓存",
-    task=f"""下一格的 `store` 是 `"off_by_one"` 那个缓存写入新 token 的代码：每一层在每次前向计算里调用一次，把这一次的 T 个新 token 的 K、V 写进预分配的缓存 `cache.k`、`cache.v`（形状 `(L, B, H_kv, S_max, D)`）。这时 `cache.length` 是写入之前已经存好的 token 数；所有层都写完之后，模型才调用 `cache.advance(T)`。
+    task=f"""下一格的 `store` 是另一个缓存写入新 token 的代码（不是上面五个里的任何一个，错误也不止一处）：每一层在每次前向计算里调用一次，把这一次的 T 个新 token 的 K、V 写进预分配的缓存 `cache.k`、`cache.v`（形状 `(L, B, H_kv, S_max, D)`）。这时 `cache.length` 是写入之前已经存好的 token 数；所有层都写完之后，模型才调用 `cache.advance(T)`。
 
-改正这段代码。检查程序会把你的 `store` 装进一个 `KVCache`，先单独调用它检查写入的位置，再用演示模型生成 {NEW_TOKENS} 个 token（全新的缓存和复用的缓存各一次），与无缓存的参考逐步比较。""",
+用这个缓存生成，程序不会报错，文字却会悄悄变掉。先不改代码，运行检查格：它会告诉你从第几步开始与无缓存的参考不同——用找 bug 实验室里的经验想一想，这说明错在预填充还是解码、在 K 还是 V。然后找出**所有**错误并改好（改好一处，检查格会报告下一处）。
+
+检查程序会把你的 `store` 装进一个 `KVCache`，先单独调用它检查每一层、每个位置的写入，再用演示模型生成 {NEW_TOKENS} 个 token（全新的缓存和复用的缓存各一次），与无缓存的参考逐步比较。""",
     stub=FIX_STUB,
     check="ch05.check_fix(store)",
     hints=(
         "缓存里已有 cache.length 个 token，它们占了第 0 到 length − 1 格：下一个空位是哪一格？",
-        "T 个新 token 写进 [length, length + T) 这几格：start = cache.length。",
+        "K 和 V 要写进同一层、同样的几格：逐项对比 cache.k 那一行和 cache.v 那一行的下标。",
     ),
 )
 
@@ -200,16 +202,16 @@ def _slots(t: torch.Tensor) -> list[int]:
 
 
 def store_problem(store) -> str | None:
-    """Call ``store`` on an empty cache the way a prefill of 3 tokens and one decode step at layer 1 would, and say
-    what went where; None when both writes land in the right slots of the right layer."""
+    """Call ``store`` on an empty cache the way a prefill of 3 tokens at layer 0 and decode steps at layer 1 and the
+    last layer would, and say what went where; None when every write lands in the right slots of the right layer."""
     model, _ = demo()
     c = model.config
     cache = cache_with_store(store, c, 1, 8)
     g = torch.Generator().manual_seed(3)
     new = lambda T: torch.randn(1, c.n_kv_head, T, c.head_dim, generator=g) + 3.0  # noqa: E731  (never zero)
-    for length, layer, T in ((0, 0, 3), (3, 1, 1)):
+    for length, layer, T in ((0, 0, 3), (3, 1, 1), (4, c.n_layer - 1, 1)):  # the prefill, then decode steps
         k, v = new(T), new(T)
-        before_k = cache.k.clone()
+        before_k, before_v = cache.k.clone(), cache.v.clone()
         cache.length = length
         checker.call(store, cache, layer, k, v, case=f"单独调用 store，length = {length}，layer = {layer}，T = {T}")
         if cache.length != length:
@@ -217,6 +219,10 @@ def store_problem(store) -> str | None:
         moved = [l for l in range(c.n_layer) if l != layer and not torch.equal(cache.k[l], before_k[l])]
         if moved:
             return f"length = {length} 时写第 {layer} 层，却改动了第 {moved[0]} 层：每一层有自己的一份缓存，要用 cache.k[layer]"
+        moved_v = [l for l in range(c.n_layer) if l != layer and not torch.equal(cache.v[l], before_v[l])]
+        if moved_v:
+            return (f"length = {length} 时写第 {layer} 层，V 却写进了第 {moved_v[0]} 层：每一层有自己的一份缓存，"
+                    "cache.v 也要用 [layer]")
         k_slots = _slots(cache.k[layer] - before_k[layer])
         want = list(range(length, length + T))
         if torch.equal(cache.v[layer, :, :, length:length + T], k) and not torch.equal(k, v):
@@ -231,8 +237,21 @@ def store_problem(store) -> str | None:
     return None
 
 
+def stub_symptoms() -> str:
+    """What the untouched stub does, from a run: where generation first departs, fresh and reused (the clue)."""
+    scope: dict = {}
+    exec(FIX_STUB, scope)  # noqa: S102  (kvlab's own stub text)
+    model, _ = demo()
+    make = lambda n: cache_with_store(scope["store"], model.config, 1, n, dtype=model.dtype)  # noqa: E731
+    steps = [first_diverging_step(make, prompt, reused) for prompt, reused in ((PROMPTS[0], False), (PROMPTS[0], True))]
+    said = "，".join(f"{kind}第 {s} 步开始与无缓存的参考不同" if s else f"{kind}全部相同"
+                    for kind, s in zip(("全新的缓存", "复用的缓存"), steps))
+    return (f"这还是原来的代码。用它在提示词「{PROMPTS[0]}」上生成：{said}。第 1 步是预填充：从第 1 步就不同，"
+            "说明预填充写进去的东西已经错了。想一想错在哪一层、哪几格，改好之后再运行这一格。")
+
+
 def grade_fix(store) -> Verdict:
-    problem = checker.unwritten(store, FIX_STUB, "store", "这还是原来有 bug 的代码：改正它，再运行这一格。")
+    problem = checker.unwritten(store, FIX_STUB, "store", stub_symptoms())
     if problem:
         return problem
     problem = store_problem(store)
@@ -253,8 +272,8 @@ def grade_fix(store) -> Verdict:
             return wrong(f"{case}：第 {step} 步开始与无缓存的参考不同。", *([f"原因：{problem}"] if problem else []))
     if problem:
         return wrong(f"生成的结果碰巧都对，但写入的位置不对：{problem}")
-    return right(f"修好了！新 token 写进 [length, length + T)：全新的缓存和复用的缓存，{NEW_TOKENS} 步的 logits "
-                 "都与无缓存的参考一致。")
+    return right(f"修好了！两处错误：新 token 要写进 [length, length + T)，V 要写进自己那一层。全新的缓存和复用的缓存，"
+                 f"{NEW_TOKENS} 步的 logits 都与无缓存的参考一致。")
 
 
 def check_fix(store):

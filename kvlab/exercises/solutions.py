@@ -27,10 +27,11 @@ SOLUTIONS = {
 L, H_kv, D = preset.n_layer, preset.n_kv_head, preset.head_dim  # 32, 8 (GQA: not the 32 query heads), 128
 S, B, bytes_per_element = 8192, 4, 2  # bf16: 16 bits
 answer = 2 * L * B * H_kv * S * D * bytes_per_element  # K and V: 4,294,967,296 bytes = "4 GiB"''',
-    "ch02.tokens_fit": '''preset = MODEL_PRESETS["Llama-3-8B"]
-room = 24 * 2**30 - preset.n_params * 2  # a 24 GiB card minus the fp16 weights
-per_token = 2 * preset.n_layer * preset.n_kv_head * preset.head_dim * 2  # K and V of one token, all layers, fp16
-tokens = room // per_token  # whole tokens only: round down''',
+    "ch02.padding": '''preset = MODEL_PRESETS["Llama-3-8B"]
+lengths = [1800, 420, 95, 640]
+per_slot = 2 * preset.n_layer * preset.n_kv_head * preset.head_dim * 2  # K and V of one token of one sequence, fp16
+allocated = len(lengths) * max(lengths)  # every sequence padded to the longest
+padding = (allocated - sum(lengths)) * per_slot  # slots that hold no token''',
     # -- 3.3 ------------------------------------------------------------------------------------------
     "ch03.batch_ridge": '''import itertools
 
@@ -56,10 +57,13 @@ display(ch03.trace_table(traced))
 ttft_ms = sum(r.seconds for r in traced.trace if r.phase == "prefill") * 1e3  # every prefill chunk
 tpot_ms = statistics.median(r.seconds for r in traced.trace if r.phase == "decode") * 1e3''',
     # -- 3.4 ------------------------------------------------------------------------------------------
-    "ch04.two_x": '''right_side = "code"  # the code multiplies all three factors of 2; the comment is its output at S = 1024
-layer_size = 2 * 32 * 2048 * 128 * 2  # K and V, H, S, D, fp16: 33,554,432 bytes = "32 MiB"
-total_size = 32 * layer_size  # 1,073,741,824 bytes = "1 GiB"
-why = "A"''',
+    "ch04.window": '''def cache_bytes(preset, seq_len, batch_size):
+    total = 0
+    for layer in range(preset.n_layer):
+        windowed = preset.layer_is_windowed(layer)  # False for every layer of a model without a window
+        kept = min(seq_len, preset.sliding_window) if windowed else seq_len  # tokens this layer keeps
+        total += 2 * batch_size * preset.n_kv_head * kept * preset.head_dim * 2  # K and V, fp16
+    return total''',
     "ch04.largest_batch": '''card = GPU_PRESETS["A100 80 GB"]
 preset = MODEL_PRESETS["Llama-2-13B"]
 room = card.memory_bytes * 9 // 10 - preset.n_params * 2  # the usable 0.9 of the card, minus the fp16 weights

@@ -11,7 +11,7 @@ from ..memory import format_bytes, iec_unit
 from .style import PALETTE, WIDE, axis_title, new_figure
 
 if TYPE_CHECKING:  # the lesson's result types (the lesson imports this module)
-    from ..lessons.memory_estimate import CacheCurve, FitPlan, TwinComparison
+    from ..lessons.memory_estimate import CacheCurve, FitPlan
 
 GIB = 2**30
 CURVE_COLORS = [c for c in PALETTE if c != "#F0E442"]  # no yellow for thin lines on white
@@ -162,21 +162,3 @@ def fit_tradeoff_figure(points: Sequence[tuple[int, int | None]], context_length
     fig.update_layout(legend=dict(orientation="h", x=0, y=-0.3), margin=dict(b=90, l=90))
     return fig
 
-
-def twins_figure(twins: Sequence["TwinComparison"]) -> go.Figure:
-    """MHA model next to its GQA twin (same layers, heads and head size): cache bytes at one length. A model whose
-    released context is shorter than that length is named under its pair."""
-    seq_len = twins[0].seq_len
-    fig = new_figure(f"同样的层数、头数和头维度，只改 KV 头数：S = {seq_len:,}，B = 1，fp16", height=380, width=WIDE)
-    pairs = [f"{t.mha.label}<br>vs {t.gqa.label}"
-             + "".join(f"<br>⚠ 超过 {p.label} 的上下文 {p.context_length:,}" for p in t.beyond_context) for t in twins]
-    fig.add_bar(x=pairs, y=[t.mha_bytes / GIB for t in twins], name="每个查询头一组 K/V（MHA）",
-                marker_color=PALETTE[3], text=[format_bytes(t.mha_bytes) for t in twins], textposition="outside")
-    fig.add_bar(x=pairs, y=[t.gqa_bytes / GIB for t in twins], name="几个查询头共用一组 K/V（GQA）",
-                marker_color=PALETTE[0], text=[f"{format_bytes(t.gqa_bytes)}（1/{t.ratio}）" for t in twins],
-                textposition="outside")
-    top = max(t.mha_bytes for t in twins) / GIB
-    fig.update_yaxes(title=axis_title("KV Cache", "GiB"), range=[0, top * 1.2])
-    fig.update_layout(barmode="group", legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"),
-                      margin=dict(t=90, b=100))
-    return fig

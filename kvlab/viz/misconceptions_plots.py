@@ -11,7 +11,7 @@ from ..memory import format_bytes, iec_unit
 from .style import MODE_COLORS, MODE_LABELS, PALETTE, WIDE, apply_template, axis_title, new_figure
 
 if TYPE_CHECKING:  # the lesson's result types (the lesson imports this module)
-    from ..lessons.misconceptions import BugRun, CacheRun, Dependency, ReservationPlan
+    from ..lessons.misconceptions import BugRun, CacheRun, ReservationPlan
     from ..measure import DecodeTiming
 
 GIB = 2**30
@@ -91,25 +91,6 @@ def k_only_figure(timings: dict[str, "DecodeTiming"]) -> go.Figure:
                          col=col)
     return apply_template(fig, "无缓存、只缓存 K、缓存 K 和 V：同样的 token，不同的代价（数字来自 trace）", 420,
                           legend_below=True)
-
-
-def dependency_figure(dep: "Dependency") -> go.Figure:
-    """Per layer: how much K and V of the last token moved, relative to their own size (%), when only the first
-    token was changed."""
-    layers = list(range(len(dep.k_change)))
-    k, v = [100 * x for x in dep.k_change], [100 * x for x in dep.v_change]
-    fig = new_figure(f"只把第 1 个字「{dep.text[0]}」换成「{dep.changed_text[0]}」：最后一个字「{dep.text[-1]}」"
-                     "的 K 和 V 在各层变了多少", height=360, width=WIDE)
-    fig.add_bar(x=layers, y=k, name="K：‖K′ − K‖ / ‖K‖", marker_color=PALETTE[0],
-                text=[f"{x:.0f}%" for x in k], textposition="outside")
-    fig.add_bar(x=layers, y=v, name="V：‖V′ − V‖ / ‖V‖", marker_color=PALETTE[1],
-                text=[f"{x:.0f}%" for x in v], textposition="outside")
-    top = max(k + v)
-    fig.update_xaxes(title="层（从 0 开始）", tickvals=layers)
-    fig.update_yaxes(title=axis_title("相对变化（占原值大小）", "%"), range=[0, top * 1.2 if top > 0 else 1])
-    fig.update_layout(barmode="group", legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"),
-                      margin=dict(t=90))
-    return fig
 
 
 # -- misconception 3 ---------------------------------------------------------------------------------

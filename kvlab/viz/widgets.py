@@ -401,6 +401,17 @@ def recent_run(runs: dict, key, run: Callable[[], object], keep: int):
     return runs[key]
 
 
+MORE_LABEL = "更多设置"
+
+
+def more_section(items: list) -> W.Accordion:
+    """A closed section titled 「更多设置」 holding ``items`` in one wrapping row."""
+    box = W.HBox(items, layout=W.Layout(flex_flow="row wrap", align_items="center"))
+    section = W.Accordion([box], titles=(MORE_LABEL,), selected_index=None)
+    section.add_class("kvlab-more")
+    return section
+
+
 class Panel:
     """Controls wired to ``render(**values) -> View``; updates figures and the readout on change."""
 
@@ -408,7 +419,7 @@ class Panel:
 
     def __init__(self, controls: dict, render: Callable[..., View], css_class: str = "", mode: str | None = None,
                  layout: str = "vertical", extra=(), button: W.Button | None = None, columns: int = 4,
-                 prefetch: bool = True, static=()):
+                 prefetch: bool = True, static=(), more=()):
         """``extra`` widgets are shown but not observed (e.g. a Play button linked to a slider): a list goes
         before the controls, a dict ``{control name: widget}`` puts each widget just before that control.
         With a ``button``, changes wait for a click instead of re-rendering at once (costly measurements).
@@ -416,10 +427,13 @@ class Panel:
         ``prefetch``: pre-render a slider's next step while idle (see PREFETCH); ``render`` must then give
         the same view for the same values (it may keep its own cache).
         ``static``: the controls whose states the static edition (``python -m kvlab.book``) precomputes with
-        ``render``, one control at a time around the defaults, so they still work on a page without a kernel."""
-        unknown = [name for name in static if name not in controls]
-        if unknown:
-            raise ValueError(f"static: {unknown} are not controls of this panel ({list(controls)})")
+        ``render``, one control at a time around the defaults, so they still work on a page without a kernel.
+        ``more``: controls folded under a closed 「更多设置」 section after the others (a panel with many controls
+        shows its few main ones up front); they work as before once opened."""
+        for arg, names in (("static", static), ("more", more)):
+            unknown = [name for name in names if name not in controls]
+            if unknown:
+                raise ValueError(f"{arg}: {unknown} are not controls of this panel ({list(controls)})")
         self.static = tuple(static)
         self.controls = controls
         self.render = render
@@ -449,8 +463,9 @@ class Panel:
             button.add_class("kvlab-run")
         before = self._extra_before = extra if isinstance(extra, dict) else {}
         items = [] if isinstance(extra, dict) else list(extra)
+        folded = []
         for name, control in controls.items():
-            items += [before[name], control] if name in before else [control]
+            (folded if name in more else items).extend([before[name], control] if name in before else [control])
         items += [button] if button is not None else []
         if layout == "grid":  # rows of ``columns`` cells: e.g. a caption and three controls per row
             control_box = W.GridBox(items, layout=W.Layout(
@@ -459,7 +474,9 @@ class Panel:
             control_box = W.HBox(items, layout=W.Layout(flex_flow="row wrap", align_items="center"))
         else:
             control_box = W.VBox(items)
-        self.widget = W.VBox([self.style, control_box, self.message, self.readout, *[v.widget for v in self.views]])
+        self.more = more_section(folded) if folded else None
+        boxes = [control_box] + ([self.more] if self.more else [])
+        self.widget = W.VBox([self.style, *boxes, self.message, self.readout, *[v.widget for v in self.views]])
         if css_class:
             self.widget.add_class(css_class)
         self.widget.add_class("kvlab-panel")

@@ -157,6 +157,7 @@ def interact_fit(ch: ChapterPage) -> None:
     fit.wait_stale(True, "weights that do not fit must grey out the fit panel")
     assert fit.readout() == r1
     # int4 weights on a 40 GB A100 fit again
+    fit.open_more("weight_dtype")  # dtypes, budget, usable share and batch are folded under 更多设置
     fit.select("weight_dtype", "int4")
     fit.select("gpu", "A100 40 GB")
     fit.wait_message("warn", False, "int4 weights on an A100 40 GB should fit")
@@ -244,7 +245,7 @@ def interact_exercises(ch: ChapterPage) -> None:
     from kvlab.exercises.solutions import SOLUTIONS
 
     # after run-all, both untouched stubs report 「还没有完成」
-    for key in ("ch04.two_x", "ch04.largest_batch"):
+    for key in ("ch04.window", "ch04.largest_batch"):
         status, text = feedback(exercise_cell(ch, f"{key}/check", key.replace(".", "-")))
         assert status == "todo" and "还没有完成" in text, (key, status, text)
 

@@ -76,15 +76,17 @@ def interact_k_only(ch: ChapterPage) -> None:
     n0 = k.int_value("new_tokens")
     assert f"生成 {n0} 个 token：三种方式生成的 token 完全相同" in r0, r0
     fig0 = k.figure(0)
-    k.press_slider("new_tokens", "ArrowLeft")  # 200 -> 160
-    k.press_slider("repeats", "ArrowRight")  # 1 -> 2
+    assert "重复 3 次" in r0 and any(w in r0 for w in ("一样慢", "说不准", "快", "慢")), r0  # the chosen sentence
+    k.press_slider("new_tokens", "ArrowLeft")  # 120 -> 80
+    k.press_slider("repeats", "ArrowLeft")  # 3 -> 2
     ch.wait_until(lambda: (k.int_value("new_tokens"), k.int_value("repeats")), lambda v: v == (n0 - 40, 2), 10,
                   "the sliders should move")
     ch.page.wait_for_timeout(500)
     assert k.readout() == r0, "the K-only panel must not re-measure before Run is clicked"
     k.click_run()
-    r1 = k.wait_readout(lambda t: f"生成 {n0 - 40} 个 token" in t, "Run should measure 160 tokens", timeout_s=120)
+    r1 = k.wait_readout(lambda t: f"生成 {n0 - 40} 个 token" in t, "Run should measure 80 tokens", timeout_s=120)
     assert "token 完全相同" in r1 and "V = t" in r1, r1
+    assert "只重复了 2 次" in r1 or "GPU" in r1, r1  # two repeats cannot tell: the sentence says so
     ms = [float(x) for x in re.findall(r"([\d.]+) ms", r1)]
     assert len(ms) >= 3 and all(v > 0 for v in ms[:3]), r1
     fig1 = k.wait_figure_changed(0, fig0, "the timing plot should redraw")
@@ -127,6 +129,8 @@ def interact_budget(ch: ChapterPage) -> None:
     r3 = b.wait_readout(lambda t: "想同时服务 128 条" in t, "End on the sequences slider should ask for 128")
     assert "第 19 条序列起就放不下了" in r3, r3
 
+    # the card, model, dtypes and usable share are folded under 更多设置
+    b.open_more("usable")
     # a bad usable share: a warning, the readout and both figures greyed out, nothing recomputed
     b.type_text("usable", "1.5")
     warn = b.wait_message("warn", True, "a usable share above 1 should show a warning")
@@ -243,7 +247,6 @@ def interact_lab(ch: ChapterPage) -> None:
 
 # -- the review quiz ---------------------------------------------------------------------------------------
 def interact_quiz(ch: ChapterPage) -> None:
-    from kvlab import MODEL_PRESETS
     from kvlab.lessons import misconceptions as lesson
     from kvlab.exercises.quiz import ChoiceQuestion
 
@@ -261,59 +264,64 @@ def interact_quiz(ch: ChapterPage) -> None:
     def reveal_button(n: int):
         return quiz.locator(f".kvlab-quiz-q{n} .kvlab-quiz-reveal")
 
-    # question 3 (numeric): wrong, empty, text, wrong again (the answer is offered), then right
-    q3 = quiz.locator(".kvlab-quiz-q3")
+    from kvlab.exercises.quiz import NumberQuestion
+
+    numbers = [i + 1 for i, q in enumerate(questions) if isinstance(q, NumberQuestion)]
+    picks = [i + 1 for i, q in enumerate(questions) if isinstance(q, ChoiceQuestion) and len(q.choices) >= 3]
+    n3, (n1, n2) = numbers[0], picks[:2]
+
+    # a numeric question: wrong, empty, text, wrong again (the answer is offered), then right
+    q3 = quiz.locator(f".kvlab-quiz-q{n3}")
+    key = questions[n3 - 1]
     box = q3.locator(".kvlab-quiz-input input")
-    box.fill("131072.4")
+    box.fill(f"{float(key.answer) * 3 + 1.4}")
     box.press("Enter")
-    ch.wait_until(lambda: feedback(3), lambda t: t.startswith("✗"), 15, "a wrong number should say 不对")
-    assert "「131072.4」不是正确答案" in feedback(3) and "提示" in feedback(3), feedback(3)  # echoed as typed
-    assert not reveal_button(3).is_visible()
+    ch.wait_until(lambda: feedback(n3), lambda t: t.startswith("✗"), 15, "a wrong number should say 不对")
+    assert f"「{float(key.answer) * 3 + 1.4}」不是正确答案" in feedback(n3) and "提示" in feedback(n3), feedback(n3)
+    assert not reveal_button(n3).is_visible()
     box.fill("")
     q3.locator(".kvlab-quiz-check").click()
-    ch.wait_until(lambda: feedback(3), lambda t: "还没有填答案" in t, 15, "an empty answer should get a message")
+    ch.wait_until(lambda: feedback(n3), lambda t: "还没有填答案" in t, 15, "an empty answer should get a message")
     assert q3.locator(".kvlab-msg-warn").count() == 1
     box.fill("一百")
     box.press("Enter")
-    ch.wait_until(lambda: feedback(3), lambda t: "不是一个数" in t, 15, "text should get a message")
-    assert not reveal_button(3).is_visible(), "an answer that is not a number does not count as wrong"
-    box.fill("65536")
+    ch.wait_until(lambda: feedback(n3), lambda t: "不是一个数" in t, 15, "text should get a message")
+    assert not reveal_button(n3).is_visible(), "an answer that is not a number does not count as wrong"
+    box.fill(f"{float(key.answer) * 5 + 7}")
     box.press("Enter")
-    ch.wait_until(lambda: reveal_button(3).is_visible(), bool, 15, "a second wrong answer should offer 显示答案")
-    key = MODEL_PRESETS["Llama-3-8B"].kv_bytes_per_token("fp16")
-    box.fill(f"{key:,}")
+    ch.wait_until(lambda: reveal_button(n3).is_visible(), bool, 15, "a second wrong answer should offer 显示答案")
+    box.fill(key.answer_text)
     box.press("Enter")
-    ch.wait_until(lambda: feedback(3), lambda t: t.startswith("✓ 正确"), 15, "the right number should say 正确")
+    ch.wait_until(lambda: feedback(n3), lambda t: t.startswith("✓ 正确"), 15, "the right number should say 正确")
     ch.wait_until(score.inner_text, lambda t: f"得分：1 / {len(questions)}" in t, 15, "the score should be 1")
-    assert not reveal_button(3).is_visible(), "a right answer withdraws 显示答案"
+    assert not reveal_button(n3).is_visible(), "a right answer withdraws 显示答案"
 
-    # question 1 (multiple choice): a wrong option, then the right one
-    q1 = questions[0]
-    assert isinstance(q1, ChoiceQuestion)
+    # a multiple-choice question: a wrong option, then the right one
+    q1 = questions[n1 - 1]
     wrong = next(c for c in q1.choices if not c.correct)
     right = next(c for c in q1.choices if c.correct)
-    options = quiz.locator(".kvlab-quiz-q1 .kvlab-quiz-choices label")
+    options = quiz.locator(f".kvlab-quiz-q{n1} .kvlab-quiz-choices label")
     options.filter(has_text=wrong.key).first.click()
-    ch.wait_until(lambda: feedback(1), lambda t: t.startswith("✗") and wrong.feedback[:10] in t, 15,
+    ch.wait_until(lambda: feedback(n1), lambda t: t.startswith("✗") and wrong.feedback[:10] in t, 15,
                   "a wrong option should explain why")
     options.filter(has_text=right.key).first.click()
-    ch.wait_until(lambda: feedback(1), lambda t: t.startswith("✓") and right.feedback[:10] in t, 15,
+    ch.wait_until(lambda: feedback(n1), lambda t: t.startswith("✓") and right.feedback[:10] in t, 15,
                   "the right option should say why it is right")
     ch.wait_until(score.inner_text, lambda t: f"得分：2 / {len(questions)}" in t and "已作答 2 题" in t, 15,
                   "the score should be 2 of 2 answered")
 
-    # question 2: wrong twice, then 显示答案 shows the answer and earns no point
-    q2 = questions[1]
+    # another: wrong twice, then 显示答案 shows the answer and earns no point
+    q2 = questions[n2 - 1]
     wrongs = [c for c in q2.choices if not c.correct][:2]
-    options2 = quiz.locator(".kvlab-quiz-q2 .kvlab-quiz-choices label")
+    options2 = quiz.locator(f".kvlab-quiz-q{n2} .kvlab-quiz-choices label")
     for choice in wrongs:
         options2.filter(has_text=choice.key).first.click()
-        ch.wait_until(lambda: feedback(2), lambda t, c=choice: t.startswith("✗") and c.feedback[:8] in t, 15,
+        ch.wait_until(lambda: feedback(n2), lambda t, c=choice: t.startswith("✗") and c.feedback[:8] in t, 15,
                       "a wrong option should explain why")
-    ch.wait_until(lambda: reveal_button(2).is_visible(), bool, 15, "two wrong answers should offer 显示答案")
-    reveal_button(2).click()
+    ch.wait_until(lambda: reveal_button(n2).is_visible(), bool, 15, "two wrong answers should offer 显示答案")
+    reveal_button(n2).click()
     answer = next(c for c in q2.choices if c.correct)
-    ch.wait_until(lambda: feedback(2), lambda t: t.startswith(f"答案：{answer.key}"), 15, "显示答案 should show it")
+    ch.wait_until(lambda: feedback(n2), lambda t: t.startswith(f"答案：{answer.key}"), 15, "显示答案 should show it")
     ch.wait_until(score.inner_text, lambda t: f"得分：2 / {len(questions)}" in t and "看了 1 题的答案" in t, 15,
                   "a shown answer earns no point and is counted")
     ch.extra_screenshot("quiz", ".kvlab-quiz")

@@ -277,7 +277,7 @@ def budget_panel(gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, spread: str
                 "usable": share, "reserved_tokens": reserve,
                 "wanted": int_slider(CONCURRENT_LABEL, wanted, 1, MAX_CONCURRENT, width="380px")}
     return Panel(controls, render_budget, layout="horizontal", css_class="kvlab-budget",
-                 static=("reserved_tokens",))
+                 static=("reserved_tokens",), more=("gpu", "model", "weight_dtype", "cache_dtype", "usable"))
 
 
 @dataclass(frozen=True)
@@ -313,14 +313,21 @@ class RefusedAllocation:
     free_bytes: int
     device_type: str  # "cuda", "cpu" ...
     message: str  # the API's ValueError (English, names the argument)
+    batch_size: int = 0  # the sequences asked for: the huge number in the message
+    seq_len: int = 0  # tokens reserved per sequence
+
+    @property
+    def argument(self) -> str:
+        """The argument the API's message blames (its first word)."""
+        return self.message.split(":", 1)[0]
 
     @property
     def line(self) -> str:
         """What a learner reads: kvlab's refusal in Chinese, computed."""
         where = "这块 GPU 只有" if self.device_type == "cuda" else "本机只有"
         memory = "显存" if self.device_type == "cuda" else "内存"
-        return (f"kvlab 拒绝分配：这块缓存需要 {format_bytes(self.requested_bytes)}，{where} "
-                f"{format_bytes(self.free_bytes)} {memory}空闲")
+        return (f"kvlab 拒绝分配：批次 B = {self.batch_size:,} 条序列、每条 {self.seq_len:,} 个 token 的缓存需要 "
+                f"{format_bytes(self.requested_bytes)}，{where} {format_bytes(self.free_bytes)} {memory}空闲")
 
 
 def refused_allocation(model: ToyTransformer) -> RefusedAllocation | None:
@@ -335,12 +342,15 @@ def refused_allocation(model: ToyTransformer) -> RefusedAllocation | None:
     try:
         KVCache(c, batch, c.max_seq_len, dtype=model.dtype, device=model.device)
     except ValueError as exc:
-        return RefusedAllocation(batch * per_sequence, free, model.device.type, str(exc))
+        return RefusedAllocation(batch * per_sequence, free, model.device.type, str(exc), batch, c.max_seq_len)
     raise RuntimeError("a cache twice the size of free memory was allocated; kvlab's check did not refuse it")
 
 
 def refusal_html(refused: RefusedAllocation) -> str:
     """The Chinese line, and the API's own message folded away as a detail."""
     return (f"<p><b>{html.escape(refused.line)}</b>：什么都没有分配，内核安然无恙。</p>"
-            f"<details><summary>细节：API 抛出的 ValueError（英文，第一个词是出问题的参数）</summary>"
+            f"<details><summary>细节：API 抛出的 ValueError 原文（英文）。开头的 <code>{html.escape(refused.argument)}</code> "
+            f"是它建议改小的参数；{refused.batch_size:,} 是批次大小 B（要同时缓存的序列数）：演示模型一条序列的缓存只有 "
+            f"{format_bytes(refused.requested_bytes // max(refused.batch_size, 1))}，要凑出两倍于空闲内存的缓存，"
+            "得要这么多条</summary>"
             f"<code>{html.escape(refused.message)}</code></details>")

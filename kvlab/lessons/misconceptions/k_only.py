@@ -94,6 +94,93 @@ def count_step(model, seq_len: int) -> StepFlops:
     return StepFlops(seq_len, {m: step_flops(model, m, seq_len) for m in FLOP_MODES})
 
 
+def repeat_tail_ms(t: DecodeTiming, fraction: float = 0.25) -> list[float]:
+    """:func:`tail_step_ms` of each repeat on its own (ms): how far the repeats agree tells how busy the machine is."""
+    out = []
+    for seconds in t.pass_seconds:
+        steps = seconds[1:]  # decode passes only
+        out.append(median(steps[-max(1, int(len(steps) * fraction)):]) * 1e3)
+    return out
+
+
+BAND = 0.15  # a ratio within 1 ± 15 % is "about the same"
+FAR = 2.0  # K+V at least this many times faster than no cache (in every repeat): "far faster"
+MIN_REPEATS = 3  # fewer repeats cannot show how much the machine moves the times
+
+
+@dataclass(frozen=True)
+class KOnlyVerdict:
+    """What the timings of misconception 2 say, chosen from the per-repeat medians (see :func:`k_only_verdict`).
+
+    ``kind``: "same" (K-only within ±15 % of no cache, most repeats agreeing), "k_faster" / "k_slower" (beyond the
+    band, every repeat the same way), "unclear" (the repeats disagree), "few_repeats" (under 3 repeats),
+    "gpu_flat" (on a GPU, all three modes within the band: launch-bound). ``kv``: "far" (K+V at least 2x faster
+    than no cache in every repeat), "faster" (beyond the band), "unclear"."""
+
+    kind: str
+    kv: str
+    ratio: float  # median K-only step / median uncached step
+    repeat_ratios: tuple  # the same ratio, repeat by repeat
+    kv_speedup: float  # median uncached step / median K+V step
+    sentence: str
+
+
+def _kv_part(kv: str, speedup: float) -> str:
+    if kv == "far":
+        return f"缓存 K 和 V 的一步快得多：只有不缓存的 1/{speedup:.1f}，每次重复都是如此。"
+    if kv == "faster":
+        return f"缓存 K 和 V 的一步快一些（不缓存是它的 {speedup:.2f} 倍）。"
+    return "缓存 K 和 V 的一步这次也分不出比不缓存快多少：几次重复不一致，或相差在 ±15% 之内。"
+
+
+def k_only_verdict(none_ms, k_only_ms, kv_ms, gpu: bool = False) -> KOnlyVerdict:
+    """Choose the sentence about step times from per-repeat tail medians (ms) of each mode, in repeat order."""
+    n = len(none_ms)
+    if not n or len(k_only_ms) != n or len(kv_ms) != n:
+        raise ValueError("none_ms, k_only_ms, kv_ms: one median per repeat each, the same number of repeats")
+    mid = {m: median(v) for m, v in (("none", none_ms), ("k_only", k_only_ms), ("kv", kv_ms))}
+    ratio = mid["k_only"] / mid["none"]
+    rr = tuple(k / u for k, u in zip(k_only_ms, none_ms))
+    speedups = [u / v for u, v in zip(none_ms, kv_ms)]
+    speedup = mid["none"] / mid["kv"]
+    kv = ("far" if min(speedups) >= FAR else "faster" if min(speedups) >= 1 + BAND and speedup >= 1 + BAND
+          else "unclear")
+    times = f"各次重复的中位数：无缓存 {mid['none']:.2f} ms，只缓存 K {mid['k_only']:.2f} ms，有缓存 {mid['kv']:.2f} ms"
+    if gpu and max(mid.values()) <= (1 + BAND) * min(mid.values()):
+        kind = "gpu_flat"
+        text = (f"在这块 GPU 上三种方式的一步几乎一样快（{times}）：演示模型太小，一步的时间主要花在逐个启动核函数上，"
+                "计算量的差别显不出来。起作用的是上面按 FLOP 的计数：模型一大，时间就跟着计算量走。")
+        return KOnlyVerdict(kind, kv, ratio, rr, speedup, text)
+    within = [abs(r - 1) < BAND for r in rr]
+    if n < MIN_REPEATS:
+        kind = "few_repeats"
+        head = (f"只重复了 {n} 次（{times}）：看不出这台机器让耗时波动多大，说不准只缓存 K 和不缓存是不是一样快；"
+                f"把「{REPEATS_LABEL}」调到 {MIN_REPEATS} 以上再运行。")
+    elif abs(ratio - 1) < BAND and sum(within) * 2 > n:
+        kind = "same"
+        head = (f"只缓存 K 和不缓存一样慢（{times}）：相差 {abs(ratio - 1):.0%}，在 ±{BAND:.0%} 之内，"
+                f"{n} 次重复里有 {sum(within)} 次也在这个范围内。")
+    elif ratio <= 1 / (1 + BAND) and all(r < 1 for r in rr):
+        kind = "k_faster"
+        head = (f"这次只缓存 K 比不缓存快 {1 - ratio:.0%}（{times}，每次重复都是它快）：按计数它只少做几个百分点的计算，"
+                "多出来的差别多半来自这台机器的波动。")
+    elif ratio >= 1 + BAND and all(r > 1 for r in rr):
+        kind = "k_slower"
+        head = (f"这次只缓存 K 反而比不缓存慢 {ratio - 1:.0%}（{times}，每次重复都是它慢）：它的计算一点没少，"
+                "还要多读写一次缓存；差这么多，多半也有这台机器忙的缘故。")
+    else:
+        kind = "unclear"
+        head = (f"几次重复的结论不一致（只缓存 K ÷ 无缓存：{min(rr):.2f}–{max(rr):.2f}；{times}）："
+                "这台机器太忙，这次说不准只缓存 K 和不缓存谁快。")
+    return KOnlyVerdict(kind, kv, ratio, rr, speedup, head + _kv_part(kv, speedup))
+
+
+def judge_k_only(timings: dict[str, DecodeTiming], device) -> KOnlyVerdict:
+    """:func:`k_only_verdict` on a run of :func:`compare_k_only`."""
+    per = {m: repeat_tail_ms(timings[m]) for m in K_ONLY_MODES}
+    return k_only_verdict(per["none"], per["k_only"], per["kv"], gpu=torch.device(device).type == "cuda")
+
+
 def tail_times_text(timings: dict[str, DecodeTiming]) -> str:
     """「无缓存 6.49 ms，只缓存 K 6.21 ms，有缓存 1.05 ms」: the median step of the last quarter of each run."""
     return "，".join(f"{K_ONLY_NAMES.get(m, m)} {tail_step_ms(t):.2f} ms" for m, t in timings.items())
@@ -122,9 +209,10 @@ def render_k_only(model: ToyTransformer, prompt_ids, new_tokens, repeats) -> Vie
     timings = compare_k_only(model, prompt_ids, n, r)
     counted = count_step(model, timings["none"].seq_len[-1])
     tokens = "三种方式生成的 token 完全相同" if same_tokens(timings) else '<span style="color:#b00">token 不同！</span>'
+    verdict = judge_k_only(timings, model.device)
     readout = (
         f"生成 {n} 个 token：{tokens}。最后 1/4 的解码步（t = {tail_range(timings)}）单步耗时中位数："
-        f"<b>{tail_times_text(timings)}</b>（{device_label(model.device)}）<br>"
+        f"<b>{tail_times_text(timings)}</b>（{device_label(model.device)}，重复 {r} 次）<br>{verdict.sentence}<br>"
         f"trace 记录的每步投影（序列长度为 t 的那一步）：无缓存 K = V = t；只缓存 K：K = 1，<b>V = t</b>；有缓存：K = V = 1。"
         f"{COUNTING}，t = {counted.seq_len} 时只缓存 K 的一步仍要做无缓存的 <b>{counted.share('k_only'):.1%}</b> 的计算"
         f"（有缓存：{counted.share('kv'):.2%}）"
@@ -132,11 +220,11 @@ def render_k_only(model: ToyTransformer, prompt_ids, new_tokens, repeats) -> Vie
     return View([plots.k_only_figure(timings)], readout, timings)
 
 
-def k_only_panel(model: ToyTransformer, prompt_ids, new_tokens: int = 200) -> Panel:
+def k_only_panel(model: ToyTransformer, prompt_ids, new_tokens: int = 120, repeats: int = MIN_REPEATS) -> Panel:
     """Length and repeat sliders; measurements run when the button is clicked."""
     top = model.config.max_seq_len - len(prompt_ids[0])
     return Panel({"new_tokens": int_slider(NEW_TOKENS_LABEL, new_tokens, 40, top - top % 40, step=40),
-                  "repeats": int_slider(REPEATS_LABEL, 1, 1, 5, width="300px")},
+                  "repeats": int_slider(REPEATS_LABEL, repeats, 1, 5, width="300px")},
                  partial(render_k_only, model, prompt_ids), layout="horizontal", css_class="kvlab-konly",
                  button=run_button())
 

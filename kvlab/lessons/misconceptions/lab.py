@@ -91,6 +91,7 @@ class BugRun:
     output: list[str]  # ... this cache's token
     logit_diff: list[float]  # per step: max |logit difference| against the reference
     reused: bool = True  # the cache served PREVIOUS_PROMPT first (reset() in between)
+    free_running: tuple = ()  # the uncached model's own text for the prompt (what a correct cache writes)
 
     @property
     def first_token_step(self) -> int | None:
@@ -143,8 +144,9 @@ def run_lab_cache(model: ToyTransformer, tokenizer, cache, prompt: str = LAB_PRO
     diff = (out.logits - ref_logits).abs().nan_to_num(float("inf")).amax(dim=-1)[0]  # [n]
     as_text = lambda ids: [tokenizer.decode([int(i)]) for i in ids]  # noqa: E731
     name = cache.__name__ if isinstance(cache, type) else cache
+    own = generate(model, [second], new_tokens, cache="kv").new_tokens[0]  # = uncached tokens (tests prove it)
     return BugRun(name, prompt, as_text(ref_logits[0].argmax(dim=-1)), as_text(out.new_tokens[0]), diff.tolist(),
-                  bool(reused))
+                  bool(reused), tuple(as_text(own)))
 
 
 def lab_line(run: BugRun) -> str:
@@ -205,12 +207,20 @@ def methods_html(cache: str) -> str:
     return "".join(snippet_html(source_snippet(getattr(cls, m))) for m in BUG_CARDS[cache].methods)
 
 
+def teacher_forcing_html(run: BugRun) -> str:
+    """Why the reference row need not read well, and the text a correct cache writes for the same prompt."""
+    own = "".join(_shown(t) for t in run.free_running)
+    return ('<span style="color:#555">「无缓存（参考）」这一行是逐步对答案（teacher forcing）：每一步让不用缓存的模型读'
+            "<b>这个缓存已经写出的上文</b>，看它选哪个 token，所以两行每一步比的是同一个输入；缓存写歪之后，参考是在续写"
+            f"一段歪了的文字，这一行本身就不通顺。不用缓存、让模型自己一路写下去是：「{own}」</span>")
+
+
 def lab_html(run: BugRun, reveal: bool) -> str:
     card = BUG_CARDS[run.cache]
     step, logit_step = run.first_token_step, run.first_logit_step
     served = (f"先服务上一个请求「{PREVIOUS_PROMPT}」，reset() 后再服务它" if run.reused else "用一块全新的缓存服务它")
     lines = [f"提示词「{html.escape(run.prompt)}」：{served}；每一步都和不用缓存的模型读同样的上文（这个缓存已经写出的"
-             "文字）时选的下一个 token 对比：", tokens_table_html(run, card.label)]
+             "文字）时选的下一个 token 对比：", tokens_table_html(run, card.label), teacher_forcing_html(run)]
     if step is None:
         lines.append(f"<b>{html.escape(card.label)}：{len(run.output)} 步全部相同</b>；"
                      f"logits 最大差异 {max(run.logit_diff):.1e}")

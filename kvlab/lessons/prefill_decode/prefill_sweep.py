@@ -15,7 +15,7 @@ from ...generation import generate
 from ...inputs import InputError, one_of_numbers, whole_numbers
 from ...measure import alternate, device_label, measurement_threads, torch_threads
 from ...model import ToyTransformer
-from ...stats import growth_exponent
+from ...stats import growth_exponent, median
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, View, selection_slider, text_box
 from .roofline import RooflinePoint, Roofs
@@ -115,7 +115,7 @@ def measure_prefill_sweep(model: ToyTransformer, lengths=PREFILL_LENGTHS, decode
     points = []
     for P in lengths:
         prefill = min(res.trace[0].seconds for res in runs[P])
-        step = min(res.time_per_output_token for res in runs[P])
+        step = min(median(res.decode_seconds) for res in runs[P])
         points.append(LengthPoint(P, prefill, step, decode_steps, pass_cost(c, P), decode_cost(c, P, decode_steps)))
     return PrefillSweep(points, c, device_label(model.device))
 

@@ -58,10 +58,11 @@ def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[
                                           text="前面各行在之前的步骤里已经算过，<br>本步只需新 token 这一行",
                                           font=dict(color="#555")))
     for axis in ("yaxis", "yaxis2"):
-        layout[axis].update(autorange="reversed", title=dict(text="查询 Q（当前 token）", standoff=8), automargin=True)
+        layout[axis].update(autorange="reversed", title=dict(text="查询 Q（当前 token）", standoff=8))
     for axis in ("xaxis", "xaxis2"):
-        layout[axis].update(title=dict(text="键 K（被关注的 token）", standoff=16), tickangle=0, automargin=True)
+        layout[axis].update(title=dict(text="键 K（被关注的 token）", standoff=16), tickangle=0)
     layout.update(template_layout(f"第 {layer} 层第 {head} 头的注意力权重 softmax(QKᵀ/√d)", 440))
+    layout["margin"].update(l=105, b=95)  # fixed room for the token labels: automargin would redraw the figure twice
     return quick_figure(data, layout)
 
 

@@ -757,8 +757,11 @@ def test_padded_batch_figures_read_back():
     assert list(grid.y) == ["序列 1（P = 2）✓", "序列 2（P = 4）✗"]
     assert list(last.text) == ["y", "v"] and set(last.x) == {6} and list(last.y) == list(grid.y)
     assert fig.layout.annotations[0].text == "最后一列：返回、不存入缓存" and "共 5 个" in fig.layout.xaxis.title.text
-    slots, flops = plots.padding_cost_figure(b).data
-    assert list(slots.y) == [10, 3 + 5, 4 + 6] and list(flops.y) == pytest.approx([3e-4, 2e-4])  # MFLOP
+    padded, used, paged, ring = plots.padding_cost_figure(b).data
+    assert list(padded.y) == [10, 10] and list(used.y) == [3 + 5, 3 + 5]
+    # stored 3 and 5 tokens: blocks of 1 -> 8 slots, of 2 -> 4 + 6, of 4 -> 4 + 8, of 64 -> 128
+    assert list(paged.x) == list(range(1, 65)) and [paged.y[k - 1] for k in (1, 2, 4, 64)] == [8, 10, 12, 128]
+    assert list(ring.x) == [2] and list(ring.y) == [10] and b.paged_slots_at(2) == b.paged_slots
 
 
 # -- FP16 and INT8 caches ---------------------------------------------------------------------------------------

@@ -282,23 +282,26 @@ def padded_batch_figure(b) -> go.Figure:
     return fig
 
 
+PAGED_BLOCK_SIZES = range(1, 65)  # the block sizes the padding panel's slider offers
+
+
 def padding_cost_figure(b) -> go.Figure:
-    """What padding costs: cache slots (allocated, used, paged) and FLOPs (padded batch vs no padding)."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
-                        subplot_titles=("缓存槽位", "计算量（预填充 + 解码）"))
-    slots = [("按最长补齐分配", b.cache_slots, SLOT_COLORS["pad"]), ("真正存 token", b.used_slots, PALETTE[0]),
-             (f"分页，每块 {b.block_size}", b.paged_slots, PALETTE[2])]
-    fig.add_bar(x=[s[0] for s in slots], y=[s[1] for s in slots], marker_color=[s[2] for s in slots],
-                text=[f"{s[1]:,}" for s in slots], textposition="outside", cliponaxis=False, showlegend=False,
-                row=1, col=1)
-    flops = [("整批（含 padding）", b.batch_cost.flops / 1e6, SLOT_COLORS["pad"]),
-             ("各自单独（无 padding）", b.alone_cost.flops / 1e6, PALETTE[0])]
-    fig.add_bar(x=[f[0] for f in flops], y=[f[1] for f in flops], marker_color=[f[2] for f in flops],
-                text=[f"{f[1]:,.1f}" for f in flops], textposition="outside", cliponaxis=False, showlegend=False,
-                row=1, col=2)
-    fig.update_yaxes(title=axis_title("槽位", "tokens"), rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title=axis_title("计算量", "MFLOP"), rangemode="tozero", row=1, col=2)
-    return apply_template(fig, f"padding 的代价：浪费 {b.slot_waste:.1%} 的槽位、{b.extra_flops:.1%} 的计算", 360)
+    """The slots the batch takes when paged, for every block size the slider offers (the readout prints the one
+    chosen), against the padded cache and the slots that hold a token: where paging stops paying."""
+    sizes = list(PAGED_BLOCK_SIZES)
+    fig = new_figure("", height=340, width=WIDE)
+    fig.add_scatter(x=[sizes[0], sizes[-1]], y=[b.cache_slots] * 2, mode="lines", hoverinfo="skip",
+                    line=dict(color="#999", dash="dash", width=2), name=f"按最长补齐分配：{b.cache_slots}")
+    fig.add_scatter(x=[sizes[0], sizes[-1]], y=[b.used_slots] * 2, mode="lines", hoverinfo="skip",
+                    line=dict(color=PALETTE[0], dash="dot", width=2), name=f"真正存 token 的：{b.used_slots}")
+    fig.add_scatter(x=sizes, y=[b.paged_slots_at(k) for k in sizes], mode="lines", line=dict(color=PALETTE[2], width=2),
+                    name="分页：每条序列占的块 × 块大小", hovertemplate="每块 %{x} 个 token：%{y} 个槽位<extra></extra>")
+    fig.add_scatter(x=[b.block_size], y=[b.paged_slots], mode="markers+text", showlegend=False, hoverinfo="skip",
+                    marker=dict(size=13, color="rgba(0,0,0,0)", line=dict(color="#000", width=2)),
+                    text=[f"每块 {b.block_size}：{b.paged_slots}"], textposition="top center")
+    fig.update_xaxes(title=axis_title("分页的块大小", "tokens"), range=[0, sizes[-1] + 1])
+    fig.update_yaxes(title=axis_title("缓存槽位", "tokens"), rangemode="tozero")
+    return apply_template(fig, "分页占的槽位随块大小的变化（绿线低于灰色虚线时，分页比补齐省）", 340, legend_below=True)
 
 
 # -- FP16 and INT8 caches ----------------------------------------------------------------------------------------

@@ -294,14 +294,17 @@ def padding_cost_figure(b) -> go.Figure:
                     line=dict(color="#999", dash="dash", width=2), name=f"按最长补齐分配：{b.cache_slots}")
     fig.add_scatter(x=[sizes[0], sizes[-1]], y=[b.used_slots] * 2, mode="lines", hoverinfo="skip",
                     line=dict(color=PALETTE[0], dash="dot", width=2), name=f"真正存 token 的：{b.used_slots}")
-    fig.add_scatter(x=sizes, y=[b.paged_slots_at(k) for k in sizes], mode="lines", line=dict(color=PALETTE[2], width=2),
+    paged = [b.paged_slots_at(k) for k in sizes]
+    fig.add_scatter(x=sizes, y=paged, mode="lines", line=dict(color=PALETTE[2], width=2),
                     name="分页：每条序列占的块 × 块大小", hovertemplate="每块 %{x} 个 token：%{y} 个槽位<extra></extra>")
     fig.add_scatter(x=[b.block_size], y=[b.paged_slots], mode="markers+text", showlegend=False, hoverinfo="skip",
                     marker=dict(size=13, color="rgba(0,0,0,0)", line=dict(color="#000", width=2)),
-                    text=[f"每块 {b.block_size}：{b.paged_slots}"], textposition="top center")
+                    text=[f"每块 {b.block_size}：{b.paged_slots} "], textposition="middle left")
     fig.update_xaxes(title=axis_title("分页的块大小", "tokens"), range=[0, sizes[-1] + 1])
-    fig.update_yaxes(title=axis_title("缓存槽位", "tokens"), rangemode="tozero")
-    return apply_template(fig, "分页占的槽位随块大小的变化（绿线低于灰色虚线时，分页比补齐省）", 340, legend_below=True)
+    fig.update_yaxes(title=axis_title("缓存槽位", "tokens"), range=[0, 1.15 * max(*paged, b.cache_slots)])
+    apply_template(fig, "分页占的槽位随块大小的变化（绿线低于灰色虚线时，分页比补齐省）", 380, legend_below=True)
+    fig.update_layout(legend=dict(y=-0.38))  # below the x-axis title
+    return fig
 
 
 # -- FP16 and INT8 caches ----------------------------------------------------------------------------------------

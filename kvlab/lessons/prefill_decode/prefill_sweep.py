@@ -215,7 +215,7 @@ def explain_prefill(sweep: PrefillSweep, roofs: "Roofs") -> list[str]:
         lines.append("实测：在测过的长度里，预填充的耗时一直比 P 涨得慢得多，还没有被算力卡住。")
     else:
         lines.append(f"实测：从 P = {start} 起，预填充的耗时与 P 差不多成正比地增长（之后每一段的增长指数都不低于 "
-                     f"{PROPORTIONAL_EXPONENT}，完全成正比时是 1）：它被算力卡住了。")
+                     f"{PROPORTIONAL_EXPONENT}，完全成正比时是 1）：它开始被算力卡住了。")
     best = max(sweep.points, key=lambda p: p.speedup)
     last = sweep.points[-1]
     ceiling = last.prefill_flops_per_s / last.decode_flops_per_s

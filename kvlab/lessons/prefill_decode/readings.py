@@ -123,7 +123,8 @@ def explain_prefill_vs_roof(sweep: PrefillSweep, roofs: Roofs) -> list[str]:
     lines = [head + where + _busy_note(roofs)]
     if prev is not None:
         g = last.prefill_flops_per_s / prev.prefill_flops_per_s
-        trend = ("已经趋于持平" if abs(g - 1) <= SAME_BAND else "还在上升" if g > 1 else "反而下降了（多半是测量噪声）")
+        trend = ("已经趋于持平" if abs(g - 1) <= SAME_BAND else "还在上升，还没有完全持平：更长的提示词还能更好地用上算力"
+                 if g > 1 else "反而下降了（多半是测量噪声）")
         lines.append(f"从 P = {prev.prompt_len} 到 P = {last.prompt_len}，预填充每秒的运算数 ×{g:.2f}，{trend}"
                      f"（±{SAME_BAND:.0%} 以内算持平）。")
     return lines
@@ -145,7 +146,7 @@ def explain_decode_vs_roof(sweep: PrefillSweep, roofs: Roofs) -> list[str]:
     elif roofs.threads is None:
         how = ("：离斜屋顶很远。GPU 上这个小模型的一步解码主要是几百次内核启动的固定开销，读权重本身只占一小部分。")
     else:
-        how = "：只用了带宽的一小部分，一步解码里还有许多不是读权重的开销（下文量一量其中一种）。"
+        how = "：只用了带宽的一小部分，一步解码里还有许多不是读权重的开销（下文的矩阵乘实验检查其中一个可能的原因）。"
     return [head + how + _busy_note(roofs)]
 
 

@@ -862,7 +862,7 @@ def test_worked_step_is_the_cost_split_in_two():
 
 def test_measured_roofs_say_when_the_machine_was_busy():
     quiet = "\n".join(lesson.explain_measured_roofs(QUIET))
-    assert "很稳定" in quiet and "很忙" not in quiet and "100.0 GFLOP/s" in quiet and "转折点" in quiet
+    assert "很一致" in quiet and "这台机器很忙" not in quiet and "100.0 GFLOP/s" in quiet and "转折点" in quiet
     busy = "\n".join(lesson.explain_measured_roofs(BUSY))
     assert "这台机器很忙" in busy and "矩阵乘速率最快的一次是中位数的 2.5 倍" in busy and "粗略" in busy
     assert lesson.roofs_busy(BUSY) and not lesson.roofs_busy(QUIET)
@@ -922,6 +922,9 @@ def test_matrix_vector_reads_against_the_summing_roof():
     assert "21.8 GB/s" in text and "能读满带宽" in text and "读不满" not in text
     slow = lesson.SmallMatmuls([1, 8], [128 * 2**20 / 8e9, 0.03], 128 * 2**20, "cpu")
     assert "读不满带宽" in lesson.explain_small_matmul_reads(slow, roofs)[0]
+    above = lesson.SmallMatmuls([1, 8], [128 * 2**20 / 32.8e9, 0.03], 128 * 2**20, "cpu")  # 156 % of the roof
+    text = lesson.explain_small_matmul_reads(above, roofs)[0]
+    assert "156%" in text and "比求和测得的带宽还快" in text and "能读满" not in text
 
 
 def test_batch_step_time_flat_on_a_gpu():

@@ -86,7 +86,8 @@ def explain_measured_roofs(roofs: Roofs) -> list[str]:
                      "倍就算忙，别的程序在抢处理器）。屋顶取最快的一次，它最接近机器空闲时的速率，但也可能仍然偏低；"
                      "下文和屋顶比出来的百分比只能当作粗略的参考。等机器空闲时从本页开头重新运行，数字会稳定下来。")
     else:
-        lines.append(f"重复测量很稳定（最快的一次最多是中位数的 {spread(worst):.2f} 倍）：下文可以放心地拿它们当屋顶。")
+        lines.append(f"重复测量之间很一致（最快的一次最多是中位数的 {spread(worst):.2f} 倍）：测量期间机器的负载没有大起大落。"
+                     "机器一直很忙时，两个屋顶会一起偏低，这从重复测量里看不出来。")
     return lines + explain_roofs(roofs)
 
 
@@ -173,6 +174,9 @@ def explain_small_matmul_reads(m: SmallMatmuls, roofs: Roofs) -> list[str]:
     r = rate / roofs.bandwidth.best
     head = (f"{m.rows[0]} 行 × W（矩阵乘向量）读 W 的速度：{m.weight_bytes / 1e6:.1f} MB ÷ {m.seconds[0] * 1e3:.2f} ms = "
             f"{rate / 1e9:.1f} GB/s，求和测得的带宽是 {roofs.bandwidth.best / 1e9:.1f} GB/s（{r:.0%}）")
+    if r > 1 + SAME_BAND:
+        return [head + "：比求和测得的带宽还快。要么测带宽的那一刻机器比现在更忙，带宽量低了，要么 W 有一部分留在了"
+                "处理器的缓存里；这次比不出矩阵乘向量的内核是否读得满带宽。" + _busy_note(roofs)]
     if r >= 1 - SAME_BAND:
         return [head + "：矩阵乘向量本身就能读满带宽。所以解码只用到带宽的一部分，原因不在这个内核，而在一步解码里"
                 "的其他开销：几百个小算子的调度，和没算进字节数的激活值读写。"]

@@ -19,12 +19,14 @@ def _json_safe(z: np.ndarray) -> list:
 def topk_figure(topk: list[tuple[str, float]], context: str = "") -> go.Figure:
     """Horizontal bars: the k most likely next tokens and their probabilities."""
     labels = [f"「{tok}」" if tok.strip() else repr(tok) for tok, _ in topk][::-1]
-    probs = [float(p) for _, p in topk][::-1]
-    bar = dict(type="bar", x=probs, y=labels, orientation="h", name="概率", textposition="outside", cliponaxis=False,
-               marker=dict(color=[PALETTE[1]] * (len(probs) - 1) + [PALETTE[0]]), text=[f"{p:.1%}" for p in probs])
-    title = f"下一个 token 的概率（前 {len(topk)} 名）" + (f"：输入「{context}」" if context else "")
-    return quick_figure([bar], dict(title=dict(text=title), height=300, width=WIDE, showlegend=False, margin=dict(l=80, r=60),
-                                    xaxis=dict(title=dict(text=axis_title("概率", "0–1")), range=[0, 1.08])))
+    probs = [p for _, p in topk][::-1]
+    fig = new_figure(f"下一个 token 的概率（前 {len(topk)} 名）" + (f"：输入「{context}」" if context else ""),
+                     height=300)
+    fig.add_bar(x=probs, y=labels, orientation="h", marker_color=[PALETTE[1]] * (len(probs) - 1) + [PALETTE[0]],
+                text=[f"{p:.1%}" for p in probs], textposition="outside", cliponaxis=False, name="概率")
+    fig.update_xaxes(title=axis_title("概率", "0–1"), range=[0, 1.08])
+    fig.update_layout(showlegend=False, margin=dict(l=80, r=60), width=WIDE)
+    return fig
 
 
 def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[str], layer: int, head: int,

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .style import (HEATMAP_SCALE, MODE_COLORS, MODE_LABELS, PALETTE, WIDE, apply_template, axis_title, grid_layout,
-                    new_figure, quick_figure, template_layout)
+                    named_scale, new_figure, quick_figure, template_layout)
 
 HIGHLIGHT = "#D55E00"  # the rows this step adds
 
@@ -50,7 +50,8 @@ def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[
     else:
         right = f"有缓存：只算 {kv_cached} 个 token 的 K/V<br>{n}×{t} 分数" + ("行" if n == 1 else "矩阵")
     layout = grid_layout([f"无缓存：重算 {kv_full} 个 token 的 K/V<br>{t}×{t} 分数矩阵", right], 0.12)
-    common = dict(type="heatmap", x=x_labels, y=labels, zmin=0, zmax=1, colorscale=HEATMAP_SCALE, xgap=1, ygap=1,
+    common = dict(type="heatmap", x=x_labels, y=labels, zmin=0, zmax=1, colorscale=named_scale(HEATMAP_SCALE),
+                  xgap=1, ygap=1,
                   hovertemplate="查询 %{y} → 键 %{x}：权重 %{z:.3f}<extra></extra>")
     data = [dict(common, z=_json_safe(masked), showscale=False, name="无缓存", xaxis="x", yaxis="y"),
             dict(common, z=_json_safe(cached_rows), name="有缓存", colorbar=dict(title=dict(text="注意力权重"), len=0.9),
@@ -81,7 +82,7 @@ def cache_rows_figure(k: np.ndarray, v: np.ndarray, tokens: list[str], layer: in
     for col, (name, x) in enumerate((("K", k), ("V", v)), start=1):
         xa, ya = ("x", "y") if col == 1 else (f"x{col}", f"y{col}")
         data.append(dict(type="heatmap", z=x.tolist(), y=labels, x=list(range(D)), zmin=-lim, zmax=lim,
-                         colorscale="RdBu", showscale=col == 2, colorbar=dict(title=dict(text="数值"), len=0.9),
+                         colorscale=named_scale("RdBu"), showscale=col == 2, colorbar=dict(title=dict(text="数值"), len=0.9),
                          name=name, xaxis=xa, yaxis=ya,
                          hovertemplate=f"{name}：token %{{y}}，第 %{{x}} 维 = %{{z:.3f}}<extra></extra>"))
         shapes.append(dict(type="rect", x0=-0.5, x1=D - 0.5, y0=t - new_rows - 0.5, y1=t - 0.5, xref=xa, yref=ya,

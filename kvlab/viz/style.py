@@ -97,6 +97,19 @@ def _grid_json(cols: int, horizontal_spacing: float, column_widths: tuple | None
     return json.dumps(layout)
 
 
+@functools.lru_cache(maxsize=8)
+def _scale_json(name: str) -> str:
+    from plotly.colors import get_colorscale
+
+    return json.dumps(get_colorscale(name))
+
+
+def named_scale(name: str) -> list:
+    """A named colour scale as the list validated plotly would send (plotly.js's own scale of the same name can
+    run the other way): for :func:`quick_figure`."""
+    return json.loads(_scale_json(name))
+
+
 def grid_layout(titles: list[str], horizontal_spacing: float, column_widths: tuple | None = None) -> dict:
     """The layout ``make_subplots(rows=1, cols=len(titles), ...)`` gives (axes' domains and anchors, the
     subplot titles as annotations), as a dict to fill in: ``xaxis``, ``xaxis2``, ``yaxis``, ``yaxis2`` ..."""

@@ -22,7 +22,6 @@ from .device import synchronize
 from .memory import TORCH_DTYPES
 from .model import ForwardProbe, ToyTransformer
 from .paged_cache import PagedKVCache, prefix_plan
-from .stats import median
 from .teaching_caches import k_only_forward_unchecked
 
 
@@ -76,8 +75,11 @@ class GenerationResult:
 
     @property
     def time_per_output_token(self) -> float:
-        """Median seconds of one decode pass (nan when nothing was decoded)."""
-        return median(self.decode_seconds)
+        """TPOT of this request: (end-to-end − TTFT) / (new tokens − 1), the mean of its decode passes (nan when
+        nothing was decoded). The distribution of single decode passes (``decode_seconds``) is the inter-token
+        latency, reported as a median and tail percentiles."""
+        steps = self.decode_seconds
+        return sum(steps) / len(steps) if steps else float("nan")
 
     @property
     def total_seconds(self) -> float:

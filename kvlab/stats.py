@@ -33,3 +33,17 @@ def growth_exponent(xs, ys) -> float:
     if sxx == 0:
         return float("nan")
     return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
+
+
+def percentile(values, q: float) -> float:
+    """The q-th percentile (0-100) of a sequence of numbers, linearly interpolated between the two nearest
+    ranks (numpy's default); nan when empty."""
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    if not 0 <= q <= 100:
+        raise ValueError(f"q must be in [0, 100], got {q!r}")
+    pos = (len(s) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)

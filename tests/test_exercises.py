@@ -334,27 +334,33 @@ def fake_run() -> GenerationResult:
     return GenerationResult(tokens=tokens, trace=trace, prompt_len=21, cache_mode="kv")
 
 
-def timing_cells(ttft, tpot) -> checker.Feedback:
-    return run_cells(ch03.TTFT_TPOT, f"traced = run\nttft_ms = {ttft!r}\ntpot_ms = {tpot!r}", run=fake_run())
+def timing_cells(ttft, tpot, itl=None) -> checker.Feedback:
+    return run_cells(ch03.TTFT_TPOT, f"traced = run\nttft_ms = {ttft!r}\ntpot_ms = {tpot!r}\nitl_median_ms = {itl!r}",
+                     run=fake_run())
 
 
 def test_ttft_tpot_against_hand_arithmetic():
-    # TTFT = 2 + 3 + 1 = 6 ms; TPOT = median(0.5, 0.6, 0.7, 10) = 0.65 ms; the mean, 2.95 ms, is accepted too
-    assert timing_cells(6.0, 0.65).right and timing_cells(6.0, 2.95).right and timing_cells(6.004, 0.65).right
+    # TTFT = 2 + 3 + 1 = 6 ms; TPOT = the mean of 0.5, 0.6, 0.7, 10 = 2.95 ms; ITL's median = 0.65 ms
+    assert timing_cells(6.0, 2.95, 0.65).right and timing_cells(6.004, 2.95, 0.652).right
+    assert "TPOT 是它的 4.54 倍" in timing_cells(6.0, 2.95, 0.65).text
+    assert timing_cells(6.0, 2.95).status == checker.TODO  # ITL not filled in yet
     assert run_cells(ch03.TTFT_TPOT, SOLUTIONS["ch03.ttft_tpot"]).right  # on a real trace
 
 
-@pytest.mark.parametrize("ttft, tpot, expected", [
-    (2.0, 0.65, "只算了第一次预填充：提示词分成了 3 块"),
-    (6.5, 0.65, "多算了第一次解码"),
-    (0.006, 0.65, "这是秒"),
-    (6.0, 1.0, "把预填充也算进来了"),  # median of all 7 passes
-    (6.0, 17.8 / 5, "这是总时间除以 5 个新 token"),
-    (6.0, "abc", "「abc」不是一个数"),
-    (Code("float('nan')"), 0.65, "ttft_ms：需要一个有限的数"),
+@pytest.mark.parametrize("ttft, tpot, itl, expected", [
+    (2.0, 2.95, 0.65, "只算了第一次预填充：提示词分成了 3 块"),
+    (6.5, 2.95, 0.65, "多算了第一次解码"),
+    (0.006, 2.95, 0.65, "这是秒"),
+    (6.0, 0.65, 0.65, "tpot_ms：这是解码步的中位数，也就是 ITL 的中位数"),  # the old page's TPOT
+    (6.0, 2.95, 2.95, "itl_median_ms：这是解码步的平均值，也就是 TPOT"),
+    (6.0, 2.95, 1.0, "itl_median_ms：把预填充也算进来了"),  # median of all 7 passes
+    (6.0, 17.8 / 5, 0.65, "这是总时间除以 5 个新 token"),
+    (6.0, 11.8 / 5, 0.65, "分母多了 1"),
+    (6.0, "abc", 0.65, "「abc」不是一个数"),
+    (Code("float('nan')"), 2.95, 0.65, "ttft_ms：需要一个有限的数"),
 ])
-def test_ttft_tpot_rejects_known_mistakes(ttft, tpot, expected):
-    fb = timing_cells(ttft, tpot)
+def test_ttft_tpot_rejects_known_mistakes(ttft, tpot, itl, expected):
+    fb = timing_cells(ttft, tpot, itl)
     assert fb.status == checker.WRONG and expected in fb.text, fb.text
 
 

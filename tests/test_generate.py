@@ -69,7 +69,9 @@ def test_ttft_and_tpot_come_from_the_right_passes(tiny_model):
     assert [r.phase for r in res.trace] == ["prefill", "prefill", "decode", "decode", "decode", "decode"]
     assert res.time_to_first_token == 0.75  # all prefill passes
     assert res.decode_seconds == [0.1, 0.3, 0.2, 0.4]
-    assert res.time_per_output_token == pytest.approx(0.25)  # median of the decode passes
+    assert res.time_per_output_token == pytest.approx(0.25)  # (end-to-end - TTFT) / (new tokens - 1): a mean
+    res.trace[-1].seconds = 1.4  # one slow step moves the mean (TPOT), not the median step (ITL)
+    assert res.time_per_output_token == pytest.approx(2.0 / 4)
 
 
 def test_int8_and_fp16_end_to_end(tiny_model):

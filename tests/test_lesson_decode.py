@@ -229,3 +229,23 @@ def test_axis_titles_use_full_width_brackets():
     from kvlab.viz.style import axis_title
 
     assert axis_title("单步耗时", "ms") == "单步耗时（ms）" and axis_title("层 L") == "层 L"
+
+
+def test_walkthrough_figures_are_valid_plotly_built_quickly():
+    """The walkthrough's figures skip plotly's validation to redraw within a key press; validated plotly must
+    accept everything they hold, and the kvlab template must be on them."""
+    import plotly.graph_objects as go
+
+    full = np.tril(np.ones((3, 3))) / np.arange(1, 4)[:, None]
+    k = np.arange(9, dtype=float).reshape(3, 3)
+    figures = [decode_plots.topk_figure([("智", 0.9), ("能", 0.1)], "人工"),
+               decode_plots.attention_compare_figure(full, full[-1:], list("人工智"), 0, 0, kv_full=3, kv_cached=1),
+               decode_plots.cache_rows_figure(k, -k, list("人工智"), 0, 0, new_rows=1)]
+    for fig in figures:
+        checked = go.Figure(fig.to_dict())  # raises on any property plotly does not know
+        template = checked.to_plotly_json()["layout"]["template"]["layout"]
+        assert template["font"]["family"].startswith("Noto Sans CJK SC") and checked.layout.width == 980
+    attention = go.Figure(figures[1].to_dict())
+    assert [a.text.split("<br>")[0] for a in attention.layout.annotations[:2]] == ["无缓存：重算 3 个 token 的 K/V",
+                                                                                 "有缓存：只算 1 个 token 的 K/V"]
+    assert attention.layout.xaxis2.domain == (0.56, 1.0) and attention.data[1].xaxis == "x2"

@@ -113,11 +113,15 @@ def test_timeline_of_a_known_prompt(demo, timeline):
 
 
 def test_timeline_summaries_by_hand():
-    """TTFT: the fastest of the prefill passes; TPOT: the median of every decode pass of every generation."""
-    trace = [PassRecord("prefill", 3, 3, 0.004, 0, 0, 0, 0, 0, 0), PassRecord("decode", 4, 1, 0.009, 0, 0, 0, 0, 0, 0)]
-    tl = lesson.Timeline("abc", 3, ["x", "y"], trace, 100, 10, "cpu", 3, [0.005, 0.004, 0.006],
+    """TTFT: the fastest of the prefill passes; TPOT: (end-to-end - TTFT) / (new tokens - 1) of the generation
+    shown, a mean; ITL: percentiles of every decode pass of every generation."""
+    trace = [PassRecord("prefill", 3, 3, 0.004, 0, 0, 0, 0, 0, 0), PassRecord("decode", 4, 1, 0.009, 0, 0, 0, 0, 0, 0),
+             PassRecord("decode", 5, 1, 0.001, 0, 0, 0, 0, 0, 0)]
+    tl = lesson.Timeline("abc", 3, ["x", "y", "z"], trace, 100, 10, "cpu", 3, [0.005, 0.004, 0.006],
                          [0.001, 0.003, 0.002, 0.010, 0.002])
-    assert tl.ttft_ms == pytest.approx(4.0) and tl.tpot_ms == pytest.approx(2.0) and tl.decode_samples == 5
+    assert tl.ttft_ms == pytest.approx(4.0) and tl.tpot_ms == pytest.approx(5.0) and tl.decode_samples == 5
+    assert tl.itl_ms(50) == pytest.approx(2.0) and tl.itl_ms(100) == pytest.approx(10.0)
+    assert tl.itl_ms(90) == pytest.approx(3 + 0.6 * 7)  # between the 4th and 5th of 5 sorted samples
 
 
 def test_render_timeline_reads_the_chosen_pass(demo, timeline):
@@ -127,7 +131,9 @@ def test_render_timeline_reads_the_chosen_pass(demo, timeline):
     assert "第 3 / 24 次前向：解码" in view.html and "cache.length</code> = <b>6</b>" in view.html
     assert "(6 × 2.0 KiB)" in view.html.replace("（", "(").replace("）", ")")
     assert "已生成 3 个 token" in view.html
-    assert "3 次生成中最快的预填充" in view.html and "69 个解码步的中位数" in view.html
+    assert "3 次生成中最快的预填充" in view.html and "3 次生成共 69 个解码步" in view.html
+    assert f"TPOT = {timeline.tpot_ms:.2f} ms（这一次生成：（总时间 − TTFT）÷ 23）" in view.html
+    assert f"ITL：中位数 {timeline.itl_ms(50):.2f} ms，p90 {timeline.itl_ms(90):.2f} ms" in view.html
 
 
 def test_render_timeline_generates_the_number_of_tokens_asked(demo):
@@ -751,8 +757,11 @@ def test_padded_batch_figures_read_back():
     assert list(grid.y) == ["序列 1（P = 2）✓", "序列 2（P = 4）✗"]
     assert list(last.text) == ["y", "v"] and set(last.x) == {6} and list(last.y) == list(grid.y)
     assert fig.layout.annotations[0].text == "最后一列：返回、不存入缓存" and "共 5 个" in fig.layout.xaxis.title.text
-    slots, flops = plots.padding_cost_figure(b).data
-    assert list(slots.y) == [10, 3 + 5, 4 + 6] and list(flops.y) == pytest.approx([3e-4, 2e-4])  # MFLOP
+    padded, used, paged, ring = plots.padding_cost_figure(b).data
+    assert list(padded.y) == [10, 10] and list(used.y) == [3 + 5, 3 + 5]
+    # stored 3 and 5 tokens: blocks of 1 -> 8 slots, of 2 -> 4 + 6, of 4 -> 4 + 8, of 64 -> 128
+    assert list(paged.x) == list(range(1, 65)) and [paged.y[k - 1] for k in (1, 2, 4, 64)] == [8, 10, 12, 128]
+    assert list(ring.x) == [2] and list(ring.y) == [10] and b.paged_slots_at(2) == b.paged_slots
 
 
 # -- FP16 and INT8 caches ---------------------------------------------------------------------------------------
@@ -792,8 +801,7 @@ def test_precision_figure_reads_back():
                for m, b, err in (("kv", 4096, [0.0, 0.0]), ("fp16", 2048, [0.001, 0.002]),
                                  ("int8", 1152, [0.01, 0.05]))}
     fig = plots.precision_figure(results)
-    bars = fig.data[0]
-    assert list(bars.y) == [4.0, 2.0, 1.125] and list(bars.text) == ["4.0 KiB", "2.0 KiB", "1.1 KiB"]
+    assert all(t.type == "scatter" for t in fig.data)  # the bytes are printed above it, not drawn again
     lines = {t.name: t for t in fig.data if t.name}
     assert list(lines["FP16 缓存：最大 0.002"].y) == [0.001, 0.002] and "FP32 缓存：最大 0" not in lines
     assert list(lines["logits 跨度（中位数）的 1%"].y) == [0.2, 0.2]  # 1 % of the spread
@@ -820,3 +828,127 @@ def test_regenerate_with_a_growing_cache(demo, timeline):
     grow = lesson.regenerate(model, tok, timeline, "dynamic")
     assert tok.decode(grow.new_tokens[0].tolist()) == "".join(timeline.new_text)
     assert grow.trace[-1].allocations == 2 * model.config.n_layer * 24 and timeline.trace[-1].allocations == 2
+
+
+# -- reading the roofline: every sentence chosen from synthetic timings of each shape -------------------------
+def spread_rate(best: float, median: float) -> Rate:
+    return Rate(best, median, [median, best], "fake")
+
+
+def rate_sweep(prefill_gflops: dict, decode_step_s: float = 0.01, prefill_s: dict | None = None) -> lesson.PrefillSweep:
+    """A sweep on the roofline config whose prefill reaches the given GFLOP/s at each P (or takes prefill_s)."""
+    c = lesson.ROOFLINE_CONFIG
+    points = []
+    for P, g in prefill_gflops.items():
+        seconds = prefill_s[P] if prefill_s else pass_cost(c, P).flops / (g * 1e9)
+        points.append(lesson.LengthPoint(P, seconds, decode_step_s, 2, pass_cost(c, P), decode_cost(c, P, 2)))
+    return lesson.PrefillSweep(points, c, "cpu（测试）")
+
+
+QUIET = lesson.Roofs(spread_rate(20e9, 19e9), spread_rate(100e9, 95e9), "cpu（测试）", 2)
+BUSY = lesson.Roofs(spread_rate(20e9, 19e9), spread_rate(96.8e9, 38.6e9), "cpu（测试）", 2)  # the issue's run
+GPU = lesson.Roofs(spread_rate(4e12, 3.9e12), spread_rate(50e12, 49e12), "cuda（测试）", None)
+
+
+def test_worked_step_is_the_cost_split_in_two():
+    w = lesson.worked_decode_step(lesson.ROOFLINE_CONFIG, 8)
+    assert w.cost == pass_cost(lesson.ROOFLINE_CONFIG, 1, 8)
+    assert w.matmul_flops + w.attention_flops == w.cost.flops
+    assert w.attention_flops == 8 * 2 * 2 * 8 * 64 * 1 * 9  # L · 2 · 2 · H · D · T · (past + T)
+    text = "\n".join(lesson.explain_worked_step(w, 256))
+    assert f"I = F ÷ M = {w.cost.intensity:.2f}" in text and f"{w.cost.flops / 1e6:.1f} MFLOP" in text
+    assert f"I = {pass_cost(lesson.ROOFLINE_CONFIG, 256).intensity:.1f}" in text
+
+
+def test_measured_roofs_say_when_the_machine_was_busy():
+    quiet = "\n".join(lesson.explain_measured_roofs(QUIET))
+    assert "很一致" in quiet and "这台机器很忙" not in quiet and "100.0 GFLOP/s" in quiet and "转折点" in quiet
+    busy = "\n".join(lesson.explain_measured_roofs(BUSY))
+    assert "这台机器很忙" in busy and "矩阵乘速率最快的一次是中位数的 2.5 倍" in busy and "粗略" in busy
+    assert lesson.roofs_busy(BUSY) and not lesson.roofs_busy(QUIET)
+
+
+@pytest.mark.parametrize("gflops, roofs, says, never", [
+    ({128: 80, 256: 85}, QUIET, ["85%", "靠近矩阵乘这道屋顶", "趋于持平"], ["粗略", "没有碰到屋顶"]),
+    ({128: 40, 256: 43}, QUIET, ["43%", "没有碰到屋顶", "趋于持平"], ["靠近"]),  # the issue's run: not 「靠近」
+    ({128: 10, 256: 20}, QUIET, ["20%", "离屋顶还远", "还在上升"], ["靠近", "趋于持平"]),
+    ({128: 40, 256: 43}, BUSY, ["44%", "粗略"], ["靠近"]),
+    ({128: 110, 256: 130}, QUIET, ["高过了屋顶"], ["靠近"]),
+])
+def test_prefill_against_the_roof_chooses_its_sentence(gflops, roofs, says, never):
+    text = "\n".join(lesson.explain_prefill_vs_roof(rate_sweep(gflops), roofs))
+    assert all(s in text for s in says), text
+    assert not any(s in text for s in never), text
+
+
+def test_prefill_on_a_gpu_is_launch_bound():
+    """A small model on a GPU: the prefill time barely moves from P = 1 to 256."""
+    sweep = rate_sweep({1: 0, 16: 0, 256: 0}, prefill_s={1: 0.0020, 16: 0.0021, 256: 0.0024})
+    text = "\n".join(lesson.explain_prefill_vs_roof(sweep, GPU))
+    assert "只变了 ×1.20" in text and "固定开销" in text and "屋顶的" not in text
+
+
+@pytest.mark.parametrize("step_s, roofs, says", [
+    (0.0056, QUIET, ["几乎用满了带宽"]),  # 111.6 MB in 5.6 ms ≈ 20 GB/s
+    (0.0110, QUIET, ["相当一部分，但没有用满"]),
+    (0.0300, QUIET, ["一小部分"]),
+    (0.0300, BUSY, ["一小部分", "粗略"]),
+    (0.0040, QUIET, ["超过了测得的带宽"]),
+    (0.0020, GPU, ["内核启动"]),
+])
+def test_decode_against_the_bandwidth_chooses_its_sentence(step_s, roofs, says):
+    text = "\n".join(lesson.explain_decode_vs_roof(rate_sweep({256: 50}, decode_step_s=step_s), roofs))
+    assert all(s in text for s in says), text
+
+
+def test_batch_against_prefill_at_the_same_rows():
+    c = lesson.ROOFLINE_CONFIG
+    sweep = rate_sweep({32: 30})
+
+    def batch(gflops):
+        cost = decode_cost(c, 8, 2, 32)
+        return lesson.BatchSweep([lesson.BatchPoint(32, cost.flops / 2 / (gflops * 1e9), cost, 2)], 8, c, "cpu")
+    assert "落在相近的高度" in lesson.explain_batch_vs_prefill(batch(33), sweep)[0]
+    apart = lesson.explain_batch_vs_prefill(batch(56.2), sweep)[0]  # the issue's run: 56.2 against 29.7
+    assert "相近" not in apart and "解码高出 1.9 倍" in apart
+    assert "预填充高出 2.0 倍" in lesson.explain_batch_vs_prefill(batch(15), sweep)[0]
+    assert lesson.explain_batch_vs_prefill(batch(30), rate_sweep({16: 30})) == []  # no P = 32 measured
+
+
+def test_matrix_vector_reads_against_the_summing_roof():
+    roofs = lesson.Roofs(spread_rate(21.0e9, 20e9), spread_rate(100e9, 95e9), "cpu", 2)
+    fast = lesson.SmallMatmuls([1, 8], [128 * 2**20 / 21.8e9, 0.01], 128 * 2**20, "cpu")  # the issue's 21.8 GB/s
+    text = lesson.explain_small_matmul_reads(fast, roofs)[0]
+    assert "21.8 GB/s" in text and "能读满带宽" in text and "读不满" not in text
+    slow = lesson.SmallMatmuls([1, 8], [128 * 2**20 / 8e9, 0.03], 128 * 2**20, "cpu")
+    assert "读不满带宽" in lesson.explain_small_matmul_reads(slow, roofs)[0]
+    above = lesson.SmallMatmuls([1, 8], [128 * 2**20 / 32.8e9, 0.03], 128 * 2**20, "cpu")  # 156 % of the roof
+    text = lesson.explain_small_matmul_reads(above, roofs)[0]
+    assert "156%" in text and "比求和测得的带宽还快" in text and "能读满" not in text
+
+
+def test_batch_step_time_flat_on_a_gpu():
+    sweep = fake_batch()
+    flat = lesson.BatchSweep([lesson.BatchPoint(B, 0.002, decode_cost(sweep.config, 8, 2, B), 2) for B in (1, 2, 4)],
+                             8, sweep.config, "cuda")
+    assert "内核启动" in lesson.explain_batch(flat, GPU)[0]
+
+
+def test_confirm_prints_each_check_and_fails_on_a_false_one(capsys):
+    assert lesson.confirm(("一加一等于二", 1 + 1 == 2), ("列表非空", [1])) is None
+    assert capsys.readouterr().out == "本格检查了：\n  ✓ 一加一等于二\n  ✓ 列表非空\n"
+    with pytest.raises(AssertionError, match="没有通过：二大于三"):
+        lesson.confirm(("一加一等于二", True), ("二大于三", 2 > 3), ("不会走到这里", True))
+    assert "✓ 一加一等于二" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="^checks"):
+        lesson.confirm()
+    with pytest.raises(ValueError, match="^checks"):
+        lesson.confirm(("少了条件",))
+
+
+def test_worked_step_against_the_roofs_chooses_the_longer_bound():
+    w = lesson.worked_decode_step(lesson.ROOFLINE_CONFIG, 8)  # 55.7 MFLOP, 111.5 MB
+    memory = lesson.explain_worked_bounds(w, QUIET)[0]  # 0.56 ms of compute, 5.58 ms of reading
+    assert "= 557 µs" in memory and "= 5.58 ms" in memory and "访存受限" in memory
+    fast_memory = lesson.Roofs(spread_rate(1e12, 1e12), spread_rate(1e11, 1e11), "cpu", 2)  # ridge 0.1
+    assert "算力受限" in lesson.explain_worked_bounds(w, fast_memory)[0]

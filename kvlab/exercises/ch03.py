@@ -1,5 +1,5 @@
 """Exercises of chapter 3.3: how large a decode batch must be to cross this machine's ridge point, and why no batch
-does once each sequence's own K/V dominates; TTFT and TPOT read from a trace. The roofs are the ones the page
+does once each sequence's own K/V dominates; TTFT, TPOT and the inter-token latency read from a trace. The roofs are the ones the page
 measured (the page's ``roofs``, passed to :func:`this_machine` by the exercise cell), measured the same way when
 they are missing or not believable."""
 from __future__ import annotations
@@ -225,27 +225,31 @@ def check_batch_ridge(machine, ridge, b_short, b_long):
     return checker.check(BATCH_RIDGE, grade_batch_ridge, machine, ridge, b_short, b_long)
 
 
-# == 2. TTFT and TPOT from a trace ==========================================================================
+# == 2. TTFT, TPOT and ITL from a trace ====================================================================
 TRACE_PROMPT = "人工智能模型处理一个请求，通常分为两个阶段"
 TRACE_CHUNK, TRACE_NEW = 8, 16
 
 TTFT_TPOT = Exercise(
     key="ch03.ttft_tpot",
-    title="练习 2：从 trace 读出 TTFT 和 TPOT",
-    task=f"""下面的代码格用演示模型生成 {TRACE_NEW} 个 token，提示词分成每块 {TRACE_CHUNK} 个 token 预填充（`prefill_chunk_size={TRACE_CHUNK}`），并列出它的 trace：每次前向计算一行，`phase` 是阶段，`seconds` 是耗时。只用这张表（或 `traced.trace`），算出：
+    title="练习 2：从 trace 读出 TTFT、TPOT 和 ITL",
+    task=f"""下面的代码格用演示模型生成 {TRACE_NEW} 个 token，提示词分成每块 {TRACE_CHUNK} 个 token 预填充（`prefill_chunk_size={TRACE_CHUNK}`：每次前向只送进提示词的 {TRACE_CHUNK} 个 token，几次前向送完整段提示词，都算预填充），并列出它的 trace：每次前向计算一行，`phase` 是阶段，`seconds` 是耗时。只用这张表（或 `traced.trace`），算出这一个请求的：
 
 * `ttft_ms`：首 token 延迟（TTFT），毫秒：从开始到第一个新 token 出来用了多久；
-* `tpot_ms`：每 token 延迟（TPOT），毫秒：之后每生成 1 个 token 的典型耗时。本页取解码步耗时的中位数；也常见取平均值，即（总时间 − TTFT）÷（新 token 数 − 1），两种都算对。
+* `tpot_ms`：每 token 延迟（TPOT），毫秒：（总时间 − TTFT）÷（新 token 数 − 1），也就是解码步耗时的**平均值**；
+* `itl_median_ms`：token 间延迟（ITL）的中位数，毫秒：把每一步解码的耗时看成一组数，取中位数。
+
+TPOT 和 ITL 的中位数都在描述「之后每个 token 要等多久」，但一次卡顿会把平均值（TPOT）拉高，却几乎不动中位数；两者差多少，检查结果里会告诉你。
 
 `traced.trace` 是一个列表，每个元素有 `.phase`（`"prefill"` 或 `"decode"`）和 `.seconds`。""",
     stub='''traced = ch03.traced_run()
 display(ch03.trace_table(traced))
 ttft_ms = None  # milliseconds
-tpot_ms = None  # milliseconds''',
-    check="ch03.check_ttft_tpot(traced, ttft_ms, tpot_ms)",
+tpot_ms = None  # milliseconds
+itl_median_ms = None  # milliseconds''',
+    check="ch03.check_ttft_tpot(traced, ttft_ms, tpot_ms, itl_median_ms)",
     hints=(
         "第一个新 token 是最后一次预填充算出来的：TTFT 要把所有预填充的前向计算加起来，不包括解码。",
-        "TPOT 只看解码步：statistics.median(r.seconds for r in traced.trace if r.phase == \"decode\") × 1000。",
+        "TPOT 和 ITL 都只看解码步：TPOT 是它们的平均值（statistics.fmean），ITL 的中位数是 statistics.median；都要 × 1000 换成毫秒。",
     ),
 )
 
@@ -304,16 +308,20 @@ def _timing_problem(name: str, got, want: float, mistakes: dict[str, float]) -> 
     return f"不对：你写的是 {value:.4g} ms"
 
 
-def grade_ttft_tpot(run, ttft_ms, tpot_ms) -> Verdict:
-    if ttft_ms is None and tpot_ms is None:
+def grade_ttft_tpot(run, ttft_ms, tpot_ms, itl_median_ms=None) -> Verdict:
+    """Graded against what kvlab measured for this request: ``time_to_first_token``, ``time_per_output_token``
+    (a mean) and the median of ``decode_seconds``."""
+    answers = (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms), ("itl_median_ms", itl_median_ms))
+    if all(v is None for _, v in answers):
         return checker.todo()
     if not isinstance(run, GenerationResult):
         return wrong("第一个参数要传上一格的 traced（ch03.traced_run() 的结果）。")
     ms = lambda rs: [r.seconds * 1e3 for r in rs]  # noqa: E731
     prefill = ms(r for r in run.trace if r.phase == "prefill")
     decode = ms(r for r in run.trace if r.phase == "decode")
-    every = prefill + decode
-    want_ttft, want_tpot = sum(prefill), statistics.median(decode)
+    every, n_new = prefill + decode, run.new_tokens.shape[1]
+    want_ttft, want_tpot = run.time_to_first_token * 1e3, run.time_per_output_token * 1e3
+    want_itl = statistics.median(run.decode_seconds) * 1e3
     problems = {}
     if ttft_ms is not None:
         problems["ttft_ms"] = _timing_problem("ttft_ms", ttft_ms, want_ttft, {
@@ -323,27 +331,30 @@ def grade_ttft_tpot(run, ttft_ms, tpot_ms) -> Verdict:
             "这是整个生成的总时间：TTFT 只到第一个新 token 为止": sum(every)})
     if tpot_ms is not None:
         problems["tpot_ms"] = _timing_problem("tpot_ms", tpot_ms, want_tpot, {
-            f"分母多了 1：解码只有 {len(decode)} 步（第 1 个新 token 来自预填充），平均值 = 解码总时间 ÷（新 token 数 − 1）":
-                sum(decode) / run.new_tokens.shape[1],
-            "把预填充也算进来了：TPOT 只看解码步": statistics.median(every),
+            "这是解码步的中位数，也就是 ITL 的中位数：TPOT 是平均值，（总时间 − TTFT）÷（新 token 数 − 1）": want_itl,
+            f"分母多了 1：解码只有 {len(decode)} 步（第 1 个新 token 来自预填充），TPOT = 解码总时间 ÷（新 token 数 − 1）":
+                sum(decode) / n_new,
             "把预填充也平均进来了：TPOT 只看解码步": sum(every) / len(every),
-            f"这是总时间除以 {run.new_tokens.shape[1]} 个新 token（含预填充）：TPOT 只看解码步": sum(every) / run.new_tokens.shape[1],
+            f"这是总时间除以 {n_new} 个新 token（含预填充）：TPOT 先减去 TTFT，再除以 {n_new - 1}": sum(every) / n_new,
         })
-        value = _number(tpot_ms)
-        if problems["tpot_ms"] and not isinstance(value, str) and _close_ms(value, statistics.fmean(decode)):
-            problems["tpot_ms"] = None  # the mean of the decode steps, (total - TTFT) / (n - 1), is a fair TPOT too
+    if itl_median_ms is not None:
+        problems["itl_median_ms"] = _timing_problem("itl_median_ms", itl_median_ms, want_itl, {
+            "这是解码步的平均值，也就是 TPOT：ITL 这里要的是中位数": want_tpot,
+            "把预填充也算进来了：ITL 只看解码步之间的间隔": statistics.median(every),
+        })
     bad = [f"{name}：{msg}" for name, msg in problems.items() if msg]
-    missing = [n for n, v in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms)) if v is None]
+    missing = [n for n, v in answers if v is None]
     if bad:
         return wrong(f"{len(bad)} 处不对" + (f"，还有 {'、'.join(missing)} 没填" if missing else "") + "。", *bad)
     if missing:
         return checker.todo(f"填完的都对，还有 {'、'.join(missing)} 没填。")
-    return right(f"正确！TTFT = {len(prefill)} 次预填充之和 = {want_ttft:.3f} ms；TPOT = {len(decode)} 个解码步的中位数 "
-                 f"= {want_tpot:.3f} ms（取平均值 {statistics.fmean(decode):.3f} ms 也算对）。")
+    return right(f"正确！TTFT = {len(prefill)} 次预填充之和 = {want_ttft:.3f} ms；TPOT = {len(decode)} 个解码步的平均 = "
+                 f"{want_tpot:.3f} ms；ITL 的中位数 = {want_itl:.3f} ms（TPOT 是它的 {want_tpot / want_itl:.2f} 倍："
+                 + ("有几步特别慢，拉高了平均值）。" if want_tpot > 1.15 * want_itl else "这次各步耗时比较均匀）。"))
 
 
-def check_ttft_tpot(run, ttft_ms, tpot_ms):
-    return checker.check(TTFT_TPOT, grade_ttft_tpot, run, ttft_ms, tpot_ms)
+def check_ttft_tpot(run, ttft_ms, tpot_ms, itl_median_ms=None):
+    return checker.check(TTFT_TPOT, grade_ttft_tpot, run, ttft_ms, tpot_ms, itl_median_ms)
 
 
 EXERCISES = (BATCH_RIDGE, TTFT_TPOT)

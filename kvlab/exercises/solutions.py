@@ -55,7 +55,9 @@ b_long = smallest_batch(1000)''',
 traced = ch03.traced_run()
 display(ch03.trace_table(traced))
 ttft_ms = sum(r.seconds for r in traced.trace if r.phase == "prefill") * 1e3  # every prefill chunk
-tpot_ms = statistics.median(r.seconds for r in traced.trace if r.phase == "decode") * 1e3''',
+decode = [r.seconds for r in traced.trace if r.phase == "decode"]
+tpot_ms = statistics.fmean(decode) * 1e3  # (end-to-end - TTFT) / (new tokens - 1)
+itl_median_ms = statistics.median(decode) * 1e3''',
     # -- 3.4 ------------------------------------------------------------------------------------------
     "ch04.window": '''def cache_bytes(preset, seq_len, batch_size):
     total = 0

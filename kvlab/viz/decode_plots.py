@@ -5,7 +5,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import HEATMAP_SCALE, MODE_COLORS, MODE_LABELS, PALETTE, WIDE, apply_template, axis_title, new_figure
+from .style import (HEATMAP_SCALE, MODE_COLORS, MODE_LABELS, PALETTE, WIDE, apply_template, axis_title, grid_layout,
+                    named_scale, new_figure, quick_figure, template_layout)
 
 HIGHLIGHT = "#D55E00"  # the rows this step adds
 
@@ -48,23 +49,24 @@ def attention_compare_figure(full: np.ndarray, cached: np.ndarray, tokens: list[
         right = f"有缓存：预填充，同样要算 {kv_cached} 个 token 的 K/V<br>{n}×{t} 分数矩阵，K/V 存入缓存"
     else:
         right = f"有缓存：只算 {kv_cached} 个 token 的 K/V<br>{n}×{t} 分数" + ("行" if n == 1 else "矩阵")
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
-        f"无缓存：重算 {kv_full} 个 token 的 K/V<br>{t}×{t} 分数矩阵", right))
-    common = dict(x=x_labels, y=labels, zmin=0, zmax=1, colorscale=HEATMAP_SCALE, xgap=1, ygap=1,
+    layout = grid_layout([f"无缓存：重算 {kv_full} 个 token 的 K/V<br>{t}×{t} 分数矩阵", right], 0.12)
+    common = dict(type="heatmap", x=x_labels, y=labels, zmin=0, zmax=1, colorscale=named_scale(HEATMAP_SCALE),
+                  xgap=1, ygap=1,
                   hovertemplate="查询 %{y} → 键 %{x}：权重 %{z:.3f}<extra></extra>")
-    fig.add_trace(go.Heatmap(z=_json_safe(masked), showscale=False, name="无缓存", **common), row=1, col=1)
-    fig.add_trace(go.Heatmap(z=_json_safe(cached_rows), name="有缓存", colorbar=dict(title="注意力权重", len=0.9),
-                             **common), row=1, col=2)
+    data = [dict(common, z=_json_safe(masked), showscale=False, name="无缓存", xaxis="x", yaxis="y"),
+            dict(common, z=_json_safe(cached_rows), name="有缓存", colorbar=dict(title=dict(text="注意力权重"), len=0.9),
+                 xaxis="x2", yaxis="y2")]
     if n < t:
-        fig.add_annotation(x=0.5, y=0.55, xref="x2 domain", yref="y2 domain", showarrow=False,
-                           text="前面各行在之前的步骤里已经算过，<br>本步只需新 token 这一行", font=dict(color="#555"))
-    for col in (1, 2):
-        fig.update_yaxes(autorange="reversed", title=dict(text="查询 Q（当前 token）", standoff=8), automargin=True,
-                         row=1, col=col)
-        fig.update_xaxes(title=dict(text="键 K（被关注的 token）", standoff=16), tickangle=0, automargin=True,
-                         row=1, col=col)
-    apply_template(fig, f"第 {layer} 层第 {head} 头的注意力权重 softmax(QKᵀ/√d)", 440)
-    return fig
+        layout["annotations"].append(dict(x=0.5, y=0.55, xref="x2 domain", yref="y2 domain", showarrow=False,
+                                          text="前面各行在之前的步骤里已经算过，<br>本步只需新 token 这一行",
+                                          font=dict(color="#555")))
+    for axis in ("yaxis", "yaxis2"):
+        layout[axis].update(autorange="reversed", title=dict(text="查询 Q（当前 token）", standoff=8))
+    for axis in ("xaxis", "xaxis2"):
+        layout[axis].update(title=dict(text="键 K（被关注的 token）", standoff=16), tickangle=0)
+    layout.update(template_layout(f"第 {layer} 层第 {head} 头的注意力权重 softmax(QKᵀ/√d)", 440))
+    layout["margin"].update(l=105, b=95)  # fixed room for the token labels: automargin would redraw the figure twice
+    return quick_figure(data, layout)
 
 
 def cache_rows_figure(k: np.ndarray, v: np.ndarray, tokens: list[str], layer: int, group: int, new_rows: int
@@ -74,21 +76,24 @@ def cache_rows_figure(k: np.ndarray, v: np.ndarray, tokens: list[str], layer: in
     k, v = np.asarray(k, dtype=float), np.asarray(v, dtype=float)
     t, D = k.shape
     labels = [f"{i + 1}：{tok}" for i, tok in enumerate(tokens)]
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
-        f"K 缓存：{t} 行 × D = {D}", f"V 缓存：{t} 行 × D = {D}"))
+    layout = grid_layout([f"K 缓存：{t} 行 × D = {D}", f"V 缓存：{t} 行 × D = {D}"], 0.1)
     lim = float(max(np.abs(k).max(), np.abs(v).max(), 1e-6))
+    data, shapes = [], []
     for col, (name, x) in enumerate((("K", k), ("V", v)), start=1):
-        fig.add_trace(go.Heatmap(z=x.tolist(), y=labels, x=list(range(D)), zmin=-lim, zmax=lim, colorscale="RdBu",
-                                 showscale=col == 2, colorbar=dict(title="数值", len=0.9), name=name,
-                                 hovertemplate=f"{name}：token %{{y}}，第 %{{x}} 维 = %{{z:.3f}}<extra></extra>"),
-                      row=1, col=col)
-        fig.add_shape(type="rect", x0=-0.5, x1=D - 0.5, y0=t - new_rows - 0.5, y1=t - 0.5, xref=f"x{col}",
-                      yref=f"y{col}", line=dict(color=HIGHLIGHT, width=3))
-        fig.update_yaxes(autorange="reversed", row=1, col=col)
-        fig.update_xaxes(title=axis_title("头维度", "D"), row=1, col=col)
+        xa, ya = ("x", "y") if col == 1 else (f"x{col}", f"y{col}")
+        data.append(dict(type="heatmap", z=x.tolist(), y=labels, x=list(range(D)), zmin=-lim, zmax=lim,
+                         colorscale=named_scale("RdBu"), showscale=col == 2, colorbar=dict(title=dict(text="数值"), len=0.9),
+                         name=name, xaxis=xa, yaxis=ya,
+                         hovertemplate=f"{name}：token %{{y}}，第 %{{x}} 维 = %{{z:.3f}}<extra></extra>"))
+        shapes.append(dict(type="rect", x0=-0.5, x1=D - 0.5, y0=t - new_rows - 0.5, y1=t - 0.5, xref=xa, yref=ya,
+                           line=dict(color=HIGHLIGHT, width=3)))
+        suffix = "" if col == 1 else str(col)
+        layout[f"yaxis{suffix}"].update(autorange="reversed")
+        layout[f"xaxis{suffix}"].update(title=dict(text=axis_title("头维度", "D")))
     title = (f"第 {layer} 层、KV 组 {group} 的缓存内容：橙框 = 预填充写入的全部 {new_rows} 行" if new_rows == t else
              f"第 {layer} 层、KV 组 {group} 的缓存内容：橙框 = 本步追加的新 {new_rows} 行，其余行原样保留")
-    return apply_template(fig, title, 360)
+    layout.update(template_layout(title, 360), shapes=shapes)
+    return quick_figure(data, layout)
 
 
 def latency_figure(results: dict) -> go.Figure:

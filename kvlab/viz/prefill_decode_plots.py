@@ -93,7 +93,7 @@ def timeline_figure(tl, step: int) -> go.Figure:
     fig.add_annotation(x=ends[0], y=1, xref="x", yref="y domain", yanchor="bottom", xanchor="left", showarrow=False,
                        text=f"TTFT {tl.ttft_ms:.2f} ms", font=dict(color=PHASE_COLORS["prefill"]))
     fig.add_annotation(x=ends[-1], y=1, xref="x", yref="y domain", yanchor="bottom", xanchor="right", showarrow=False,
-                       text=f"TPOT（中位数）{tl.tpot_ms:.2f} ms", font=dict(color=PHASE_COLORS["decode"]))
+                       text=f"TPOT {tl.tpot_ms:.2f} ms（解码步的平均）", font=dict(color=PHASE_COLORS["decode"]))
     fig.update_yaxes(automargin=True, row=1, col=1)
     fig.update_layout(bargap=0.25)
     return apply_template(fig, f"一次真实的生成：提示词 {tl.prompt_tokens} 个 token，之后逐个生成 {tl.passes} 个 token",
@@ -282,54 +282,53 @@ def padded_batch_figure(b) -> go.Figure:
     return fig
 
 
+PAGED_BLOCK_SIZES = range(1, 65)  # the block sizes the padding panel's slider offers
+
+
 def padding_cost_figure(b) -> go.Figure:
-    """What padding costs: cache slots (allocated, used, paged) and FLOPs (padded batch vs no padding)."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
-                        subplot_titles=("缓存槽位", "计算量（预填充 + 解码）"))
-    slots = [("按最长补齐分配", b.cache_slots, SLOT_COLORS["pad"]), ("真正存 token", b.used_slots, PALETTE[0]),
-             (f"分页，每块 {b.block_size}", b.paged_slots, PALETTE[2])]
-    fig.add_bar(x=[s[0] for s in slots], y=[s[1] for s in slots], marker_color=[s[2] for s in slots],
-                text=[f"{s[1]:,}" for s in slots], textposition="outside", cliponaxis=False, showlegend=False,
-                row=1, col=1)
-    flops = [("整批（含 padding）", b.batch_cost.flops / 1e6, SLOT_COLORS["pad"]),
-             ("各自单独（无 padding）", b.alone_cost.flops / 1e6, PALETTE[0])]
-    fig.add_bar(x=[f[0] for f in flops], y=[f[1] for f in flops], marker_color=[f[2] for f in flops],
-                text=[f"{f[1]:,.1f}" for f in flops], textposition="outside", cliponaxis=False, showlegend=False,
-                row=1, col=2)
-    fig.update_yaxes(title=axis_title("槽位", "tokens"), rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title=axis_title("计算量", "MFLOP"), rangemode="tozero", row=1, col=2)
-    return apply_template(fig, f"padding 的代价：浪费 {b.slot_waste:.1%} 的槽位、{b.extra_flops:.1%} 的计算", 360)
+    """The slots the batch takes when paged, for every block size the slider offers (the readout prints the one
+    chosen), against the padded cache and the slots that hold a token: where paging stops paying."""
+    sizes = list(PAGED_BLOCK_SIZES)
+    fig = new_figure("", height=340, width=WIDE)
+    fig.add_scatter(x=[sizes[0], sizes[-1]], y=[b.cache_slots] * 2, mode="lines", hoverinfo="skip",
+                    line=dict(color="#999", dash="dash", width=2), name=f"按最长补齐分配：{b.cache_slots}")
+    fig.add_scatter(x=[sizes[0], sizes[-1]], y=[b.used_slots] * 2, mode="lines", hoverinfo="skip",
+                    line=dict(color=PALETTE[0], dash="dot", width=2), name=f"真正存 token 的：{b.used_slots}")
+    paged = [b.paged_slots_at(k) for k in sizes]
+    fig.add_scatter(x=sizes, y=paged, mode="lines", line=dict(color=PALETTE[2], width=2),
+                    name="分页：每条序列占的块 × 块大小", hovertemplate="每块 %{x} 个 token：%{y} 个槽位<extra></extra>")
+    fig.add_scatter(x=[b.block_size], y=[b.paged_slots], mode="markers+text", showlegend=False, hoverinfo="skip",
+                    marker=dict(size=13, color="rgba(0,0,0,0)", line=dict(color="#000", width=2)),
+                    text=[f"每块 {b.block_size}：{b.paged_slots} "], textposition="middle left")
+    fig.update_xaxes(title=axis_title("分页的块大小", "tokens"), range=[0, sizes[-1] + 1])
+    fig.update_yaxes(title=axis_title("缓存槽位", "tokens"), range=[0, 1.15 * max(*paged, b.cache_slots)])
+    apply_template(fig, "分页占的槽位随块大小的变化（绿线低于灰色虚线时，分页比补齐省）", 380, legend_below=True)
+    fig.update_layout(legend=dict(y=-0.38))  # below the x-axis title
+    return fig
 
 
 # -- FP16 and INT8 caches ----------------------------------------------------------------------------------------
 def precision_figure(results: dict) -> go.Figure:
-    """Cache bytes per dtype (left) and the largest logit error at each new position (right, log scale).
+    """The largest logit error at each new position (log scale), against the two thresholds the text uses: 1 % of
+    the logits' spread, and half the smallest best-vs-second gap (below it no greedy choice can change). The bytes
+    are printed above the figure, not drawn again.
 
     ``results``: ``{mode: kvlab.lessons.prefill_decode.CachePrecision}``.
     """
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, column_widths=[0.35, 0.65],
-                        subplot_titles=("缓存字节数（实测张量）", "每个新 token 位置上 logits 的最大误差（对比 FP32 缓存）"))
-    unit, scale = iec_unit(max(r.cache_bytes for r in results.values()))
-    modes = list(results)
-    fig.add_bar(x=[results[m].label for m in modes], y=[results[m].cache_bytes / scale for m in modes],
-                marker_color=[PRECISION_COLORS.get(m, PALETTE[-1]) for m in modes],
-                text=[format_bytes(results[m].cache_bytes) for m in modes], textposition="outside", cliponaxis=False,
-                showlegend=False, row=1, col=1)
-    for m in modes:
-        r = results[m]
+    fig = new_figure("每个新 token 位置上 logits 的最大误差（对比 FP32 缓存）", height=400, width=WIDE)
+    for m, r in results.items():
         if r.max_logit_error == 0:
             continue  # the reference itself: nothing to draw on a log axis
         fig.add_scatter(x=list(range(1, len(r.logit_error) + 1)), y=r.logit_error, mode="lines",
                         line=dict(color=PRECISION_COLORS.get(m, PALETTE[-1]), width=1.5),
-                        name=f"{r.label}：最大 {r.max_logit_error:.2g}", row=1, col=2)
+                        name=f"{r.label}：最大 {r.max_logit_error:.2g}")
     first = next(iter(results.values()))
     n = len(first.logit_error)
     for value, text, dash in ((first.logit_spread / 100, "logits 跨度（中位数）的 1%", "dot"),
                               (first.reference_margin / 2,
                                "最大与第二大 logit 之差（最小处）的一半：误差都低于它，贪心选择就不会变", "dash")):
         fig.add_scatter(x=[1, n], y=[value, value], mode="lines", line=dict(color="#666", dash=dash, width=1.2),
-                        name=text, hoverinfo="skip", row=1, col=2)
-    fig.update_yaxes(title=axis_title("缓存", unit), rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(type="log", dtick="D2", title=axis_title("最大 |Δlogit|", "logit"), row=1, col=2)
-    fig.update_xaxes(title=axis_title("第几个新 token", "tokens"), row=1, col=2)
-    return apply_template(fig, "FP16 / INT8 缓存 vs FP32 缓存：省下的字节与引入的误差", 400, legend_below=True)
+                        name=text, hoverinfo="skip")
+    fig.update_yaxes(type="log", dtick="D2", title=axis_title("最大 |Δlogit|", "logit"))
+    fig.update_xaxes(title=axis_title("第几个新 token", "tokens"))
+    return apply_template(fig, "FP16 / INT8 缓存引入的误差，逐个位置（本机实测）", 400, legend_below=True)

@@ -1,6 +1,9 @@
 """One look for every figure: a plotly template, a colour-blind-safe palette, unit labels."""
 from __future__ import annotations
 
+import functools
+import json
+
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -67,3 +70,56 @@ def apply_template(fig: go.Figure, title: str, height: int, legend_below: bool =
         fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.3, x=0), margin=dict(b=140),
                           height=height + 60)
     return fig
+
+
+# -- figures rebuilt on every key press, without plotly's per-property validation -------------------------
+@functools.lru_cache(maxsize=1)
+def _template_json() -> str:
+    return json.dumps(pio.templates[TEMPLATE_NAME].to_plotly_json())
+
+
+def quick_figure(data: list[dict], layout: dict) -> go.Figure:
+    """A figure from plain trace and layout dicts, the kvlab template merged in as JSON, built without plotly's
+    per-property validation (a tenth of the time): for the builders a slider redraws on every key press.
+    ``tests/test_lesson_decode.py`` checks that validated plotly accepts what they build."""
+    return go.Figure({"data": data, "layout": {**layout, "template": json.loads(_template_json())}}, _validate=False)
+
+
+@functools.lru_cache(maxsize=8)
+def _grid_json(cols: int, horizontal_spacing: float, column_widths: tuple | None) -> str:
+    from plotly.subplots import make_subplots  # slow (about 50 ms): once per grid, its layout kept as JSON
+
+    fig = make_subplots(rows=1, cols=cols, horizontal_spacing=horizontal_spacing,
+                        column_widths=list(column_widths) if column_widths else None,
+                        subplot_titles=[f"title {i}" for i in range(cols)])
+    layout = fig.layout.to_plotly_json()
+    layout.pop("template", None)  # plotly's default: quick_figure puts kvlab's in
+    return json.dumps(layout)
+
+
+@functools.lru_cache(maxsize=8)
+def _scale_json(name: str) -> str:
+    from plotly.colors import get_colorscale
+
+    return json.dumps(get_colorscale(name))
+
+
+def named_scale(name: str) -> list:
+    """A named colour scale as the list validated plotly would send (plotly.js's own scale of the same name can
+    run the other way): for :func:`quick_figure`."""
+    return json.loads(_scale_json(name))
+
+
+def grid_layout(titles: list[str], horizontal_spacing: float, column_widths: tuple | None = None) -> dict:
+    """The layout ``make_subplots(rows=1, cols=len(titles), ...)`` gives (axes' domains and anchors, the
+    subplot titles as annotations), as a dict to fill in: ``xaxis``, ``xaxis2``, ``yaxis``, ``yaxis2`` ..."""
+    layout = json.loads(_grid_json(len(titles), horizontal_spacing, column_widths))
+    for note, text in zip(layout["annotations"], titles):
+        note["text"] = text
+    return layout
+
+
+def template_layout(title: str, height: int) -> dict:
+    """What :func:`apply_template` sets (without a legend below), as layout entries for :func:`quick_figure`."""
+    return dict(height=height, width=WIDE, margin=dict(t=95),
+                title=dict(text=title, y=0.98, yref="container", yanchor="top"))

@@ -27,6 +27,10 @@ from .engineering import (AllocatorTrace, AllocatorComparison, CPU_ALLOCATOR_REA
                           PADDED_LENGTHS_LABEL, BLOCK_LABEL, corpus_text, corpus_prompts, PaddedBatch,
                           run_padded_batch, paged_text, render_padded_batch, padded_batch_panel, PRECISION_LABELS,
                           CachePrecision, compare_cache_precision, explain_precision)
+from .readings import (BUSY_SPREAD, SAME_BAND, WorkedStep, worked_decode_step, explain_worked_step, spread,
+                       roofs_busy, explain_measured_roofs, explain_prefill_vs_roof, explain_decode_vs_roof,
+                       explain_batch_vs_prefill, explain_small_matmul_reads, explain_worked_bounds)
+from ...claims import confirm  # the page's checks, a Chinese ✓ line each
 from ...device import last_level_cache  # the notebook reads the last-level cache through the lesson
 from ...measure import device_label  # every readout's device, as the notebook prints it
 
@@ -45,5 +49,8 @@ __all__ = [
     "allocator_growth", "explain_allocator", "explain_reservation", "PADDED_LENGTHS", "PADDED_NEW_TOKENS",
     "PADDED_LENGTHS_LABEL", "BLOCK_LABEL", "corpus_text", "corpus_prompts", "PaddedBatch", "run_padded_batch",
     "paged_text", "render_padded_batch", "padded_batch_panel", "PRECISION_LABELS", "CachePrecision",
-    "compare_cache_precision", "explain_precision", "last_level_cache", "device_label",
+    "compare_cache_precision", "explain_precision", "BUSY_SPREAD", "SAME_BAND", "WorkedStep", "worked_decode_step",
+    "explain_worked_step", "spread", "roofs_busy", "explain_measured_roofs", "explain_prefill_vs_roof",
+    "explain_decode_vs_roof", "explain_batch_vs_prefill", "explain_small_matmul_reads", "explain_worked_bounds", "confirm",
+    "last_level_cache", "device_label",
 ]

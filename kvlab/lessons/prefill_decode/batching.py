@@ -132,8 +132,10 @@ def explain_batch(sweep: BatchSweep, roofs: Roofs) -> list[str]:
     if len(left) >= 2:
         p = left[-1]
         r = p.step_seconds / one.step_seconds
-        how = "几乎不变，和理想的 roofline 一样" if r < 1.15 else (
-            f"增加了 {r - 1:.0%}：实际的机器达不到屋顶，单步耗时并不完全由读的字节决定（下面的矩阵乘实验是原因之一）")
+        flat = ("几乎不变：GPU 上这个小模型一步解码主要是内核启动的固定开销，多几条序列几乎不加时间"
+                if roofs.threads is None else "几乎不变，和理想的 roofline 一样")
+        how = flat if r < 1.15 else (
+            f"增加了 {r - 1:.0%}：实际的机器达不到屋顶，单步耗时并不完全由读的字节决定（下面的矩阵乘实验检查其中一个可能的原因）")
         lines.append(f"B = {one.batch_size} 到 B = {p.batch_size}（算术强度 {p.cost.intensity:.2f}，还在转折点 {ridge:.1f} "
                      f"左边）：单步耗时 ×{r:.2f}，{how}。")
     elif left:

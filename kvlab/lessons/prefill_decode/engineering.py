@@ -180,6 +180,10 @@ class PaddedBatch:
     def paged_slots(self) -> int:
         return paged_slots(self.stored_lengths, self.block_size)
 
+    def paged_slots_at(self, block_size: int) -> int:
+        """Slots the same sequences would take in blocks of ``block_size`` tokens."""
+        return paged_slots(self.stored_lengths, block_size)
+
     @property
     def padding_slots(self) -> int:
         """Slots the padded cache holds for no token (padding, and room beyond a short sequence)."""

@@ -15,7 +15,7 @@ from ...generation import generate
 from ...inputs import InputError, one_of_numbers, whole_numbers
 from ...measure import alternate, device_label, measurement_threads, torch_threads
 from ...model import ToyTransformer
-from ...stats import growth_exponent
+from ...stats import growth_exponent, median
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, View, selection_slider, text_box
 from .roofline import RooflinePoint, Roofs
@@ -115,7 +115,7 @@ def measure_prefill_sweep(model: ToyTransformer, lengths=PREFILL_LENGTHS, decode
     points = []
     for P in lengths:
         prefill = min(res.trace[0].seconds for res in runs[P])
-        step = min(res.time_per_output_token for res in runs[P])
+        step = min(median(res.decode_seconds) for res in runs[P])
         points.append(LengthPoint(P, prefill, step, decode_steps, pass_cost(c, P), decode_cost(c, P, decode_steps)))
     return PrefillSweep(points, c, device_label(model.device))
 
@@ -215,7 +215,7 @@ def explain_prefill(sweep: PrefillSweep, roofs: "Roofs") -> list[str]:
         lines.append("实测：在测过的长度里，预填充的耗时一直比 P 涨得慢得多，还没有被算力卡住。")
     else:
         lines.append(f"实测：从 P = {start} 起，预填充的耗时与 P 差不多成正比地增长（之后每一段的增长指数都不低于 "
-                     f"{PROPORTIONAL_EXPONENT}，完全成正比时是 1）：它被算力卡住了。")
+                     f"{PROPORTIONAL_EXPONENT}，完全成正比时是 1）：它开始被算力卡住了。")
     best = max(sweep.points, key=lambda p: p.speedup)
     last = sweep.points[-1]
     ceiling = last.prefill_flops_per_s / last.decode_flops_per_s

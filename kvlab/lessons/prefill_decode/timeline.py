@@ -14,7 +14,7 @@ from ...inputs import prompt_tokens, whole_number
 from ...measure import device_label, measurement_threads, torch_threads
 from ...memory import format_bytes
 from ...model import ToyTransformer
-from ...stats import median
+from ...stats import percentile
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, View, int_slider, play_slider, recent_run, text_box
 from .roofline import Roofs
@@ -71,19 +71,28 @@ class Timeline:
 
     @property
     def tpot_ms(self) -> float:
-        """Median of every decode pass of every generation."""
-        return median(self.decode_runs or [r.seconds for r in self.trace if r.phase == "decode"]) * 1e3
+        """TPOT of the generation shown, per request: (end-to-end − TTFT) / (new tokens − 1), a mean."""
+        return (self.ends_ms[-1] - self.ends_ms[0]) / (self.passes - 1) if self.passes > 1 else float("nan")
+
+    @property
+    def itl_samples(self) -> list[float]:
+        """Seconds of every decode pass of every generation: the inter-token latency's distribution."""
+        return self.decode_runs or [r.seconds for r in self.trace if r.phase == "decode"]
+
+    def itl_ms(self, q: float = 50) -> float:
+        """The inter-token latency's q-th percentile (50: the median), ms."""
+        return percentile(self.itl_samples, q) * 1e3
 
     @property
     def decode_samples(self) -> int:
-        return len(self.decode_runs) or self.passes - 1
+        return len(self.itl_samples)
 
 
 def run_timeline(model: ToyTransformer, tokenizer, prompt: str = DEFAULT_PROMPT,
                  new_tokens: int = TIMELINE_TOKENS, repeats: int = 3) -> Timeline:
     """Greedy-generate ``new_tokens`` after ``prompt`` with a preallocated cache, ``repeats`` times after a
-    warm-up. TTFT is the fastest prefill pass and TPOT the median of all decode passes; the generation
-    with the fastest prefill is the one shown."""
+    warm-up. The generation with the fastest prefill is the one shown: its prefill is the TTFT and its decode
+    passes give the TPOT; the inter-token latency's percentiles come from the decode passes of all of them."""
     new_tokens = positive_int("new_tokens", new_tokens)
     repeats = positive_int("repeats", repeats)
     if not isinstance(prompt, str) or not prompt:
@@ -125,8 +134,9 @@ def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, new_to
         f"（{r.seq_len} × {format_bytes(tl.bytes_per_token)}），预分配 {format_bytes(tl.cache_allocated_bytes)}<br>"
         f"已生成 {step} 个 token：「{html.escape(out)}」<br>"
         f"首 token 延迟 TTFT = {tl.ttft_ms:.2f} ms（{tl.runs} 次生成中最快的预填充，图中画的就是这一次）；"
-        f"每 token 延迟 TPOT = {tl.tpot_ms:.2f} ms（{tl.runs} 次生成共 {tl.decode_samples} 个解码步的中位数）；"
-        f"设备 {html.escape(tl.device)}"
+        f"每 token 延迟 TPOT = {tl.tpot_ms:.2f} ms（这一次生成：（总时间 − TTFT）÷ {tl.passes - 1}）；"
+        f"token 间延迟 ITL：中位数 {tl.itl_ms(50):.2f} ms，p90 {tl.itl_ms(90):.2f} ms（{tl.runs} 次生成共 "
+        f"{tl.decode_samples} 个解码步）；设备 {html.escape(tl.device)}"
     )
     return View([plots.timeline_figure(tl, step)], readout, tl)
 
@@ -174,9 +184,10 @@ class StepBudget:
 
 
 def step_budget(config: ModelConfig, timeline: Timeline, roofs: "Roofs") -> StepBudget:
-    """The first decode step of ``timeline`` (one token after the prompt) against the roofs."""
+    """The first decode step of ``timeline`` (one token after the prompt) against the roofs; the time measured
+    is the median decode step (the inter-token latency's median)."""
     cost = pass_cost(config, 1, timeline.prompt_tokens)
-    return StepBudget(cost, cost.flops / roofs.flops.best, cost.bytes / roofs.bandwidth.best, timeline.tpot_ms / 1e3)
+    return StepBudget(cost, cost.flops / roofs.flops.best, cost.bytes / roofs.bandwidth.best, timeline.itl_ms(50) / 1e3)
 
 
 def explain_step_budget(budget: StepBudget) -> list[str]:
@@ -185,10 +196,10 @@ def explain_step_budget(budget: StepBudget) -> list[str]:
              f"{budget.compute_seconds * 1e6:.1f} µs；读写 {format_bytes(c.bytes)}，按本机的内存带宽只要 "
              f"{budget.read_seconds * 1e6:.1f} µs。"]
     if budget.overhead_ratio >= 3:
-        lines.append(f"实测 TPOT {budget.measured_seconds * 1e3:.2f} ms，是两者中较长那个的 {budget.overhead_ratio:.0f} 倍："
+        lines.append(f"实测一步解码（ITL 的中位数）{budget.measured_seconds * 1e3:.2f} ms，是两者中较长那个的 {budget.overhead_ratio:.0f} 倍："
                      "这个模型太小，一次前向的时间绝大部分不是花在运算和读写本身，而是花在固定开销上"
                      "（Python、逐个算子的调度；在 GPU 上还有每个内核的启动）。")
     else:
-        lines.append(f"实测 TPOT {budget.measured_seconds * 1e3:.2f} ms，只是两者中较长那个的 {budget.overhead_ratio:.1f} 倍："
+        lines.append(f"实测一步解码（ITL 的中位数）{budget.measured_seconds * 1e3:.2f} ms，只是两者中较长那个的 {budget.overhead_ratio:.1f} 倍："
                      "这台机器上，连这么小的模型也接近两道屋顶。")
     return lines

@@ -766,18 +766,3 @@ def test_prefill_vs_decode(demo):
     p = lesson.prefill_vs_decode(model, tok, prompt_len=16, new_tokens=3, repeats=1)
     assert p.prompt_len == 16 and p.prefill_seconds > 0 and p.decode_seconds > 0
     assert p.prefill_per_token == p.prefill_seconds / 16
-
-
-def test_named_checks_print_in_chinese_and_fail_when_one_claim_fails():
-    from kvlab.lessons._checks import Checks
-
-    checks = Checks()
-    assert not checks.ok  # nothing checked is not a pass
-    checks("权重一个字节都没变", True)
-    checks("缓存字节数等于 B × S × 每个 token 的字节数", 1 == 1)
-    assert checks.ok and checks.failed == ""
-    assert str(checks) == "本格核对了：\n  ✓ 权重一个字节都没变\n  ✓ 缓存字节数等于 B × S × 每个 token 的字节数"
-    checks("reset() 之后缓存是空的", False)
-    assert not checks.ok and checks.failed == "reset() 之后缓存是空的" and "✗ reset()" in str(checks)
-    with pytest.raises(ValueError, match="^sentence"):
-        checks("", True)

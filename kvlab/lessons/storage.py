@@ -185,7 +185,7 @@ def bytes_panel(shape: Panel) -> Panel:
 
     panel = Panel(controls, render, extra=[bold_label("形状取自上面的面板")], layout="horizontal",
                   css_class="kvlab-bytes")
-    panel.follow(shape.controls.values())
+    panel.follow(shape)
     return panel
 
 

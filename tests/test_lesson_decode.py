@@ -229,3 +229,18 @@ def test_axis_titles_use_full_width_brackets():
     from kvlab.viz.style import axis_title
 
     assert axis_title("单步耗时", "ms") == "单步耗时（ms）" and axis_title("层 L") == "层 L"
+
+
+def test_latency_panel_bounds_the_work_one_click_starts():
+    """Issue 19 hole 3: the slider's maximum (2,040 tokens) blocked the kernel for 690 s after one click. The work is
+    counted first; above the cap the click measures nothing and says why."""
+    import time
+
+    model = lesson.timing_model()
+    start = time.perf_counter()
+    with pytest.raises(InputError, match="token 位置.*上限 600,000"):
+        lesson.render_latency(model, model.config.max_seq_len - 8, 5)
+    assert time.perf_counter() - start < 1
+    assert lesson.latency_work(6, 1) == 2 * (4 + 5 + 6 + 7 + 8 + 9)  # passes over 4 .. 9 tokens, warm-up and one run
+    assert lesson.latency_work(192, 1) < lesson.latency_work(544, 1) <= lesson.LATENCY_MAX_WORK  # default fits
+    assert lesson.latency_work(768, 1) <= lesson.LATENCY_MAX_WORK < lesson.latency_work(512, 5)

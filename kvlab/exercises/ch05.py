@@ -235,6 +235,9 @@ def grade_fix(store) -> Verdict:
     problem = checker.unwritten(store, FIX_STUB, "store", "这还是原来有 bug 的代码：改正它，再运行这一格。")
     if problem:
         return problem
+    problem = checker.refuses_reference(store, {"_store": KVCache._store})
+    if problem:
+        return problem
     problem = store_problem(store)
     if problem == LENGTH_CHANGED:
         return wrong(problem)

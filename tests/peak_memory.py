@@ -36,8 +36,9 @@ def peak_during(work):
 """
 
 
-def peak_bytes(setup: str, work: str, *args: str, timeout: float = 300) -> int:
-    """Run ``setup`` (imports, data) and then ``work`` (a Python expression) in a fresh interpreter; the peak of
+def peak_bytes(setup: str, work: str, *args: str, timeout: float = 1800) -> int:
+    """Run ``setup`` (imports, data) and then ``work`` (a Python expression) in a fresh interpreter (the timeout is
+    generous: on a shared 2-core machine a 20 s run took over 5 minutes); the peak of
     anonymous memory above what there was before ``work`` started. ``args`` become ``sys.argv[1:]``."""
     code = f"{_SAMPLER}\nimport sys\n{setup}\nprint(peak_during(lambda: {work}))\n"
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,

@@ -276,7 +276,7 @@ def measure_decode_latency(model: ToyTransformer, new_tokens: int, repeats: int 
 NEW_TOKENS_LABEL, REPEATS_LABEL = "生成 token 数", "重复次数（取中位数）"  # the latency panel's controls, as shown
 
 
-LATENCY_MAX_WORK = 600_000  # token positions one click may feed the model without a cache (about 100 s on 2 cores)
+LATENCY_MAX_WORK = 300_000  # token positions one click may feed the model without a cache (about 50 s on 2 cores)
 
 
 def latency_work(new_tokens: int, repeats: int, prompt_len: int = 4) -> int:

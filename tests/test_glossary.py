@@ -11,7 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 SHOWN_TEXT_MODULES = sorted([*(ROOT / "kvlab" / "lessons").rglob("*.py"), *(ROOT / "kvlab" / "viz").glob("*.py"),
-                             ROOT / "kvlab" / "inputs.py", *(ROOT / "kvlab" / "exercises").glob("*.py")])
+                             ROOT / "kvlab" / "inputs.py", *(ROOT / "kvlab" / "exercises").glob("*.py"),
+                             *(ROOT / "kvlab" / "teacher").glob("*.py")])  # the teacher's guide and keys
 
 CJK = "\u4e00-\u9fff"
 ORIGINAL_CODE_MARKER = "# 原文代码"  # a code cell that runs the original chapter's code unchanged

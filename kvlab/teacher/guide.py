@@ -1,0 +1,284 @@
+"""The teacher's guide (GUIDE.md) and answer keys (KEYS.md), written from the notebooks, the chapter guides, the
+measured run times, the quizzes and the exercises. ``python -m kvlab.teacher`` writes them; ``--check`` says
+whether the committed files are what the code gives now.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..exercises import CHAPTER_MODULES, chapter_module
+from . import keys
+from .chapters import CHAPTERS, ChapterGuide
+from .minutes import (CALC_EXERCISE_MINUTES, CODE_EXERCISE_MINUTES, PANEL_MINUTES, QUIZ_MINUTES, READING_SPEED,
+                      Minutes, Section, exercise_minutes, has_quiz, lesson_module_name, panel_cells, read_notebook,
+                      sections)
+from .references import REFERENCES
+from .run_times import RUN_TIMES, Measurement
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAPTERS_DIR = ROOT / "chapters"
+GENERATED = "<!-- 由 `python -m kvlab.teacher` 生成，请勿手改：改 kvlab/teacher/ 或课程本身，再重新生成。 -->"
+
+
+@dataclass
+class ChapterReport:
+    """Everything the guide says about one chapter."""
+
+    guide: ChapterGuide
+    number: str  # "3.1"
+    title: str  # without the number
+    intro: int  # 汉字 before the first section (the title and 「你将会」)
+    sections: list[Section]
+    minutes: Minutes
+    exercise_module: object | None
+    quiz_module: object | None
+
+
+def exercise_module_for(notebook: str):
+    return next((m for m in map(chapter_module, CHAPTER_MODULES) if m.NOTEBOOK == notebook), None)
+
+
+def chapter_report(guide: ChapterGuide, measurement: Measurement | None, chapters_dir: Path = CHAPTERS_DIR):
+    nb = read_notebook(chapters_dir / guide.notebook)
+    title, intro, secs = sections(nb)
+    number, _, name = title.partition(" ")
+    optional = guide.optional_sections
+    for s in secs:
+        s.optional = any(h.startswith(o) for h in (s.heading, s.parent) if h for o in optional)
+    ex_module = exercise_module_for(guide.notebook)
+    quiz = None
+    if has_quiz(nb):
+        quiz = importlib.import_module(lesson_module_name(nb))
+    characters = intro + sum(s.characters for s in secs)
+    core = intro + sum(s.characters for s in secs if not s.optional)
+    runs = measurement.chapter(guide.notebook) if measurement else None
+    minutes = Minutes(characters=characters, core_characters=core,
+                      output_characters=runs.output_characters if runs else 0,
+                      run_seconds=runs.fastest if runs else None,
+                      panels=panel_cells(nb),
+                      exercises=tuple(exercise_minutes(e) for e in ex_module.EXERCISES) if ex_module else (),
+                      quiz_questions=len(quiz.review_questions()) if quiz else 0)
+    return ChapterReport(guide, number, name, intro, secs, minutes, ex_module, quiz)
+
+
+def reports(chapters_dir: Path = CHAPTERS_DIR, run_times: Path = RUN_TIMES) -> list[ChapterReport]:
+    measurement = Measurement.load(run_times) if Path(run_times).exists() else None
+    return [chapter_report(g, measurement, chapters_dir) for g in CHAPTERS]
+
+
+def _m(x: float) -> str:
+    return f"{x:.1f}"
+
+
+def _up(x: float) -> int:
+    """Whole minutes, rounded up (a plan should not run short)."""
+    return math.ceil(x - 1e-9)
+
+
+# -- GUIDE.md --------------------------------------------------------------------------------------------------
+def course_map(rs: list[ChapterReport]) -> str:
+    names = {r.number: f"{r.number} {r.title}" for r in rs}
+    lines = ["```"]
+    main = [r for r in rs if not r.guide.optional_chapter]
+    lines.append("  ──▶  ".join(r.number for r in main) + "      （主线，按顺序学）")
+    for r in rs:
+        if r.guide.optional_chapter:
+            lines.append(f"  {' + '.join(c for c, _ in r.guide.builds_on)}  ──▶  {r.number}（拓展，可选）")
+    lines.append("```")
+    lines += ["", "| 章节 | 用到前面哪一节的什么 |", "|---|---|"]
+    for r in rs:
+        uses = "；".join(f"{c}：{what}" for c, what in r.guide.builds_on) or "（起点：只需要先修知识）"
+        lines.append(f"| {names[r.number]} | {uses} |")
+    return "\n".join(lines)
+
+
+def time_table(rs: list[ChapterReport], measurement: Measurement | None) -> str:
+    lines = ["| 章节 | 汉字（正文 + 输出） | 阅读 | 其中必修部分 | 运行 | 面板 | 练习 | 自测 | **合计** |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    main_total = core_total = 0.0
+    for r in rs:
+        m = r.minutes
+        run = _m(m.running) if m.run_seconds is not None else "未测"
+        ex = f"{_m(m.exercise_minutes)}（{len(m.exercises)} 个）"
+        quiz = f"{_m(m.quiz_minutes)}（{m.quiz_questions} 题）" if m.quiz_questions else "—"
+        label = f"{r.number}{'（拓展）' if r.guide.optional_chapter else ''}"
+        lines.append(f"| {label} | {m.characters:,} + {m.output_characters:,} | {_m(m.reading)} | {_m(m.core_reading)} | {run} | "
+                     f"{_m(m.panel_minutes)}（{m.panels} 个） | {ex} | {quiz} | **{_up(m.total)}** |")
+        if not r.guide.optional_chapter:
+            main_total += m.total
+            core_total += m.total - (m.reading - m.core_reading)
+    extra = sum(r.minutes.total for r in rs if r.guide.optional_chapter)
+    lines += ["", f"主线 3.1–3.5 合计约 **{_up(main_total)} 分钟**（只读必修部分约 {_up(core_total)} 分钟）；"
+                  f"拓展 3.6 另需约 {_up(extra)} 分钟。单位都是分钟。"]
+    return "\n".join(lines)
+
+
+def method(measurement: Measurement | None) -> str:
+    lines = [
+        "每一项都由 `kvlab.teacher.minutes` 从 notebook 和一次实测算出，不是估计：",
+        "",
+        f"- **阅读** = （这一章 markdown 格里的汉字数 + 实测那次运行打印出的汉字数：读数、表格、由测量结果选出的句子）"
+        f"÷ **{READING_SPEED} 汉字/分钟**。这个速度的依据：IReST "
+        "（Trauzettel-Klosinski & Dietz, *Standardized Assessment of Reading Performance: The New International Reading "
+        "Speed Texts IReST*, Investigative Ophthalmology & Visual Science 53(9), 2012）的表 2 里，以中文为母语的成年人"
+        "**朗读**一般文本约 255 ± 29 字/分钟；Brysbaert（*How many words do we read per minute? A review and meta-analysis "
+        "of reading rate*, Journal of Memory and Language 109, 2019）的综述里默读约是朗读的 1.3 倍（英语 238 对 183 词/分钟），"
+        "折合约 330 字/分钟；带公式、代码名和图的技术文本读得更慢，取 300。只数汉字：英文、数字、公式和代码不计，"
+        "所以对公式多的段落（3.3 的 roofline）偏少。",
+        "- **运行** = 这一章的全部代码格从头到尾运行一次的时间（各格从开始执行到返回的时间之和，不含内核启动），"
+        "用 `python -m kvlab.teacher --measure` 测量：每章运行多次、各章轮流运行，取最快的一次"
+        "（别的程序只会让一次运行变慢，最快的一次最接近这台机器本身的速度）；机器空闲一些时可以用 "
+        "`python -m kvlab.teacher --measure --append` 再测几次，加进已有的记录。",
+        f"- **面板** = 每个交互面板（调用 `*_panel(` 的代码格）{PANEL_MINUTES:g} 分钟：拖一拖控件、看图怎样变。",
+        f"- **练习** = 要写函数的练习每个 {CODE_EXERCISE_MINUTES:g} 分钟，算数值的练习每个 {CALC_EXERCISE_MINUTES:g} 分钟"
+        "（按练习代码格里有没有 `def` 区分）；这是给大多数学员的估计，卡住的学员会用更久。",
+        f"- **自测** = 每道自测题 {QUIZ_MINUTES:g} 分钟。",
+        "- **其中必修部分** = 去掉下面标为「选学」的小节之后的阅读时间（运行输出全部算在必修部分里）。",
+    ]
+    if measurement:
+        runs = {len(ch.seconds) for ch in measurement.chapters}
+        lines += ["", f"本次测量：{measurement.date}，机器 {measurement.machine}，每章运行 "
+                      f"{'/'.join(map(str, sorted(runs)))} 次。测量前的负载（1/5/15 分钟平均）"
+                      f"{', '.join(map(str, measurement.load_before))}，测量后 {', '.join(map(str, measurement.load_after))}。"
+                      f"{measurement.busyness()}{measurement.note}"]
+        lines += ["", "| notebook | 每次运行（秒） | 每次运行后的负载 | 取最快（秒） | 输出的汉字 |", "|---|---|---|---:|---:|"]
+        lines += [f"| `{ch.notebook}` | {', '.join(f'{s:.1f}' for s in ch.seconds)} | "
+                  f"{', '.join(f'{x:.1f}' for x in ch.load)} | {ch.fastest:.1f} | {ch.output_characters:,} |"
+                  for ch in measurement.chapters]
+    else:
+        lines += ["", "还没有测量运行时间（`kvlab/teacher/run_times.json` 不存在）：运行 `python -m kvlab.teacher --measure`。"]
+    return "\n".join(lines)
+
+
+def chapter_section(r: ChapterReport) -> str:
+    g, m = r.guide, r.minutes
+    head = f"## {r.number} {r.title}"
+    lines = [head, "", f"notebook：`chapters/{g.notebook}`"]
+    if g.optional_chapter:
+        lines += ["", f"> **拓展，可选。** {g.optional_chapter}"]
+    lines += ["", f"**时间**：阅读 {_m(m.reading)} 分钟（必修部分 {_m(m.core_reading)}），运行 "
+                  f"{_m(m.running) if m.run_seconds is not None else '未测'} 分钟，面板 {_m(m.panel_minutes)}，练习 "
+                  f"{_m(m.exercise_minutes)}" + (f"，自测 {_m(m.quiz_minutes)}" if m.quiz_questions else "")
+              + f"：合计约 **{_up(m.total)} 分钟**。"]
+    lines += ["", "**先修**", ""] + [f"- {p}" for p in g.prerequisites]
+    lines += ["", "**学完后你能……**", ""] + [f"{i}. {o}" for i, o in enumerate(g.objectives, 1)]
+    lines += ["", "**小节**（阅读分钟数按上面的速度算；练习见 [KEYS.md](KEYS.md)）", "",
+              "| 小节 | 汉字 | 阅读 | 必修/选学 |", "|---|---:|---:|---|",
+              f"| （开头：标题与引言） | {r.intro:,} | {_m(r.intro / READING_SPEED)} | 必修 |"]
+    for s in r.sections:
+        indent = "　" if s.level == 3 else ""
+        own = next((why for head, why in g.optional_sections.items() if s.heading.startswith(head)), None)
+        kind = ("练习" if s.is_exercises else f"选学：{own}" if own else f"选学（属于「{s.parent}」）" if s.optional
+                else "必修")
+        lines.append(f"| {indent}{s.heading} | {s.characters:,} | {_m(s.reading_minutes)} | {kind} |")
+    lines += ["", "**参考文献与它支持的说法**", ""]
+    for sup in g.references:
+        lines.append(f"- {sup.reference.citation()} —— {sup.claim}")
+    if g.further_reading:
+        lines += ["", "延伸阅读（课程指向它，但不依赖它的结论）：", ""]
+        lines += [f"- {sup.reference.citation()} —— {sup.claim}" for sup in g.further_reading]
+    return "\n".join(lines)
+
+
+def guide_markdown(rs: list[ChapterReport], measurement: Measurement | None) -> str:
+    parts = [
+        GENERATED,
+        "# 教师指南：KV Cache 基础（第 3 章，3.1–3.6）",
+        "这份指南给考虑把本课程布置给学生的老师：每一章要先会什么、学完能做什么、要多长时间（实测，不是估计）、"
+        "哪些小节必修哪些选学、各章之间的关系，以及每一章的说法出自哪些论文。练习和自测的答案在 [KEYS.md](KEYS.md)。",
+        "**对象**：学过 Transformer 自注意力、会用 Python 和 PyTorch 的本科高年级学生、研究生和工程师。"
+        "**形式**：每章一个 Jupyter notebook，正文中文，代码英文；所有数字都在学员自己的机器上运行得出（CPU 即可，双核 CPU 上"
+        "每章默认设置下运行不到一分钟）。**没有 Python 环境的课堂**：`python -m kvlab.book --out book` 生成离线的静态网站"
+        "和每章一份 PDF 讲义（见 README）。",
+        "## 课程地图",
+        course_map(rs),
+        "## 每章要多长时间",
+        time_table(rs, measurement),
+        "### 这些分钟数怎样算出来",
+        method(measurement),
+    ]
+    parts += [chapter_section(r) for r in rs]
+    parts += ["## 全部参考文献", "\n".join(f"- {ref.citation()}" for ref in REFERENCES.values())]
+    return "\n\n".join(parts) + "\n"
+
+
+# -- KEYS.md ---------------------------------------------------------------------------------------------------
+def keys_markdown(rs: list[ChapterReport]) -> str:
+    parts = [GENERATED, "# 答案（教师用）",
+             "自测题和动手练习的标准答案，全部由 kvlab 的代码生成：自测题来自各章的 `review_questions()`，练习的参考答案来自 "
+             "`kvlab/exercises/solutions.py`，评分方法来自 `kvlab/exercises/chNN.py`。请不要发给学员：notebook 里答错两次后"
+             "才会出现「显示答案」。"]
+    for r in rs:
+        if r.quiz_module is not None:
+            parts += [f"## {r.number} 自测", keys.quiz_keys(r.quiz_module)]
+    for r in rs:
+        if r.exercise_module is not None:
+            parts += [f"## {r.number} 动手练习", keys.exercise_keys(r.exercise_module)]
+    return "\n\n".join(parts) + "\n"
+
+
+def outputs(chapters_dir: Path = CHAPTERS_DIR, run_times: Path = RUN_TIMES, readme: Path | None = None) -> dict:
+    """``{"GUIDE.md": text, "KEYS.md": text}``, and with ``readme`` ``{readme: its text with the summary}``."""
+    rs = reports(chapters_dir, run_times)
+    measurement = Measurement.load(run_times) if Path(run_times).exists() else None
+    out = {"GUIDE.md": guide_markdown(rs, measurement), "KEYS.md": keys_markdown(rs)}
+    if readme is not None:
+        out[Path(readme)] = with_readme_summary(Path(readme).read_text(encoding="utf-8"), rs)
+    return out
+
+
+# -- README.md's summary for teachers -----------------------------------------------------------------------------
+README_BEGIN, README_END = "<!-- teacher-summary:begin -->", "<!-- teacher-summary:end -->"
+
+
+def readme_summary(rs: list[ChapterReport]) -> str:
+    """The English summary README.md carries between its teacher-summary markers."""
+    main = [r for r in rs if not r.guide.optional_chapter]
+    extra = [r for r in rs if r.guide.optional_chapter]
+    per = ", ".join(f"{r.number} ≈ {_up(r.minutes.total)}" for r in rs)
+    main_total = _up(sum(r.minutes.total for r in main))
+    n_optional = sum(1 for r in main for s in r.sections if s.optional and s.heading.startswith(
+        tuple(r.guide.optional_sections)))
+    return "\n".join([
+        README_BEGIN,
+        "**Audience.** Upper-year undergraduates, graduate students and engineers who know Transformer self-attention "
+        "(softmax(QKᵀ/√d)·V, multi-head, the causal mask) and can read Python and PyTorch tensor code. Chapter 3.1 "
+        "needs nothing else; each later chapter builds on the ones before it (the course map in the guide).",
+        "",
+        f"**Time, measured** (reading = the chapter's Chinese characters, prose and printed readouts, at "
+        f"{READING_SPEED} characters per minute; plus the measured run time of its cells; plus a stated allowance per "
+        f"panel, exercise and quiz question): {per} minutes. The main line 3.1–3.5 takes about {main_total} minutes "
+        f"(about {main_total / 60:.1f} hours); "
+        + " ".join(f"{r.number} (the optional extension, 拓展) adds about {_up(r.minutes.total)}." for r in extra)
+        + " The run times were measured on a shared 2-core CPU while other work ran (the guide gives the load); "
+        "running the cells is a small part of each total.",
+        "",
+        f"**Core and optional.** 3.1–3.5 are the course; "
+        + ", ".join(r.number for r in extra) + " is an optional extension (paging, shared prefixes, continuous "
+        f"batching). Inside the main chapters {n_optional} sections are marked optional in the guide, with the reason.",
+        "",
+        "**Guide and keys.** [`teacher/GUIDE.md`](teacher/GUIDE.md) (in Chinese, 教师指南): per chapter the prerequisites, "
+        "outcome objectives (「学完后你能……」), minutes per chapter and section and how they were measured, core and "
+        "optional sections, the course map, and the publications behind each chapter's claims. "
+        "[`teacher/KEYS.md`](teacher/KEYS.md): every quiz answer (numeric ones with the kvlab expression that computes "
+        "them) and every exercise's reference solution and grader. Both are generated by `python -m kvlab.teacher` "
+        "from the course's code, never typed; `tests/test_teacher.py` fails when they are out of date. "
+        "`python -m kvlab.teacher --measure` re-times the chapters on your machine.",
+        "",
+        "**A class without Python.** `python -m pip install -e \".[book]\" && python -m kvlab.book --out book` runs the "
+        "course once and writes an offline website (`book/index.html`, opens from disk) with every figure and the key "
+        "sliders precomputed, and a printable PDF handout per chapter in `book/handouts/`.",
+        README_END,
+    ])
+
+
+def with_readme_summary(readme: str, rs: list[ChapterReport]) -> str:
+    """``readme`` with the text between the markers replaced (the markers must be there)."""
+    if README_BEGIN not in readme or README_END not in readme:
+        raise ValueError(f"readme: no {README_BEGIN} ... {README_END} block to fill")
+    head, rest = readme.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    return head + readme_summary(rs) + tail

@@ -1,0 +1,150 @@
+"""Minutes per chapter, computed from the notebook and a measured run, never guessed.
+
+- **reading**: the Chinese characters (汉字) of the notebook's markdown cells, plus those its measured run printed
+  (readouts, tables: a learner reads them too), ÷ :data:`READING_SPEED`;
+- **running**: the fastest measured run of the chapter's code cells (:mod:`kvlab.teacher.run_times`);
+- **panels**: :data:`PANEL_MINUTES` for each code cell that shows an interactive panel (calls a ``*_panel(``);
+- **exercises**: :data:`CODE_EXERCISE_MINUTES` for an exercise whose stub is a function to write,
+  :data:`CALC_EXERCISE_MINUTES` for one answered with values;
+- **quiz**: :data:`QUIZ_MINUTES` per self-check question.
+
+The sections are the notebook's ``##``/``###`` headings; a section is optional when the chapter guide names it (or
+its ``##`` parent) in ``optional_sections`` (a 拓展 chapter as a whole is marked in the guide, and its sections are
+judged the same way: what to read if the class takes the extension).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+# Silent reading of technical Chinese. IReST (Trauzettel-Klosinski & Dietz 2012, Table 2) measured native readers
+# reading general texts ALOUD at 255 ± 29 Chinese characters (syllables) per minute; Brysbaert (2019) finds silent
+# reading about 1.3 times as fast as reading aloud (English: 238 vs 183 words per minute), which gives about 330.
+# Text with formulas, code names and figures to look at is read more slowly than IReST's general texts: 300.
+READING_SPEED = 300  # 汉字 per minute
+PANEL_MINUTES = 2.0  # move the controls of one interactive panel and look at what changes
+CODE_EXERCISE_MINUTES = 15.0  # write a function and pass the check
+CALC_EXERCISE_MINUTES = 8.0  # work out values (by formula or from a table) and pass the check
+QUIZ_MINUTES = 1.0  # one self-check question
+
+HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+HEADING = re.compile(r"^(#{1,3})\s+(.+?)\s*$", re.M)
+FENCE = re.compile(r"```.*?```", re.S)
+EXERCISES_HEADING = "动手练习"
+
+
+def han_characters(text: str) -> int:
+    return len(HAN.findall(text))
+
+
+@dataclass
+class Section:
+    level: int  # 2 for ##, 3 for ###
+    heading: str
+    parent: str  # the ## heading a ### section belongs to ("" for a ## section)
+    characters: int  # 汉字 in its markdown
+    optional: bool = False
+
+    @property
+    def reading_minutes(self) -> float:
+        return self.characters / READING_SPEED
+
+    @property
+    def is_exercises(self) -> bool:
+        return EXERCISES_HEADING in (self.heading if self.level == 2 else self.parent)
+
+
+def read_notebook(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def sections(nb: dict) -> tuple[str, int, list[Section]]:
+    """The chapter's title, the 汉字 before its first ``##`` and its sections in order."""
+    title, intro, out = "", 0, []
+    parent = ""
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        text = "".join(cell["source"])
+        masked = FENCE.sub(lambda m: m.group(0).replace("#", " "), text)  # a comment in a code block is no heading
+        pieces = [(m.start(), len(m.group(1)), m.group(2)) for m in HEADING.finditer(masked)]
+        before = text[:pieces[0][0]] if pieces else text
+        if out:
+            out[-1].characters += han_characters(before)
+        else:
+            intro += han_characters(before)
+        for i, (start, level, heading) in enumerate(pieces):
+            end = pieces[i + 1][0] if i + 1 < len(pieces) else len(text)
+            characters = han_characters(text[start:end])
+            if level == 1:
+                title, intro = heading, intro + characters
+                continue
+            parent = heading if level == 2 else parent
+            out.append(Section(level, heading, "" if level == 2 else parent, characters))
+    return title, intro, out
+
+
+def panel_cells(nb: dict) -> int:
+    """Code cells that show an interactive panel."""
+    return sum(1 for c in nb["cells"] if c["cell_type"] == "code" and "_panel(" in "".join(c["source"]))
+
+
+def lesson_module_name(nb: dict) -> str | None:
+    """``kvlab.lessons.X`` from the notebook's ``from kvlab.lessons import X as lesson``."""
+    for cell in nb["cells"]:
+        m = re.search(r"from kvlab\.lessons import (\w+) as lesson", "".join(cell["source"]))
+        if cell["cell_type"] == "code" and m:
+            return f"kvlab.lessons.{m.group(1)}"
+    return None
+
+
+def has_quiz(nb: dict) -> bool:
+    return any(c["cell_type"] == "code" and "review_questions(" in "".join(c["source"]) for c in nb["cells"])
+
+
+def exercise_minutes(exercise) -> float:
+    return CODE_EXERCISE_MINUTES if re.search(r"^\s*def ", exercise.stub, re.M) else CALC_EXERCISE_MINUTES
+
+
+@dataclass
+class Minutes:
+    """One chapter's minutes, each part computed as the module docstring says."""
+
+    characters: int  # 汉字 of the markdown cells
+    core_characters: int  # 汉字 outside the optional sections
+    output_characters: int  # 汉字 the measured run printed (counted with the core)
+    run_seconds: float | None  # None: not measured
+    panels: int
+    exercises: tuple[float, ...]  # minutes per exercise
+    quiz_questions: int
+
+    @property
+    def reading(self) -> float:
+        return (self.characters + self.output_characters) / READING_SPEED
+
+    @property
+    def core_reading(self) -> float:
+        return (self.core_characters + self.output_characters) / READING_SPEED
+
+    @property
+    def running(self) -> float:
+        return (self.run_seconds or 0.0) / 60
+
+    @property
+    def panel_minutes(self) -> float:
+        return self.panels * PANEL_MINUTES
+
+    @property
+    def exercise_minutes(self) -> float:
+        return sum(self.exercises)
+
+    @property
+    def quiz_minutes(self) -> float:
+        return self.quiz_questions * QUIZ_MINUTES
+
+    @property
+    def total(self) -> float:
+        """Reading, running, panels, exercises and quiz: the time to work through the chapter."""
+        return self.reading + self.running + self.panel_minutes + self.exercise_minutes + self.quiz_minutes

@@ -1,0 +1,160 @@
+"""How long each chapter's cells take to run, measured: ``python -m kvlab.teacher --measure`` runs every notebook in
+``chapters/`` top to bottom in a fresh kernel (nbclient, default settings), ``runs`` times each, alternating the
+chapters so a burst of load elsewhere does not hit one chapter's runs only, and writes the result to
+``run_times.json`` next to this module (``--append`` adds the new runs to the recorded ones: re-measure when the
+machine is quieter and the fastest run gets closer to the machine's own speed). The guide reads that file; it never times anything itself, so regenerating
+the guide gives the same text on every machine.
+
+A chapter's time is the sum over its code cells of the interval from the kernel's ``execute_input`` to its
+``execute_reply`` (what the learner waits for), without the kernel's start; the guide uses the fastest run, the
+one closest to what the machine can do when nobody else is using it (another program can only slow a run down).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..book.site import cpu_name  # the static edition names the machine the same way
+
+RUN_TIMES = Path(__file__).with_name("run_times.json")
+
+
+@dataclass
+class ChapterRuns:
+    notebook: str
+    seconds: list[float]  # the cells' execution time of each run
+    output_characters: int = 0  # 汉字 the run printed (readouts, tables), which a learner reads too
+    load: list[float] = field(default_factory=list)  # the 1-minute load average after each run
+
+    @property
+    def fastest(self) -> float:
+        return min(self.seconds)
+
+
+@dataclass
+class Measurement:
+    """The runs of every chapter and the machine they ran on, as written to ``run_times.json``."""
+
+    date: str
+    machine: str  # processor, cores, system
+    load_before: list[float]  # /proc/loadavg's 1, 5 and 15 minute averages before the first run
+    load_after: list[float]
+    note: str  # how busy the machine was, in words (Chinese), written by whoever measured
+    chapters: list[ChapterRuns] = field(default_factory=list)
+
+    def chapter(self, notebook: str) -> ChapterRuns | None:
+        """The runs of ``notebook`` (a file name), or None when it was not measured."""
+        return next((ch for ch in self.chapters if ch.notebook == notebook), None)
+
+    @property
+    def cores(self) -> int:
+        return int(re.search(r"(\d+) 核", self.machine).group(1))
+
+    def busyness(self) -> str:
+        """How busy the machine was while the chapters ran, in words (Chinese), from the recorded load."""
+        loads = [x for ch in self.chapters for x in ch.load] or self.load_before[:1]
+        if not loads:
+            return "没有记录负载。"
+        low, high = min(loads), max(loads)
+        per_core = high / self.cores
+        said = (f"每章运行后记录的 1 分钟平均负载在 {low:.1f} 到 {high:.1f} 之间（这台机器 {self.cores} 核）")
+        if per_core <= 1.2:
+            return said + "：测量时机器基本空闲，这些时间接近这台机器本身的速度。"
+        return (said + f"：最忙时每个核上平均有 {per_core:.1f} 个可运行的进程（别的工程师的测试与这次测量同时在跑），"
+                "运行时间比在空闲的同样机器上长；已取每章最快的一次，空闲时会更短。")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, indent=1) + "\n"
+
+    @classmethod
+    def load(cls, path: Path = RUN_TIMES) -> "Measurement":
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data["chapters"] = [ChapterRuns(**ch) for ch in data["chapters"]]
+        return cls(**data)
+
+
+def load_average() -> list[float]:
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return []
+
+
+def cells_seconds(nb) -> float:
+    """The summed execute_input -> execute_reply interval of an executed notebook's code cells."""
+    total = 0.0
+    for cell in nb.cells:
+        timing = cell.get("metadata", {}).get("execution", {})
+        start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+        if cell.cell_type == "code" and start and end:
+            total += (datetime.fromisoformat(end.replace("Z", "+00:00"))
+                      - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+    return total
+
+
+DETAILS = re.compile(r"<details.*?</details>", re.S)  # folded (reference solutions): not read unless opened
+TAG = re.compile(r"<[^>]+>")
+
+
+def output_characters(nb) -> int:
+    """汉字 in the text an executed notebook shows: printed streams, plain text and HTML (tags and folded parts
+    removed). Figures and widgets are not counted."""
+    from .minutes import han_characters
+
+    total = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                total += han_characters(out.get("text", ""))
+                continue
+            data = out.get("data", {})
+            if "text/html" in data:
+                total += han_characters(TAG.sub(" ", DETAILS.sub(" ", "".join(data["text/html"]))))
+            elif "text/plain" in data and "application/vnd.jupyter.widget-view+json" not in data:
+                total += han_characters("".join(data["text/plain"]))
+    return total
+
+
+def run_once(path: Path, timeout: int = 600) -> tuple[float, int]:
+    """Execute one notebook in a fresh kernel; its cells' execution time in seconds and the 汉字 it printed."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    return cells_seconds(nb), output_characters(nb)
+
+
+def measure(paths: list[Path], runs: int = 2, note: str = "", log=print,
+            previous: Measurement | None = None) -> Measurement:
+    """Run every notebook ``runs`` times (round robin) and return the measurement; with ``previous`` (runs of the
+    same notebooks on the same machine, e.g. taken while it was busier) the new runs are added to its runs."""
+    if runs < 1:
+        raise ValueError(f"runs must be at least 1, got {runs!r}")
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    machine = f"{cpu_name()}，{os.cpu_count()} 核，{platform.system()} {platform.machine()}"
+    if previous is not None and previous.machine != machine:
+        raise ValueError(f"previous: measured on {previous.machine}, not on this machine ({machine})")
+    old = {ch.notebook: ch for ch in previous.chapters} if previous else {}
+    result = Measurement(date=f"{previous.date.split(' – ')[0]} – {now}" if previous else now, machine=machine,
+                         load_before=previous.load_before if previous else load_average(), load_after=[], note=note,
+                         chapters=[ChapterRuns(p.name, list(old[p.name].seconds), old[p.name].output_characters,
+                                               list(old[p.name].load)) if p.name in old else ChapterRuns(p.name, [])
+                                   for p in paths])
+    for r in range(runs):
+        for path, chapter in zip(paths, result.chapters):
+            start = time.perf_counter()
+            seconds, chapter.output_characters = run_once(path)
+            chapter.seconds.append(round(seconds, 2))
+            chapter.load.append((load_average() or [float("nan")])[0])
+            log(f"run {r + 1}/{runs} {path.name}: cells {chapter.seconds[-1]:.1f} s "
+                f"(wall {time.perf_counter() - start:.1f} s, load {load_average()})")
+    result.load_after = load_average()
+    return result

@@ -5,11 +5,11 @@ MEASURING_S and MEASURING_MIB. Values past the bound are refused before
 anything runs. Each case sets every control to its costliest accepted value at once (sliders at their maximum,
 text boxes at the longest accepted input) and checks the value was accepted (the panel is not greyed out).
 These are bounds on runaway cost (minutes, gigabytes), not speed targets: those live in ``python -m kvlab.bench``."""
-import threading
 import time
 
 import pytest
 
+import peak_memory
 from kvlab import load_demo_model
 from kvlab.lessons import decode, memory_estimate, misconceptions, paged, prefill_decode, storage
 from test_lesson_prefill_decode import ROOFS, fake_batch, fake_sweep
@@ -21,33 +21,17 @@ MEASURES_ON_CHANGE = ("3.3 prefill", "3.3 batch")  # no run button: a length not
 pytestmark = pytest.mark.slow
 
 
-def _anon() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
-    return 0
+_SAMPLER: dict = {}
+exec(peak_memory._SAMPLER, _SAMPLER)  # the same RssAnon sampler, run in this process: peak_during(work)
 
 
 def cost(work) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds of this process, peak anonymous memory above the start in bytes) of ``work()``,
     memory sampled every millisecond. The bound is checked on CPU time: on a machine shared with other programs the
     wall time stretches with their load, the work this process does does not (two cores: twice the wall bound)."""
-    start, peak, done = _anon(), [0], []
-
-    def sample():
-        while not done:
-            peak[0] = max(peak[0], _anon() - start)
-            time.sleep(0.001)
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
     t0, c0 = time.perf_counter(), time.process_time()
-    work()
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    done.append(True)
-    thread.join()
-    return seconds, cpu, max(peak[0], _anon() - start)
+    peak = _SAMPLER["peak_during"](work)
+    return time.perf_counter() - t0, time.process_time() - c0, peak
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ panel and the matplotlib renderer.
 """
 from __future__ import annotations
 
+import html
 import json
 import os
 import pickle
@@ -88,6 +89,22 @@ def test_while_the_static_edition_is_built_a_panel_output_carries_its_static_for
     panel._ipython_display_()
     bundle, raw = shown[-1]
     assert raw and "application/vnd.jupyter.widget-view+json" in bundle and bundle[STATIC_MIME]["kind"] == "panel"
+
+
+def test_a_quiz_static_form_shows_every_question_with_its_answer_folded():
+    """Each lesson's review quiz as the static page shows it: every question, its options, and the answer the live
+    quiz's 「显示答案」 gives, inside a closed <details>."""
+    from kvlab.exercises.quiz import answer_verdict
+    from kvlab.lessons import misconceptions, paged
+    from kvlab.viz.quiz import Quiz
+
+    for lesson in (misconceptions, paged):
+        questions = lesson.review_questions()
+        form = static_bundle(Quiz(questions))[STATIC_MIME]
+        assert form["kind"] == "quiz" and form["html"].count('class="kvlab-static-question"') == len(questions)
+        for q in questions:
+            assert html.escape(answer_verdict(q).message) in form["html"]
+            assert all(html.escape(c.key) in form["html"] for c in getattr(q, "choices", ()))
 
 
 def test_matplotlib_draws_the_trace_types_the_course_uses_with_chinese_labels():

@@ -15,10 +15,11 @@ import html
 import json
 import os
 import pickle
-import sys
 from pathlib import Path
 
 import plotly.io as pio
+
+from ..exercises.quiz import answer_verdict
 
 STATIC_MIME = "application/vnd.kvlab.static+json"
 MAX_STATES = 48  # values precomputed per control: all of them, or this many around the default
@@ -158,14 +159,13 @@ def _keep_for_replay(pid: str, panel, defaults: dict) -> None:
 
 def quiz_static(quiz) -> dict:
     """A quiz on a page without a kernel: each question with its choices or unit, and its answer folded away
-    (the text the live quiz's 「显示答案」 shows, from the quiz's own module)."""
-    answer_feedback = sys.modules[type(quiz).__module__].answer_feedback
+    (the text the live quiz's 「显示答案」 shows: exercises.quiz.answer_verdict)."""
     items = []
     for i, q in enumerate(quiz.questions):
         choices = getattr(q, "choices", None)
-        body = ("<ol type='A'>" + "".join(f"<li>{html.escape(c.text)}</li>" for c in choices) + "</ol>" if choices
+        body = ("<ol type='A'>" + "".join(f"<li>{html.escape(c.key)}</li>" for c in choices) + "</ol>" if choices
                 else f"<p>答案（{html.escape(q.unit)}）：＿＿＿＿</p>")
-        answer = html.escape(answer_feedback(q).message)
+        answer = html.escape(answer_verdict(q).message)
         items.append(f'<div class="kvlab-static-question"><p><b>第 {i + 1} 题（{html.escape(q.section)}）</b> '
                      f"{html.escape(q.prompt)}</p>{body}<details><summary>显示答案</summary><p>{answer}</p></details></div>")
     title = quiz.widget.children[0].value if quiz.widget.children else ""

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 
 class InputError(ValueError):
     """A control holds a value the lesson cannot use. ``control`` is the label on screen."""
@@ -21,28 +23,64 @@ class InputError(ValueError):
         super().__init__(f"「{control}」{problem}")
 
 
-def whole_number(control: str, value, low: int, high: int) -> int:
-    """``value`` as an ``int`` in ``[low, high]``, else :class:`InputError`."""
+MAX_DIGITS = 15  # a typed whole number longer than this is far beyond every control's range (and int() stays cheap)
+
+
+def shown(value) -> str:
+    """``value`` as a message shows it: whole numbers with separators, floats with every digit that tells them apart
+    from a bound (1.0000001, not 1), anything long cut short."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if abs(int(value)) < 10 ** MAX_DIGITS:
+            return f"{int(value):,}"
+        return f"一个约 {int(abs(int(value)).bit_length() * 0.30103) + 1:,} 位的整数"  # (str() of it can be slow)
+    if isinstance(value, float):
+        return f"{value:.12g}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "…"
+
+
+def _real(control: str, value, kind: str):
+    """``value`` as an exact ``int`` when it is a whole number of any real type (numpy, Fraction, float), else the
+    ``float`` it is; :class:`InputError` for what is not a real number or does not fit a float."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InputError(control, f"需要一个整数，收到的是 {value!r}")
-    if isinstance(value, float) and not value.is_integer():
-        raise InputError(control, f"需要一个整数，收到的是 {value}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InputError(control, f"需要一个有限的整数，收到的是 {value}")
-    value = int(value)
-    if not low <= value <= high:
-        raise InputError(control, f"应在 {low:,} 到 {high:,} 之间，收到的是 {value:,}")
-    return value
+        raise InputError(control, f"需要一个{kind}，收到的是 {shown(value)}")
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    try:
+        as_float = float(value)
+    except (OverflowError, ValueError):
+        raise InputError(control, f"需要一个有限的{kind}，收到的是 {shown(value)}") from None
+    if not math.isfinite(as_float):
+        raise InputError(control, f"需要一个有限的{kind}，收到的是 {as_float}")
+    if as_float.is_integer() and value == int(as_float):  # exact: Fraction(5, 2) is not 2.0
+        return int(as_float)
+    return as_float
+
+
+def whole_number(control: str, value, low: int, high: int) -> int:
+    """``value`` (a whole number of any real type: 3, 3.0, numpy's 3) as an ``int`` in ``[low, high]``, else
+    :class:`InputError`; 2.5 is refused, never truncated."""
+    number = _real(control, value, "整数")
+    if not isinstance(number, int):
+        raise InputError(control, f"需要一个整数，收到的是 {shown(number)}")
+    if not low <= number <= high:
+        raise InputError(control, f"应在 {low:,} 到 {high:,} 之间，收到的是 {shown(number)}")
+    return number
 
 
 def positive_number(control: str, value, high: float) -> float:
     """``value`` as a finite ``float`` in ``(0, high]``, else :class:`InputError`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InputError(control, f"需要一个数，收到的是 {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or not 0 < value <= high:
-        raise InputError(control, f"应大于 0 且不超过 {high:,g}，收到的是 {value:g}")
-    return value
+    number = _real(control, value, "数")
+    if not 0 < number <= high:
+        raise InputError(control, f"应大于 0 且不超过 {high:,g}，收到的是 {shown(number)}")
+    return float(number)
+
+
+def yes_no(control: str, value) -> bool:
+    """A checkbox's value: ``True`` or ``False`` (numpy's too), else :class:`InputError` ("False" is not True)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InputError(control, f"只能是 True 或 False（勾上或不勾），收到的是 {shown(value)}")
+    return bool(value)
 
 
 def choice(control: str, value, options):
@@ -88,11 +126,21 @@ def whole_numbers(control: str, text, low: int, high: int, max_count: int) -> li
     values = []
     for p in parts:
         if isinstance(p, str):
-            p = p.strip()
-            if not p.lstrip("+").isdigit():
-                if p.startswith("-") and p[1:].isdigit():
-                    raise InputError(control, f"里的 {p} 不是正整数")
-                raise InputError(control, f"里的「{p}」不是整数")
-            p = int(p)
-        values.append(whole_number(control, p, low, high))
+            values.append(whole_number(control, _typed_whole(control, p.strip()), low, high))
+        else:
+            values.append(whole_number(control, p, low, high))
     return values
+
+
+def _typed_whole(control: str, text: str) -> int:
+    """One number typed into a box: ASCII digits with at most one sign; superscripts, circled or other scripts'
+    digits and "++5" are refused with a message, and so is a number of more than MAX_DIGITS digits."""
+    shown_text = text if len(text) <= 20 else text[:17] + "…"
+    digits = text[1:] if text[:1] in "+-" else text
+    if not (digits.isascii() and digits.isdigit()):
+        raise InputError(control, f"里的「{shown_text}」不是整数（请只用 0-9 这十个数字）")
+    if text.startswith("-"):
+        raise InputError(control, f"里的 {shown_text} 不是正整数")
+    if len(digits.lstrip("0")) > MAX_DIGITS:
+        raise InputError(control, f"里的数有 {len(digits.lstrip('0')):,} 位，远超这个控件的范围")
+    return int(digits)

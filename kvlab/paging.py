@@ -35,6 +35,24 @@ def paged_slots(lengths, block_size) -> int:
     return sum(blocks_per_sequence(lengths, block_size)) * positive_int("block_size", block_size)
 
 
+def pool_order(lengths, block_size, limit: int) -> list[tuple[int, int, int]]:
+    """The first ``limit`` blocks a shared pool hands out if all sequences grow one token per step together, as
+    ``(owner, index, tokens held)``: every sequence's block j is taken at its token j x block_size + 1, so all j-th
+    blocks come before any (j+1)-th, in batch order. Only these ``limit`` blocks are built (the pool's size is
+    ``sum(blocks_per_sequence(...))``), so a batch of millions of blocks costs no more than the blocks shown."""
+    lengths, bs = _lengths(lengths), positive_int("block_size", block_size)
+    limit = non_negative_int("limit", limit)
+    order: list[tuple[int, int, int]] = []
+    j = 0
+    while len(order) < limit:
+        row = [(i, j, block_fill(n, j, bs)) for i, n in enumerate(lengths) if j * bs < n]
+        if not row:  # every sequence has handed out all its blocks
+            break
+        order += row[:limit - len(order)]
+        j += 1
+    return order
+
+
 def mean_paged_slots(lengths, block_size) -> float:
     """Slots one sequence of ``lengths`` takes on average (a request mix's expected footprint)."""
     lengths = _lengths(lengths)

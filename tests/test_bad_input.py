@@ -223,3 +223,72 @@ def test_token_range_check_does_not_depend_on_the_device(tiny_model):
     assert "device.type" not in source  # the check runs wherever the ids live (a CUDA assert kills the kernel)
     with pytest.raises(ValueError, match=r"^input_ids must lie in \[0, 61\), got values in \[0, 61\]"):
         tiny_model(torch.tensor([[0, 61]]))
+
+
+# -- issue 19 hole 9: the input helpers ------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["²", "③", "++5", "1, ²", "٣", "9" * 5000],
+                         ids=["superscript", "circled", "two-plus", "one-bad", "arabic-indic", "5000-digits"])
+def test_odd_digits_in_a_lengths_box_name_the_control_in_chinese(text):
+    from kvlab.lessons import storage
+
+    with pytest.raises(ValueError) as caught:
+        storage.render_padding(text, 16)
+    message = str(caught.value)
+    assert message.startswith(f"「{storage.LENGTHS_LABEL}」") and "invalid literal" not in message
+    assert len(message) < 200  # a 5,000-digit number is not echoed in full
+
+
+@pytest.mark.parametrize("value", [np.float32(2.5), __import__("fractions").Fraction(5, 2), 2.5, np.float64(2.5)])
+def test_a_fraction_is_refused_not_truncated(value):
+    from kvlab import inputs
+
+    with pytest.raises(inputs.InputError, match="整数"):
+        inputs.whole_number("批次 B", value, 1, 10)
+    assert inputs.whole_number("批次 B", np.float32(2.0), 1, 10) == 2  # a whole value of any real type is fine
+    assert inputs.whole_number("批次 B", np.int64(3), 1, 10) == 3
+
+
+def test_every_render_refuses_a_fraction():
+    from kvlab.lessons import memory_estimate, storage
+    from fractions import Fraction
+
+    for bad in (np.float32(2.5), Fraction(5, 2)):
+        with pytest.raises(ValueError, match="整数"):
+            storage.render_shape(32, 32, 128, bad, 30)
+        with pytest.raises(ValueError, match="整数"):
+            storage.render_padding([12, bad], 16)
+        with pytest.raises(ValueError, match="整数"):
+            memory_estimate.render_calculator("LLaMA-7B", 1024, bad, "fp16")
+
+
+@pytest.mark.parametrize("value", ["False", "True", 0.5, None])
+def test_a_checkbox_value_must_be_a_bool(value):
+    from kvlab import inputs
+
+    with pytest.raises(inputs.InputError, match="「先服务上一个请求」"):
+        inputs.yes_no("先服务上一个请求", value)
+    assert inputs.yes_no("先服务上一个请求", np.bool_(False)) is False
+
+
+def test_usable_share_out_of_range_is_a_message_showing_the_value():
+    from kvlab import inputs
+
+    with pytest.raises(inputs.InputError, match="「显存使用比例」.*收到的是 一个约 401 位的整数"):
+        inputs.positive_number("显存使用比例", 10**400, 1)
+    with pytest.raises(inputs.InputError, match="收到的是 1.0000001"):
+        inputs.positive_number("显存使用比例", 1.0000001, 1)
+
+
+def test_a_tiny_usable_share_is_blamed_on_the_share():
+    from kvlab.lessons import memory_estimate as m
+
+    with pytest.raises(ValueError, match=f"^「{m.USABLE_LABEL}」"):
+        m.render_fit("LLaMA-7B", "fp16", "fp16", "T4 16 GB (Colab)", 15360, 1e-9, 1024, 1)
+    with pytest.raises(ValueError, match=f"^「{m.BUDGET_LABEL}」"):  # the whole card is too small: the card's memory
+        m.render_fit("LLaMA-7B", "fp16", "fp16", "T4 16 GB (Colab)", 1024, 0.9, 1024, 1)
+    from kvlab.lessons.misconceptions import budget
+
+    args = dict(gpu=budget.DEFAULT_GPU, model=budget.DEFAULT_MODEL, spread=budget.DEFAULT_SPREAD, weight_dtype="fp16",
+                cache_dtype="fp16", reserved_tokens=1024, wanted=1)
+    with pytest.raises(ValueError, match=f"^「{budget.USABLE_LABEL}」"):
+        budget.render_budget(usable=1e-9, **args)

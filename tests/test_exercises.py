@@ -646,3 +646,134 @@ def test_blocks_known_mistakes_are_distinct_from_the_answer():
     for wrong_answer, why in known["with"].items():
         verdict = ch06.grade_blocks(s.unshared, wrong_answer)
         assert verdict.status == checker.WRONG and why[:8] in " ".join(verdict.details)
+
+
+# -- issue 19 holes 6, 7, 8: numbers in the checkers and the quiz ---------------------------------------------
+import time  # noqa: E402
+from fractions import Fraction  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+@pytest.mark.parametrize("text", ["1e30000000", "1e100000000", "1/0", "9" * 5000, "1e-100000000", "1" * 100_000])
+def test_parse_number_refuses_unbounded_numbers_at_once(text):
+    start = time.perf_counter()
+    with pytest.raises(checker.AnswerError):
+        checker.parse_number(text)
+    assert time.perf_counter() - start < 0.1
+
+
+@pytest.mark.parametrize("value", [np.int64(3), np.float32(3.0), torch.tensor(3), torch.tensor(3.0), Fraction(3),
+                                   np.array(3), "3", "３", 3.0])
+def test_parse_number_accepts_any_real_number_type(value):
+    assert checker.parse_number(value) == 3
+
+
+def test_a_float_that_lies_about_equality_is_read_as_its_value():
+    class Always(float):
+        def __eq__(self, other):
+            return True
+        __hash__ = float.__hash__
+
+    assert checker.parse_number(Always(2.5)) == Fraction(5, 2)
+    src = "def predict_work(p, n):\n    return (Always(0), Always(0), Always(0), Always(0))"
+    assert not run_cells(ch01.WORK, src, Always=Always).right
+
+
+def test_work_accepts_numpy_and_tensor_counts():
+    src = SOLUTIONS["ch01.work"] + "\n_orig = predict_work\npredict_work = lambda p, n: tuple(np.int64(x) for x in _orig(p, n))"
+    assert run_cells(ch01.WORK, src, np=np).right
+    src = SOLUTIONS["ch01.work"] + "\n_orig = predict_work\npredict_work = lambda p, n: tuple(torch.tensor(x) for x in _orig(p, n))"
+    assert run_cells(ch01.WORK, src).right
+
+
+@pytest.mark.parametrize("src", [
+    "def predict_work(p, n):\n    return ch01.traced_work(p, n)",
+    "from kvlab.exercises.ch01 import traced_work as tw\ndef predict_work(p, n):\n    return tw(p, n)",
+])
+def test_work_refuses_an_answer_that_calls_the_reference(src):
+    fb = run_cells(ch01.WORK, src)
+    assert fb.status == checker.WRONG and "参考" in fb.message
+
+
+def test_cached_step_refuses_an_answer_that_calls_the_reference():
+    src = ("def cached_attention_step(q, k_new, v_new, k_cache, v_cache, pos):\n"
+           "    return ch01.reference_step(q, k_new, v_new, k_cache, v_cache, pos)")
+    fb = run_cells(ch01.CACHED_STEP, src)
+    assert fb.status == checker.WRONG and "参考" in fb.message
+
+
+def test_fix_refuses_a_store_that_delegates_to_kvcache():
+    src = ("from kvlab.cache import KVCache\n"
+           "def store(cache, layer, k, v):\n    KVCache._store(cache, layer, k, v, cache.length + k.shape[2])")
+    fb = run_cells(ch05.FIX, src)
+    assert fb.status == checker.WRONG and "参考" in fb.message
+
+
+@pytest.mark.parametrize("ridge", [Code("1e400"), "1e400", Code("float('inf')"), "1/0", "1e30000000"])
+def test_ridge_bad_numbers_are_the_learners_error(ridge):
+    start = time.perf_counter()
+    fb = ridge_cells(ridge=ridge)
+    assert fb.status == checker.WRONG and "bug" not in fb.message
+    assert time.perf_counter() - start < 1
+
+
+@pytest.mark.parametrize("machine", ["ch03.Machine(1e-300, 1e300, 'made up')", "ch03.Machine(0, 1e9, 'x')",
+                                     "ch03.Machine(1e9, 0, 'x')"])
+def test_ridge_is_graded_against_a_believable_machine(machine):
+    fb = ridge_cells(ridge=1e600 if False else 1.0, machine=machine)
+    assert fb.status == checker.WRONG and "bug" not in fb.message and "正确" not in fb.message
+
+
+def _with_seconds(run, seconds=None, phases=None):
+    import dataclasses
+    trace = [dataclasses.replace(r, **({} if seconds is None else {"seconds": seconds})) for r in run.trace
+             if phases is None or r.phase in phases]
+    return dataclasses.replace(run, trace=trace)
+
+
+def test_ttft_tpot_refuses_a_trace_no_measurement_gives():
+    zero = _with_seconds(fake_run(), seconds=0.0)
+    fb = run_cells(ch03.TTFT_TPOT, "traced = run\nttft_ms = 0\ntpot_ms = 0\nitl_median_ms = 0", run=zero)
+    assert fb.status == checker.WRONG and "正确" not in fb.message
+    no_decode = _with_seconds(fake_run(), phases=("prefill",))
+    fb = run_cells(ch03.TTFT_TPOT, "traced = run\nttft_ms = 6\ntpot_ms = 1\nitl_median_ms = 1", run=no_decode)
+    assert fb.status == checker.WRONG and "bug" not in fb.message
+
+
+def test_system_exit_in_learner_code_does_not_escape_check():
+    fb = run_cells(ch01.WORK, "import sys\ndef predict_work(p, n):\n    sys.exit(1)")
+    assert fb.status == checker.WRONG and "exit" in fb.message
+
+
+# -- the quiz ------------------------------------------------------------------------------------------------
+def _number_question():
+    from kvlab.exercises.quiz import NumberQuestion
+    return NumberQuestion("3.4", "多少？", 0.5, "", "因为。", "想一想。", rel_tol=0.01)
+
+
+@pytest.mark.parametrize("text", ["0,5", "0，5", "1,5"])
+def test_quiz_decimal_comma_is_never_read_as_a_whole_number(text):
+    from kvlab.exercises import quiz
+    verdict = quiz.grade(_number_question(), text)
+    assert verdict.status == checker.TODO and "小数点" in verdict.message  # refused with a message, not counted
+
+
+def test_quiz_thousands_separators_still_read():
+    assert checker.parse_number("131,072") == 131072 and checker.parse_number("1,234.5") == Fraction(2469, 2)
+
+
+def test_quiz_same_number_written_three_ways_is_one_attempt():
+    from kvlab.viz.quiz import Quiz
+    q = Quiz([_number_question()])
+    for text in ("7", "7.0", "７", " 7 "):
+        q.answer(0, text)
+    assert q.state.wrong[0] == 1
+
+
+def test_quiz_long_answer_is_not_echoed_in_full():
+    from kvlab.exercises import quiz
+    verdict = quiz.grade(_number_question(), "7" * 100_000)
+    assert len(verdict.message) < 300
+    verdict = quiz.grade(_number_question(), "x" * 100_000)
+    assert len(verdict.message) < 300

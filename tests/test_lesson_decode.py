@@ -249,3 +249,18 @@ def test_walkthrough_figures_are_valid_plotly_built_quickly():
     assert [a.text.split("<br>")[0] for a in attention.layout.annotations[:2]] == ["无缓存：重算 3 个 token 的 K/V",
                                                                                  "有缓存：只算 1 个 token 的 K/V"]
     assert attention.layout.xaxis2.domain == (0.56, 1.0) and attention.data[1].xaxis == "x2"
+
+
+def test_latency_panel_bounds_the_work_one_click_starts():
+    """Issue 19 hole 3: the slider's maximum (2,040 tokens) blocked the kernel for 690 s after one click. The work is
+    counted first; above the cap the click measures nothing and says why."""
+    import time
+
+    model = lesson.timing_model()
+    start = time.perf_counter()
+    with pytest.raises(InputError, match="token 位置.*上限 300,000"):
+        lesson.render_latency(model, model.config.max_seq_len - 8, 5)
+    assert time.perf_counter() - start < 1
+    assert lesson.latency_work(6, 1) == 2 * (4 + 5 + 6 + 7 + 8 + 9)  # passes over 4 .. 9 tokens, warm-up and one run
+    assert lesson.latency_work(192, 1) < lesson.latency_work(544, 1) <= lesson.LATENCY_MAX_WORK  # default fits
+    assert lesson.latency_work(576, 1) > lesson.LATENCY_MAX_WORK >= lesson.latency_work(352, 3)

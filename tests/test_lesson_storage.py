@@ -573,3 +573,25 @@ def test_pool_figure_draws_at_most_max_blocks():
     fig = storage_plots.pool_figure(padding_waste([2000, 100], bytes_per_slot=1, block_size=1), max_blocks=64)
     drawn = sum(len(_boxes(t)) for t in fig.data if t.name.startswith("序列"))
     assert drawn == 64 and "共 2,100 块，只画出前 64 块" in fig.layout.title.text
+
+
+def test_padding_panel_at_its_most_expensive_values_is_cheap():
+    """Issue 19 hole 1: 64 lengths of 1,000,000 in blocks of 1 with 256 reserved took 97 s and 7.6 GiB (every block
+    of the pool was built, 64 million of them). Blocks are counted arithmetically and only the drawn ones built."""
+    import time
+    import tracemalloc
+    tracemalloc.start()
+    start = time.perf_counter()
+    view = lesson.render_padding(", ".join(["1000000"] * 64), 1, 256)
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert seconds < 5 and peak < 100 * 2**20, (seconds, peak)
+    assert "64,000,000 块 × 1" in view.html
+    assert "共 64,000,000 块，只画出前 1,024 块" in view.figures[1].layout.title.text
+
+
+def test_pool_blocks_are_counted_without_building_them():
+    w = lesson.padding_waste([12, 40, 7], bytes_per_slot=10, block_size=16)
+    assert w.pool_size == 5
+    assert [(b.owner, b.index, b.used) for b in w.pool_blocks(limit=3)] == [(0, 0, 12), (1, 0, 16), (2, 0, 7)]

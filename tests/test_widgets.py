@@ -364,7 +364,7 @@ def test_a_following_panel_redraws_after_the_other_and_once_per_burst():
     leader = _counting_panel([])
     follower = kw.Panel({"m": W.IntSlider(value=0)},
                         lambda m: calls.append(leader.values()["n"]) or kw.View([], f"n = {leader.values()['n']}"))
-    follower.follow(leader.controls.values())
+    follower.follow(leader)
     calls.clear()
     leader.controls["n"].value = 5  # code: followed at once
     assert calls == [5] and follower.readout.value == "n = 5"
@@ -501,3 +501,56 @@ def test_more_folds_the_named_controls_under_a_closed_section():
     assert kw.Panel({"n": W.IntText(value=3)}, lambda n: _render(n, "bar"), mode="rerender").more is None
     with pytest.raises(ValueError, match="^more"):
         kw.Panel({"n": W.IntText(value=3)}, lambda n: _render(n, "bar"), mode="rerender", more=("size",))
+
+
+# -- issue 19 holes 2 and 10: re-run cells, set() all or nothing --------------------------------------------
+def _observers(control) -> int:
+    return len(control._trait_notifiers.get("value", {}).get("change", []))
+
+
+def test_rerunning_the_following_cell_does_not_pile_up_observers():
+    """Hole 2: each re-run of 3.2's bytes cell added an observer to the shape panel's controls that never went away
+    (20 re-runs: a shape change took 0.4 s instead of 0.02 s)."""
+    from kvlab.lessons import storage
+
+    shape = storage.shape_panel()
+    first = storage.bytes_panel(shape)
+    once = _observers(shape.controls["L"])
+    for _ in range(20):  # the bytes cell run again and again
+        latest = storage.bytes_panel(shape)
+    assert _observers(shape.controls["L"]) == once
+    shape.set(L=2)
+    assert "2 × 2 × 1 ×" in latest.readout.value and not latest.stale
+    assert first.stale  # replaced by the re-run: its output is gone, and it no longer follows
+
+
+def test_rerunning_the_leading_cell_greys_out_its_old_followers():
+    """Hole 2: re-run only the shape cell, move the new L slider to 1, and the old bytes readout still said
+    「2 × 32 × …」 without being greyed out."""
+    from kvlab.lessons import storage
+
+    shape = storage.shape_panel()
+    old_bytes = storage.bytes_panel(shape)
+    assert not old_bytes.stale
+    new_shape = storage.shape_panel()  # the shape cell run again
+    assert old_bytes.stale and "重新运行" in old_bytes.message.value
+    new_shape.set(L=1)
+    old_bytes.set(B=2)  # its own controls do not make it current again: it reads a shape panel no longer shown
+    assert old_bytes.stale and "重新运行" in old_bytes.message.value
+    new_bytes = storage.bytes_panel(new_shape)
+    assert "2 × 1 × 1 ×" in new_bytes.readout.value and not new_bytes.stale
+
+
+def test_set_checks_every_value_before_changing_any():
+    """Hole 10: shape.set(L=64, S="abc") raised after L had moved: the slider at 64, the readout still at 32 and not
+    greyed, the bytes panel already at 64."""
+    from kvlab.lessons import storage
+
+    shape = storage.shape_panel()
+    follower = storage.bytes_panel(shape)
+    before, readout, bytes_readout = shape.values(), shape.readout.value, follower.readout.value
+    for bad in ({"L": 64, "S": "abc"}, {"L": 64, "nothing": 3}, {"L": 64, "dtype": "fp16"}):
+        with pytest.raises(ValueError):
+            shape.set(**bad)
+        assert shape.values() == before and shape.readout.value == readout and not shape.stale
+        assert follower.readout.value == bytes_readout

@@ -263,6 +263,9 @@ def grade_cached_step(fn) -> Verdict:
     problem = checker.unwritten(fn, STEP_STUB, "cached_attention_step", "写完 cached_attention_step 的函数体，再运行这一格。")
     if problem:
         return problem
+    problem = checker.refuses_reference(fn, {"reference_step": reference_step})
+    if problem:
+        return problem
     for case in LOOP_CASES:
         d = first_divergence(case, fn)
         if d is not None:
@@ -344,6 +347,26 @@ def _half_scores(p: int, n: int) -> tuple[int, int]:
     return sum(t * (t + 1) // 2 for t in lengths), p * (p + 1) // 2 + sum(lengths[1:])
 
 
+def _count_projections():
+    from ..lessons.decode import count_projections
+
+    return count_projections
+
+
+def _count_value(answer):
+    """A predicted count as an exact number (numpy's, a 0-d tensor, a float subclass: read by its value), or None."""
+    try:
+        return checker.parse_number(answer)
+    except checker.AnswerError:
+        return None
+
+
+def _shown(answer, value) -> str:
+    if value is None:
+        return checker.clip(repr(answer))
+    return f"{int(value):,}" if value.denominator == 1 else f"{float(value):g}"
+
+
 def _as_counts(answer) -> tuple | None:
     if not isinstance(answer, (tuple, list)) or len(answer) != 4:
         return None
@@ -354,6 +377,9 @@ def grade_work(fn) -> Verdict:
     problem = checker.unwritten(fn, WORK_STUB, "predict_work", "在 predict_work 里把四个 None 换成你的公式。")
     if problem:
         return problem
+    problem = checker.refuses_reference(fn, {"traced_work": traced_work, "count_projections": _count_projections()})
+    if problem:
+        return problem
     for p, n in WORK_CASES:
         case = f"用例 p = {p}，n = {n}"
         got = _as_counts(checker.call(fn, p, n, case=case))
@@ -362,10 +388,12 @@ def grade_work(fn) -> Verdict:
         if any(g is None for g in got):
             return todo("predict_work 还有没填的 None。")
         want = traced_work(p, n)
-        bad = [i for i in range(4) if not (isinstance(got[i], (int, float)) and got[i] == want[i])]
+        values = [_count_value(g) for g in got]  # each count's value, whatever real type holds it
+        bad = [i for i in range(4) if values[i] != want[i]]
         if not bad:
             continue
-        details = [f"{WORK_ITEMS[i]}：trace 里数出 {want[i]:,}，你的预测 {got[i]!r}" for i in bad]
+        details = [f"{WORK_ITEMS[i]}：trace 里数出 {want[i]:,}，你的预测 {_shown(got[i], values[i])}" for i in bad]
+        got = values
         if all(got[i] == _n_passes_mistake(p, n)[i] for i in bad):
             details.append("原因：你多算了一次前向计算。n 个新 token 只需要 n 次：1 次预填充 + n − 1 次解码；"
                            "最后一个 token 生成之后不再送回模型。")

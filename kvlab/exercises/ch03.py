@@ -50,13 +50,19 @@ BELIEVABLE_BANDWIDTH = (1e8, 1e14)  # bytes/s
 BELIEVABLE_FLOPS = (1e8, 1e17)  # FLOP/s
 
 
-def believable(roofs) -> bool:
-    """``roofs`` is a :class:`~kvlab.lessons.prefill_decode.Roofs` whose two rates a real machine could have."""
-    if not isinstance(roofs, Roofs):
+def believable_rates(bandwidth, flops) -> bool:
+    """Two rates (bytes/s, FLOP/s) a real machine could have (real numbers within the bounds above)."""
+    try:
+        bandwidth, flops = float(checker.parse_number(bandwidth)), float(checker.parse_number(flops))
+    except checker.AnswerError:
         return False
-    bandwidth, flops = roofs.bandwidth.best, roofs.flops.best
     return (BELIEVABLE_BANDWIDTH[0] <= bandwidth <= BELIEVABLE_BANDWIDTH[1]
             and BELIEVABLE_FLOPS[0] <= flops <= BELIEVABLE_FLOPS[1])
+
+
+def believable(roofs) -> bool:
+    """``roofs`` is a :class:`~kvlab.lessons.prefill_decode.Roofs` whose two rates a real machine could have."""
+    return isinstance(roofs, Roofs) and believable_rates(roofs.bandwidth.best, roofs.flops.best)
 
 
 def this_machine(roofs=None, device=None) -> Machine:
@@ -194,6 +200,9 @@ def grade_batch_ridge(machine: Machine, ridge, b_short, b_long) -> Verdict:
         return checker.todo()
     if not isinstance(machine, Machine):
         return wrong("第一个参数要传上一格的 machine（ch03.this_machine(roofs) 的结果）。")
+    if not believable_rates(machine.bandwidth, machine.flops):  # graded against what kvlab measured, not made up
+        return wrong("machine 里的带宽或算力不是任何真实机器能测出的数：请传上一格 ch03.this_machine(roofs) 的结果，"
+                     "不要自己构造 Machine。")
     want = machine.flops / machine.bandwidth
     short, long = smallest_batch(want, SHORT), smallest_batch(want, LONG)
     problems = {}
@@ -308,6 +317,19 @@ def _timing_problem(name: str, got, want: float, mistakes: dict[str, float]) -> 
     return f"不对：你写的是 {value:.4g} ms"
 
 
+def _trace_problem(run: GenerationResult) -> str | None:
+    """Why ``run``'s trace is not one kvlab measured (no prefill or decode pass, or times no pass can take), or None."""
+    phases = {r.phase for r in run.trace}
+    if not {"prefill", "decode"} <= phases:
+        missing = "、".join(PHASES[p] for p in ("prefill", "decode") if p not in phases)
+        return (f"traced 的 trace 里没有{missing}的前向计算：请传上一格 ch03.traced_run() 的结果（它生成 {TRACE_NEW} 个 token，"
+                "有预填充也有解码）。")
+    if not all(isinstance(r.seconds, float) and math.isfinite(r.seconds) and 0 < r.seconds < 3600 for r in run.trace):
+        return ("traced 里的耗时不像真实测量（每次前向计算都要花一点时间，不会是 0、负数或无穷）：请重新运行上一格，"
+                "传 ch03.traced_run() 的结果。")
+    return None
+
+
 def grade_ttft_tpot(run, ttft_ms, tpot_ms, itl_median_ms=None) -> Verdict:
     """Graded against what kvlab measured for this request: ``time_to_first_token``, ``time_per_output_token``
     (a mean) and the median of ``decode_seconds``."""
@@ -316,6 +338,9 @@ def grade_ttft_tpot(run, ttft_ms, tpot_ms, itl_median_ms=None) -> Verdict:
         return checker.todo()
     if not isinstance(run, GenerationResult):
         return wrong("第一个参数要传上一格的 traced（ch03.traced_run() 的结果）。")
+    problem = _trace_problem(run)
+    if problem:
+        return wrong(problem)
     ms = lambda rs: [r.seconds * 1e3 for r in rs]  # noqa: E731
     prefill = ms(r for r in run.trace if r.phase == "prefill")
     decode = ms(r for r in run.trace if r.phase == "decode")

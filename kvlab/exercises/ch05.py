@@ -254,6 +254,9 @@ def grade_fix(store) -> Verdict:
     problem = checker.unwritten(store, FIX_STUB, "store", stub_symptoms())
     if problem:
         return problem
+    problem = checker.refuses_reference(store, {"_store": KVCache._store})
+    if problem:
+        return problem
     problem = store_problem(store)
     if problem == LENGTH_CHANGED:
         return wrong(problem)

@@ -88,13 +88,78 @@ class LearnerError(Exception):
 
 
 def call(fn: Callable, *args, case: str = "", extra: str = ""):
-    """``fn(*args)``; an exception becomes :class:`LearnerError` with the case and the error's last line."""
+    """``fn(*args)``; an exception becomes :class:`LearnerError` with the case and the error's last line. So does
+    ``SystemExit`` (``exit()`` in learner code must not end the check); ``KeyboardInterrupt`` is let through, so that
+    the kernel's stop button still stops a learner's endless loop."""
     try:
         return fn(*args)
+    except LearnerError:
+        raise
+    except SystemExit as exc:
+        where = f"（{case}）" if case else ""
+        raise LearnerError(wrong(f"你的代码调用了 exit() 或 sys.exit(){where}（SystemExit {exc.code!r}）：函数要用 return 返回结果，"
+                                 "不能退出")) from None
     except Exception as exc:  # the learner's code: any error is feedback, never a traceback
         where = f"（{case}）" if case else ""
-        line = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1]
+        line = clip("".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1], 300)
         raise LearnerError(wrong(f"你的代码出错了{where}：{line}", *([extra] if extra else []))) from None
+
+
+def clip(text: str, limit: int = 40) -> str:
+    """``text`` shortened to ``limit`` characters (an answer or an error echoed back is never a page long)."""
+    return text if len(text) <= limit else f"{text[:limit - 1]}…（共 {len(text):,} 个字符）"
+
+
+# -- answers that merely call the reference ------------------------------------------------------------------
+def _names(code) -> set[str]:
+    """Every global and attribute name ``code`` (and the functions defined inside it) loads."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _names(const)
+    return names
+
+
+def _is(obj, reference) -> bool:
+    return obj is reference or getattr(obj, "__wrapped__", None) is reference or \
+        getattr(reference, "__wrapped__", None) is obj
+
+
+def uses_reference(fn, references: dict[str, object]) -> str | None:
+    """The name of a reference implementation ``fn`` calls (``references``: name -> the function), found in its code
+    by name (``ch01.traced_work``, ``KVCache._store``) or through a global or closure alias bound to it; else None."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    scope = getattr(fn, "__globals__", {})
+    cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None] \
+        if all(_filled(c) for c in (getattr(fn, "__closure__", None) or ())) else []
+    for name in _names(code):
+        bound = scope.get(name)
+        for ref_name, ref in references.items():
+            if (name == ref_name and (bound is None or _is(bound, ref))) or (bound is not None and _is(bound, ref)):
+                return ref_name
+    for value in cells:
+        for ref_name, ref in references.items():
+            if _is(value, ref):
+                return ref_name
+    return None
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:  # an empty cell
+        return False
+
+
+def refuses_reference(fn, references: dict[str, object]) -> Verdict | None:
+    """WRONG when ``fn`` calls one of ``references`` (the checker would be comparing the reference with itself)."""
+    name = uses_reference(fn, references)
+    if name is None:
+        return None
+    return wrong(f"你的函数调用了参考实现 {name}：检查程序正是拿它来对照的，这样比较没有意义。请用自己的代码写出来。")
 
 
 # -- attempts and feedback ----------------------------------------------------------------------------
@@ -169,6 +234,10 @@ def check(exercise: Exercise, grade: Callable[..., Verdict], *answers, **named) 
         verdict = grade(*answers, **named)
     except LearnerError as exc:
         verdict = exc.verdict
+    except AnswerError as exc:  # an answer that cannot be read is the learner's to fix, never kvlab's bug
+        verdict = wrong(str(exc))
+    except SystemExit as exc:  # exit() reached the grader outside call(): still the learner's, never the end
+        verdict = wrong(f"你的代码调用了 exit() 或 sys.exit()（SystemExit {exc.code!r}）：函数要用 return 返回结果，不能退出")
     except Exception as exc:  # a bug in the checker itself: say so instead of blaming the learner
         line = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1]
         verdict = Verdict(BUG, f"检查程序本身出错了（这是 kvlab 的 bug，请报告）：{line}")
@@ -252,10 +321,60 @@ def _fraction_text(x: Fraction) -> str:
     return f"{int(x):,}" if x.denominator == 1 else f"{float(x):.10g}"  # 4.0000001 must not read as 4
 
 
+MAX_ANSWER_CHARS = 60  # a number typed as an answer is never longer (longer text is refused at once)
+MAX_DIGITS = 40  # digits of a typed number (each side of a fraction)
+MAX_EXPONENT = 300  # answers lie within 1e-300 .. 1e300 of zero: Fractions stay small, floats finite
+NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)(?:[eE]([-+]?\d+))?$")
+RATIO = re.compile(r"^([-+]?\d+)\s*/\s*([-+]?\d+)$")
+THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:([,_， ])\d{3})(?:\1\d{3})*(?:\.\d*)?(?:[eE][-+]?\d+)?$")
+
+
+LEADING = re.compile(r"[-+]?\d[\d,_， ]*(?:\.\d*)?(?:[eE][-+]?\d+)?")
+
+
 def _normalize(text: str) -> str:
-    """Full-width digits made ASCII; thousands separators (, ， _ and spaces between digit groups) removed."""
+    """Full-width digits made ASCII; thousands separators (, ， _ or spaces, every three digits) removed from the
+    number (a unit may follow). A comma anywhere else is a decimal comma or a typo: :class:`AnswerError` (never read
+    as a bigger whole number: 0,5 is not 5)."""
     text = unicodedata.normalize("NFKC", text).strip()
-    return re.sub(r"(?<=\d)[,_， ](?=\d{3})", "", text)
+    m = LEADING.match(text)
+    number = m.group(0).strip() if m else ""
+    if number and THOUSANDS.match(number):
+        return re.sub(r"[,_， ]", "", number) + text[len(number):]
+    if "," in text or "，" in text:
+        raise AnswerError(f"「{clip(text)}」里的逗号读不懂：小数点请写成「.」，例如 0.5；千位分隔符要每三位一个，"
+                          "例如 131,072")
+    return text
+
+
+def _bounded(value: Fraction, shown: str) -> Fraction:
+    if value and not Fraction(1, 10**MAX_EXPONENT) <= abs(value) <= 10**MAX_EXPONENT:
+        raise AnswerError(f"「{clip(shown)}」超出了可以比较的范围（绝对值在 1e-{MAX_EXPONENT} 到 1e{MAX_EXPONENT} 之间）")
+    return value
+
+
+def _typed_number(text: str) -> Fraction:
+    """A number typed as text: "1024", "0.5", "1.5e9", "3/4" (bounded digits and exponent), else AnswerError."""
+    what = clip(text)
+    if len(text) > MAX_ANSWER_CHARS:
+        raise AnswerError(f"答案太长了（{len(text):,} 个字符）：请只写一个数，例如 1024 或 0.5")
+    ratio = RATIO.match(text)
+    if ratio:
+        top, bottom = ratio.groups()
+        if max(len(top), len(bottom)) > MAX_DIGITS + 1:
+            raise AnswerError(f"「{what}」的位数太多：请写成小数或用 e 表示，例如 1.5e9")
+        if int(bottom) == 0:
+            raise AnswerError(f"「{what}」的分母是 0：这不是一个数")
+        return _bounded(Fraction(int(top), int(bottom)), text)
+    m = NUMBER.match(text)
+    if not m:
+        raise AnswerError(f"「{what}」不是一个数：请只写数字，例如 1024 或 0.5")
+    if len(m.group(1).replace(".", "").lstrip("0")) > MAX_DIGITS:
+        raise AnswerError(f"「{what}」的位数太多：请写成小数或用 e 表示，例如 1.5e9")
+    exponent = m.group(2)
+    if exponent is not None and len(exponent.lstrip("+-").lstrip("0")) > 4:
+        raise AnswerError(f"「{what}」超出了可以比较的范围（绝对值在 1e-{MAX_EXPONENT} 到 1e{MAX_EXPONENT} 之间）")
+    return _bounded(Fraction(text), text)
 
 
 def _subject(what: str) -> str:
@@ -264,36 +383,46 @@ def _subject(what: str) -> str:
 
 
 def parse_number(answer, what: str = "答案") -> Fraction:
-    """An int, float or numeric string as an exact Fraction (floats as their shortest decimal)."""
+    """Any real number (int, float, numpy's, a 0-d tensor or array, Fraction) or numeric string as an exact
+    Fraction (floats as their shortest decimal). The value is read from the object's own type (a float subclass
+    cannot change what it is worth); digits and exponents are bounded, so any answer is read at once."""
     what = _subject(what)
     if isinstance(answer, bool) or answer is None:
         raise AnswerError(f"{what}需要一个数，收到的是 {answer!r}")
-    if isinstance(answer, numbers.Integral):
-        return Fraction(int(answer))
-    if isinstance(answer, numbers.Real):
-        if not math.isfinite(answer):
-            raise AnswerError(f"{what}需要一个有限的数，收到的是 {answer!r}")
-        return Fraction(repr(float(answer)))
     if isinstance(answer, str):
         if not answer.strip():
             raise AnswerError("还没有填答案：请输入一个数")
-        try:
-            return Fraction(_normalize(answer))
-        except ValueError:
-            raise AnswerError(f"「{answer.strip()}」不是一个数：请只写数字，例如 1024 或 0.5") from None
-    raise AnswerError(f"{what}需要一个数，收到的是 {type(answer).__name__}：{answer!r}")
+        return _typed_number(_normalize(answer))
+    if isinstance(answer, int):
+        return _bounded(Fraction(int.__int__(answer)), "这个整数")
+    if isinstance(answer, Fraction):
+        return _bounded(Fraction(answer.numerator, answer.denominator), "这个分数")
+    if isinstance(answer, numbers.Integral):
+        return _bounded(Fraction(int(answer)), "这个整数")
+    if isinstance(answer, numbers.Real):
+        value = float.__float__(answer) if isinstance(answer, float) else float(answer)
+        if not math.isfinite(value):
+            raise AnswerError(f"{what}需要一个有限的数，收到的是 {value!r}")
+        return _bounded(Fraction(repr(value)), repr(value))
+    if getattr(answer, "shape", None) == () or (hasattr(answer, "numel") and getattr(answer, "ndim", 1) == 0):
+        item = answer.item()  # a 0-d tensor or array: its one number
+        if isinstance(item, (int, float)) and not isinstance(item, bool):
+            return parse_number(item, what.strip() or "答案")
+    raise AnswerError(f"{what}需要一个数，收到的是 {type(answer).__name__}：{clip(repr(answer))}")
 
 
 def parse_bytes(answer) -> Quantity:
     """A size: a number of bytes (int), or a string with a unit: "4 GiB", "4096 MiB", "4,294,967,296 B"."""
     if isinstance(answer, str):
+        if len(answer) > MAX_ANSWER_CHARS:
+            raise AnswerError(f"答案太长了（{len(answer):,} 个字符）：请写一个数加单位，例如 \"1.5 GiB\"")
         m = QUANTITY.match(_normalize(answer))
         if not m:
-            raise AnswerError(f"读不懂「{answer}」：请写一个数加单位，例如 \"1.5 GiB\"，或者直接写字节数（整数）")
+            raise AnswerError(f"读不懂「{clip(answer)}」：请写一个数加单位，例如 \"1.5 GiB\"，或者直接写字节数（整数）")
         unit = UNIT_NAMES.get(m.group(2).upper() if m.group(2) != "字节" else "字节") if m.group(2) else "B"
         if unit is None:
-            raise AnswerError(f"不认识单位「{m.group(2)}」：请用 B、KiB、MiB、GiB（或 KB、MB、GB）")
-        value = Fraction(m.group(1))
+            raise AnswerError(f"不认识单位「{clip(m.group(2))}」：请用 B、KiB、MiB、GiB（或 KB、MB、GB）")
+        value = _typed_number(m.group(1))
     else:
         value, unit = parse_number(answer), "B"
     factor = BINARY_UNITS.get(unit.upper()) or DECIMAL_UNITS[unit]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .checker import TODO, AnswerError, Choice, Verdict, close, parse_number, right, wrong
+from .checker import TODO, AnswerError, Choice, Verdict, clip, close, parse_number, right, wrong
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,17 @@ def grade(question: Question, response) -> Verdict:
         return Verdict(TODO, str(exc))
     if close(float(value), float(question.answer), question.rel_tol):
         return right(f"正确！{question.explanation}")
-    return wrong(f"不对：「{response.strip()}」不是正确答案。提示：{question.hint}")
+    return wrong(f"不对：「{clip(response.strip())}」不是正确答案。提示：{question.hint}")
+
+
+def response_key(question: Question, response):
+    """What makes two responses the same attempt: a number's value (7, 7.0 and ７ are one answer), a choice's index."""
+    if isinstance(question, NumberQuestion) and isinstance(response, str):
+        try:
+            return parse_number(response)
+        except AnswerError:
+            return None
+    return response
 
 
 def answer_verdict(question: Question) -> Verdict:

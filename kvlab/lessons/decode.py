@@ -17,7 +17,7 @@ from ..measure import DecodeTiming, device_label, time_generate
 from ..stats import median
 from ..memory import format_bytes, kv_bytes_per_token
 from ..model import ToyTransformer, apply_rope
-from ..inputs import whole_number
+from ..inputs import InputError, whole_number
 from ..viz import decode_plots as plots
 from ..viz.widgets import Panel, View, dropdown, int_slider, play_slider, run_button
 
@@ -276,10 +276,28 @@ def measure_decode_latency(model: ToyTransformer, new_tokens: int, repeats: int 
 NEW_TOKENS_LABEL, REPEATS_LABEL = "生成 token 数", "重复次数（取中位数）"  # the latency panel's controls, as shown
 
 
+LATENCY_MAX_WORK = 300_000  # token positions one click may feed the model without a cache (about 50 s on 2 cores)
+
+
+def latency_work(new_tokens: int, repeats: int, prompt_len: int = 4) -> int:
+    """Token positions the uncached runs of one click feed the model (a warm-up and ``repeats`` runs): without a
+    cache, the pass that makes token t re-reads all t tokens, so one run costs the sum of t over its passes. The
+    cached runs feed one token a pass and are left out (at most a few per cent as much)."""
+    per_run = sum(range(prompt_len, prompt_len + positive_int("new_tokens", new_tokens)))
+    return (positive_int("repeats", repeats) + 1) * per_run
+
+
 def render_latency(model: ToyTransformer, new_tokens, repeats) -> View:
-    """The latency panel: measure both ways, plot per-step and cumulative time with fitted exponents."""
+    """The latency panel: measure both ways, plot per-step and cumulative time with fitted exponents. The work is
+    counted first: a setting past LATENCY_MAX_WORK is refused with the count (in Chinese) before anything runs,
+    instead of blocking the kernel for minutes; the measurement itself stays interruptible (the stop button)."""
     new_tokens = whole_number(NEW_TOKENS_LABEL, new_tokens, 1, model.config.max_seq_len - 8)
     repeats = whole_number(REPEATS_LABEL, repeats, 1, 9)
+    work = latency_work(new_tokens, repeats)
+    if work > LATENCY_MAX_WORK:
+        raise InputError(NEW_TOKENS_LABEL, f"与「{REPEATS_LABEL}」合起来，无缓存时要重算约 {work:,} 个 token 位置（每一步都重算"
+                         f"前面的全部 token，热身 1 次加重复 {repeats} 次），是一次点击上限 {LATENCY_MAX_WORK:,} 的 "
+                         f"{work / LATENCY_MAX_WORK:.1f} 倍（在 2 核 CPU 上要好几分钟）：请减少生成 token 数或重复次数")
     results = measure_decode_latency(model, new_tokens, repeats)
     none, kv = results["none"], results["kv"]
     total_none, total_kv = none.cumulative_seconds[-1], kv.cumulative_seconds[-1]

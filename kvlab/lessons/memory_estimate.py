@@ -688,6 +688,14 @@ def fit_html(plan: FitPlan) -> str:
     return "<br>".join(lines)
 
 
+def share_or(control: str, share: float, plan) -> str:
+    """The control to blame when the weights do not fit: the usable share when it is below the default and the
+    default share would hold them (``plan(share) -> FitPlan``), else ``control`` (the card's memory)."""
+    if share < DEFAULT_USABLE and plan(DEFAULT_USABLE).weights_fit:
+        return USABLE_LABEL
+    return control
+
+
 def render_fit(model, weight_dtype, cache_dtype, gpu, budget_mib, usable, seq_len, batch_size) -> View:
     """Control values -> the card as a bar, and the batch/context trade-off; a clear message if the weights
     alone do not fit."""
@@ -701,7 +709,8 @@ def render_fit(model, weight_dtype, cache_dtype, gpu, budget_mib, usable, seq_le
     B = inputs.whole_number(BATCH_LABEL, batch_size, 1, MAX_BATCH)
     plan = plan_fit(name, mib * MIB, S, B, wd, cd, share)
     if not plan.weights_fit:
-        raise inputs.InputError(BUDGET_LABEL, weights_do_not_fit(plan))
+        raise inputs.InputError(share_or(BUDGET_LABEL, share, lambda u: plan_fit(name, mib * MIB, S, B, wd, cd, u)),
+                                weights_do_not_fit(plan))
     points = [(b, longest_context(name, plan.room_bytes, b, cd)) for b in TRADEOFF_BATCHES]
     p = plan.model
     context = p.context_length if p.has_released_context else None

@@ -24,7 +24,7 @@ from ..measure import alternate, device_label, measurement_threads, torch_thread
 from ..stats import median
 from ..memory import DTYPE_BITS, format_bytes, kv_bytes_per_token, kv_cache_bytes
 from ..model import ToyTransformer
-from ..paging import block_fill, blocks_per_sequence, padded_slots, paged_slots
+from ..paging import blocks_per_sequence, padded_slots, paged_slots, pool_order
 from ..presets import GPU_PRESETS, LATENT, MODEL_PRESETS, ModelPreset
 from ..viz import storage_plots as plots
 from ..viz.style import MODE_LABELS
@@ -185,7 +185,7 @@ def bytes_panel(shape: Panel) -> Panel:
 
     panel = Panel(controls, render, extra=[bold_label("形状取自上面的面板")], layout="horizontal",
                   css_class="kvlab-bytes")
-    panel.follow(shape.controls.values())
+    panel.follow(shape)
     return panel
 
 
@@ -642,13 +642,16 @@ class PaddingWaste:
     def paged_bytes(self) -> int:
         return self.paged_slots * self.bytes_per_slot
 
-    def pool_blocks(self) -> list[PoolBlock]:
-        """The shared pool in the order the blocks were taken if all sequences grew one token per step together:
-        every sequence's block j is taken at its token j x block_size + 1, so all j-th blocks come before any
-        (j+1)-th, in batch order."""
-        bs = self.block_size
-        return [PoolBlock(i, j, block_fill(n, j, bs)) for j in range(max(self.blocks_per_sequence))
-                for i, n in enumerate(self.lengths) if j * bs < n]
+    @property
+    def pool_size(self) -> int:
+        """Blocks in the shared pool (counted, not built)."""
+        return sum(self.blocks_per_sequence)
+
+    def pool_blocks(self, limit: int | None = None) -> list[PoolBlock]:
+        """The first ``limit`` blocks of the shared pool (all of them by default) in the order they were taken if all
+        sequences grew one token per step together (``paging.pool_order``)."""
+        count = self.pool_size if limit is None else min(limit, self.pool_size)
+        return [PoolBlock(*block) for block in pool_order(self.lengths, self.block_size, count)]
 
 
 def padding_waste(lengths, bytes_per_slot: int, block_size: int = 16, reserve: int = 0) -> PaddingWaste:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import ipywidgets as W
 
 from ..exercises.checker import RIGHT, WRONG, Verdict
-from ..exercises.quiz import ChoiceQuestion, Question, answer_verdict, grade, graded
+from ..exercises.quiz import ChoiceQuestion, Question, answer_verdict, grade, graded, response_key
 from .widgets import message_html, show
 
 REVEAL_AFTER = 2  # wrong answers to one question before its answer can be shown
@@ -119,8 +119,9 @@ class Quiz:
         if graded(fb):
             # the same answer graded again (Enter, then 检查; or a click that reached the kernel before the box's
             # new text) repeats its feedback but is not another wrong attempt
-            again = response == self._last_graded[index]
-            self._last_graded[index] = response
+            key = response_key(self.questions[index], response)
+            again = key == self._last_graded[index]
+            self._last_graded[index] = key
             self.state.wrong[index] += fb.status == WRONG and not again
         self.feedback[index].value = feedback_html(fb)
         if graded(fb):  # offered after the second wrong answer, withdrawn once it is right

@@ -355,8 +355,8 @@ def pool_figure(waste, max_blocks: int = MAX_POOL_BLOCKS) -> go.Figure:
     """The paged cache's shared pool of physical blocks, in the order the sequences took them as they grew: each
     block in its owner's colour up to the slots it holds, the unused tail of a sequence's last block in yellow.
     One sequence's blocks are scattered among the others'. At most ``max_blocks`` are drawn."""
-    pool = waste.pool_blocks()
-    shown = pool[:max_blocks]
+    total = waste.pool_size
+    shown = waste.pool_blocks(max_blocks)  # only the drawn blocks are built
     columns = max(1, min(32, math.ceil(math.sqrt(len(shown) * 4))))
     rows = math.ceil(len(shown) / columns)
     bs = waste.block_size
@@ -385,8 +385,8 @@ def pool_figure(waste, max_blocks: int = MAX_POOL_BLOCKS) -> go.Figure:
     if cell_px >= 16:
         fig.add_scatter(x=labels_x, y=labels_y, mode="text", text=labels, showlegend=False, hoverinfo="skip",
                         textfont=dict(color="white", size=11 if cell_px >= 24 else 9), name="块的主人")
-    more = f"（共 {len(pool):,} 块，只画出前 {len(shown):,} 块）" if len(shown) < len(pool) else ""
-    fig.update_layout(title=f"分页缓存的物理块池：{len(pool):,} 块，按各序列增长时领取的顺序排列，数字是它属于哪条序列"
+    more = f"（共 {total:,} 块，只画出前 {len(shown):,} 块）" if len(shown) < total else ""
+    fig.update_layout(title=f"分页缓存的物理块池：{total:,} 块，按各序列增长时领取的顺序排列，数字是它属于哪条序列"
                             f"{more}", margin=dict(l=20, r=20, t=60, b=20),
                       legend=dict(orientation="h", x=0, y=-0.02, yanchor="top"))
     fig.update_xaxes(visible=False, range=[-0.1, columns + 0.1])

@@ -24,6 +24,7 @@ import os
 import sys
 import time
 import traceback
+import weakref
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable
@@ -34,7 +35,7 @@ import plotly.graph_objects as go
 from IPython.display import display
 from plotly.basedatatypes import Undefined
 from plotly.serializers import custom_serializers
-from traitlets import Bytes, Dict, Unicode
+from traitlets import Bytes, Dict, TraitError, Unicode
 
 from ..assets import AssetError
 from ..inputs import InputError
@@ -55,6 +56,8 @@ FRIENDLY_NAMES = {
 # (the class goes on the panel: plotly's FigureWidget does not follow class changes made after it is shown)
 STALE_CSS = ("<style>.kvlab-panel.kvlab-stale .kvlab-readout,.kvlab-panel.kvlab-stale .kvlab-figure"
              "{opacity:0.3;filter:grayscale(1);transition:opacity .1s}</style>")
+RERUN_NOTE = ("上面那个面板的单元格已经重新运行，这里的数字不再跟着屏幕上的新面板变化（已变灰）："
+              "请重新运行本单元格。")
 STALE_NOTE = "下方的数字和图仍是上一次有效输入的结果（已变灰），改成有效值后会立即更新。"
 
 # Pre-rendering: after a learner moves a slider, the panel renders the slider's next value (one more step
@@ -450,6 +453,9 @@ class Panel:
         self._follow = None  # the scheduled refresh after another panel's control moved (see follow)
         self._render_ms: dict = {}  # control name -> durations (ms) of the last renders it caused
         self._slow: set = set()  # controls that once caused a very slow render: never rendered ahead
+        self._leader: tuple | None = None  # (the panel this one follows, the observer put on its controls)
+        self._followers: list[Panel] = []  # panels that follow this one's controls
+        self._orphaned = False  # the panel this one follows was replaced by a re-run cell: stale for good
         first = render(**self.values())
         self.result = first.result
         self.views = [FigureView(f, mode) for f in first.figures]
@@ -480,6 +486,36 @@ class Panel:
         if css_class:
             self.widget.add_class(css_class)
         self.widget.add_class("kvlab-panel")
+        self._replace_older(css_class)
+
+    # -- re-run cells: a panel made again replaces the one its cell showed before -------------------------
+    _newest: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # css_class -> the newest such panel
+
+    def _replace_older(self, css_class: str) -> None:
+        """A panel of the same ``css_class`` made before this one was shown by the same cell, now re-run (every
+        chapter shows each panel once): it stops following its leader, and the panels that followed it, still on
+        screen, stop following it and are greyed out for good (they read controls that are no longer shown)."""
+        if not css_class:
+            return
+        older = Panel._newest.get(css_class)
+        Panel._newest[css_class] = self
+        if older is None or older is self:
+            return
+        if older._leader is not None:  # it no longer follows: greyed out too, should it still be shown anywhere
+            older._orphan()
+        for follower in list(older._followers):
+            follower._orphan()
+
+    def _orphan(self) -> None:
+        self._unfollow()
+        self._orphaned = True
+        self._forget()
+        self._show_orphaned()
+
+    def _show_orphaned(self) -> None:
+        self.error = RERUN_NOTE
+        self.message.value = message_html(RERUN_NOTE, "warn")
+        self._mark_stale(True)
 
     def values(self) -> dict:
         return {name: c.value for name, c in self.controls.items()}
@@ -493,6 +529,9 @@ class Panel:
         """Show ``view`` (rendered from ``values`` when not given): the readout first (it is ready before the
         figures are sent), then only what changed in each figure. Nothing on screen changes unless all of
         it can; a bad value leaves everything as it was, greyed out, with a message."""
+        if self._orphaned:
+            self._show_orphaned()
+            return
         try:
             if view is None:
                 view = self._timed_render(values, changed)
@@ -640,10 +679,11 @@ class Panel:
             return
         self._remember(values, view)
 
-    def follow(self, controls) -> None:
-        """Render afresh whenever one of ``controls`` (another panel's) changes. A change made in the browser is
-        followed a moment later (FOLLOW_DELAY_S), once for a burst, so that the other panel's readout and figures
-        go out first; a change made by code is followed at once (the cell may read ``result`` next)."""
+    def follow(self, leader: Panel) -> None:
+        """Render afresh whenever one of ``leader``'s controls changes (this panel's render reads them). A change
+        made in the browser is followed a moment later (FOLLOW_DELAY_S), once for a burst, so that the leader's
+        readout and figures go out first; a change made by code is followed at once (the cell may read ``result``
+        next). One observer per follower: following again, or being replaced by a re-run cell, removes it."""
         def changed(change) -> None:
             if self._follow is not None:
                 self._follow.cancel()
@@ -656,8 +696,24 @@ class Panel:
                     pass
             self.refresh()
 
-        for control in controls:
+        self._unfollow()
+        for control in leader.controls.values():
             control.observe(changed, names="value")
+        self._leader = (leader, changed)
+        leader._followers.append(self)
+
+    def _unfollow(self) -> None:
+        if self._leader is None:
+            return
+        leader, changed = self._leader
+        for control in leader.controls.values():
+            control.unobserve(changed, names="value")
+        if self in leader._followers:
+            leader._followers.remove(self)
+        self._leader = None
+        if self._follow is not None:
+            self._follow.cancel()
+            self._follow = None
 
     def _followed(self) -> None:
         self._follow = None
@@ -672,11 +728,22 @@ class Panel:
 
     def set(self, **values) -> None:
         """Change controls programmatically (as a learner would by dragging them); the panel is rendered
-        afresh, once for all the new values, before this returns."""
+        afresh, once for all the new values, before this returns. Every value is checked first (a ValueError
+        naming the control): either all controls change or none does."""
+        unknown = [name for name in values if name not in self.controls]
+        if unknown:
+            raise ValueError(f"{unknown[0]}: not a control of this panel (its controls: {', '.join(self.controls)})")
+        checked = {}
+        for name, value in values.items():
+            control = self.controls[name]
+            try:
+                checked[name] = control.traits()["value"]._validate(control, value)
+            except TraitError as exc:
+                raise ValueError(f"{name}: {exc}") from None
         before = self.values()
         self._holding = True
         try:
-            for name, value in values.items():
+            for name, value in checked.items():
                 self.controls[name].value = value
         finally:
             self._holding = False

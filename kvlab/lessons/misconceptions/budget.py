@@ -21,7 +21,7 @@ from ...paging import mean_paged_slots, reserved_fill, reserved_slots
 from ...presets import GPU_PRESETS, MODEL_PRESETS, ModelPreset
 from ...viz import misconceptions_plots as plots
 from ...viz.widgets import Panel, View, dropdown, float_box, int_slider, selection_slider
-from ..memory_estimate import (CACHE_DTYPE_LABEL, DEFAULT_USABLE, FitPlan, USABLE_LABEL, WEIGHT_DTYPE_LABEL, plan_fit,
+from ..memory_estimate import (CACHE_DTYPE_LABEL, DEFAULT_USABLE, FitPlan, USABLE_LABEL, WEIGHT_DTYPE_LABEL, plan_fit, share_or,
                                weights_do_not_fit)
 from .common import DEFAULT_PROMPT, leave_a_core
 
@@ -216,7 +216,8 @@ def render_budget(gpu, model, spread, weight_dtype, cache_dtype, usable, reserve
     N = inputs.whole_number(CONCURRENT_LABEL, wanted, 1, MAX_CONCURRENT)
     plan = plan_reservation(model, gpu, R, N, SPREADS[spread], wd, cd, share)
     if not plan.fit.weights_fit:
-        raise inputs.InputError(GPU_LABEL, f"{gpu}：{weights_do_not_fit(plan.fit)}")
+        control = share_or(GPU_LABEL, share, lambda u: plan_reservation(model, gpu, R, N, SPREADS[spread], wd, cd, u).fit)
+        raise inputs.InputError(control, f"{gpu}：{weights_do_not_fit(plan.fit)}")
     sweep = [plan_reservation(model, gpu, r, N, SPREADS[spread], wd, cd, share) for r in reserve_options(model, R)]
     figures = [plots.budget_figure(plan), plots.reservation_figure(sweep, plan, TOO_LONG_LIMIT)]
     return View(figures, budget_html(plan), plan)

@@ -169,9 +169,10 @@ def render_lab(model: ToyTransformer, tokenizer, cache, prompt, new_tokens, reus
     cache = inputs.choice(CACHE_LABEL, cache, list(LAB_CACHES))
     prompt, _ = inputs.prompt_tokens(PROMPT_LABEL, prompt, tokenizer, MAX_LAB_PROMPT)
     n = inputs.whole_number(NEW_TOKENS_LABEL, new_tokens, 1, MAX_LAB_TOKENS)
-    result = run(model, tokenizer, cache, prompt, n, reused=bool(reused))
+    reused, reveal = inputs.yes_no(REUSE_LABEL, reused), inputs.yes_no(REVEAL_LABEL, reveal)
+    result = run(model, tokenizer, cache, prompt, n, reused=reused)
     figure = plots.divergence_figure(result, BUG_CARDS[cache].label, LOGIT_TOLERANCE)
-    return View([figure], lab_html(result, bool(reveal)), result)
+    return View([figure], lab_html(result, reveal), result)
 
 
 def _shown(token: str) -> str:

@@ -92,6 +92,10 @@ def test_cost_sentence_branches():
     assert "只占多出的时间的 5%" in cost.cost_sentence(grows, gpu=False)  # 0.1 ms of gather in 2.0 ms more
     fixed = cells(same, [(4.8, 4.9, 4.8)] * 3)
     assert "不随要收集的字节增长" in cost.cost_sentence(fixed, gpu=False)
+    # the extra time rises with the bytes, but only the smaller cells are beyond the band: no 'fixed cost' claim
+    rising = cells([(4.0,) * 3, (4.0,) * 3, (8.0,) * 3], [(4.8,) * 3, (4.9,) * 3, (9.0,) * 3])
+    sentence = cost.cost_sentence(rising, gpu=False)
+    assert "说不准多出的时间是否随收集的字节增长" in sentence and "不随要收集的字节增长" not in sentence
     equal = cells(same, [(4.05, 4.0, 4.1)] * 3)
     assert "看不出分页的代价" in cost.cost_sentence(equal, gpu=False)
     noisy = cells(same, [(6.0, 3.0, 4.0)] * 3)

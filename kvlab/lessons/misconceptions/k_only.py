@@ -163,11 +163,13 @@ def k_only_verdict(none_ms, k_only_ms, kv_ms, gpu: bool = False) -> KOnlyVerdict
     elif ratio <= 1 / (1 + BAND) and all(r < 1 for r in rr):
         kind = "k_faster"
         head = (f"这次只缓存 K 比不缓存快 {1 - ratio:.0%}（{times}，每次重复都是它快）：按计数它只少做几个百分点的计算，"
-                "多出来的差别多半来自这台机器的波动。")
+                "快出的这么多不能用少算的那一点解释；每次重复方向都一样，不太像偶然的波动，"
+                "更像是这台机器上计算量以外的差别（内存分配、缓存命中、线程调度等），这里没有分开测。")
     elif ratio >= 1 + BAND and all(r > 1 for r in rr):
         kind = "k_slower"
-        head = (f"这次只缓存 K 反而比不缓存慢 {ratio - 1:.0%}（{times}，每次重复都是它慢）：它的计算一点没少，"
-                "还要多读写一次缓存；差这么多，多半也有这台机器忙的缘故。")
+        head = (f"这次只缓存 K 反而比不缓存慢 {ratio - 1:.0%}（{times}，每次重复都是它慢）：按计数它只少做几个百分点的计算，却"
+                "还要多读写一次缓存；慢这么多，超出了多读写一次缓存能解释的范围，每次重复都一样，"
+                "更像是这台机器上计算量以外的差别（内存分配、缓存命中、线程调度等），这里没有分开测。")
     else:
         kind = "unclear"
         head = (f"几次重复的结论不一致（只缓存 K ÷ 无缓存：{min(rr):.2f}–{max(rr):.2f}；{times}）："

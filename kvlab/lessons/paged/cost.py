@@ -174,9 +174,12 @@ def cost_sentence(cost: PagingCost, gpu: bool) -> str:
                 f"{_more(big.extra_ms)}（{big.ratio:.2f} 倍）。{gather}，{where}。")
     if slower:
         extras = "、".join(f"{c.extra_ms:.2f}" for c in slower)
-        return (f"分页的一步在 {len(slower)} 个格子里慢了 {BAND:.0%} 以上（多 {extras} ms），其余格子相差不到 {BAND:.0%}；"
-                f"多出的时间不随要收集的字节增长（收集最少的格子{_more(small.extra_ms)}，最多的{_more(big.extra_ms)}）："
-                f"更像是每一步准备块表索引这类固定的开销，而不是收集本身。{gather}。")
+        head = f"分页的一步在 {len(slower)} 个格子里慢了 {BAND:.0%} 以上（多 {extras} ms），其余格子相差不到 {BAND:.0%}；"
+        spread = f"收集最少的格子{_more(small.extra_ms)}，最多的{_more(big.extra_ms)}"
+        if grows:  # more extra time where more is gathered, but the largest cell is within the band
+            return (f"{head}{spread}，可收集最多的格子本身相差在 {BAND:.0%} 之内：这次说不准多出的时间是否随收集的字节"
+                    f"增长。{gather}。")
+        return (f"{head}多出的时间不随要收集的字节增长（{spread}）：更像是每一步准备块表索引这类固定的开销。{gather}。")
     return (f"分页的一步在大多数格子里不比连续缓存慢（各轮最快的一次相比，比值 {ratios}）。{gather}。")
 
 

@@ -174,20 +174,21 @@ def tpot_sentence(static_tpot: float, continuous_tpot: float, round_ratios: list
     running request, with a ±15 % band, a "rounds disagree" branch and the GPU's launch-bound shape."""
     ratio = continuous_tpot / static_tpot
     text = (f"每个 token 的时间（TPOT）：平均静态批处理 {static_tpot * 1e3:.1f} ms，连续批处理 {continuous_tpot * 1e3:.1f} ms"
-            f"（比值 {ratio:.2f}；每一轮单独算 " + "、".join(f"{r:.2f}" for r in round_ratios) + "）；"
-            f"token 间延迟（ITL）的 90% 分位 {static_itl_tail * 1e3:.1f} ms 对 {continuous_itl_tail * 1e3:.1f} ms")
+            f"（比值 {ratio:.2f}；每一轮单独算 " + "、".join(f"{r:.2f}" for r in round_ratios) + "）")
+    itl = (f"（另看尾部：token 间延迟（ITL）的 90% 分位，静态批处理 {static_itl_tail * 1e3:.1f} ms，"
+           f"连续批处理 {continuous_itl_tail * 1e3:.1f} ms。）")
     if ratio >= 1 + BAND and min(round_ratios) > 1:
-        return text + (f"：连续批处理每个 token 慢了 {ratio - 1:.0%}。它的批次更满（平均 {continuous_batch:.1f} 条对 "
+        return text + (f"：按 TPOT，连续批处理每个 token 慢了 {ratio - 1:.0%}。它的批次更满（平均 {continuous_batch:.1f} 条对 "
                        f"{static_batch:.1f} 条），在这台机器上一步随批次变慢；新请求的预填充也和别人的解码挤在同一步里，"
-                       "正在生成的请求要多等这一下。这是连续批处理付出的代价，它换来的是什么，见上面的吞吐和首 token 延迟。")
+                       "正在生成的请求要多等这一下。这是连续批处理付出的代价，它换来的是什么，见上面的吞吐和首 token 延迟。") + itl
     if ratio <= 1 / (1 + BAND) and max(round_ratios) < 1:
         return text + (f"：这一次连续批处理每个 token 反而快了 {1 - ratio:.0%}，与它更满的批次（{continuous_batch:.1f} 条对 "
-                       f"{static_batch:.1f} 条）方向相反：多半是机器忙，静态批处理那一段的步被拖慢了。")
+                       f"{static_batch:.1f} 条）方向相反：多半是机器忙，静态批处理那一段的步被拖慢了。") + itl
     if abs(ratio - 1) < BAND and all(abs(r - 1) < BAND for r in round_ratios):
         why = ("GPU 上小模型的一步主要花在启动内核上，批次多几条序列，一步几乎不变" if gpu else
                "批次多几条序列，这个小模型的一步几乎不变慢")
-        return text + f"：相差不到 {BAND:.0%}。{why}：连续批处理在吞吐和首 token 延迟上的变化（见上面）几乎不用拿每个 token 的速度来换。"
-    return text + "：几轮的结论不一致，这台机器太忙，这次说不准哪种每个 token 更快。"
+        return text + f"：相差不到 {BAND:.0%}。{why}：连续批处理在吞吐和首 token 延迟上的变化（见上面）几乎不用拿每个 token 的速度来换。" + itl
+    return text + "：几轮的结论不一致，这台机器太忙，这次说不准哪种每个 token 更快。" + itl
 
 
 def batching_sentences(c: BatchingComparison) -> list[str]:

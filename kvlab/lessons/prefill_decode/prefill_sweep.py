@@ -255,7 +255,7 @@ def explain_prefill_growth(sweep: PrefillSweep) -> list[str]:
                 "这次的数字起伏太大（机器忙），看不出起初的走势。机器空闲时重新运行上面的格子再看。"]
     k = growth_exponent([a.prompt_len, b.prompt_len], [a.prefill_seconds, b.prefill_seconds])
     if k < FLAT_EXPONENT:
-        return [head + "：几乎没涨，正是理想的情形——权重只读一遍，就供 P 个 token 一起用。"]
+        return [head + "：只涨了一点，远比 token 数涨得慢，正是理想的情形——权重只读一遍，就供 P 个 token 一起用。"]
     if k < SLOW_EXPONENT:
         return [head + "：涨得比 token 数慢得多，和理想的情形一致——权重只读一遍，就供 P 个 token 一起用；"
                 "但也不是不涨，这台机器上短提示词的运算和别的开销已经占了一部分时间。"]

@@ -142,8 +142,9 @@ def explain_prefill_vs_roof(sweep: PrefillSweep, roofs: Roofs) -> list[str]:
     lines = [head + where + _busy_note(roofs)]
     if prev is not None:
         g = last.prefill_flops_per_s / prev.prefill_flops_per_s
-        trend = ("已经趋于持平" if abs(g - 1) <= SAME_BAND else "还在上升，还没有完全持平：更长的提示词还能更好地用上算力"
-                 if g > 1 else "反而下降了（多半是测量噪声）")
+        rising = ("还在上升：已经高过测得的屋顶还在涨，又一个迹象说明这次的屋顶量低了" if f > 1
+                  else "还在上升，还没有完全持平：更长的提示词还能更好地用上算力")
+        trend = ("已经趋于持平" if abs(g - 1) <= SAME_BAND else rising if g > 1 else "反而下降了（多半是测量噪声）")
         lines.append(f"从 P = {prev.prompt_len} 到 P = {last.prompt_len}，预填充每秒的运算数 ×{g:.2f}，{trend}"
                      f"（±{SAME_BAND:.0%} 以内算持平）。")
     return lines
@@ -209,7 +210,7 @@ def explain_small_matmul_reads(m: SmallMatmuls, roofs: Roofs, sweep: PrefillSwee
         return lines
     if r >= 1 - SAME_BAND:
         return [head + "：矩阵乘向量本身就能读满带宽。所以解码只用到带宽的一部分，原因不在这个内核，而在一步解码里"
-                "的其他开销：几百个小算子的调度，和没算进字节数的激活值读写。"]
+                "的其他开销：几百个小算子的调度，和没算进字节数的激活值读写。" + _busy_note(roofs)]
     return [head + "：在这台机器上，矩阵乘向量的内核本身就读不满带宽，这是解码只用到带宽一部分的原因之一。"
             + _busy_note(roofs)]
 

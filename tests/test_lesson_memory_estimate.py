@@ -336,7 +336,7 @@ def test_render_fit_flags_context_and_the_hypothetical():
     assert "根本无法处理" in lesson.render_fit("GPT-2 (124M)", "fp16", "fp16", T4, 15360, 0.9, 2048, 1).html
     hypo = lesson.render_fit(HYPO, "fp16", "fp16", "H200 141 GB", 143_771, 1, 8192, 1)
     assert "70,000,000,000 个参数（假设的参数量）" in hypo.html and "⚠" not in hypo.html
-    context_line = hypo.figures[1].data[5]  # no context line for a hypothetical model
+    context_line = hypo.figures[1].data[4]  # no context line for a hypothetical model
     assert context_line.visible is False and list(context_line.x) == []
     assert any("假设的参数量" in t.name for t in hypo.figures[0].data)
 
@@ -534,29 +534,35 @@ def test_context_curve_keeps_the_points_where_the_figure_bends_or_ends():
 def test_fit_context_figure_reads_back():
     t4 = lesson.plan_fit("LLaMA-7B", 15360 * MIB, 2048)
     fig = plots.fit_context_figure(t4, lesson.context_curve(t4))
-    weights, fits, over, usable, total, context, runs_out, passes, now = fig.data
-    at = list(weights.x).index(2048)
-    assert weights.y[at] * GIB == LLAMA7_FP16 and fits.y[at] * GIB == T4_USABLE - LLAMA7_FP16  # cache up to the line
-    assert (fits.y[at] + over.y[at]) * GIB == GIB  # the 1 GiB cache, its missing part in red
-    assert over.y[list(weights.x).index(1942)] == 0 and over.name.startswith("超出")
-    assert usable.y[0] * GIB == T4_USABLE and total.visible and list(context.x) == [2048, 2048]
-    assert list(runs_out.x) == [1942] and runs_out.y[0] * GIB == T4_USABLE and "1,942 时可用显存用完" in runs_out.name
-    assert list(passes.x) == [] and passes.name == "S = 25,706 起缓存比权重大（在图的右边之外）"
-    assert list(now.x) == [2048] and now.y[0] * GIB == LLAMA7_FP16 + GIB and "放不下" in now.name
-    assert fig.layout.xaxis.range[1] == weights.x[-1] and fig.layout.yaxis.range[1] * GIB >= 15360 * MIB
+    fits, over, room, weights, context, runs_out, passes, now = fig.data
+    at = list(fits.x).index(2048)
+    room_bytes = T4_USABLE - LLAMA7_FP16  # 971.5 MiB
+    assert fits.y[at] * GIB == room_bytes and (fits.y[at] + over.y[at]) * GIB == GIB  # the 1 GiB cache, red past it
+    assert over.y[list(fits.x).index(1942)] == 0 and over.name == "放不下的 KV Cache"
+    assert room.y[0] * GIB == room_bytes and room.name.startswith("留给缓存的空间 971.5 MiB")
+    assert list(context.x) == [2048, 2048] and context.visible
+    assert list(runs_out.x) == [1942] and runs_out.y[0] * GIB == room_bytes and "1,942 时填满" in runs_out.name
+    # the cache passes the 12.55 GiB of weights only at 25,706 tokens, far off this figure: no level, no ●
+    assert weights.visible is False and list(weights.x) == [] and list(passes.x) == []
+    assert passes.name == "S = 25,706 起缓存比权重大（在图的右边之外）"
+    assert list(now.x) == [2048] and now.y[0] == 1 and "放不下" in now.name
+    assert fig.layout.xaxis.range[1] == fits.x[-1] and 1 < fig.layout.yaxis.range[1] < 2  # zoomed on the cache
     # an H200: the cache passes the weights on the figure, long before the room runs out
     h200 = lesson.plan_fit("LLaMA-7B", GPU_PRESETS["H200 141 GB"].memory_bytes, 2048)
     fig = plots.fit_context_figure(h200, lesson.context_curve(h200))
-    runs_out, passes, now = fig.data[6:]
-    assert list(passes.x) == [25_706] and passes.y[0] * GIB == 2 * LLAMA7_FP16
+    weights, runs_out, passes, now = fig.data[3], *fig.data[5:]
+    assert weights.visible and weights.y[0] * GIB == LLAMA7_FP16
+    assert list(passes.x) == [25_706] and passes.y[0] * GIB == LLAMA7_FP16
     assert list(runs_out.x) == [h200.longest_context] and h200.longest_context > 200_000 and "放得下" in now.name
-    # a sliding window on a big card: capped, no run-out point, never as large as the weights; no share held back
-    mistral = lesson.plan_fit("Mistral-7B", 80 * GIB, 8192, 4, usable=1)
+    # a sliding window on a big card: capped, no point where it fills the room, never as large as the weights
+    mistral = lesson.plan_fit("Mistral-7B", 80 * GIB, 8192, 4)
     fig = plots.fit_context_figure(mistral, lesson.context_curve(mistral))
-    assert list(fig.data[6].x) == [] and "缓存封顶" in fig.data[6].name and list(fig.data[7].x) == []
-    assert fig.data[4].visible is False  # usable share 1: no total line above the usable one
-    # every figure has the same nine traces, so a figure redrawn in place never keeps a stale mark
-    assert len(fig.data) == len(plots.fit_context_figure(t4, lesson.context_curve(t4)).data) == 9
+    assert list(fig.data[5].x) == [] and "缓存封顶" in fig.data[5].name and list(fig.data[6].x) == []
+    # a hypothetical model has no released context line
+    hypo = lesson.plan_fit(HYPO, 200 * GIB, 1000)
+    assert plots.fit_context_figure(hypo, lesson.context_curve(hypo)).data[4].visible is False
+    # every figure has the same eight traces, so a figure redrawn in place never keeps a stale mark
+    assert len(fig.data) == len(plots.fit_context_figure(t4, lesson.context_curve(t4)).data) == 8
 
 
 @pytest.mark.parametrize("change", [dict(model="Llama-2-7B"), dict(weight_dtype="int8"), dict(cache_dtype="int8"),

@@ -132,26 +132,29 @@ def fit_bar_figure(plan: "FitPlan", gpu_label: str) -> go.Figure:
 
 
 def fit_context_figure(plan: "FitPlan", curve: "ContextCurve") -> go.Figure:
-    """Weights and KV cache stacked against the context length S (linear axes, the plan's batch and dtypes): where
-    the cache grows past the weights, where it reaches the usable limit (the cache past it in red), the released
-    context and the current S. Always the same nine traces, empty where a mark does not apply, so a figure redrawn
+    """The KV cache against the context length S (linear axes, the plan's batch and dtypes) under two levels: the
+    room the weights leave in the usable memory (◆ where the cache fills it; the cache past it in red) and the
+    weights themselves (● where the cache grows past them, drawn when that happens on the figure); the released
+    context and the current S. Always the same eight traces, empty where a mark does not apply, so a figure redrawn
     in place never keeps a stale one."""
-    weights, room, budget = plan.weight_bytes, plan.room_bytes, plan.budget_bytes
+    weights, room = plan.weight_bytes, plan.room_bytes
     xs, end = list(curve.seq_lens), curve.seq_lens[-1]
-    fig = new_figure(f"{plan.model.label}，批次 B = {plan.batch_size:,}：上下文越长，KV Cache 越大（权重不变）",
-                     height=340, width=WIDE)
-    stack = [(f"权重（{plan.weight_dtype}）{format_bytes(weights)}", [weights] * len(xs), WEIGHT_COLOR),
-             (f"KV Cache（{plan.cache_dtype}）", [min(c, room) for c in curve.cache_bytes], CACHE_COLOR),
-             ("超出可用上限的 KV Cache", [max(0, c - room) for c in curve.cache_bytes], OVER_COLOR)]
+    over = curve.overtakes_weights
+    passes_here = over is not None and over <= end
+    top = max(room, *curve.cache_bytes, weights if passes_here else 0) / GIB * 1.08 or 1
+    fig = new_figure(f"{plan.model.label}，批次 B = {plan.batch_size:,}：KV Cache 随上下文增长，"
+                     f"直到填满权重留下的空间", height=420, width=WIDE)
+    stack = [(f"KV Cache（{plan.cache_dtype}）", [min(c, room) for c in curve.cache_bytes], CACHE_COLOR),
+             ("放不下的 KV Cache", [max(0, c - room) for c in curve.cache_bytes], OVER_COLOR)]
     for name, ys, color in stack:
-        fig.add_scatter(x=xs, y=[y / GIB for y in ys], mode="lines", stackgroup="card", name=name,
+        fig.add_scatter(x=xs, y=[y / GIB for y in ys], mode="lines", stackgroup="cache", name=name,
                         line=dict(color=color, width=1), fillcolor=color, hoverinfo="skip")
-    top = max(plan.total_bytes, weights + max(curve.cache_bytes)) / GIB * 1.05
-    fig.add_scatter(x=[0, end], y=[budget / GIB] * 2, mode="lines", line=dict(color="#000", dash="dash", width=2),
-                    name=f"可用上限 {format_bytes(budget)}（× {float(plan.usable):g}）", hoverinfo="skip")
-    fig.add_scatter(x=[0, end], y=[plan.total_bytes / GIB] * 2, mode="lines", hoverinfo="skip",
-                    line=dict(color="#666", dash="dot", width=2), name=f"总显存 {format_bytes(plan.total_bytes)}",
-                    visible=plan.reserved_bytes > 0)
+    fig.add_scatter(x=[0, end], y=[room / GIB] * 2, mode="lines", line=dict(color="#000", dash="dash", width=2),
+                    name=f"留给缓存的空间 {format_bytes(room)}（可用 {format_bytes(plan.budget_bytes)} − 权重）",
+                    hoverinfo="skip")
+    fig.add_scatter(x=[0, end] if passes_here else [], y=[weights / GIB] * 2 if passes_here else [], mode="lines",
+                    line=dict(color=WEIGHT_COLOR, dash="dot", width=2), visible=passes_here, hoverinfo="skip",
+                    name=f"权重（{plan.weight_dtype}）{format_bytes(weights)}")
     ctx = curve.context_length
     fig.add_scatter(x=[ctx, ctx] if ctx else [], y=[0, top] if ctx else [], mode="lines", hoverinfo="skip",
                     line=dict(color=PALETTE[3], dash="dot", width=2), visible=bool(ctx),
@@ -162,25 +165,23 @@ def fit_context_figure(plan: "FitPlan", curve: "ContextCurve") -> go.Figure:
     elif longest == 0:
         runs_out, at = "连 1 个 token 都放不下", [0]
     else:
-        runs_out, at = f"S = {longest:,} 时可用显存用完", [longest]
-    fig.add_scatter(x=at, y=[budget / GIB] * len(at), mode="markers", name=runs_out,
+        runs_out, at = f"S = {longest:,} 时填满", [longest]
+    fig.add_scatter(x=at, y=[room / GIB] * len(at), mode="markers", name=runs_out,
                     marker=dict(symbol="diamond", size=13, color=OVER_COLOR, line=dict(color="#000", width=1)),
-                    hovertemplate="S = %{x:,}：可用显存用完<extra></extra>")
-    over = curve.overtakes_weights
-    shown = over is not None and over <= end
+                    hovertemplate="S = %{x:,}：留给缓存的空间用完<extra></extra>")
     if over is None:
         passes = "缓存封顶，始终比权重小"
     else:
-        passes = f"S = {over:,} 起缓存比权重大" + ("" if shown else "（在图的右边之外）")
-    fig.add_scatter(x=[over] if shown else [], y=[2 * weights / GIB] if shown else [], mode="markers", name=passes,
-                    marker=dict(symbol="circle", size=11, color=WEIGHT_COLOR, line=dict(color="#000", width=1)),
-                    hovertemplate="S = %{x:,}：缓存 = 权重<extra></extra>")
-    fig.add_scatter(x=[plan.seq_len], y=[(weights + plan.cache_bytes) / GIB], mode="markers",
+        passes = f"S = {over:,} 起缓存比权重大" + ("" if passes_here else "（在图的右边之外）")
+    fig.add_scatter(x=[over] if passes_here else [], y=[weights / GIB] if passes_here else [], mode="markers",
+                    name=passes, hovertemplate="S = %{x:,}：缓存 = 权重<extra></extra>",
+                    marker=dict(symbol="circle", size=11, color=WEIGHT_COLOR, line=dict(color="#000", width=1)))
+    fig.add_scatter(x=[plan.seq_len], y=[plan.cache_bytes / GIB], mode="markers",
                     name=f"当前：S = {plan.seq_len:,}，{'放得下' if plan.fits else '放不下'}",
                     marker=dict(size=15, color=PALETTE[2] if plan.fits else OVER_COLOR, symbol="x",
                                 line=dict(color="#000", width=1)),
-                    hovertemplate="S = %{x:,}：权重 + 缓存 %{y:.2f} GiB<extra></extra>")
-    fig.update_xaxes(title=axis_title("上下文长度 S", "tokens"), range=[0, end], rangemode="tozero")
-    fig.update_yaxes(title=axis_title("显存", "GiB"), range=[0, top])
-    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.22, font=dict(size=11)), margin=dict(b=110, l=60))
+                    hovertemplate="S = %{x:,}：KV Cache %{y:.3g} GiB<extra></extra>")
+    fig.update_xaxes(title=axis_title("上下文长度 S", "tokens"), range=[0, end])
+    fig.update_yaxes(title=axis_title("KV Cache", "GiB"), range=[0, top])
+    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.36, font=dict(size=11)), margin=dict(b=160, l=60))
     return fig

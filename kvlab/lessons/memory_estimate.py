@@ -765,7 +765,8 @@ def fit_panel(model: str = CHAPTER_MODEL, gpu: str = "T4 16 GB (Colab)", seq_len
                 "seq_len": int_box(SEQ_LABEL, seq_len, width="200px"),
                 "batch_size": int_box(BATCH_LABEL, batch_size, width="160px")}
     return Panel(controls, render_fit, layout="horizontal", css_class="kvlab-fit",
-                 more=("weight_dtype", "cache_dtype", "budget_mib", "usable", "batch_size"))
+                 more=("weight_dtype", "cache_dtype", "budget_mib", "usable", "batch_size"),
+                 static=("model", "weight_dtype", "cache_dtype"))  # not gpu: choosing a card also fills the budget box
 
 
 def gpu_table_html() -> str:

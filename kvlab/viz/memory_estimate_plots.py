@@ -121,7 +121,7 @@ def fit_bar_figure(plan: "FitPlan", gpu_label: str) -> go.Figure:
     fig.add_vline(x=budget / GIB, line=dict(color="#000", dash="dash", width=2))
     fig.add_annotation(x=budget / GIB, y=1, yref="paper", yanchor="bottom", xanchor="right", showarrow=False,
                        text=f"可用上限（× {float(plan.usable):g}）")
-    held = plan.reserved_bytes > 0  # always drawn, hidden without a share held back (see fit_tradeoff_figure)
+    held = plan.reserved_bytes > 0  # always drawn, hidden without a share held back (a figure redrawn in place keeps shapes)
     fig.add_vline(x=total / GIB, line=dict(color="#666", dash="dot", width=2), visible=held)
     fig.add_annotation(x=total / GIB, y=1, yref="paper", yanchor="bottom", xanchor="left", showarrow=False,
                        text="总显存", font=dict(color="#666"), visible=held)

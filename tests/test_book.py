@@ -30,7 +30,8 @@ SITE_LIMIT = 25 * 2**20
 NOTEBOOK_LIMIT = 3 * 2**20
 # The panels whose sliders must work without a kernel (issue: the static edition), by their CSS class.
 REQUIRED_STATIC = {"kvlab-walkthrough": {"step"}, "kvlab-shape": {"filled_pct", "L"}, "kvlab-timeline": {"step"},
-                   "kvlab-calc": {"model", "seq_len"}, "kvlab-budget": {"reserved_tokens"},
+                   "kvlab-calc": {"model", "seq_len"}, "kvlab-fit": {"model", "weight_dtype", "cache_dtype"},
+                   "kvlab-budget": {"reserved_tokens"},
                    "kvlab-blocks": {"step"}, "kvlab-waste": {"block_size", "reserve"},
                    "kvlab-sharing": {"prefix", "requests", "block_size"}}
 

@@ -139,9 +139,9 @@ def test_render_calculator_default():
     assert "1,073,741,824 B = 1.00 GiB" in view.html and "512.0 KiB" in view.html and "32.0 MiB" in view.html
     assert "⚠" not in view.html and "窗口填满之前" not in view.html and view.result.total_bytes == GIB
     curves, layers = view.figures
-    groups = [t.legendgroup for t in curves.data if t.mode == "lines"]
+    groups = [t.legendgroup for t in curves.data if t.mode == "lines" and t.legendgroup]
     assert set(groups) == set(lesson.CURVE_MODELS)
-    thick = [t for t in curves.data if t.mode == "lines" and t.line.width == 5]
+    thick = [t for t in curves.data if t.mode == "lines" and t.legendgroup and t.line.width == 5]
     assert [t.legendgroup for t in thick] == ["LLaMA-7B"]
     marker = [t for t in curves.data if t.mode == "markers+text"][0]
     assert list(marker.x) == [2048] and list(marker.y) == [GIB]
@@ -150,17 +150,17 @@ def test_render_calculator_default():
 
 def test_render_calculator_curve_choice():
     only = lesson.render_calculator("Mistral-7B", 2048, 1, "fp16", ("GPT-2 (124M)",))
-    assert [t.legendgroup for t in only.figures[0].data if t.mode == "lines"] == ["Mistral-7B", "GPT-2 (124M)"]
+    assert [t.legendgroup for t in only.figures[0].data if t.mode == "lines" and t.legendgroup] == ["Mistral-7B", "GPT-2 (124M)"]
     reordered = lesson.render_calculator("LLaMA-7B", 2048, 1, "fp16", tuple(reversed(lesson.CURVE_MODELS)))
     assert reordered.figures[0].data == lesson.render_calculator("LLaMA-7B", 2048, 1, "fp16").figures[0].data
     # a picked model keeps its colour and dash whichever model is selected
     def styles(selected):
         fig = lesson.render_calculator(selected, 2048, 1, "fp16").figures[0]
-        return {t.legendgroup: (t.line.color, t.line.dash) for t in fig.data if t.mode == "lines" and t.line.width < 5}
+        return {t.legendgroup: (t.line.color, t.line.dash) for t in fig.data if t.mode == "lines" and t.legendgroup and t.line.width < 5}
     assert styles("Gemma-2-9B")["Llama-3.1-405B"] == styles("LLaMA-7B")["Llama-3.1-405B"]
     assert styles("Gemma-2-9B")[HYPO] == styles("Mistral-7B")[HYPO]
     alone = lesson.render_calculator("Mistral-7B", 2048, 1, "fp16", ())
-    assert [t.legendgroup for t in alone.figures[0].data if t.mode == "lines"] == ["Mistral-7B"]
+    assert [t.legendgroup for t in alone.figures[0].data if t.mode == "lines" and t.legendgroup] == ["Mistral-7B"]
     for bad in (("GPT-5",), "LLaMA-7B", None):
         with pytest.raises(InputError) as err:
             lesson.render_calculator("LLaMA-7B", 2048, 1, "fp16", bad)
@@ -225,7 +225,7 @@ def test_calculator_panel_updates_and_greys_out():
     panel.set(batch_size=2, seq_len=8192)
     assert not panel.stale and "8.00 GiB" in panel.readout.value
     panel.set(curve_models=("GPT-2 (124M)",))
-    assert len([t for t in panel.views[0].figure.data if t.mode == "lines"]) == 2
+    assert len([t for t in panel.views[0].figure.data if t.mode == "lines" and t.legendgroup]) == 2
     assert 1 in slider.options[0] and lesson.MAX_SEQ_LEN == lesson.SEQ_OPTIONS[-1]
     assert lesson.seq_len_slider(5000).value == 4096  # a start between two options: the one below
 
@@ -319,13 +319,13 @@ def test_render_fit_default_and_labels():
     view = lesson.render_fit("LLaMA-7B", "fp16", "fp16", T4, 15360, 0.9, 2048, 1)
     assert "最长上下文：<b>1,942</b>" in view.html and "<b>0</b> 条序列" in view.html and "还差" in view.html
     assert "× 0.9" in view.html and "vLLM" in view.html and "缩放系数" not in view.html
-    bar, tradeoff = view.figures
+    bar, growth = view.figures
     assert T4 in bar.layout.title.text and view.result.budget_bytes == T4_USABLE
     whole = lesson.render_fit("LLaMA-7B", "fp16", "fp16", T4, 15360, 1, 2048, 1)
     assert "5,014" in whole.html and "<b>2</b> 条序列" in whole.html
     assert "自定义 15,000 MiB" in lesson.render_fit("LLaMA-7B", "fp16", "fp16", T4, 15000, 1, 2048, 1) \
         .figures[0].layout.title.text
-    assert [p.x[0] for p in tradeoff.data if p.mode == "markers" and p.marker.symbol == "x"] == [1]
+    assert [p.x[0] for p in growth.data if p.mode == "markers" and p.marker.symbol == "x"] == [2048]
     int8 = lesson.render_fit("Llama-3-8B", "int8", "fp16", T4, 15360, 0.9, 2048, 1).html
     assert "缩放系数" in int8 and "lm_head" in int8 and "偏小的估计" in int8
 
@@ -336,7 +336,8 @@ def test_render_fit_flags_context_and_the_hypothetical():
     assert "根本无法处理" in lesson.render_fit("GPT-2 (124M)", "fp16", "fp16", T4, 15360, 0.9, 2048, 1).html
     hypo = lesson.render_fit(HYPO, "fp16", "fp16", "H200 141 GB", 143_771, 1, 8192, 1)
     assert "70,000,000,000 个参数（假设的参数量）" in hypo.html and "⚠" not in hypo.html
-    assert not any(s.visible for s in hypo.figures[1].layout.shapes)  # no context line for a hypothetical model
+    context_line = hypo.figures[1].data[4]  # no context line for a hypothetical model
+    assert context_line.visible is False and list(context_line.x) == []
     assert any("假设的参数量" in t.name for t in hypo.figures[0].data)
 
 
@@ -451,7 +452,7 @@ def test_iec_log_ticks():
 def test_cache_curves_figure_reads_back():
     curves = lesson.cache_curves(["LLaMA-7B", "Mistral-7B", "Llama-3.1-405B", HYPO], seq_lens=[1024, 8192])
     fig = plots.cache_curves_figure(curves, "Mistral-7B", 8192, 512 * MIB, 1, "fp16")
-    lines = {t.legendgroup: t for t in fig.data if t.mode == "lines"}
+    lines = {t.legendgroup: t for t in fig.data if t.mode == "lines" and t.legendgroup}
     assert list(lines["LLaMA-7B"].y) == [512 * MIB, 4 * GIB]
     assert list(lines["Mistral-7B"].y) == [128 * MIB, 512 * MIB]
     assert lines["Llama-3.1-405B"].name == "Llama-3.1-405B：每个 token 504.0 KiB"
@@ -462,6 +463,23 @@ def test_cache_curves_figure_reads_back():
     assert len(set(thin)) == 3  # overlapping thin lines stay apart by their dashes
     diamonds = [t for t in fig.data if t.mode == "markers"]
     assert sorted(d.x[0] for d in diamonds) == [2048, 8192, 131072]  # none for the hypothetical
+    assert not any((t.name or "").startswith("Mistral-7B 的") for t in fig.data)  # no weights line unless given
+
+
+def test_calculator_draws_the_weights_its_cache_is_measured_against():
+    """The selected model's FP16 weights are a level line: a batch or dtype change moves the curves against it."""
+    level = lambda view: next(t for t in view.figures[0].data if "FP16 权重" in (t.name or ""))  # noqa: E731
+    one = lesson.render_calculator("LLaMA-7B", 2048, 1, "fp16")
+    line = level(one)
+    assert list(line.y) == [LLAMA7_FP16] * 2 and line.name == "LLaMA-7B 的 FP16 权重：12.55 GiB"
+    assert list(line.x) == [lesson.SEQ_OPTIONS[0], lesson.SEQ_OPTIONS[::2][-1]]  # across the whole axis
+    # batch 4: the same line, the LLaMA-7B curve four times higher against it (it passes the weights 4x sooner)
+    four = lesson.render_calculator("LLaMA-7B", 2048, 4, "fp16")
+    assert list(level(four).y) == list(line.y)
+    curve = lambda view: next(t for t in view.figures[0].data if t.legendgroup == "LLaMA-7B" and t.mode == "lines")  # noqa: E731
+    assert [4 * y for y in curve(one).y] == list(curve(four).y)
+    hypo = level(lesson.render_calculator(HYPO, 2048, 1, "fp16"))
+    assert "假设的参数量" in hypo.name and hypo.y[0] == 140 * 10**9  # 70e9 parameters x 2 B
 
 
 def test_layer_bytes_figure_reads_back():
@@ -498,22 +516,61 @@ def test_fit_bar_figure_reads_back():
     assert sum(t.x[0] for t in fig.data) == pytest.approx(15)
 
 
-def test_fit_tradeoff_figure_reads_back():
-    fig = plots.fit_tradeoff_figure([(1, 5014), (2, 2507), (4, None)], 2048, 2, 2048, True, "LLaMA-7B")
-    curve = fig.data[0]
-    assert list(curve.x) == [1, 2] and list(curve.y) == [5014, 2507]
-    context = [a for a in fig.layout.annotations if "上下文 2,048" in a.text]
-    assert len(context) == 1 and context[0].y == pytest.approx(math.log10(2048))  # log axes place annotations in log10
-    # Mistral-like: capped for B <= 2, bounded after; the axis starts at B = 1 and the capped range is a band
-    fig = plots.fit_tradeoff_figure([(1, None), (2, None), (4, 9000), (8, 4500)], 8192, 4, 8192, True, "Mistral-7B")
-    assert fig.layout.xaxis.range[0] <= 0 and fig.layout.xaxis.range[1] >= math.log10(8)
-    band = [s for s in fig.layout.shapes if s.type == "rect" and s.visible]
-    # shapes on log axes take data values: from the axis' left end to halfway between B = 2 and B = 4
-    assert len(band) == 1 and band[0].x0 == pytest.approx(10 ** fig.layout.xaxis.range[0])
-    assert band[0].x1 == pytest.approx(math.sqrt(8))
-    assert any("B ≤ 2" in (t.name or "") for t in fig.data)
-    hypo = plots.fit_tradeoff_figure([(1, 100)], None, 1, 50, True, HYPO_LABEL)
-    # no released context and no capped batches: both drawn hidden, so a figure redrawn in place drops them
-    assert [s.visible for s in hypo.layout.shapes] == [False, False] and not hypo.layout.annotations[0].visible
-    first = plots.fit_tradeoff_figure([(1, 5014), (2, 2507), (4, None)], 2048, 2, 2048, True, "LLaMA-7B")
-    assert len(first.layout.shapes) == len(hypo.layout.shapes) and len(first.layout.annotations) == 1
+def test_context_curve_keeps_the_points_where_the_figure_bends_or_ends():
+    t4 = lesson.plan_fit("LLaMA-7B", 15360 * MIB, 2048)  # room 0.95 GiB: 1,942 tokens of 512 KiB
+    curve = lesson.context_curve(t4)
+    assert curve.seq_lens[0] == 0 and curve.cache_bytes[0] == 0
+    assert {1942, 2048} <= set(curve.seq_lens) and curve.seq_lens[-1] == -(-2048 * 23 // 20)  # 15 % past S
+    assert all(c == s * 512 * KIB for s, c in zip(curve.seq_lens, curve.cache_bytes))
+    # the cache passes the 12.55 GiB of weights at 25,706 tokens: 25,705 x 512 KiB <= 13,476,831,232 B < 25,706 x ...
+    assert curve.overtakes_weights == 25_706 and curve.context_length == 2048
+    assert 25_705 * 512 * KIB <= LLAMA7_FP16 < 25_706 * 512 * KIB
+    mistral = lesson.context_curve(lesson.plan_fit("Mistral-7B", 80 * GIB, 8192, 4))
+    assert 4096 in mistral.seq_lens and mistral.seq_lens[-1] >= 2 * 4096  # the bend and as much again after it
+    assert mistral.overtakes_weights is None and len(set(mistral.cache_bytes[-5:])) == 1  # capped at the window
+    assert lesson.context_curve(lesson.plan_fit(HYPO, 200 * GIB, 1000)).context_length is None
+
+
+def test_fit_context_figure_reads_back():
+    t4 = lesson.plan_fit("LLaMA-7B", 15360 * MIB, 2048)
+    fig = plots.fit_context_figure(t4, lesson.context_curve(t4))
+    fits, over, room, weights, context, runs_out, passes, now = fig.data
+    at = list(fits.x).index(2048)
+    room_bytes = T4_USABLE - LLAMA7_FP16  # 971.5 MiB
+    assert fits.y[at] * GIB == room_bytes and (fits.y[at] + over.y[at]) * GIB == GIB  # the 1 GiB cache, red past it
+    assert over.y[list(fits.x).index(1942)] == 0 and over.name == "放不下的 KV Cache"
+    assert room.y[0] * GIB == room_bytes and room.name.startswith("留给缓存的空间 971.5 MiB")
+    assert list(context.x) == [2048, 2048] and context.visible
+    assert list(runs_out.x) == [1942] and runs_out.y[0] * GIB == room_bytes and "1,942 时填满" in runs_out.name
+    # the cache passes the 12.55 GiB of weights only at 25,706 tokens, far off this figure: no level, no ●
+    assert weights.visible is False and list(weights.x) == [] and list(passes.x) == []
+    assert passes.name == "S = 25,706 起缓存比权重大（在图的右边之外）"
+    assert list(now.x) == [2048] and now.y[0] == 1 and "放不下" in now.name
+    assert fig.layout.xaxis.range[1] == fits.x[-1] and 1 < fig.layout.yaxis.range[1] < 2  # zoomed on the cache
+    # an H200: the cache passes the weights on the figure, long before the room runs out
+    h200 = lesson.plan_fit("LLaMA-7B", GPU_PRESETS["H200 141 GB"].memory_bytes, 2048)
+    fig = plots.fit_context_figure(h200, lesson.context_curve(h200))
+    weights, runs_out, passes, now = fig.data[3], *fig.data[5:]
+    assert weights.visible and weights.y[0] * GIB == LLAMA7_FP16
+    assert list(passes.x) == [25_706] and passes.y[0] * GIB == LLAMA7_FP16
+    assert list(runs_out.x) == [h200.longest_context] and h200.longest_context > 200_000 and "放得下" in now.name
+    # a sliding window on a big card: capped, no point where it fills the room, never as large as the weights
+    mistral = lesson.plan_fit("Mistral-7B", 80 * GIB, 8192, 4)
+    fig = plots.fit_context_figure(mistral, lesson.context_curve(mistral))
+    assert list(fig.data[5].x) == [] and "缓存封顶" in fig.data[5].name and list(fig.data[6].x) == []
+    # a hypothetical model has no released context line
+    hypo = lesson.plan_fit(HYPO, 200 * GIB, 1000)
+    assert plots.fit_context_figure(hypo, lesson.context_curve(hypo)).data[4].visible is False
+    # every figure has the same eight traces, so a figure redrawn in place never keeps a stale mark
+    assert len(fig.data) == len(plots.fit_context_figure(t4, lesson.context_curve(t4)).data) == 8
+
+
+@pytest.mark.parametrize("change", [dict(model="Llama-2-7B"), dict(weight_dtype="int8"), dict(cache_dtype="int8"),
+                                    dict(gpu="A100 40 GB"), dict(budget_mib=20000), dict(usable=1.0),
+                                    dict(seq_len=1024), dict(batch_size=2)], ids=lambda c: next(iter(c)))
+def test_every_fit_control_moves_the_growth_figure(change):
+    """The fit panel's second figure follows each of its eight controls (the first is checked by the browser)."""
+    panel = lesson.fit_panel()
+    before = panel.views[1].figure.to_plotly_json()["data"]
+    panel.set(**change)
+    assert not panel.stale and panel.views[1].figure.to_plotly_json()["data"] != before

@@ -66,3 +66,18 @@ def test_panel_figure_widget_carries_a_small_loader_and_the_kernel_one_compresse
     import plotly
 
     assert code.version == plotly.__version__ and repr(plotly.__version__).strip("'") in fig._esm
+
+
+def test_plotly_bundle_still_exports_the_figure_view_whose_reports_code_esm_silences():
+    """CODE_ESM makes FigureView's after-redraw reports to the kernel no-ops; if the class or its methods are renamed
+    the figures still draw, but every redraw sends the whole drawn figure's diff again (tests/ui_latency.py: KiB out)."""
+    bundle = str(go.FigureWidget._esm)
+    exports = re.findall(r"export\s*\{([^}]*)\}", bundle)[-1]
+    view = re.search(r"(\w+)\s+as\s+FigureView\b", exports)
+    assert view, f"plotly's widget bundle no longer exports FigureView ({exports})"
+    start = re.search(rf"(class\s+{view.group(1)}\b|\b{view.group(1)}\s*=\s*class\b)", bundle)
+    assert start, f"FigureView ({view.group(1)}) is no longer a class in plotly's widget bundle"
+    body = bundle[start.start():]
+    for name in kw.QUIET_METHODS:
+        assert re.search(rf"\b{name}\(\w*\)\s*\{{", body), f"plotly's FigureView no longer has {name}"
+        assert name in kw.CODE_ESM

@@ -44,7 +44,7 @@ SEQ_OPTIONS = sorted({2**k for k in range(23)} | {3 * 2**k for k in range(21)}) 
 CURVE_MODELS = ("GPT-2 (124M)", "LLaMA-7B", "Llama-3-70B", CHAPTER_70B, "Llama-3.1-405B", "Mistral-7B",
                 "DeepSeek-V3 (671B)")
 TWINS = ((CHAPTER_70B, REAL_70B), ("Llama-2-7B", "Llama-3-8B"))
-TRADEOFF_BATCHES = tuple(2**k for k in range(13))  # 1 .. 4096
+CONTEXT_GRID = 48  # evenly spaced lengths of the fit panel's second figure (plus the points where it bends or ends)
 SEARCH_CAP = 2**60  # tokens: a cache that fits this many has stopped growing (every layer windowed)
 QUANTIZED = ("fp8", "int8", "int4")  # dtypes narrower than 16 bits: stored with scales in practice
 LONG_S = 131072  # 128K tokens: the context of Llama-3.1 and DeepSeek-V3
@@ -436,7 +436,9 @@ def render_calculator(model, seq_len, batch_size, dtype, curve_models=CURVE_MODE
     # the picks in preset order, then the selected model if it is not one of them: a model keeps its colour and
     # dash whichever model is selected and in whatever order the picks were clicked
     names = [n for n in MODEL_PRESETS if n in chosen] + ([] if name in chosen else [name])
-    curves = plots.cache_curves_figure(cache_curves(names, B, dt), name, S, e.total_bytes, B, dt)
+    weights = (f"{e.model.label} 的 FP16 权重{'（假设的参数量）' if e.model.hypothetical else ''}",
+               e.model.weight_bytes("fp16"))
+    curves = plots.cache_curves_figure(cache_curves(names, B, dt), name, S, e.total_bytes, B, dt, weights)
     windowed = [e.model.layer_is_windowed(i) for i in range(e.model.n_layer)]
     layers = plots.layer_bytes_figure(e.model.label, e.layer_bytes, windowed, S)
     return View([curves, layers], calculator_html(e), result=e)
@@ -630,6 +632,32 @@ def plan_fit(model, total_bytes: int, seq_len: int, batch_size: int = 1, weight_
                    longest_context(p, room, batch_size, cache_dtype), largest_batch(p, room, seq_len, cache_dtype))
 
 
+@dataclass(frozen=True)
+class ContextCurve:
+    """The fit panel's second figure: what the card holds as the context grows, at the plan's batch size and dtypes."""
+
+    seq_lens: tuple[int, ...]  # from 0 to past every point of interest
+    cache_bytes: tuple[int, ...]  # at each length (0 at S = 0)
+    overtakes_weights: int | None  # the first S whose cache is larger than the weights (None: it stops growing first)
+    context_length: int | None  # the model's released context (None: hypothetical)
+
+
+def context_curve(plan: FitPlan) -> ContextCurve:
+    """Sample ``plan``'s cache from S = 0 to a little past its seq_len, its context, the length where the room runs
+    out and (for sliding windows) the window, keeping those points exactly; plus where the cache passes the weights."""
+    p, B, dtype = plan.model, plan.batch_size, plan.cache_dtype
+    under = longest_context(p, plan.weight_bytes, B, dtype)
+    overtakes = None if under is None else under + 1
+    context = p.context_length if p.has_released_context else None
+    window = 2 * p.sliding_window if p.sliding_window else 0  # the bend and as much again after it
+    marks = [plan.seq_len, context or 0, plan.longest_context or 0, window]
+    end = max(16, -(-max(marks) * 23 // 20))  # 15 % past the farthest, so no point sits on the edge
+    exact = {m for m in (*marks, p.sliding_window or 0, overtakes or 0) if 0 < m <= end}
+    grid = sorted({end * i // CONTEXT_GRID for i in range(CONTEXT_GRID + 1)} | exact)
+    cache = tuple(p.kv_cache_bytes(s, B, dtype) if s else 0 for s in grid)
+    return ContextCurve(tuple(grid), cache, overtakes, context)
+
+
 def gpu_for_budget(gpu: str, budget_mib: int) -> str:
     """How the budget is labelled: the card's name when the box holds that card's memory."""
     card = GPU_PRESETS.get(gpu)
@@ -697,8 +725,8 @@ def share_or(control: str, share: float, plan) -> str:
 
 
 def render_fit(model, weight_dtype, cache_dtype, gpu, budget_mib, usable, seq_len, batch_size) -> View:
-    """Control values -> the card as a bar, and the batch/context trade-off; a clear message if the weights
-    alone do not fit."""
+    """Control values -> the card as a bar, and weights + cache as the context grows (where the cache passes the
+    weights, where the usable memory runs out); a clear message if the weights alone do not fit."""
     name = inputs.choice(MODEL_LABEL, model, list(MODEL_PRESETS))
     wd = inputs.choice(WEIGHT_DTYPE_LABEL, weight_dtype, list(DTYPE_BITS))
     cd = inputs.choice(CACHE_DTYPE_LABEL, cache_dtype, list(DTYPE_BITS))
@@ -711,11 +739,8 @@ def render_fit(model, weight_dtype, cache_dtype, gpu, budget_mib, usable, seq_le
     if not plan.weights_fit:
         raise inputs.InputError(share_or(BUDGET_LABEL, share, lambda u: plan_fit(name, mib * MIB, S, B, wd, cd, u)),
                                 weights_do_not_fit(plan))
-    points = [(b, longest_context(name, plan.room_bytes, b, cd)) for b in TRADEOFF_BATCHES]
-    p = plan.model
-    context = p.context_length if p.has_released_context else None
     figures = [plots.fit_bar_figure(plan, gpu_for_budget(gpu, mib)),
-               plots.fit_tradeoff_figure(points, context, B, S, plan.fits, p.label)]
+               plots.fit_context_figure(plan, context_curve(plan))]
     return View(figures, fit_html(plan), result=plan)
 
 
@@ -740,7 +765,8 @@ def fit_panel(model: str = CHAPTER_MODEL, gpu: str = "T4 16 GB (Colab)", seq_len
                 "seq_len": int_box(SEQ_LABEL, seq_len, width="200px"),
                 "batch_size": int_box(BATCH_LABEL, batch_size, width="160px")}
     return Panel(controls, render_fit, layout="horizontal", css_class="kvlab-fit",
-                 more=("weight_dtype", "cache_dtype", "budget_mib", "usable", "batch_size"))
+                 more=("weight_dtype", "cache_dtype", "budget_mib", "usable", "batch_size"),
+                 static=("model", "weight_dtype", "cache_dtype"))  # not gpu: choosing a card also fills the budget box
 
 
 def gpu_table_html() -> str:

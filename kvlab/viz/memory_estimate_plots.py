@@ -2,7 +2,6 @@
 figures out. Byte counts come in exact; they are drawn in GiB (or on log axes labelled in IEC units)."""
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Sequence
 
 import plotly.graph_objects as go
@@ -11,7 +10,7 @@ from ..memory import format_bytes, iec_unit
 from .style import PALETTE, WIDE, axis_title, new_figure
 
 if TYPE_CHECKING:  # the lesson's result types (the lesson imports this module)
-    from ..lessons.memory_estimate import CacheCurve, FitPlan
+    from ..lessons.memory_estimate import CacheCurve, ContextCurve, FitPlan
 
 GIB = 2**30
 CURVE_COLORS = [c for c in PALETTE if c != "#F0E442"]  # no yellow for thin lines on white
@@ -34,11 +33,12 @@ def iec_log_ticks(low: float, high: float) -> tuple[list[int], list[str]]:
 
 
 def cache_curves_figure(curves: Sequence["CacheCurve"], selected: str, seq_len: int, selected_bytes: int,
-                        batch_size: int, dtype: str) -> go.Figure:
+                        batch_size: int, dtype: str, weights: tuple[str, int] | None = None) -> go.Figure:
     """KV-cache bytes against sequence length for several models (log-log), each released model's context marked
     with a diamond, the selected model (a preset key) drawn thick with its current length marked. Thin lines get
     their own dash pattern, so a line that runs on top of another (Llama-3.1-405B over LLaMA-7B) leaves it visible;
-    the legend gives each model's bytes per token."""
+    the legend gives each model's bytes per token. ``weights`` (label, bytes): the selected model's weights as a
+    level line, so where its cache passes them shows, and a batch or dtype change moves the curves against it."""
     fig = new_figure(f"KV Cache 随序列长度增长（批次 B = {batch_size}，{dtype}）：◆ 为各模型发布时的上下文长度",
                      height=430, width=WIDE)
     lows, highs = [], []
@@ -59,6 +59,13 @@ def cache_curves_figure(curves: Sequence["CacheCurve"], selected: str, seq_len: 
                                           f"{format_bytes(c.context_bytes)}<extra></extra>")
         lows.append(min(c.bytes))
         highs.append(max(c.bytes))
+    if weights is not None:
+        label, n = weights
+        fig.add_scatter(x=[curves[0].seq_lens[0], curves[0].seq_lens[-1]], y=[n, n], mode="lines",
+                        name=f"{label}：{format_bytes(n)}", line=dict(color="#555", dash="dot", width=2),
+                        hovertemplate=f"{label}：{format_bytes(n)}<extra></extra>")
+        lows.append(n)
+        highs.append(n)
     fig.add_scatter(x=[seq_len], y=[selected_bytes], mode="markers+text", name=f"当前：S = {seq_len:,}",
                     marker=dict(size=14, color="#000", symbol="circle-open", line=dict(width=3)),
                     text=[format_bytes(selected_bytes)], textposition="middle right")
@@ -114,7 +121,7 @@ def fit_bar_figure(plan: "FitPlan", gpu_label: str) -> go.Figure:
     fig.add_vline(x=budget / GIB, line=dict(color="#000", dash="dash", width=2))
     fig.add_annotation(x=budget / GIB, y=1, yref="paper", yanchor="bottom", xanchor="right", showarrow=False,
                        text=f"可用上限（× {float(plan.usable):g}）")
-    held = plan.reserved_bytes > 0  # always drawn, hidden without a share held back (see fit_tradeoff_figure)
+    held = plan.reserved_bytes > 0  # always drawn, hidden without a share held back (a figure redrawn in place keeps shapes)
     fig.add_vline(x=total / GIB, line=dict(color="#666", dash="dot", width=2), visible=held)
     fig.add_annotation(x=total / GIB, y=1, yref="paper", yanchor="bottom", xanchor="left", showarrow=False,
                        text="总显存", font=dict(color="#666"), visible=held)
@@ -124,41 +131,57 @@ def fit_bar_figure(plan: "FitPlan", gpu_label: str) -> go.Figure:
     return fig
 
 
-def fit_tradeoff_figure(points: Sequence[tuple[int, int | None]], context_length: int | None, batch_size: int,
-                        seq_len: int, fits: bool, model: str) -> go.Figure:
-    """Longest context that fits against batch size (log-log): every point under the curve fits. The x axis always
-    starts at B = 1; batches whose cache stops growing (sliding windows) before it fills the room are a shaded
-    band, since any context fits there. ``context_length`` None: no released context to draw (hypothetical)."""
-    fig = new_figure(f"{model}：批次越大，能放下的上下文越短（曲线下方都放得下）", height=330, width=WIDE)
-    bounded = [(b, s) for b, s in points if s]
-    if bounded:
-        fig.add_scatter(x=[b for b, _ in bounded], y=[s for _, s in bounded], mode="lines+markers",
-                        name="放得下的最长上下文", line=dict(color=PALETTE[0], width=3),
-                        hovertemplate="B = %{x:,}：最长 %{y:,} 个 token<extra></extra>")
-    batches = [b for b, _ in points] + [batch_size]
-    x_range = [math.log10(min(1, *batches)) - 0.1, math.log10(max(batches)) + 0.1]  # axis ranges: log10 units
-    # The band and the context line are always there, hidden when they do not apply: a widget that redraws this
-    # figure in place keeps shapes the new layout no longer has, but follows changes to the ones it has.
-    unbounded = [b for b, s in points if s is None]
-    last = max(unbounded, default=0)
-    later = [b for b, _ in points if b > last]
-    edge = math.sqrt(last * later[0]) if unbounded and later else 10 ** x_range[1]  # halfway to the next batch
-    # shapes on a log axis take data values (annotations and axis ranges take log10)
-    fig.add_vrect(x0=10 ** x_range[0], x1=edge, fillcolor=PALETTE[2], opacity=0.15, line_width=0,
-                  visible=bool(unbounded))
-    if unbounded:
-        fig.add_scatter(x=unbounded, y=[None] * len(unbounded), mode="markers", showlegend=True,
-                        name=f"B ≤ {last:,}：缓存封顶（滑动窗口），任何上下文都放得下",
-                        marker=dict(symbol="square", size=12, color=PALETTE[2], opacity=0.4))
-    shown = context_length is not None
-    fig.add_hline(y=context_length if shown else 1, line=dict(color=PALETTE[3], dash="dot"), visible=shown)
-    fig.add_annotation(x=1, xref="paper", y=math.log10(context_length) if shown else 0, yref="y", xanchor="right",
-                       yanchor="bottom", showarrow=False, visible=shown, font=dict(color=PALETTE[3]),
-                       text=f"模型发布时的上下文 {context_length:,}" if shown else "")
-    fig.add_scatter(x=[batch_size], y=[seq_len], mode="markers", name=f"当前（B = {batch_size:,}，S = {seq_len:,}）",
-                    marker=dict(size=14, color=PALETTE[2] if fits else OVER_COLOR, symbol="x"))
-    fig.update_xaxes(type="log", title=axis_title("批次 B", "条序列，对数刻度"), range=x_range)
-    fig.update_yaxes(type="log", title=axis_title("上下文长度", "tokens，对数刻度"), title_standoff=12)
-    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.3), margin=dict(b=90, l=90))
+def fit_context_figure(plan: "FitPlan", curve: "ContextCurve") -> go.Figure:
+    """The KV cache against the context length S (linear axes, the plan's batch and dtypes) under two levels: the
+    room the weights leave in the usable memory (◆ where the cache fills it; the cache past it in red) and the
+    weights themselves (● where the cache grows past them, drawn when that happens on the figure); the released
+    context and the current S. Always the same eight traces, empty where a mark does not apply, so a figure redrawn
+    in place never keeps a stale one."""
+    weights, room = plan.weight_bytes, plan.room_bytes
+    xs, end = list(curve.seq_lens), curve.seq_lens[-1]
+    over = curve.overtakes_weights
+    passes_here = over is not None and over <= end
+    top = max(room, *curve.cache_bytes, weights if passes_here else 0) / GIB * 1.08 or 1
+    fig = new_figure(f"{plan.model.label}，批次 B = {plan.batch_size:,}：KV Cache 随上下文增长，"
+                     f"直到填满权重留下的空间", height=420, width=WIDE)
+    stack = [(f"KV Cache（{plan.cache_dtype}）", [min(c, room) for c in curve.cache_bytes], CACHE_COLOR),
+             ("放不下的 KV Cache", [max(0, c - room) for c in curve.cache_bytes], OVER_COLOR)]
+    for name, ys, color in stack:
+        fig.add_scatter(x=xs, y=[y / GIB for y in ys], mode="lines", stackgroup="cache", name=name,
+                        line=dict(color=color, width=1), fillcolor=color, hoverinfo="skip")
+    fig.add_scatter(x=[0, end], y=[room / GIB] * 2, mode="lines", line=dict(color="#000", dash="dash", width=2),
+                    name=f"留给缓存的空间 {format_bytes(room)}（可用 {format_bytes(plan.budget_bytes)} − 权重）",
+                    hoverinfo="skip")
+    fig.add_scatter(x=[0, end] if passes_here else [], y=[weights / GIB] * 2 if passes_here else [], mode="lines",
+                    line=dict(color=WEIGHT_COLOR, dash="dot", width=2), visible=passes_here, hoverinfo="skip",
+                    name=f"权重（{plan.weight_dtype}）{format_bytes(weights)}")
+    ctx = curve.context_length
+    fig.add_scatter(x=[ctx, ctx] if ctx else [], y=[0, top] if ctx else [], mode="lines", hoverinfo="skip",
+                    line=dict(color=PALETTE[3], dash="dot", width=2), visible=bool(ctx),
+                    name=f"模型发布时的上下文 {ctx:,}" if ctx else "没有发布的上下文")
+    longest = plan.longest_context
+    if longest is None:
+        runs_out, at = "缓存封顶（滑动窗口）：任何长度都放得下", []
+    elif longest == 0:
+        runs_out, at = "连 1 个 token 都放不下", [0]
+    else:
+        runs_out, at = f"S = {longest:,} 时填满", [longest]
+    fig.add_scatter(x=at, y=[room / GIB] * len(at), mode="markers", name=runs_out,
+                    marker=dict(symbol="diamond", size=13, color=OVER_COLOR, line=dict(color="#000", width=1)),
+                    hovertemplate="S = %{x:,}：留给缓存的空间用完<extra></extra>")
+    if over is None:
+        passes = "缓存封顶，始终比权重小"
+    else:
+        passes = f"S = {over:,} 起缓存比权重大" + ("" if passes_here else "（在图的右边之外）")
+    fig.add_scatter(x=[over] if passes_here else [], y=[weights / GIB] if passes_here else [], mode="markers",
+                    name=passes, hovertemplate="S = %{x:,}：缓存 = 权重<extra></extra>",
+                    marker=dict(symbol="circle", size=11, color=WEIGHT_COLOR, line=dict(color="#000", width=1)))
+    fig.add_scatter(x=[plan.seq_len], y=[plan.cache_bytes / GIB], mode="markers",
+                    name=f"当前：S = {plan.seq_len:,}，{'放得下' if plan.fits else '放不下'}",
+                    marker=dict(size=15, color=PALETTE[2] if plan.fits else OVER_COLOR, symbol="x",
+                                line=dict(color="#000", width=1)),
+                    hovertemplate="S = %{x:,}：KV Cache %{y:.3g} GiB<extra></extra>")
+    fig.update_xaxes(title=axis_title("上下文长度 S", "tokens"), range=[0, end])
+    fig.update_yaxes(title=axis_title("KV Cache", "GiB"), range=[0, top])
+    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.36, font=dict(size=11)), margin=dict(b=160, l=60))
     return fig
-

@@ -175,11 +175,19 @@ function slot(version) {
   return all[version];
 }
 """
-CODE_ESM = _SLOT_JS + """
+QUIET_METHODS = ("_sendTraceDeltas", "_sendLayoutDelta")  # plotly's FigureView methods made no-ops (CODE_ESM)
+CODE_ESM = _SLOT_JS + f"const QUIET = {json.dumps(QUIET_METHODS)};" + """
 async function load(bytes) {
   const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
   const url = URL.createObjectURL(new Blob([await new Response(stream).text()], { type: "text/javascript" }));
-  try { return (await import(url)).default; } finally { URL.revokeObjectURL(url); }
+  try { return quiet(await import(url)).default; } finally { URL.revokeObjectURL(url); }
+}
+// After every redraw plotly's view diffs the whole drawn figure against its data and sends the result to the
+// kernel (about 13 KiB a heatmap figure), which PanelFigureWidget ignores: skipped here, in the browser.
+function quiet(module) {
+  const view = module.FigureView && module.FigureView.prototype;
+  for (const name of QUIET) if (view && typeof view[name] === "function") view[name] = function () {};
+  return module;
 }
 export default () => ({
   initialize({ model }) {

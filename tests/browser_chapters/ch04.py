@@ -75,6 +75,8 @@ def interact_calculator(ch: ChapterPage) -> None:
     # batch 0: a warning, the readout greyed out and left as it was; then batch 2 doubles the int8 bytes
     calc.select("model", "LLaMA-7B")
     r3 = calc.wait_readout(lambda t: "LLaMA-7B" in t and total_shown(t) == total_expected(calc), "LLaMA readout")
+    calc.wait_figure(0, lambda s: "int8" in s["title"], "the curves should redraw for LLaMA-7B in int8")
+    ch.extra_screenshot("calc_int8", ".kvlab-panel.kvlab-calc")  # int8: the curves drop against the weights line
     curves3 = calc.figure(0)
     calc.type_text("batch_size", "0")
     warn = calc.wait_message("warn", True, "batch 0 should show a .kvlab-msg-warn message")
@@ -103,9 +105,10 @@ def interact_calculator(ch: ChapterPage) -> None:
     calc.wait_readout(lambda t: t == r0, "typing 2048 back should restore the original readout")
     # the curves show only the models picked in 「曲线上的模型」 (plus the selected one)
     calc.control("curve_models").locator("select").select_option(label=["GPT-2 (124M)", "Mistral-7B"])
-    calc.wait_figure(0, lambda s: s["ntraces"] == 3 * 2 + 1, "three models (lines + context diamonds) and the marker")
+    calc.wait_figure(0, lambda s: s["ntraces"] == 3 * 2 + 2,
+                     "three models (lines + context diamonds), the weights line and the marker")
     calc.control("curve_models").locator("select").select_option(value=[])
-    calc.wait_figure(0, lambda s: s["ntraces"] == 1 * 2 + 1, "no pick: only the selected model")
+    calc.wait_figure(0, lambda s: s["ntraces"] == 1 * 2 + 2, "no pick: only the selected model (and its weights)")
     # the chapter's hypothetical 70B: its Chinese label, no context warning even far past 8192 tokens
     calc.select("model", "原文假设的 70B（64 个 KV 头）")
     calc.type_text("seq_len", "65536")
@@ -137,7 +140,8 @@ def interact_fit(ch: ChapterPage) -> None:
     plan = lesson.plan_fit("LLaMA-7B", t4.memory_bytes, 2048)
     assert fit_numbers(r0) == (plan.longest_context, plan.largest_batch) == (1942, 0), r0  # 0.9 of the card
     assert fit.int_value("budget_mib") == t4.memory_mib
-    bar0, trade0 = fit.figure(0), fit.figure(1)
+    bar0, growth0 = fit.figure(0), fit.figure(1)
+    ch.extra_screenshot("fit_t4", ".kvlab-panel.kvlab-fit")  # the growth figure: ◆ before the released context
 
     # a bigger card: its nvidia-smi total fills the budget box, both numbers and both figures follow
     fit.select("gpu", "H200 141 GB")
@@ -146,7 +150,8 @@ def interact_fit(ch: ChapterPage) -> None:
     fit.wait_readout(lambda t: fit_numbers(t) == (h200.longest_context, h200.largest_batch), "H200 numbers")
     bar1 = fit.wait_figure_changed(0, bar0, "the budget bar should redraw for the H200")
     assert "H200" in bar1["title"], bar1["title"]
-    fit.wait_figure_changed(1, trade0, "the trade-off curve should redraw for the H200")
+    fit.wait_figure_changed(1, growth0, "the growth figure should redraw for the H200")
+    ch.extra_screenshot("fit_h200", ".kvlab-panel.kvlab-fit")  # ● (cache = weights) on the figure, ◆ far right
 
     # LLaMA-65B in fp16 on a T4: the weights alone do not fit -> a message, greyed out
     fit.select("model", "LLaMA-65B")

@@ -118,6 +118,28 @@ def test_tail_step_ms():
     assert lesson.tail_step_ms(t) == pytest.approx(7500)  # the last quarter of 8 decode steps: 7 s and 8 s
 
 
+def repeats_timing(name, per_repeat):
+    """A timing of several repeats: ``per_repeat`` lists each repeat's pass seconds (prefill first)."""
+    n = len(per_repeat[0])
+    seq_len = list(range(3, 3 + n))
+    return DecodeTiming(name, seq_len, per_repeat, [sum(r) for r in per_repeat], len(per_repeat), n,
+                        torch.zeros(1, n + 2, dtype=torch.long), k_tokens=[1] * n, v_tokens=seq_len)
+
+
+def test_one_aggregate_for_the_times_and_the_verdict():
+    """Finding 5: the page printed the tail median over all steps and the median of per-repeat medians on two
+    lines. Now both the times line and the verdict give the median over repeats of each repeat's tail median."""
+    # tails (last quarter of 8 decode steps): repeat 1 -> 1.5 and 1.5, repeat 2 -> 9 and 9, repeat 3 -> 2 and 2
+    t = repeats_timing("kv", [[9.0, 1, 1, 1, 1, 1, 1, 1.5, 1.5], [9.0, 9, 9, 9, 9, 9, 9, 9, 9], [9.0] + [2.0] * 8])
+    assert lesson.repeat_tail_ms(t) == pytest.approx([1500, 9000, 2000])
+    assert lesson.tail_step_ms(t) == pytest.approx(2000)  # the median of the three, not of all six tail steps (5.5 s)
+    slow = repeats_timing("none", [[9.0] + [6.0] * 8] * 3)
+    timings = {"none": slow, "k_only": repeats_timing("k_only", [[9.0] + [6.1] * 8] * 3), "kv": t}
+    text = lesson.tail_times_text(timings)
+    assert "有缓存 2000.00 ms" in text and "无缓存 6000.00 ms" in text
+    assert "有缓存 2000.00 ms" in lesson.judge_k_only(timings, "cpu").sentence
+
+
 @pytest.mark.parametrize("none, k_only, kv, gpu, kind, kv_kind", [
     ([5.0, 5.2, 5.1], [5.1, 5.3, 4.9], [1.0, 1.1, 1.0], False, "same", "far"),  # idle CPU
     ([5.0, 5.2, 5.1], [5.1, 9.0, 4.6], [1.0, 1.1, 1.0], False, "same", "far"),  # one noisy repeat is outvoted

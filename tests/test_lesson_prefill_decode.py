@@ -122,6 +122,24 @@ def test_timeline_summaries_by_hand():
     assert tl.ttft_ms == pytest.approx(4.0) and tl.tpot_ms == pytest.approx(5.0) and tl.decode_samples == 5
     assert tl.itl_ms(50) == pytest.approx(2.0) and tl.itl_ms(100) == pytest.approx(10.0)
     assert tl.itl_ms(90) == pytest.approx(3 + 0.6 * 7)  # between the 4th and 5th of 5 sorted samples
+    assert tl.tpot_median_ms == pytest.approx(5.0)  # no per-run TPOTs given: the shown generation's
+
+
+def test_latency_lines_give_tpot_per_run_and_say_a_small_p99_is_the_maximum():
+    trace = [PassRecord("prefill", 3, 3, 0.004, 0, 0, 0, 0, 0, 0), PassRecord("decode", 4, 1, 0.009, 0, 0, 0, 0, 0, 0),
+             PassRecord("decode", 5, 1, 0.001, 0, 0, 0, 0, 0, 0)]
+    tl = lesson.Timeline("abc", 3, ["x", "y", "z"], trace, 100, 10, "cpu", 3, [0.005, 0.004, 0.006],
+                         [0.001, 0.003, 0.002, 0.010, 0.002, 0.002], [0.002, 0.006, 0.003])
+    tpot, itl = lesson.explain_latency(tl)
+    assert "TPOT = 3.00 ms" in tpot and "取 3 遍的中位数" in tpot and "图上那一遍是 5.00 ms" in tpot
+    assert "6 个样本的 p99 只由最大的两个样本决定（3.00 ms 和 10.00 ms 之间）" in itl
+    many = dataclasses.replace(tl, decode_runs=[0.002] * lesson.TAIL_SAMPLES)
+    assert "最大的两个样本" not in lesson.explain_latency(many)[1]
+
+
+def test_timeline_computes_tpot_for_every_run(timeline):
+    assert len(timeline.tpot_runs) == timeline.runs == 3
+    assert min(timeline.tpot_runs) * 1e3 <= timeline.tpot_median_ms <= max(timeline.tpot_runs) * 1e3
 
 
 def test_render_timeline_reads_the_chosen_pass(demo, timeline):
@@ -868,12 +886,26 @@ def test_measured_roofs_say_when_the_machine_was_busy():
     assert lesson.roofs_busy(BUSY) and not lesson.roofs_busy(QUIET)
 
 
+@pytest.mark.parametrize("best, median, says, never", [
+    (100e9, 95e9, ["很一致", "1.05 倍"], ["波动", "这台机器很忙"]),
+    (100e9, 100e9 / 1.30, ["有一定波动", "1.30 倍"], ["很一致", "这台机器很忙"]),  # the reviewer's 1.30x: not 「很一致」
+    (100e9, 100e9 / 1.45, ["这台机器很忙", "1.4 倍", "屋顶随着负载在移动"], ["很一致", "有一定波动"]),
+])
+def test_roof_spread_bands(best, median, says, never):
+    roofs = lesson.Roofs(spread_rate(20e9, 20e9), spread_rate(best, median), "cpu（测试）", 2)
+    text = "\n".join(lesson.explain_measured_roofs(roofs))
+    assert all(x in text for x in says), text
+    assert not any(x in text for x in never), text
+
+
 @pytest.mark.parametrize("gflops, roofs, says, never", [
     ({128: 80, 256: 85}, QUIET, ["85%", "靠近矩阵乘这道屋顶", "趋于持平"], ["粗略", "没有碰到屋顶"]),
     ({128: 40, 256: 43}, QUIET, ["43%", "没有碰到屋顶", "趋于持平"], ["靠近"]),  # the issue's run: not 「靠近」
     ({128: 10, 256: 20}, QUIET, ["20%", "离屋顶还远", "还在上升"], ["靠近", "趋于持平"]),
     ({128: 40, 256: 43}, BUSY, ["44%", "粗略"], ["靠近"]),
-    ({128: 110, 256: 130}, QUIET, ["高过了屋顶"], ["靠近"]),
+    ({128: 110, 256: 130}, QUIET, ["高过了屋顶", "屋顶不是硬上限", "算力受限"], ["靠近"]),
+    ({128: 95, 256: 103}, QUIET, ["103%", "略高于屋顶", "屋顶不是硬上限", "最快的一次"], ["靠近"]),  # the reviewer's 103 %
+    ({128: 85, 256: 105}, QUIET, ["105%", "高过测得的屋顶还在涨"], ["更好地用上算力"]),  # rising above the roof
 ])
 def test_prefill_against_the_roof_chooses_its_sentence(gflops, roofs, says, never):
     text = "\n".join(lesson.explain_prefill_vs_roof(rate_sweep(gflops), roofs))
@@ -889,7 +921,8 @@ def test_prefill_on_a_gpu_is_launch_bound():
 
 
 @pytest.mark.parametrize("step_s, roofs, says", [
-    (0.0056, QUIET, ["几乎用满了带宽"]),  # 111.6 MB in 5.6 ms ≈ 20 GB/s
+    (0.0056, QUIET, ["用满了测得的带宽"]),  # 111.6 MB in 5.6 ms ≈ 20 GB/s
+    (0.0083, QUIET, ["72%", "接近带宽这道斜屋顶，但没有用满"]),  # the reviewer's 72 %: not 「几乎用满」
     (0.0110, QUIET, ["相当一部分，但没有用满"]),
     (0.0300, QUIET, ["一小部分"]),
     (0.0300, BUSY, ["一小部分", "粗略"]),
@@ -899,6 +932,7 @@ def test_prefill_on_a_gpu_is_launch_bound():
 def test_decode_against_the_bandwidth_chooses_its_sentence(step_s, roofs, says):
     text = "\n".join(lesson.explain_decode_vs_roof(rate_sweep({256: 50}, decode_step_s=step_s), roofs))
     assert all(s in text for s in says), text
+    assert "几乎用满" not in text
 
 
 def test_batch_against_prefill_at_the_same_rows():
@@ -925,6 +959,78 @@ def test_matrix_vector_reads_against_the_summing_roof():
     above = lesson.SmallMatmuls([1, 8], [128 * 2**20 / 32.8e9, 0.03], 128 * 2**20, "cpu")  # 156 % of the roof
     text = lesson.explain_small_matmul_reads(above, roofs)[0]
     assert "156%" in text and "比求和测得的带宽还快" in text and "能读满" not in text
+    # with the sweep: the decode share printed with the roofline, measured against the faster matrix-vector read
+    sweep = rate_sweep({256: 50}, decode_step_s=0.0083)  # 14.4 GB/s: 69 % of the 21 GB/s summing roof ...
+    first, again = lesson.explain_small_matmul_reads(above, roofs, sweep)
+    assert first == text and "是求和带宽的 69%" in again and "解码只用到了 44%" in again  # ... 44 % of 32.8 GB/s
+    assert len(lesson.explain_small_matmul_reads(slow, roofs, sweep)) == 1
+
+
+def batch_times(times: dict, context_len: int = 8) -> lesson.BatchSweep:
+    c = lesson.ROOFLINE_CONFIG
+    return lesson.BatchSweep([lesson.BatchPoint(B, t, decode_cost(c, context_len, 2, B), 2) for B, t in times.items()],
+                             context_len, c, "cpu（测试）")
+
+
+def test_batch_shape_inverted_gets_its_line():
+    """The reviewer's run: B 1 -> 8 left of the ridge x2.45, B 16 -> 32 right of it x1.21."""
+    roofs = lesson.Roofs(fake_rate(20e9), fake_rate(110e9), "cpu（测试）", 2)  # ridge 5.5: B = 16 and 32 cross it
+    inverted = batch_times({1: 0.02307, 2: 0.03, 4: 0.04, 8: 0.05655, 16: 0.08, 32: 0.0968})
+    text = "\n".join(lesson.explain_batch(inverted, roofs))
+    assert "反过来了" in text and "平均 ×1.35" in text and "只 ×1.21" in text
+    ideal = batch_times({1: 0.02, 2: 0.0202, 4: 0.0204, 8: 0.0206, 16: 0.03, 32: 0.06})
+    assert "反过来" not in "\n".join(lesson.explain_batch(ideal, roofs))
+    flat = batch_times({B: 0.002 for B in (1, 2, 4, 8, 16, 32)})  # a GPU: flat everywhere, no shape to invert
+    assert "反过来" not in "\n".join(lesson.explain_batch(flat, GPU))
+    assert lesson.per_doubling(inverted.at(1), inverted.at(8)) == pytest.approx(2.4512 ** (1 / 3), rel=1e-3)
+
+
+def test_batch_baseline_against_the_prefill_sweep():
+    sweep = rate_sweep({1: 5, 8: 20, 32: 30}, decode_step_s=0.01604)
+    busier = lesson.explain_batch_baseline(batch_times({1: 0.02307, 8: 0.05655}), sweep)[0]  # the reviewer's run
+    assert "23.07 ms" in busier and "P = 8 之后" in busier and "16.04 ms" in busier and "（这次更忙）" in busier
+    assert "倍数会偏小" in busier
+    same = lesson.explain_batch_baseline(batch_times({1: 0.0165, 8: 0.04}), sweep)[0]
+    assert "两次测量一致" in same
+    quicker = lesson.explain_batch_baseline(batch_times({1: 0.012, 8: 0.04}), sweep)[0]
+    assert "（那次更忙）" in quicker and "倍数会偏大" in quicker
+    assert lesson.explain_batch_baseline(batch_times({2: 0.02}), sweep) == []
+
+
+def test_small_matmuls_beyond_the_batch_sweep_say_so():
+    """The reviewer's run: 1 row read W at 16.9 GB/s, 8 rows took 8.4x; the batch sweep's B = 1 -> 8 only x2.45."""
+    t1 = 128 * 2**20 / 16.9e9  # 7.94 ms
+    big = lesson.SmallMatmuls([1, 2, 4, 8], [t1, 2.5 * t1, 6.5 * t1, 8.4 * t1], 128 * 2**20, "cpu（测试）", 15)
+    batch = batch_times({1: 0.02307, 8: 0.05655})
+    text = "\n".join(lesson.explain_small_matmuls(big, batch))
+    # the step's weights (111.2 MB) at 16.9 GB/s: 6.58 ms, 29 % of 23.07 ms; x8.4 on them alone: x3.1 > x2.45
+    assert "8.4 倍" in text and "约要 6.6 ms" in text and "占 B = 1 一步的 29%" in text and "至少要慢 ×3.11" in text
+    assert "实测只慢了 ×2.45" in text and "对不上" in text and "原因之一" not in text and "每种测 15 次" in text
+    fits = batch_times({1: 0.02307, 8: 0.07})  # x3.03: the slowdown can explain it
+    assert "原因之一" in "\n".join(lesson.explain_small_matmuls(big, fits))
+    assert "原因之一" in "\n".join(lesson.explain_small_matmuls(big))  # no batch sweep to compare with
+    assert "原因之一" in "\n".join(lesson.explain_small_matmuls(big, batch_times({2: 0.02, 8: 0.05})))  # no B = 1
+    even = lesson.SmallMatmuls([1, 8], [t1, 1.1 * t1], 128 * 2**20, "cpu（测试）", 15)
+    assert "几乎不受行数影响" in "\n".join(lesson.explain_small_matmuls(even, batch))
+
+
+@pytest.mark.parametrize("times, says, never", [
+    ({1: 0.01421, 2: 0.02108, 4: 0.03414, 8: 0.03367, 16: 0.05}, ["P 从 1 到 8", "×2.37", "涨得比 token 数慢得多"],
+     ["只涨了一点", "起伏"]),  # the reviewer's sweep
+    ({1: 0.010, 2: 0.0102, 4: 0.0105, 8: 0.011, 16: 0.02}, ["×1.10", "只涨了一点"], ["起伏"]),
+    ({1: 0.010, 2: 0.020, 4: 0.041, 8: 0.08, 16: 0.16}, ["×8.00", "差不多和 token 数成正比"], ["理想的情形一致"]),
+    ({1: 0.020, 2: 0.012, 4: 0.030, 8: 0.04, 16: 0.05}, ["起伏太大", "P = 1 到 2 反而快了 40%"], ["涨得比"]),
+    ({1: 0.0020, 16: 0.0021, 256: 0.0024}, ["×1.20", "几乎不随 P 变化", "固定开销"], ["实测"]),  # a GPU: flat
+])
+def test_prefill_growth_is_chosen_from_the_sweep(times, says, never):
+    text = "\n".join(lesson.explain_prefill_growth(rate_sweep({P: 0 for P in times}, prefill_s=times)))
+    assert all(x in text for x in says), text
+    assert not any(x in text for x in never), text
+
+
+def test_worked_step_says_what_a_step_reads_of_the_whole_model():
+    text = lesson.explain_worked_step(lesson.worked_decode_step(lesson.ROOFLINE_CONFIG, 8), 256)[0]
+    assert "106.0 MiB（= 111.2 MB" in text and "整个模型的 FP32 权重是 114.0 MiB" in text and "嵌入表：它有 8.0 MiB" in text
 
 
 def test_batch_step_time_flat_on_a_gpu():

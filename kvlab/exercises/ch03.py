@@ -131,7 +131,9 @@ B 越大，读一遍权重的代价被摊得越薄，算术强度越高；但每
 
 两问都一样：如果 B 再大也做不到，写 `0`。
 
-答案按这台机器上测出的屋顶检查，换一台机器答案可能不同。""",
+答案按这台机器上测出的屋顶检查。屋顶是此刻在这台机器上量的：换一台机器，或者同一台机器忙闲不同，\
+转折点都会变（上面打印了重复测量之间的波动），`b_short` 可能差上几条。所以你和同学的数字多半不一样，各自都可以是对的；\
+要比较的是算法，不是答案。""",
     stub=f'''machine = ch03.this_machine(roofs)  # the two roofs this page measured above (the cell `roofs = ...`)
 print(machine)
 ridge = None  # FLOP per byte

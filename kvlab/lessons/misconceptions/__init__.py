@@ -35,6 +35,8 @@ from .review import uncached_over_cached, batch_intensity_gain, review_questions
 from .summary import (PrefillDecode, prefill_vs_decode, SummaryRow, chapter_rows, scenario_plans, scenario_row,
                       summary_rows, summary_html)
 
+from ...measure import device_label  # every readout's device and timing threads, as the notebook prints it
+
 __all__ = [
     "DEFAULT_PROMPT", "NEW_TOKENS_LABEL", "leave_a_core", "corpus_prompts", "WeightsSnapshot", "weights_snapshot",
     "CacheRun", "run_with_cache", "M1_LIMITS", "PROMPT_LEN_LABEL", "BATCH_LABEL", "render_weights_vs_cache",
@@ -53,5 +55,5 @@ __all__ = [
     "render_lab", "tokens_table_html", "methods_html", "lab_html", "lab_panel", "run_all_lab_caches", "uncached_over_cached",
     "batch_intensity_gain",
     "review_questions", "PrefillDecode", "prefill_vs_decode", "SummaryRow", "chapter_rows", "scenario_plans",
-    "scenario_row", "summary_rows", "summary_html",
+    "scenario_row", "summary_rows", "summary_html", "device_label",
 ]

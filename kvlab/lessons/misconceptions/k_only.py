@@ -41,10 +41,9 @@ def compare_k_only(model: ToyTransformer, prompt_ids, new_tokens: int, repeats: 
 
 
 def tail_step_ms(t: DecodeTiming, fraction: float = 0.25) -> float:
-    """Median decode-step time (ms) over the last ``fraction`` of the run, where the sequence is longest."""
-    steps = t.step_seconds[1:]  # decode passes only
-    tail = steps[-max(1, int(len(steps) * fraction)):]
-    return median(tail) * 1e3
+    """The page's one aggregate of a mode's step time (ms): the median decode step of the last ``fraction`` of each
+    repeat (where the sequence is longest), then the median over the repeats (:func:`repeat_tail_ms`)."""
+    return median(repeat_tail_ms(t, fraction))
 
 
 def step_flops(model, mode: str, seq_len: int) -> int:
@@ -184,7 +183,7 @@ def judge_k_only(timings: dict[str, DecodeTiming], device) -> KOnlyVerdict:
 
 
 def tail_times_text(timings: dict[str, DecodeTiming]) -> str:
-    """「无缓存 6.49 ms，只缓存 K 6.21 ms，有缓存 1.05 ms」: the median step of the last quarter of each run."""
+    """「无缓存 6.49 ms，只缓存 K 6.21 ms，有缓存 1.05 ms」: :func:`tail_step_ms` of each mode (the verdict's numbers)."""
     return "，".join(f"{K_ONLY_NAMES.get(m, m)} {tail_step_ms(t):.2f} ms" for m, t in timings.items())
 
 
@@ -213,8 +212,8 @@ def render_k_only(model: ToyTransformer, prompt_ids, new_tokens, repeats) -> Vie
     tokens = "三种方式生成的 token 完全相同" if same_tokens(timings) else '<span style="color:#b00">token 不同！</span>'
     verdict = judge_k_only(timings, model.device)
     readout = (
-        f"生成 {n} 个 token：{tokens}。最后 1/4 的解码步（t = {tail_range(timings)}）单步耗时中位数："
-        f"<b>{tail_times_text(timings)}</b>（{device_label(model.device)}，重复 {r} 次）<br>{verdict.sentence}<br>"
+        f"生成 {n} 个 token：{tokens}。最后 1/4 的解码步（t = {tail_range(timings)}）单步耗时中位数"
+        f"（每次重复各取一个，再取 {r} 次的中位数）：<b>{tail_times_text(timings)}</b>（{device_label(model.device)}，重复 {r} 次）<br>{verdict.sentence}<br>"
         f"trace 记录的每步投影（序列长度为 t 的那一步）：无缓存 K = V = t；只缓存 K：K = 1，<b>V = t</b>；有缓存：K = V = 1。"
         f"{COUNTING}，t = {counted.seq_len} 时只缓存 K 的一步仍要做无缓存的 <b>{counted.share('k_only'):.1%}</b> 的计算"
         f"（有缓存：{counted.share('kv'):.2%}）"

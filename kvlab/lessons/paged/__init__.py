@@ -16,6 +16,7 @@ from .review import review_questions
 from .runs import (ANIMATION, ANIMATION_BLOCKS, BLOCK_SIZE, DEMO, MAX_BATCH, WasteTimeline, animation_run,
                    demo_requests, outputs_match_alone, paged_is_measured, reused_blocks, step_events, waste_timeline)
 from .sharing import SharingRun, sharing_run
+from ...measure import device_label  # the device and timing threads, as the notebook prints it
 
 __all__ = [
     "ANIMATION", "ANIMATION_BLOCKS", "BLOCK_SIZE", "BatchingComparison", "DEMO", "Exhausted", "FirstLook",
@@ -25,4 +26,5 @@ __all__ = [
     "paging_cost", "render_blocks", "render_sharing", "render_waste", "reused_blocks", "review_questions",
     "sharing_panel", "sharing_run", "step_events", "texts_table", "throughput_sentence", "tpot_sentence",
     "ttft_sentence", "waste_panel", "waste_timeline", "why_sentence",
+    "device_label",
 ]

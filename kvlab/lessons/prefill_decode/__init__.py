@@ -13,21 +13,22 @@ from .roofline import (ROOFLINE_CONFIG, roofline_model, weight_bytes_of, explain
                        measure_roofs, explain_roofs, RooflinePoint, FlopCheck, count_flops)
 from .timeline import (DEFAULT_PROMPT, TIMELINE_TOKENS, TIMELINE_MAX_TOKENS, PROMPT_LABEL, TOKENS_LABEL, STEP_LABEL,
                        Timeline, run_timeline, regenerate, render_timeline, timeline_panel, StepBudget, step_budget,
-                       explain_step_budget)
+                       explain_step_budget, TAIL_SAMPLES, explain_latency)
 from .four_steps import CodePart, FOUR_STEPS, STEP_ARGUMENT, show_step, FourStepCheck, check_four_steps
 from .prefill_sweep import (PREFILL_LENGTHS, PREFILL_DECODE_STEPS, MAX_CUSTOM_LENGTHS, LengthPoint, PrefillSweep,
                             max_prompt_len, measure_prefill_sweep, PrefillLab, LENGTHS_LABEL, PROMPT_LEN_LABEL,
                             render_prefill, prefill_panel, PROPORTIONAL_EXPONENT, proportional_from, explain_prefill,
-                            prefill_points)
+                            prefill_points, explain_prefill_growth)
 from .batching import (BATCH_SIZES, BATCH_CONTEXTS, BATCH_STEPS, BATCH_REPEATS, BatchPoint, BatchSweep,
                        measure_batch_sweep, BatchLab, explain_batch, explain_kv_share, BATCH_LABEL, CONTEXT_LABEL,
-                       render_batch, batch_panel, SmallMatmuls, measure_small_matmuls, explain_small_matmuls)
+                       render_batch, batch_panel, SmallMatmuls, measure_small_matmuls, explain_small_matmuls,
+                       per_doubling)
 from .engineering import (AllocatorTrace, AllocatorComparison, CPU_ALLOCATOR_REASON, allocator_growth,
                           explain_allocator, explain_reservation, PADDED_LENGTHS, PADDED_NEW_TOKENS,
                           PADDED_LENGTHS_LABEL, BLOCK_LABEL, corpus_text, corpus_prompts, PaddedBatch,
                           run_padded_batch, paged_text, render_padded_batch, padded_batch_panel, PRECISION_LABELS,
                           CachePrecision, compare_cache_precision, explain_precision)
-from .readings import (BUSY_SPREAD, SAME_BAND, WorkedStep, worked_decode_step, explain_worked_step, spread,
+from .readings import (STEADY_SPREAD, BUSY_SPREAD, SAME_BAND, explain_batch_baseline, WorkedStep, worked_decode_step, explain_worked_step, spread,
                        roofs_busy, explain_measured_roofs, explain_prefill_vs_roof, explain_decode_vs_roof,
                        explain_batch_vs_prefill, explain_small_matmul_reads, explain_worked_bounds)
 from ...claims import confirm  # the page's checks, a Chinese ✓ line each
@@ -53,4 +54,6 @@ __all__ = [
     "explain_worked_step", "spread", "roofs_busy", "explain_measured_roofs", "explain_prefill_vs_roof",
     "explain_decode_vs_roof", "explain_batch_vs_prefill", "explain_small_matmul_reads", "explain_worked_bounds", "confirm",
     "last_level_cache", "device_label",
+    "TAIL_SAMPLES", "explain_latency", "explain_prefill_growth", "per_doubling", "STEADY_SPREAD",
+    "explain_batch_baseline",
 ]

@@ -3,6 +3,7 @@ machine's roofline, and why a few rows of a matmul cost more than one."""
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -152,7 +153,27 @@ def explain_batch(sweep: BatchSweep, roofs: Roofs) -> list[str]:
                      f"×{b.step_seconds / a.step_seconds:.2f}，吞吐 ×{b.tokens_per_s / a.tokens_per_s:.2f}。")
     elif not right:
         lines.append(f"到 B = {sweep.points[-1].batch_size} 都还在转折点左边。")
-    return lines
+    return lines + _inverted_shape(one, left, right)
+
+
+INVERTED_MIN = 1.05  # per-doubling growth of the step time under this is flat: no shape to compare
+
+
+def per_doubling(a: BatchPoint, b: BatchPoint) -> float:
+    """How many times the step time grows, on average, each time B doubles from ``a`` to ``b``."""
+    return (b.step_seconds / a.step_seconds) ** (1 / math.log2(b.batch_size / a.batch_size))
+
+
+def _inverted_shape(one: BatchPoint, left: list, right: list) -> list[str]:
+    """One line when the step time grew at least as fast per doubling of B left of the ridge as right of it."""
+    if len(left) < 2 or len(right) < 2:
+        return []
+    gl, gr = per_doubling(one, left[-1]), per_doubling(right[0], right[-1])
+    if gl < gr or gl < INVERTED_MIN:
+        return []
+    return [f"这和理想的 roofline 反过来了：转折点左边 B 每翻一倍，单步耗时平均 ×{gl:.2f}；越过转折点以后只 ×{gr:.2f}。"
+            "左边的增长不是越过转折点造成的，可能来自行数很少的矩阵乘本身，也可能是测量时机器的忙闲变了"
+            "（下面的矩阵乘实验检查前一种）。"]
 
 
 def explain_kv_share(config: ModelConfig, batch_size: int, contexts=(8, 256, 1000)) -> list[str]:
@@ -208,16 +229,19 @@ class SmallMatmuls:
     seconds: list[float]
     weight_bytes: int
     device: str
+    repeats: int = 1  # runs per row count, interleaved; the fastest is kept
 
     def slowdown(self, rows: int) -> float:
         """Time for ``rows`` rows over the time for the first row count."""
         return self.seconds[self.rows.index(rows)] / self.seconds[0]
 
 
-def measure_small_matmuls(device, rows=(1, 2, 4, 8), nbytes: int = 128 * 2**20, repeats: int = 7) -> SmallMatmuls:
-    """Time ``x @ W`` (fp32, W of ``nbytes``: the same bytes are read whatever the rows), interleaved."""
+def measure_small_matmuls(device, rows=(1, 2, 4, 8), nbytes: int = 128 * 2**20, repeats: int = 15) -> SmallMatmuls:
+    """Time ``x @ W`` (fp32, W of ``nbytes``: the same bytes are read whatever the rows), the row counts
+    interleaved (a burst of load spoils one run of each, not every run of one), the fastest of ``repeats`` kept."""
     dev = torch.device(device)
     rows = [positive_int("rows", r, maximum=64) for r in rows]
+    repeats = positive_int("repeats", repeats)
     n_in = 4096
     n_out = positive_int("nbytes", nbytes) // (4 * n_in)
     if n_out < 1:
@@ -229,17 +253,42 @@ def measure_small_matmuls(device, rows=(1, 2, 4, 8), nbytes: int = 128 * 2**20, 
         runs = alternate({r: partial(timed, partial(torch.matmul, xs[r], w), dev) for r in rows}, repeats)
     del w
     return SmallMatmuls(rows, [min(s for _, s in runs[r]) for r in rows], 4 * n_in * n_out,
-                        device_label(dev, threads))
+                        device_label(dev, threads), repeats)
 
 
-def explain_small_matmuls(m: SmallMatmuls) -> list[str]:
+def _expected_step_growth(m: SmallMatmuls, batch: BatchSweep | None, r: float):
+    """What the row counts' slowdown ``r`` predicts for the batch sweep's step from B = rows[0] to rows[-1]:
+    (seconds the step's weight matmuls take at the 1-row read rate, their share of that step, the least growth
+    of the step if they slow down ``r`` times and nothing else grows, the growth measured); None without a sweep
+    holding both batch sizes."""
+    lo, hi = m.rows[0], m.rows[-1]
+    if batch is None or not {lo, hi} <= set(batch.batch_sizes):
+        return None
+    first = batch.at(lo)
+    matmul_s = first.cost.weight_bytes / first.steps / (m.weight_bytes / m.seconds[0])
+    share = min(1.0, matmul_s / first.step_seconds)
+    return matmul_s, share, share * r + (1 - share), batch.at(hi).step_seconds / first.step_seconds
+
+
+def explain_small_matmuls(m: SmallMatmuls, batch: BatchSweep | None = None) -> list[str]:
+    """The row counts' times, and whether a few rows read W slower than one; with ``batch``, whether that can
+    explain the batch sweep at all (a micro-benchmark slower than the whole decode step it is meant to explain
+    was disturbed by the machine's load)."""
     times = "，".join(f"{r} 行 {s * 1e3:.2f} ms" for r, s in zip(m.rows, m.seconds))
-    lines = [f"x @ W，W 是 {format_bytes(m.weight_bytes)} 的 FP32 矩阵：{times}（{m.device}，每种取最快的一次）。"]
-    r = m.slowdown(m.rows[-1])
-    if r >= 1.3:
-        lines.append(f"要读的权重一样多，{m.rows[-1]} 行却要 {m.rows[0]} 行的 {r:.1f} 倍时间：在这台机器上，行数很少的"
+    lines = [f"x @ W，W 是 {format_bytes(m.weight_bytes)} 的 FP32 矩阵：{times}（{m.device}，每种测 {m.repeats} 次、"
+             "交替进行，取最快的一次）。"]
+    top, r = m.rows[-1], m.slowdown(m.rows[-1])
+    expected = _expected_step_growth(m, batch, r) if r >= 1.3 else None
+    if expected is not None and expected[2] > expected[3] * (1 + 0.15):
+        matmul_s, share, predicted, measured = expected
+        lines.append(f"要读的权重一样多，{top} 行却要 {m.rows[0]} 行的 {r:.1f} 倍时间。可这解释不了上面的批处理扫描：按 1 行的速度，"
+                     f"一步解码里读权重的矩阵乘约要 {matmul_s * 1e3:.1f} ms，占 B = {m.rows[0]} 一步的 {share:.0%}；这部分若慢 "
+                     f"×{r:.1f}，B = {top} 的一步至少要慢 ×{predicted:.2f}，实测只慢了 ×{measured:.2f}。两个实验对不上，"
+                     "多半是机器的忙闲干扰了其中一个；机器空闲时重新运行这一格和批处理那一格再看。")
+    elif r >= 1.3:
+        lines.append(f"要读的权重一样多，{top} 行却要 {m.rows[0]} 行的 {r:.1f} 倍时间：在这台机器上，行数很少的"
                      "矩阵乘读权重的速度不如矩阵乘向量，这是 B 增大时单步耗时增长的原因之一。")
     else:
-        lines.append(f"{m.rows[-1]} 行只要 {m.rows[0]} 行的 {r:.1f} 倍时间：这台机器上读权重的速度几乎不受行数影响，"
+        lines.append(f"{top} 行只要 {m.rows[0]} 行的 {r:.1f} 倍时间：这台机器上读权重的速度几乎不受行数影响，"
                      "单步耗时随 B 的增长主要来自运算次数和每条序列自己的 K/V。")
     return lines

@@ -225,6 +225,44 @@ def explain_prefill(sweep: PrefillSweep, roofs: "Roofs") -> list[str]:
     return lines
 
 
+SMALL_P = 8  # "at first": the prompt lengths up to this many times the shortest one measured
+GROWTH_BAND = 0.15  # a step of the sweep whose time drops by more than this is noise, not a trend
+SLOW_EXPONENT, FLAT_EXPONENT = 0.75, 0.25  # time ~ P^k at small P: under 0.25 barely grows, 0.25–0.75 slower than P
+
+
+def explain_prefill_growth(sweep: PrefillSweep) -> list[str]:
+    """How the prefill time grew over the first lengths of the sweep (P up to 8 × the shortest), from the
+    numbers: barely, slower than P, about in proportion to P, flat over the whole sweep (a GPU's launch-bound
+    shape), or too noisy to tell (the time dropped by more than 15 % while P grew)."""
+    pts = sweep.points
+    if len(pts) < 2:
+        return []
+    a = pts[0]
+    small = [p for p in pts if p.prompt_len <= SMALL_P * a.prompt_len]
+    b, last = small[-1], pts[-1]
+    if last.prompt_len >= 16 * a.prompt_len and last.prefill_seconds < 1.3 * a.prefill_seconds:
+        return [f"P 从 {a.prompt_len} 增加到 {last.prompt_len}，预填充的耗时只 ×{last.prefill_seconds / a.prefill_seconds:.2f}："
+                "几乎不随 P 变化。一次前向的时间几乎全是固定开销（GPU 上是几百次内核启动），P 个 token 的运算藏在里面。"]
+    if len(small) < 2:
+        return []
+    drops = [(p, q) for p, q in zip(small, small[1:]) if q.prefill_seconds < (1 - GROWTH_BAND) * p.prefill_seconds]
+    ratio = b.prefill_seconds / a.prefill_seconds
+    head = (f"实测：P 从 {a.prompt_len} 到 {b.prompt_len}（token 多了 {b.prompt_len / a.prompt_len:g} 倍），预填充的耗时 "
+            f"×{ratio:.2f}")
+    if drops:
+        p, q = drops[0]
+        return [head + f"，但中间 P = {p.prompt_len} 到 {q.prompt_len} 反而快了 {1 - q.prefill_seconds / p.prefill_seconds:.0%}："
+                "这次的数字起伏太大（机器忙），看不出起初的走势。机器空闲时重新运行上面的格子再看。"]
+    k = growth_exponent([a.prompt_len, b.prompt_len], [a.prefill_seconds, b.prefill_seconds])
+    if k < FLAT_EXPONENT:
+        return [head + "：只涨了一点，远比 token 数涨得慢，正是理想的情形——权重只读一遍，就供 P 个 token 一起用。"]
+    if k < SLOW_EXPONENT:
+        return [head + "：涨得比 token 数慢得多，和理想的情形一致——权重只读一遍，就供 P 个 token 一起用；"
+                "但也不是不涨，这台机器上短提示词的运算和别的开销已经占了一部分时间。"]
+    return [head + "：差不多和 token 数成正比，不是理想的「起初涨得很慢」。这台机器上，连很短的提示词也已经被运算"
+            "（或别的随 P 增长的开销）卡住；也可能是测量受了机器忙闲的干扰。"]
+
+
 def prefill_points(sweep: PrefillSweep) -> list[RooflinePoint]:
     """Every prefill pass of the sweep and the decode steps after it, as roofline points."""
     out = [RooflinePoint(f"预填充 P={p.prompt_len}", "prefill", p.prefill_cost.intensity, p.prefill_flops_per_s,

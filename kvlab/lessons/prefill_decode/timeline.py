@@ -14,7 +14,7 @@ from ...inputs import prompt_tokens, whole_number
 from ...measure import device_label, measurement_threads, torch_threads
 from ...memory import format_bytes
 from ...model import ToyTransformer
-from ...stats import percentile
+from ...stats import median, percentile
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, View, int_slider, play_slider, recent_run, text_box
 from .roofline import Roofs
@@ -39,6 +39,7 @@ class Timeline:
     runs: int = 1  # generations made
     prefill_runs: list[float] = field(default_factory=list)  # seconds of each generation's prefill pass
     decode_runs: list[float] = field(default_factory=list)  # seconds of every decode pass of every generation
+    tpot_runs: list[float] = field(default_factory=list)  # each generation's TPOT (the mean of its decode passes), s
 
     @property
     def passes(self) -> int:
@@ -75,6 +76,11 @@ class Timeline:
         return (self.ends_ms[-1] - self.ends_ms[0]) / (self.passes - 1) if self.passes > 1 else float("nan")
 
     @property
+    def tpot_median_ms(self) -> float:
+        """TPOT computed per generation, the median over the generations (the shown one's when only it is known)."""
+        return median(self.tpot_runs) * 1e3 if self.tpot_runs else self.tpot_ms
+
+    @property
     def itl_samples(self) -> list[float]:
         """Seconds of every decode pass of every generation: the inter-token latency's distribution."""
         return self.decode_runs or [r.seconds for r in self.trace if r.phase == "decode"]
@@ -107,7 +113,25 @@ def run_timeline(model: ToyTransformer, tokenizer, prompt: str = DEFAULT_PROMPT,
     return Timeline(prompt, len(ids), [tokenizer.decode([t]) for t in result.new_tokens[0].tolist()],
                     result.trace, cache.nbytes, cache.nbytes // cache.max_seq_len,
                     device_label(model.device, threads), repeats,
-                    [r.time_to_first_token for r in runs], [s for r in runs for s in r.decode_seconds])
+                    [r.time_to_first_token for r in runs], [s for r in runs for s in r.decode_seconds],
+                    [sum(r.decode_seconds) / len(r.decode_seconds) for r in runs if r.decode_seconds])
+
+
+TAIL_SAMPLES = 100  # under this many samples a p99 is about the largest one
+
+
+def explain_latency(tl: Timeline) -> list[str]:
+    """TPOT (per generation, the median over the generations) and the inter-token latency's percentiles, with
+    what a p99 of few samples is."""
+    tpot = (f"TPOT = {tl.tpot_median_ms:.2f} ms（每遍各算一次（总时间 − TTFT）÷ {tl.passes - 1} 个解码步，"
+            f"取 {len(tl.tpot_runs) or 1} 遍的中位数；图上那一遍是 {tl.tpot_ms:.2f} ms）")
+    n = tl.decode_samples
+    top = sorted(tl.itl_samples)[-2:]
+    tail = (f"；{n} 个样本的 p99 只由最大的两个样本决定（{top[0] * 1e3:.2f} ms 和 {top[1] * 1e3:.2f} ms 之间），"
+            f"不到 {TAIL_SAMPLES} 个样本时它反映的是一两次卡顿，不是稳定的分位数" if 2 <= n < TAIL_SAMPLES else "")
+    itl = (f"ITL：中位数 {tl.itl_ms(50):.2f} ms，p90 {tl.itl_ms(90):.2f} ms，p99 {tl.itl_ms(99):.2f} ms"
+           f"（{tl.runs} 遍共 {n} 个解码步{tail}；{tl.device}）")
+    return [tpot, itl]
 
 
 def regenerate(model: ToyTransformer, tokenizer, timeline: Timeline, cache: str):

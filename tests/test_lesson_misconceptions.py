@@ -770,7 +770,7 @@ def test_summary_rows(demo):
     rows = lesson.summary_rows(model, runs, timings, prefill, [lesson.plan_reservation(reserved_tokens=2048)], lab,
                                lesson.scenario_plans())
     assert [r.topic[:3] for r in rows[:4]] == ["3.1", "3.2", "3.3", "3.4"] and len(rows) == 9
-    assert "无缓存 6.00 ms，有缓存 2.00 ms（快 3.0 倍）" in rows[0].measured and "8.0 KiB" in rows[0].measured
+    assert "无缓存 6.00 ms，有缓存 2.00 ms（不缓存是它的 3.0 倍）" in rows[0].measured and "8.0 KiB" in rows[0].measured
     assert "（4, 2, 2, 6, 32）" in rows[1].measured and "2 × 4 × 2 × 2 × 6 × 32 × 4 B = 24,576 B" in rows[1].measured
     assert "trace 记录 24,576 B" in rows[1].measured
     assert "预填充 128 个 token 一次前向 6.40 ms（每个 token 0.05 ms）；之后每个解码步 2.00 ms" in rows[2].measured

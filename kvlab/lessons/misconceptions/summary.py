@@ -63,7 +63,7 @@ def chapter_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str,
     llama = MODEL_PRESETS["LLaMA-7B"]
     return [
         SummaryRow("3.1 自回归解码：空间换时间", f"最后 1/4 解码步（t = {tail_range(timings)}）的单步中位数：无缓存 {none:.2f} ms，有缓存 "
-                   f"{kv:.2f} ms（快 {none / kv:.1f} 倍）；代价是缓存里存着的 {format_bytes(held)}",
+                   f"{kv:.2f} ms（不缓存是它的 {none / kv:.1f} 倍）；代价是缓存里存着的 {format_bytes(held)}",
                    "缓存旧 token 的 K/V，每步只算新 token：把重复计算变成增量计算"),
         SummaryRow("3.2 存储结构 L×B×H×S×D", f"演示模型的缓存（L, B, H, S, D）=（{c.n_layer}, {r.batch_size}, "
                    f"{c.n_kv_head}, {r.stored_tokens}, {c.head_dim}）：{shape} = {formula:,} B，trace 记录 "
@@ -118,7 +118,7 @@ def summary_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str,
                    "V 必须和 K 一起缓存，否则每步仍要把整个前缀重算一遍"),
         SummaryRow("误区 3：缓存越大越好", f"{first.gpu} + {first.model.label}（FP16，按 {float(first.fit.usable):g} 规划）："
                    f"{plans}", "预留多少要看显存预算和请求长度的分布；按需分页（PagedAttention）避免闲置"),
-        SummaryRow("找 bug", f"{len(broken)} 个坏缓存在「{lab[REFERENCE].prompt}」上第一次生成不同的 token：{steps}；正确的缓存："
+        SummaryRow("找 bug", f"{len(broken)} 个坏缓存在提示词「{lab[REFERENCE].prompt}」上第一次生成不同的 token：{steps}；正确的缓存："
                    f"{'全部相同' if lab[REFERENCE].first_token_step is None else '不同！'}",
                    "缓存的 bug 不会报错，只会悄悄改变输出：与无缓存的参考逐步对比才能发现"),
         scenario_row(scenarios),

@@ -157,6 +157,7 @@ def explain_batch(sweep: BatchSweep, roofs: Roofs) -> list[str]:
 
 
 INVERTED_MIN = 1.05  # per-doubling growth of the step time under this is flat: no shape to compare
+SAME_GROWTH = 1.10  # per-doubling growths within 10 % of each other count as about the same
 
 
 def per_doubling(a: BatchPoint, b: BatchPoint) -> float:
@@ -165,15 +166,20 @@ def per_doubling(a: BatchPoint, b: BatchPoint) -> float:
 
 
 def _inverted_shape(one: BatchPoint, left: list, right: list) -> list[str]:
-    """One line when the step time grew at least as fast per doubling of B left of the ridge as right of it."""
+    """One line when the step time grew about as fast (within ``SAME_GROWTH``) or faster per doubling of B left
+    of the ridge as right of it: the ideal roofline has it flat on the left."""
     if len(left) < 2 or len(right) < 2:
         return []
     gl, gr = per_doubling(one, left[-1]), per_doubling(right[0], right[-1])
-    if gl < gr or gl < INVERTED_MIN:
+    if gl < INVERTED_MIN or gl < gr / SAME_GROWTH:
         return []
+    why = ("左边的增长不是越过转折点造成的：CPU 上运算和读数据很难重叠，一步的时间更接近两者之和（见本节末尾）；"
+           "行数很少的矩阵乘本身也可能更慢（下面的矩阵乘实验检查这一种）。")
+    if gl <= gr * SAME_GROWTH:
+        return [f"转折点两边的增长差不多：左边 B 每翻一倍，单步耗时平均 ×{gl:.2f}，越过转折点以后 ×{gr:.2f}"
+                f"（相差不到 {SAME_GROWTH - 1:.0%}）。理想的 roofline 里左边应当几乎不涨。" + why]
     return [f"这和理想的 roofline 反过来了：转折点左边 B 每翻一倍，单步耗时平均 ×{gl:.2f}；越过转折点以后只 ×{gr:.2f}。"
-            "左边的增长不是越过转折点造成的，可能来自行数很少的矩阵乘本身，也可能是测量时机器的忙闲变了"
-            "（下面的矩阵乘实验检查前一种）。"]
+            + why]
 
 
 def explain_kv_share(config: ModelConfig, batch_size: int, contexts=(8, 256, 1000)) -> list[str]:
@@ -270,21 +276,31 @@ def _expected_step_growth(m: SmallMatmuls, batch: BatchSweep | None, r: float):
     return matmul_s, share, share * r + (1 - share), batch.at(hi).step_seconds / first.step_seconds
 
 
+INVERTED_ROWS = 1.08  # fewer rows taking this much longer than more rows gets its own line (best of 15 each)
+
+
 def explain_small_matmuls(m: SmallMatmuls, batch: BatchSweep | None = None) -> list[str]:
     """The row counts' times, and whether a few rows read W slower than one; with ``batch``, whether that can
-    explain the batch sweep at all (a micro-benchmark slower than the whole decode step it is meant to explain
-    was disturbed by the machine's load)."""
+    explain the batch sweep at all (it cannot when the step grew less than the slowdown implies: the probe's W is
+    far larger than the model's matrices), and a line when fewer rows took longer than more."""
     times = "，".join(f"{r} 行 {s * 1e3:.2f} ms" for r, s in zip(m.rows, m.seconds))
     lines = [f"x @ W，W 是 {format_bytes(m.weight_bytes)} 的 FP32 矩阵：{times}（{m.device}，每种测 {m.repeats} 次、"
              "交替进行，取最快的一次）。"]
+    inverted = [(a, b) for i, a in enumerate(m.rows) for b in m.rows[i + 1:]
+                if m.seconds[m.rows.index(a)] > m.seconds[m.rows.index(b)] * INVERTED_ROWS]
+    if inverted:
+        a, b = inverted[0]
+        lines.append(f"{a} 行反而比 {b} 行慢：矩阵乘的库对不同的行数会选不同的计算方式，这里量到的是这个库在这个形状上"
+                     "的表现，不是一条「行数越多越慢」的规律。")
     top, r = m.rows[-1], m.slowdown(m.rows[-1])
     expected = _expected_step_growth(m, batch, r) if r >= 1.3 else None
     if expected is not None and expected[2] > expected[3] * (1 + 0.15):
         matmul_s, share, predicted, measured = expected
         lines.append(f"要读的权重一样多，{top} 行却要 {m.rows[0]} 行的 {r:.1f} 倍时间。可这解释不了上面的批处理扫描：按 1 行的速度，"
                      f"一步解码里读权重的矩阵乘约要 {matmul_s * 1e3:.1f} ms，占 B = {m.rows[0]} 一步的 {share:.0%}；这部分若慢 "
-                     f"×{r:.1f}，B = {top} 的一步至少要慢 ×{predicted:.2f}，实测只慢了 ×{measured:.2f}。两个实验对不上，"
-                     "多半是机器的忙闲干扰了其中一个；机器空闲时重新运行这一格和批处理那一格再看。")
+                     f"×{r:.1f}，B = {top} 的一步至少要慢 ×{predicted:.2f}，实测只慢了 ×{measured:.2f}。这个实验的 W 比模型的"
+                     "任何一个矩阵都大得多（模型的矩阵只有几 MiB，能部分留在处理器的缓存里），而矩阵乘的库对不同的行数"
+                     "和形状会选不同的计算方式：大 W 上量到的倍数不能直接搬到模型的一步上。")
     elif r >= 1.3:
         lines.append(f"要读的权重一样多，{top} 行却要 {m.rows[0]} 行的 {r:.1f} 倍时间：在这台机器上，行数很少的"
                      "矩阵乘读权重的速度不如矩阵乘向量，这是 B 增大时单步耗时增长的原因之一。")

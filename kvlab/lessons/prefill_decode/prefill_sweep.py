@@ -209,7 +209,8 @@ def explain_prefill(sweep: PrefillSweep, roofs: "Roofs") -> list[str]:
     crossing = next((p.prompt_len for p in sweep.points if p.prefill_cost.intensity >= ridge), None)
     where = (f"测过的长度里，从 P = {crossing} 起预填充的算术强度不低于转折点" if crossing is not None
              else "测过的长度都还在转折点左边")
-    lines = [f"预填充的算术强度约为 P / 2：P 超过约 2 × 转折点 = {2 * ridge:.0f} 时就越过本机的转折点（{where}）。"]
+    lines = [f"预填充的算术强度约为 P / 2：P 超过约 2 × 转折点 = {2 * ridge:.0f} 时就越过本机的转折点（K/V 和嵌入也要读写，"
+             f"实际的强度比 P / 2 略低；{where}）。"]
     start = proportional_from(sweep)
     if start is None:
         lines.append("实测：在测过的长度里，预填充的耗时一直比 P 涨得慢得多，还没有被算力卡住。")

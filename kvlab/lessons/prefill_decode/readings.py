@@ -187,7 +187,7 @@ def explain_batch_vs_prefill(batch: BatchSweep, sweep: PrefillSweep, rows: int =
         return [head + f"：落在相近的高度（相差 {abs(r - 1):.0%}，±{SAME_BAND:.0%} 以内）。同样是 {rows} 行的矩阵 × 权重，"
                 "速率也差不多。"]
     high, low = ("解码", "预填充") if r > 1 else ("预填充", "解码")
-    return [head + f"：这次{high}高出 {max(r, 1 / r):.1f} 倍（超出 ±{SAME_BAND:.0%}）。两者的矩阵乘一样大，差别来自别处："
+    return [head + f"：这次{high}是{low}的 {max(r, 1 / r):.1f} 倍（高 {max(r, 1 / r) - 1:.0%}，超出 ±{SAME_BAND:.0%}）。两者的矩阵乘一样大，差别来自别处："
             f"两个点是在不同时刻量的（机器的忙碌程度会变），而且不全是同样的算子——预填充多一次 {rows} × {rows} 的因果注意力，"
             f"解码要为 {rows} 条序列各读一份 K/V、算 {rows} 个位置的 logits。"]
 
@@ -200,8 +200,9 @@ def explain_small_matmul_reads(m: SmallMatmuls, roofs: Roofs, sweep: PrefillSwee
     head = (f"{m.rows[0]} 行 × W（矩阵乘向量）读 W 的速度：{m.weight_bytes / 1e6:.1f} MB ÷ {m.seconds[0] * 1e3:.2f} ms = "
             f"{rate / 1e9:.1f} GB/s，求和测得的带宽是 {roofs.bandwidth.best / 1e9:.1f} GB/s（{r:.0%}）")
     if r > 1 + SAME_BAND:
-        lines = [head + "：比求和测得的带宽还快。要么测带宽的那一刻机器比现在更忙，带宽量低了，要么 W 有一部分留在了"
-                 "处理器的缓存里；这次比不出矩阵乘向量的内核是否读得满带宽。" + _busy_note(roofs)]
+        lines = [head + "：比求和测得的带宽还快。W 远大于处理器的缓存，留在缓存里的部分解释不了这么多；更可能是求和这个"
+                 "内核本身读内存不如矩阵乘向量快（也可能测带宽的那一刻机器更忙）：这道斜屋顶量低了，这次比不出矩阵乘向量"
+                 "的内核是否读得满带宽。" + _busy_note(roofs)]
         if sweep is not None:
             dec = sweep.points[-1]
             lines.append(f"所以上面 roofline 一节里解码的百分比（每秒搬运 {dec.decode_bytes_per_s / 1e9:.1f} GB，是求和带宽的 "

@@ -439,7 +439,7 @@ FIX = SOLUTIONS["ch05.fix"]
     ("cache.v[layer, :, :, start:start + T] = v", "cache.v[layer, :, :, start:start + T] = k", "V 的位置写进了 K"),
     ("cache.k[layer, :, :, start:start + T] = k\n    cache.v[layer, :, :, start:start + T] = v",
      "cache.k[0, :, :, start:start + T] = k\n    cache.v[0, :, :, start:start + T] = v", "每一层有自己的一份缓存"),
-    ("start = cache.length", "start = max(cache.length - 1, 0) if cache.length else 0", "你的代码写到了第 2–2 格"),
+    ("start = cache.length", "start = max(cache.length - 1, 0) if cache.length else 0", "你的代码写到了第 2 格"),
     ("cache.v[layer, :, :, start:start + T] = v", "cache.v[min(layer, 1), :, :, start:start + T] = v",
      "V 却写进了第 1 层"),  # the stub's second bug, alone: only the upper layers are wrong
 ])
@@ -456,7 +456,7 @@ def test_the_fix_stub_has_two_bugs_reported_one_after_the_other():
     assert untouched.status == checker.TODO and "全新的缓存第 1 步开始与无缓存的参考不同" in untouched.message, untouched
     assert "从第 1 步就不同" in untouched.message  # (the clue holds: the stub's V bug breaks the prefill)
     first = ch05.grade_fix(_defined(stub.replace("k.shape[2]", "k.size(2)")))  # the learner's own, both bugs in it
-    assert first.status == checker.WRONG and "你的代码写到了第 2–2 格" in " ".join(first.details), first
+    assert first.status == checker.WRONG and "你的代码写到了第 2 格" in " ".join(first.details), first
     one_fixed = stub.replace("start = max(cache.length - 1, 0)", "start = cache.length")
     second = ch05.grade_fix(_defined(one_fixed))
     assert second.status == checker.WRONG and "V 却写进了第 1 层" in " ".join(second.details), second

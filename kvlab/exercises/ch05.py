@@ -164,10 +164,15 @@ FIX_STUB = '''def store(cache, layer, k, v):
     cache.k[layer, :, :, start:start + T] = k
     cache.v[min(layer, 1), :, :, start:start + T] = v'''
 
+def _slot_range(slots: list[int]) -> str:
+    """「3」 for one slot, 「3–5」 for several."""
+    return str(slots[0]) if slots[0] == slots[-1] else f"{slots[0]}–{slots[-1]}"
+
+
 FIX = Exercise(
     key="ch05.fix",
     title="练习 2：修好一个有 bug 的缓存",
-    task=f"""下一格的 `store` 是另一个缓存写入新 token 的代码（不是上面五个里的任何一个，错误也不止一处）：每一层在每次前向计算里调用一次，把这一次的 T 个新 token 的 K、V 写进预分配的缓存 `cache.k`、`cache.v`（形状 `(L, B, H_kv, S_max, D)`）。这时 `cache.length` 是写入之前已经存好的 token 数；所有层都写完之后，模型才调用 `cache.advance(T)`。
+    task=f"""下一格的 `store` 是另一个缓存写入新 token 的代码（它把两种错误组合在一起，形式和上面五个坏缓存的不完全一样）：每一层在每次前向计算里调用一次，把这一次的 T 个新 token 的 K、V 写进预分配的缓存 `cache.k`、`cache.v`（形状 `(L, B, H_kv, S_max, D)`）。这时 `cache.length` 是写入之前已经存好的 token 数；所有层都写完之后，模型才调用 `cache.advance(T)`。
 
 用这个缓存生成，程序不会报错，文字却会悄悄变掉。先不改代码，运行检查格：它会告诉你从第几步开始与无缓存的参考不同——用找 bug 实验室里的经验想一想，这说明错在预填充还是解码、在 K 还是 V。然后找出**所有**错误并改好（改好一处，检查格会报告下一处）。
 
@@ -228,12 +233,12 @@ def store_problem(store) -> str | None:
         if torch.equal(cache.v[layer, :, :, length:length + T], k) and not torch.equal(k, v):
             return "V 的位置写进了 K：cache.v 要存 v"
         if k_slots != want:
-            where = f"写到了第 {k_slots[0]}–{k_slots[-1]} 格" if k_slots else "一格都没有写"
-            return (f"缓存里已有 length = {length} 个 token 时，{T} 个新 token 应写进第 {want[0]}–{want[-1]} 格"
+            where = f"写到了第 {_slot_range(k_slots)} 格" if k_slots else "一格都没有写"
+            return (f"缓存里已有 length = {length} 个 token 时，{T} 个新 token 应写进第 {_slot_range(want)} 格"
                     f"（[length, length + T)），你的代码{where}")
         if not (torch.equal(cache.k[layer, :, :, length:length + T], k)
                 and torch.equal(cache.v[layer, :, :, length:length + T], v)):
-            return f"第 {want[0]}–{want[-1]} 格里存的不是这次的 k、v"
+            return f"第 {_slot_range(want)} 格里存的不是这次的 k、v"
     return None
 
 

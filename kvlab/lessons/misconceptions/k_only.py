@@ -157,18 +157,18 @@ def k_only_verdict(none_ms, k_only_ms, kv_ms, gpu: bool = False) -> KOnlyVerdict
                 f"把「{REPEATS_LABEL}」调到 {MIN_REPEATS} 以上再运行。")
     elif abs(ratio - 1) < BAND and sum(within) * 2 > n:
         kind = "same"
-        head = (f"只缓存 K 和不缓存一样慢（{times}）：相差 {abs(ratio - 1):.0%}，在 ±{BAND:.0%} 之内，"
+        head = (f"只缓存 K 和不缓存差不多一样慢（{times}）：相差 {abs(ratio - 1):.0%}，在 ±{BAND:.0%} 之内，"
                 f"{n} 次重复里有 {sum(within)} 次也在这个范围内。")
     elif ratio <= 1 / (1 + BAND) and all(r < 1 for r in rr):
         kind = "k_faster"
         head = (f"这次只缓存 K 比不缓存快 {1 - ratio:.0%}（{times}，每次重复都是它快）：按计数它只少做几个百分点的计算，"
-                "快出的这么多不能用少算的那一点解释；每次重复方向都一样，不太像偶然的波动，"
-                "原因在计算量以外，这里没有查明（这一格没有分开测内存分配、处理器缓存、线程调度这些可能的因素）。")
+                "快出的这么多不能用少算的那一点解释；"
+                f"原因在计算量以外，这里没有查明：kvlab 的只缓存 K 走的是另一段代码（把 W_qkv 拆成三次矩阵乘），{n} 次重复方向一致也可能是凑巧（重复越多越可信）。")
     elif ratio >= 1 + BAND and all(r > 1 for r in rr):
         kind = "k_slower"
         head = (f"这次只缓存 K 反而比不缓存慢 {ratio - 1:.0%}（{times}，每次重复都是它慢）：按计数它只少做几个百分点的计算，却"
-                "还要多读写一次缓存；慢这么多，超出了多读写一次缓存能解释的范围，每次重复都一样，"
-                "原因在计算量以外，这里没有查明（这一格没有分开测内存分配、处理器缓存、线程调度这些可能的因素）。")
+                "还要多读写一次缓存；慢这么多，超出了多读写一次缓存能解释的范围；"
+                f"原因在计算量以外，这里没有查明：kvlab 的只缓存 K 走的是另一段代码（把 W_qkv 拆成三次矩阵乘），{n} 次重复方向一致也可能是凑巧（重复越多越可信）。")
     else:
         kind = "unclear"
         head = (f"几次重复的结论不一致（只缓存 K ÷ 无缓存：{min(rr):.2f}–{max(rr):.2f}；{times}）："

@@ -173,7 +173,7 @@ def _inverted_shape(one: BatchPoint, left: list, right: list) -> list[str]:
     gl, gr = per_doubling(one, left[-1]), per_doubling(right[0], right[-1])
     if gl < INVERTED_MIN or gl < gr / SAME_GROWTH:
         return []
-    why = ("左边的增长不是越过转折点造成的：CPU 上运算和读数据很难重叠，一步的时间更接近两者之和（见本节末尾）；"
+    why = ("左边的增长不是越过转折点造成的：运算和读数据不一定能完全重叠，一步的时间可能比两者中较长的那个更接近两者之和（见本节末尾）；"
            "行数很少的矩阵乘本身也可能更慢（下面的矩阵乘实验检查这一种）。")
     if gl <= gr * SAME_GROWTH:
         return [f"转折点两边的增长差不多：左边 B 每翻一倍，单步耗时平均 ×{gl:.2f}，越过转折点以后 ×{gr:.2f}"
@@ -299,11 +299,13 @@ def explain_small_matmuls(m: SmallMatmuls, batch: BatchSweep | None = None) -> l
         lines.append(f"要读的权重一样多，{top} 行却要 {m.rows[0]} 行的 {r:.1f} 倍时间。可这解释不了上面的批处理扫描：按 1 行的速度，"
                      f"一步解码里读权重的矩阵乘约要 {matmul_s * 1e3:.1f} ms，占 B = {m.rows[0]} 一步的 {share:.0%}；这部分若慢 "
                      f"×{r:.1f}，B = {top} 的一步至少要慢 ×{predicted:.2f}，实测只慢了 ×{measured:.2f}。这个实验的 W 比模型的"
-                     "任何一个矩阵都大得多（模型的矩阵只有几 MiB，能部分留在处理器的缓存里），而矩阵乘的库对不同的行数"
+                     "任何一个矩阵都大得多（模型每个矩阵只有几 MiB，放得进最后一级缓存：同一次矩阵乘里要把它读好几遍时，第二遍起读的是缓存；"
+                     f"{format_bytes(m.weight_bytes)} 的 W 每遍都得从内存读），而矩阵乘的库对不同的行数"
                      "和形状会选不同的计算方式：大 W 上量到的倍数不能直接搬到模型的一步上。")
     elif r >= 1.3:
         lines.append(f"要读的权重一样多，{top} 行却要 {m.rows[0]} 行的 {r:.1f} 倍时间：在这台机器上，行数很少的"
-                     "矩阵乘读权重的速度不如矩阵乘向量，这是 B 增大时单步耗时增长的原因之一。")
+                     "矩阵乘读权重的速度不如矩阵乘向量，这可能是 B 增大时单步耗时增长的原因之一（这个 W 比模型的矩阵大得多，"
+                     "倍数不能原样搬到模型的一步上）。")
     else:
         lines.append(f"{top} 行只要 {m.rows[0]} 行的 {r:.1f} 倍时间：这台机器上读权重的速度几乎不受行数影响，"
                      "单步耗时随 B 的增长主要来自运算次数和每条序列自己的 K/V。")

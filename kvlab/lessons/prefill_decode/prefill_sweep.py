@@ -187,7 +187,8 @@ def prefill_panel(sweep: PrefillSweep, model: ToyTransformer | None = None, prom
                  css_class="kvlab-prefill")
 
 
-PROPORTIONAL_EXPONENT = 0.6  # a segment of the prefill curve grows "about in proportion to P" from this exponent
+PROPORTIONAL_EXPONENT = 0.8  # a segment of the prefill curve grows "about in proportion to P" from this exponent
+SPEEDING_EXPONENT = 0.5  # below PROPORTIONAL_EXPONENT but from this one: the growth is speeding up, not yet proportional
 
 
 def proportional_from(sweep: PrefillSweep) -> int | None:
@@ -212,7 +213,12 @@ def explain_prefill(sweep: PrefillSweep, roofs: "Roofs") -> list[str]:
     lines = [f"预填充的算术强度约为 P / 2：P 超过约 2 × 转折点 = {2 * ridge:.0f} 时就越过本机的转折点（K/V 和嵌入也要读写，"
              f"实际的强度比 P / 2 略低；{where}）。"]
     start = proportional_from(sweep)
-    if start is None:
+    P, t = sweep.lengths, [p.prefill_seconds for p in sweep.points]
+    last_exponent = growth_exponent(P[-2:], t[-2:]) if len(P) > 1 else 0.0
+    if start is None and last_exponent >= SPEEDING_EXPONENT:
+        lines.append(f"实测：到 P = {P[-1]} 为止，预填充的耗时越涨越快（最后一段 P = {P[-2]} → {P[-1]} 的增长指数 "
+                     f"{last_exponent:.2f}，完全成正比时是 1），但还没有与 P 成正比：开始接近算力的限制，还没有完全被卡住。")
+    elif start is None:
         lines.append("实测：在测过的长度里，预填充的耗时一直比 P 涨得慢得多，还没有被算力卡住。")
     else:
         lines.append(f"实测：从 P = {start} 起，预填充的耗时与 P 差不多成正比地增长（之后每一段的增长指数都不低于 "

@@ -217,7 +217,7 @@ def step_budget(config: ModelConfig, timeline: Timeline, roofs: "Roofs") -> Step
 def explain_step_budget(budget: StepBudget) -> list[str]:
     c = budget.cost
     lines = [f"演示模型一步解码：{c.flops / 1e6:.2f} MFLOP（1 MFLOP = 10⁶ 次浮点运算），按本机的矩阵乘速率只要 "
-             f"{budget.compute_seconds * 1e6:.1f} µs；读写 {format_bytes(c.bytes)}，按本机的内存带宽只要 "
+             f"{budget.compute_seconds * 1e6:.1f} µs；读写 {c.bytes / 1e6:.2f} MB，按本机的内存带宽只要 "
              f"{budget.read_seconds * 1e6:.1f} µs。"]
     if budget.overhead_ratio >= 3:
         lines.append(f"实测一步解码（ITL 的中位数）{budget.measured_seconds * 1e3:.2f} ms，是两者中较长那个的 {budget.overhead_ratio:.0f} 倍："

@@ -153,6 +153,13 @@ def explain_batch(sweep: BatchSweep, roofs: Roofs) -> list[str]:
                      f"×{b.step_seconds / a.step_seconds:.2f}，吞吐 ×{b.tokens_per_s / a.tokens_per_s:.2f}。")
     elif not right:
         lines.append(f"到 B = {sweep.points[-1].batch_size} 都还在转折点左边。")
+    pairs = zip(sweep.points, sweep.points[1:])
+    slower = next(((a, b) for a, b in pairs if a.step_seconds > b.step_seconds * 1.02), None)  # more rows, faster step
+    if slower is not None:
+        a, b = slower
+        lines.append(f"B = {a.batch_size} 的一步（{a.step_seconds * 1e3:.2f} ms）反而比 B = {b.batch_size} 的"
+                     f"（{b.step_seconds * 1e3:.2f} ms）慢：多一倍的序列不该更快，这是测量的起伏或不同行数选了不同的计算方式；"
+                     "上面的平均倍数把这样的起伏抹平了。")
     return lines + _inverted_shape(one, left, right)
 
 

@@ -216,8 +216,8 @@ def explain_prefill(sweep: PrefillSweep, roofs: "Roofs") -> list[str]:
     P, t = sweep.lengths, [p.prefill_seconds for p in sweep.points]
     last_exponent = growth_exponent(P[-2:], t[-2:]) if len(P) > 1 else 0.0
     if start is None and last_exponent >= SPEEDING_EXPONENT:
-        lines.append(f"实测：到 P = {P[-1]} 为止，预填充的耗时越涨越快（最后一段 P = {P[-2]} → {P[-1]} 的增长指数 "
-                     f"{last_exponent:.2f}，完全成正比时是 1），但还没有与 P 成正比：开始接近算力的限制，还没有完全被卡住。")
+        lines.append(f"实测：最后一段 P = {P[-2]} → {P[-1]}，预填充耗时的增长指数是 {last_exponent:.2f}（完全成正比时是 1，"
+                     f"不涨是 0）：涨得已经不慢，但还没有与 P 成正比：开始接近算力的限制，还没有完全被卡住。")
     elif start is None:
         lines.append("实测：在测过的长度里，预填充的耗时一直比 P 涨得慢得多，还没有被算力卡住。")
     else:

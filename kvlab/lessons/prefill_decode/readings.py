@@ -132,7 +132,9 @@ def explain_prefill_vs_roof(sweep: PrefillSweep, roofs: Roofs) -> list[str]:
         where = (("——高过了屋顶。" if f > 1 + SAME_BAND else "——略高于屋顶。") + _above_roof_reason(roofs.flops, "矩阵乘")
                  + "预填充的矩阵乘形状和它不同（P 行 × 权重），有的形状本来就跑得更快。它已经到了屋顶的高度，预填充是算力受限的。")
     elif f >= NEAR_ROOF:
-        where = "：已经靠近矩阵乘这道屋顶，预填充是算力受限的。"
+        g = last.prefill_flops_per_s / prev.prefill_flops_per_s if prev is not None else 1.0
+        where = ("：已经靠近矩阵乘这道屋顶，预填充是算力受限的。" if g <= 1 + SAME_BAND else
+                 "：在转折点右边，按 roofline 属于算力受限；但速率还在上升，还没有完全贴住屋顶。")
     elif f >= FAR_ROOF:
         where = ("：比解码高得多，但没有碰到屋顶。这个模型的矩阵（d_model = "
                  f"{sweep.config.d_model}）比测屋顶用的那个矩阵乘小，每次前向还有很多没算进运算数的小算子"

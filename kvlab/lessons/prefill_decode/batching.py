@@ -293,8 +293,8 @@ def explain_small_matmuls(m: SmallMatmuls, batch: BatchSweep | None = None) -> l
     times = "，".join(f"{r} 行 {s * 1e3:.2f} ms" for r, s in zip(m.rows, m.seconds))
     lines = [f"x @ W，W 是 {format_bytes(m.weight_bytes)} 的 FP32 矩阵：{times}（{m.device}，每种测 {m.repeats} 次、"
              "交替进行，取最快的一次）。"]
-    inverted = [(a, b) for i, a in enumerate(m.rows) for b in m.rows[i + 1:]
-                if m.seconds[m.rows.index(a)] > m.seconds[m.rows.index(b)] * INVERTED_ROWS]
+    timed = list(zip(m.rows, m.seconds))
+    inverted = [(a, b) for i, (a, sa) in enumerate(timed) for b, sb in timed[i + 1:] if sa > sb * INVERTED_ROWS]
     if inverted:
         a, b = inverted[0]
         lines.append(f"{a} 行反而比 {b} 行慢：矩阵乘的库对不同的行数会选不同的计算方式，这里量到的是这个库在这个形状上"

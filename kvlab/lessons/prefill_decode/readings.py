@@ -126,13 +126,13 @@ def explain_prefill_vs_roof(sweep: PrefillSweep, roofs: Roofs) -> list[str]:
                 "每次前向的时间几乎全是固定开销（GPU 上是几百次内核启动），离两道屋顶都很远，所以这些点看不出 roofline "
                 "的形状。要看到它，用更长的提示词或更大的模型。"]
     f = last.prefill_flops_per_s / roofs.flops.best
+    g = last.prefill_flops_per_s / prev.prefill_flops_per_s if prev is not None else 1.0  # growth over the last step of P
     head = (f"预填充 P = {last.prompt_len}：I = {last.prefill_cost.intensity:.1f} FLOP/字节，每秒 "
             f"{last.prefill_flops_per_s / 1e9:.1f} GFLOP，是矩阵乘屋顶的 {f:.0%}")
     if f > 1:
         where = (("——高过了屋顶。" if f > 1 + SAME_BAND else "——略高于屋顶。") + _above_roof_reason(roofs.flops, "矩阵乘")
                  + "预填充的矩阵乘形状和它不同（P 行 × 权重），有的形状本来就跑得更快。它已经到了屋顶的高度，预填充是算力受限的。")
     elif f >= NEAR_ROOF:
-        g = last.prefill_flops_per_s / prev.prefill_flops_per_s if prev is not None else 1.0
         where = ("：已经靠近矩阵乘这道屋顶，预填充是算力受限的。" if g <= 1 + SAME_BAND else
                  "：在转折点右边，按 roofline 属于算力受限；但速率还在上升，还没有完全贴住屋顶。")
     elif f >= FAR_ROOF:
@@ -143,7 +143,6 @@ def explain_prefill_vs_roof(sweep: PrefillSweep, roofs: Roofs) -> list[str]:
         where = "：离屋顶还远，一次前向的时间里还有很多不是矩阵乘的开销。"
     lines = [head + where + _busy_note(roofs)]
     if prev is not None:
-        g = last.prefill_flops_per_s / prev.prefill_flops_per_s
         rising = ("还在上升：已经高过测得的屋顶还在涨，又一个迹象说明这次的屋顶量低了" if f > 1
                   else "还在上升，还没有完全持平：更长的提示词还能更好地用上算力")
         trend = ("已经趋于持平" if abs(g - 1) <= SAME_BAND else rising if g > 1 else "反而下降了（多半是测量噪声）")

@@ -294,7 +294,7 @@ JS_RENDER_STATE = """() => {
   const root = window.__kvlabNb.content.node;
   const visible = (e) => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length);
   const text = root.innerText;
-  const plotOf = (el) => el.matches('.js-plotly-plot') ? el : el.querySelector('.js-plotly-plot');
+  const plotOf = (el) => el.matches('.js-plotly-plot') ? el : (el.querySelector('.js-plotly-plot.kvlab-shown') || el.querySelector('.js-plotly-plot'));
   const figures = [...root.querySelectorAll('.kvlab-figure')].map((el, i) => {
     const gd = plotOf(el);
     const panel = el.closest('.kvlab-panel');
@@ -320,7 +320,7 @@ JS_RENDER_STATE = """() => {
 # A fingerprint of one plotly figure: its data (what the kernel sent), its title, and a hash of the
 # rendered SVG (proves plotly redrew, not just that the model changed).
 JS_FIGURE_STATE = """(el) => {
-  const gd = el.matches('.js-plotly-plot') ? el : el.querySelector('.js-plotly-plot');
+  const gd = el.matches('.js-plotly-plot') ? el : (el.querySelector('.js-plotly-plot.kvlab-shown') || el.querySelector('.js-plotly-plot'));
   if (!gd) return null;
   const hash = (s) => { let h = 0x811c9dc5; for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 0x01000193); } return (h >>> 0).toString(16) + ':' + s.length; };
   let data;

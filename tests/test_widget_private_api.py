@@ -8,6 +8,7 @@ import ipywidgets as W
 import plotly.graph_objects as go
 import pytest
 
+from kvlab.viz import plotly_code as pc
 from kvlab.viz import widgets as kw
 
 PLOTLY_METHODS = ("_send_update_msg", "_send_addTraces_msg", "_send_deleteTraces_msg", "_send_restyle_msg",
@@ -59,8 +60,8 @@ def test_plotly_bundle_still_follows_anywidgets_module_contract():
 def test_panel_figure_widget_carries_a_small_loader_and_the_kernel_one_compressed_bundle():
     fig = kw.PanelFigureWidget(go.Figure(go.Scatter(y=[1, 2])))
     assert len(fig._esm) < 4000 and "slot(VERSION)" in fig._esm
-    code = kw.plotly_code()
-    assert code is kw.plotly_code()  # one per kernel
+    code = pc.plotly_code()
+    assert code is pc.plotly_code()  # one per kernel
     assert gzip.decompress(code.code).decode() == str(go.FigureWidget._esm)
     assert len(code.code) < 0.4 * len(str(go.FigureWidget._esm))
     import plotly
@@ -78,6 +79,18 @@ def test_plotly_bundle_still_exports_the_figure_view_whose_reports_code_esm_sile
     start = re.search(rf"(class\s+{view.group(1)}\b|\b{view.group(1)}\s*=\s*class\b)", bundle)
     assert start, f"FigureView ({view.group(1)}) is no longer a class in plotly's widget bundle"
     body = bundle[start.start():]
-    for name in kw.QUIET_METHODS:
+    for name in pc.QUIET_METHODS:
         assert re.search(rf"\b{name}\(\w*\)\s*\{{", body), f"plotly's FigureView no longer has {name}"
-        assert name in kw.CODE_ESM
+        assert name in pc.CODE_ESM
+
+
+def test_plotly_bundle_still_sets_window_plotly_when_it_loads():
+    """The browser-drawn steps (kvlab.viz.browser_steps) draw with the plotly.js that the kernel's one PlotlyCode
+    brought: they find it as window.Plotly, which plotly.js's bundled build sets when it loads."""
+    bundle = str(go.FigureWidget._esm)
+    assert re.search(r"window\.Plotly\s*=", bundle), "plotly's widget bundle no longer sets window.Plotly"
+    from kvlab.viz.browser_steps import BrowserSteps
+
+    steps = BrowserSteps()
+    assert "slot(model.get(\"version\"))" in steps._esm and "globalThis.Plotly" in steps._esm
+    assert steps.version == pc.plotly_code().version

@@ -554,3 +554,71 @@ def test_set_checks_every_value_before_changing_any():
             shape.set(**bad)
         assert shape.values() == before and shape.readout.value == readout and not shape.stale
         assert follower.readout.value == bytes_readout
+
+
+# -- a slider drawn ahead in the browser (Panel(in_browser=...), kvlab.viz.browser_steps) -------------------------------
+def _stepped_panel(calls, mode="widget"):
+    def render(step, other):
+        calls.append((step, other))
+        if step == 4 and other == 2:
+            raise ValueError(f"seq_len must not be 4 here, got {step}")
+        return kw.View([_bars([step, other], f"step = {step}"), go.Figure(go.Scatter(y=[other]))],
+                       f"step = {step}, other = {other}", result=(step, other))
+
+    controls = {"step": W.IntSlider(value=2, min=1, max=5), "other": W.Dropdown(options=[1, 2, 3], value=1)}
+    return kw.Panel(controls, render, mode=mode, in_browser="step")
+
+
+def test_in_browser_slider_sends_every_value_once_and_moves_without_rendering():
+    from kvlab.viz.browser_steps import BrowserSteps, figure_json
+
+    calls = []
+    panel = _stepped_panel(calls)
+    steps = panel.steps
+    assert isinstance(steps, BrowserSteps) and steps in panel.widget.children
+    assert panel.readout not in panel.widget.children and all(v.widget is None for v in panel.views)
+    assert steps.link.source == (panel.controls["step"], "value") and steps.link.target == (steps, "value")
+    assert sorted(calls) == [(s, 1) for s in range(1, 6)]  # every value once, the first one not twice
+    assert steps.values == [1, 2, 3, 4, 5] and steps.value == 2
+    for value, state in zip(steps.values, steps.states):
+        fresh = panel.render(step=value, other=1)
+        assert state == {"html": fresh.html, "figures": [figure_json(f) for f in fresh.figures]}
+    calls.clear()
+    _from_browser(panel.controls["step"], 4)  # the browser has shown it already; the kernel only follows
+    assert calls == [] and panel.result == (4, 1) and panel.readout.value == "step = 4, other = 1"
+    assert panel.views[0].figure.layout.title.text == "step = 4" and not panel.stale
+    panel.controls["other"].set_state({"index": 2})  # another control (a menu syncs its index): all values again
+    assert sorted(calls) == [(s, 3) for s in range(1, 6)] and steps.value == 4
+    assert [s["html"] for s in steps.states] == [f"step = {s}, other = 3" for s in range(1, 6)]
+    assert panel.result == (4, 3)
+
+
+def test_in_browser_slider_refused_value_is_explained_by_the_kernel():
+    calls = []
+    panel = _stepped_panel(calls)
+    panel.set(other=2)  # step 4 is refused with other = 2: its state says so, the others are drawn
+    assert [("error" in s) for s in panel.steps.states] == [False, False, False, True, False]
+    assert not panel.stale and panel.readout.value == "step = 2, other = 2"
+    _from_browser(panel.controls["step"], 4)
+    assert panel.stale and "序列长度 S" in panel.message.value and panel.readout.value == "step = 2, other = 2"
+    _from_browser(panel.controls["step"], 5)
+    assert not panel.stale and panel.message.value == "" and panel.result == (5, 2)
+    panel.set(step=3, other=1)  # code: rendered afresh, all values
+    assert panel.result == (3, 1) and panel.steps.value == 3 and all("error" not in s for s in panel.steps.states)
+
+
+def test_in_browser_slider_is_an_ordinary_control_where_figures_are_redrawn():
+    calls = []
+    panel = _stepped_panel(calls, mode="rerender")  # Colab, or no anywidget
+    assert panel.steps is None and panel.in_browser is None and panel.readout in panel.widget.children
+    assert calls == [(2, 1)]
+    _from_browser(panel.controls["step"], 3)
+    assert panel.result == (3, 1) and calls[-1] == (3, 1)
+
+
+def test_in_browser_must_name_an_integer_slider():
+    controls = {"n": W.IntText(value=3), "kind": W.Dropdown(options=["bar"], value="bar")}
+    with pytest.raises(ValueError, match="in_browser: 'n' is not an integer slider"):
+        kw.Panel(controls, _render, mode="widget", in_browser="n")
+    with pytest.raises(ValueError, match="in_browser: 'm' is not an integer slider"):
+        kw.Panel(controls, _render, mode="widget", in_browser="m")

@@ -11,6 +11,8 @@ button, in every chapter, after run-all:
 
 - key -> readout: a key press on the slider's handle until the panel's readout shows new text;
 - key -> figures: until the last DOM change inside every figure that changed (plotly's redraw);
+- key -> figures painted: until the end of the first frame after that last change (a requestAnimationFrame,
+  then a task queued from it): what the eye gets, the browser's style, layout and paint included;
 - burst: 20 key presses sent as fast as the browser takes them (a drag) until the panel settles, then
   the screen is compared with a fresh render of the final value made in the kernel (readout text, the
   plotted data of every trace, titles, annotations, shapes, axis types and fixed ranges);
@@ -108,15 +110,17 @@ JS_PROBE_INSTALL = r"""(root) => {
     } catch (e) { /* no long-task API */ }
   }
   const name = [...root.classList].filter(c => c.startsWith('kvlab-') && c !== 'kvlab-panel' && c !== 'kvlab-stale').join(' ');
-  const p = {keys: [], readout: [], figs: [], plots: []};
+  const p = {keys: [], readout: [], figs: [], plots: [], painted: []};
   const ro = root.querySelector('.kvlab-readout');
   new MutationObserver(() => p.readout.push([performance.now(), ro.textContent]))
     .observe(ro, {subtree: true, childList: true, characterData: true});
   [...root.querySelectorAll('.kvlab-figure')].forEach((el, i) => {
-    p.figs[i] = []; p.plots[i] = [];
-    new MutationObserver(() => p.figs[i].push(performance.now()))
+    p.figs[i] = []; p.plots[i] = []; p.painted[i] = [];
+    // painted: the end of the first frame after a change (rAF runs before its paint, a task queued there after it)
+    new MutationObserver(() => { p.figs[i].push(performance.now());
+                                 requestAnimationFrame(() => setTimeout(() => p.painted[i].push(performance.now()), 0)); })
       .observe(el, {subtree: true, childList: true, characterData: true, attributes: true});
-    const gd = el.matches('.js-plotly-plot') ? el : el.querySelector('.js-plotly-plot');
+    const gd = el.matches('.js-plotly-plot') ? el : (el.querySelector('.js-plotly-plot.kvlab-shown') || el.querySelector('.js-plotly-plot'));
     if (gd && gd.on) gd.on('plotly_afterplot', () => p.plots[i].push(performance.now()));
   });
   root.addEventListener('keydown', () => p.keys.push(performance.now()), true);
@@ -127,7 +131,7 @@ JS_PROBE_INSTALL = r"""(root) => {
 JS_PROBE_RESET = r"""(name) => {
   const ui = window.__kvlabUi, p = ui.probes[name];
   p.keys.length = 0; p.readout.length = 0;
-  p.figs.forEach(f => f.length = 0); p.plots.forEach(f => f.length = 0);
+  p.figs.forEach(f => f.length = 0); p.plots.forEach(f => f.length = 0); p.painted.forEach(f => f.length = 0);
   ui.longtasks.length = 0;
   p.msgs0 = {...ui.msgs};
   p.readout0 = document.querySelector('.kvlab-panel.' + name.split(' ').join('.') + ' .kvlab-readout').textContent;
@@ -154,12 +158,13 @@ JS_PROBE_READ = r"""(name) => {
   const marks = [firstFinal && final !== p.readout0 ? rel(firstFinal[0]) : null, ...lastFig].filter(x => x !== null);
   const drawMs = lastFig.map(t => t === null ? null : t - Math.max(0, ...marks.filter(m => m < t)));
   const afterplot = p.plots.map(f => f.length ? rel(Math.max(...f)) : null);
+  const painted = p.painted.map(f => f.length ? rel(Math.max(...f)) : null);
   const inWindow = ui.longtasks.filter(([s]) => t0 !== null && s >= t0);
   return {
     keys: p.keys.length,
     readout: firstFinal && final !== p.readout0 ? rel(firstFinal[0]) : null,
     readoutChanges: new Set(texts).size,
-    figures: lastFig, afterplot, drawMs,
+    figures: lastFig, afterplot, drawMs, painted,
     figureRedraws: p.plots.map(f => f.length),
     longtaskMs: inWindow.reduce((s, [, d]) => s + d, 0),
     msgsIn: ui.msgs.in - p.msgs0.in, msgsOut: ui.msgs.out - p.msgs0.out,
@@ -184,7 +189,7 @@ JS_PANELS = r"""() => [...window.__kvlabNb.content.node.querySelectorAll('.kvlab
 
 # What each figure of a panel holds (what plotly.js redraws): traces, points, annotations, shapes.
 JS_CENSUS = r"""(root) => [...root.querySelectorAll('.kvlab-figure')].map(el => {
-  const gd = el.matches('.js-plotly-plot') ? el : el.querySelector('.js-plotly-plot');
+  const gd = el.matches('.js-plotly-plot') ? el : (el.querySelector('.js-plotly-plot.kvlab-shown') || el.querySelector('.js-plotly-plot'));
   const len = (v) => v ? (Array.isArray(v) || ArrayBuffer.isView(v) ? Array.from(v).flat().length : 0) : 0;
   const data = (gd && gd.data) || [], layout = (gd && gd.layout) || {};
   return {traces: data.length, points: data.reduce((s, t) => s + Math.max(len(t.x), len(t.y), len(t.z)), 0),
@@ -221,7 +226,7 @@ JS_COMPARE = r"""([root, fresh]) => {
   const figs = [...root.querySelectorAll('.kvlab-figure')];
   fresh.figures.forEach((f, i) => {
     const el = figs[i];
-    const gd = el && (el.matches('.js-plotly-plot') ? el : el.querySelector('.js-plotly-plot'));
+    const gd = el && (el.matches('.js-plotly-plot') ? el : (el.querySelector('.js-plotly-plot.kvlab-shown') || el.querySelector('.js-plotly-plot')));
     if (!gd) { problems.push(`figure #${i}: not on screen`); return; }
     const data = gd.data || [];
     if (data.length !== f.data.length) { problems.push(`figure #${i}: ${data.length} traces, fresh render ${f.data.length}`); return; }
@@ -356,6 +361,8 @@ class Row:
     base_figure_ms: list = field(default_factory=list)
     base_burst_ms: list = field(default_factory=list)
     figure_ms: list = field(default_factory=list)
+    painted_ms: list = field(default_factory=list)      # key -> the frame after the figures' last change, painted
+    base_painted_ms: list = field(default_factory=list)
     burst_ms: list = field(default_factory=list)
     burst_renders: list = field(default_factory=list)   # distinct readouts shown during a burst
     msgs_in: list = field(default_factory=list)         # kernel -> browser comm messages per press
@@ -477,7 +484,7 @@ class Bench:
         tail = max(ends) - frames[-1][0] if ends and frames else None
         lags = []
         for t, *_ in frames:
-            after = [r for r in readouts if r >= t]
+            after = [r for r in readouts if r >= t - 2]  # (a readout set in the frame's own task may be logged first)
             lags.append(after[0] - t if after else None)
         return {"control": frames[0][1] if frames else "?", "frames": len(frames),
                 "frame_ms": median([b[0] - a[0] for a, b in zip(frames, frames[1:])]),
@@ -509,13 +516,16 @@ def measure_chapter(ch: ChapterPage, chapter: str, presses: int, bursts: int, on
     def single(key, paired: Row | None = None):
         r = bench.press(*key, bench.keys_for(*key, 1))
         figs = [f for f in r["figures"] if f is not None]
+        painted = [f for f in r["painted"] if f is not None]
         for row in [rows[key], *([paired] if paired else [])]:
             if row is paired:
                 row.base_readout_ms.append(r["readout"])
                 row.base_figure_ms.append(max(figs) if figs else None)
+                row.base_painted_ms.append(max(painted) if painted else None)
                 continue
             row.readout_ms.append(r["readout"])
             row.figure_ms.append(max(figs) if figs else None)
+            row.painted_ms.append(max(painted) if painted else None)
             row.msgs_in.append(r["msgsIn"])
             row.msgs_out.append(r["msgsOut"])
             row.bytes_in.append(r["bytesIn"])
@@ -581,9 +591,10 @@ def kernel_ms(k: dict) -> str:
 
 def table(rows: list[Row]) -> str:
     lines = ["| panel (chapter), slider | key → readout median / p90 ms | key → figures median / p90 ms | "
+             "key → figures painted median / p90 ms | "
              f"burst of {BURST} → settled ms | renders in burst | comm msgs/press in·out | KiB/press in·out | "
              "plotly redraws/press | kernel ms per update not pre-rendered: render · diff · send | final = fresh |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     by_chapter: dict[str, list[Row]] = {}
     for r in rows:
         if not r.play:
@@ -593,6 +604,8 @@ def table(rows: list[Row]) -> str:
             paired = bool(r.base_readout_ms)
             b_ro = median(r.base_readout_ms) if paired else median(r.readout_ms)
             b_fig = median(r.base_figure_ms) if paired else median(r.figure_ms)
+            b_paint = median(r.base_painted_ms) if paired else median(r.painted_ms)
+            paint = median(r.painted_ms)
             b_burst = median(r.base_burst_ms) if paired else median(r.burst_ms)
             ro, fig, burst = median(r.readout_ms), median(r.figure_ms), median(r.burst_ms)
             ok = "—" if not r.burst_ms and not r.play else ("yes" if not r.wrong else "NO")
@@ -601,6 +614,7 @@ def table(rows: list[Row]) -> str:
             lines.append(
                 f"| {r.panel} ({chapter}), {r.control} | {fmt_ms(ro)}{fmt_ratio(ro, b_ro)} / {fmt_ms(p90(r.readout_ms))} | "
                 f"{fmt_ms(fig)}{fmt_ratio(fig, b_fig)} / {fmt_ms(p90(r.figure_ms))} | "
+                f"{fmt_ms(paint)}{fmt_ratio(paint, b_paint)} / {fmt_ms(p90(r.painted_ms))} | "
                 f"{fmt_ms(burst)}{fmt_ratio(burst, b_burst)} | {fmt_ms(median(r.burst_renders))} | "
                 f"{fmt_ms(median(r.msgs_in))} · {fmt_ms(median(r.msgs_out))} | {kib} | "
                 f"{fmt_ms(median(r.redraws))} | {kernel_ms(r.kernel)} | {ok} |")

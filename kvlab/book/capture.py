@@ -17,9 +17,9 @@ import os
 import pickle
 from pathlib import Path
 
-import plotly.io as pio
 
 from ..exercises.quiz import answer_verdict
+from ..viz.browser_steps import figure_json
 
 STATIC_MIME = "application/vnd.kvlab.static+json"
 MAX_STATES = 48  # values precomputed per control: all of them, or this many around the default
@@ -27,11 +27,6 @@ REPLAY_ENV = "KVLAB_STATIC_REPLAY"  # a folder: each exported panel's render fun
 PAGE_ENV = "KVLAB_STATIC_PAGE"  # the chapter being run (names the panels: "<page>-<n>")
 
 _counter = {"panels": 0}
-
-
-def figure_json(fig) -> dict:
-    """A plotly figure as the JSON a page hands to ``Plotly.react``: ``{"data": [...], "layout": {...}}``."""
-    return json.loads(pio.to_json(fig, validate=False))
 
 
 class Pool:

@@ -139,7 +139,7 @@ def walkthrough_panel(model: ToyTransformer, steps: list[DecodeStep]) -> Panel:
     return Panel({"step": step_slider, "layer": dropdown(LAYER_LABEL, list(range(cfg.n_layer)), 0, width="120px"),
                   "head": dropdown(HEAD_LABEL, heads, 0, width="200px")},
                  partial(render_step, steps), extra=[play], layout="horizontal", css_class="kvlab-walkthrough",
-                 static=("step",))
+                 static=("step",), in_browser="step")
 
 
 # -- the chapter's two formulas ------------------------------------------------------------------------

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
-import gzip
 import html
 import json
 import os
@@ -35,15 +33,12 @@ import plotly.graph_objects as go
 from IPython.display import display
 from plotly.basedatatypes import Undefined
 from plotly.serializers import custom_serializers
-from traitlets import Bytes, Dict, TraitError, Unicode
+from traitlets import Dict, TraitError
 
 from ..assets import AssetError
 from ..inputs import InputError
-
-try:
-    from anywidget import AnyWidget
-except ImportError:  # figure_mode() is then "rerender": no figure widget is made
-    AnyWidget = W.DOMWidget
+from .browser_steps import BrowserSteps
+from .plotly_code import FIGURE_ESM, plotly_code, plotly_version
 
 # Argument names in API errors -> what the learner sees on the control.
 FRIENDLY_NAMES = {
@@ -155,97 +150,13 @@ def figure_delta(old: go.Figure, new: go.Figure) -> FigureDelta:
     return delta
 
 
-# -- plotly's widget code, once per kernel ----------------------------------------------------------------
-# plotly's FigureWidget is an anywidget whose ``_esm`` is plotly's whole widget bundle (about 5 MB, plotly.js
-# inside), synced and saved with every figure: a chapter executed with its widget state saved carried one copy per
-# figure (3.4: four copies, 20 MB). Here one PlotlyCode widget per kernel carries the bundle gzip-compressed
-# (about 1.5 MB; a notebook saved with its widget state keeps this one copy), and each figure's ``_esm`` is a few
-# lines that wait for it (FIGURE_ESM): the front end decompresses and imports it once per page. Relies on anywidget's
-# module contract (a default export returning ``initialize``/``render``), which plotly's bundle also follows
-# (tests/test_widget_private_api.py checks both).
-_SLOT_JS = """
-const KEY = Symbol.for("kvlab.plotly-widget-code");
-function slot(version) {
-  const all = (globalThis[KEY] ??= {});
-  if (!all[version]) {
-    let resolve, reject;
-    const promise = new Promise((a, b) => { resolve = a; reject = b; });
-    all[version] = { promise, resolve, reject, started: false };
-  }
-  return all[version];
-}
-"""
-QUIET_METHODS = ("_sendTraceDeltas", "_sendLayoutDelta")  # plotly's FigureView methods made no-ops (CODE_ESM)
-CODE_ESM = _SLOT_JS + f"const QUIET = {json.dumps(QUIET_METHODS)};" + """
-async function load(bytes) {
-  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-  const url = URL.createObjectURL(new Blob([await new Response(stream).text()], { type: "text/javascript" }));
-  try { return quiet(await import(url)).default; } finally { URL.revokeObjectURL(url); }
-}
-// After every redraw plotly's view diffs the whole drawn figure against its data and sends the result to the
-// kernel (about 13 KiB a heatmap figure), which PanelFigureWidget ignores: skipped here, in the browser.
-function quiet(module) {
-  const view = module.FigureView && module.FigureView.prototype;
-  for (const name of QUIET) if (view && typeof view[name] === "function") view[name] = function () {};
-  return module;
-}
-export default () => ({
-  initialize({ model }) {
-    const s = slot(model.get("version"));
-    if (!s.started) { s.started = true; load(model.get("code")).then(s.resolve, s.reject); }
-  },
-});
-"""
-FIGURE_ESM = _SLOT_JS + """
-export default () => {
-  let figure;
-  return {
-    async initialize(ctx) {
-      figure = (await slot(VERSION).promise)();
-      return figure.initialize?.(ctx);
-    },
-    render(ctx) { return figure.render(ctx); },
-  };
-};
-"""
-
-
-@functools.cache
-def plotly_widget_bundle() -> bytes:
-    """plotly's widget bundle (the ``_esm`` plotly.py gives every FigureWidget), gzip-compressed."""
-    return gzip.compress(str(go.FigureWidget._esm).encode(), 6, mtime=0)  # mtime=0: the same bytes every run
-
-
-def _plotly_version() -> str:
-    import plotly
-
-    return plotly.__version__
-
-
-class PlotlyCode(AnyWidget):
-    """Never displayed: carries plotly's widget bundle (compressed) to the front end once per kernel."""
-
-    _esm = CODE_ESM
-    version = Unicode().tag(sync=True)
-    code = Bytes().tag(sync=True)
-
-
-_shared_code: list = []  # the kernel's one PlotlyCode widget (made again if something closed it)
-
-
-def plotly_code() -> PlotlyCode:
-    if not _shared_code or _shared_code[0].comm is None:
-        _shared_code[:] = [PlotlyCode(version=_plotly_version(), code=plotly_widget_bundle())]
-    return _shared_code[0]
-
-
 class PanelFigureWidget(go.FigureWidget):
     """A plotly ``FigureWidget`` that sends each change as one comm message and ignores the browser's
     report after every redraw (the full trace defaults, which plotly.py only keeps for introspection
     and answered with another message each time). Its code comes from the kernel's one :class:`PlotlyCode`
     instead of a copy of plotly's bundle per figure."""
 
-    _esm = f"const VERSION = {json.dumps(_plotly_version())};" + FIGURE_ESM
+    _esm = f"const VERSION = {json.dumps(plotly_version())};" + FIGURE_ESM
 
     def __init__(self, *args, **kwargs):
         plotly_code()  # opened before the first figure, so its code is on its way first
@@ -308,6 +219,9 @@ class FigureView:
         self.mode = mode or figure_mode()
         self.figure = fig
         self.updates = 0
+        if self.mode == "kept":  # drawn elsewhere (a panel's browser-drawn steps): only the figure is kept
+            self.widget = None
+            return
         if self.mode == "widget":
             self.widget = PanelFigureWidget(fig)
         else:
@@ -333,6 +247,8 @@ class FigureView:
     def apply(self, delta: FigureDelta) -> None:
         self.figure = delta.figure
         self.updates += 1
+        if self.mode == "kept":
+            return
         if self.mode != "widget":
             self._render()
             return
@@ -430,7 +346,7 @@ class Panel:
 
     def __init__(self, controls: dict, render: Callable[..., View], css_class: str = "", mode: str | None = None,
                  layout: str = "vertical", extra=(), button: W.Button | None = None, columns: int = 4,
-                 prefetch: bool = True, static=(), more=()):
+                 prefetch: bool = True, static=(), more=(), in_browser: str | None = None):
         """``extra`` widgets are shown but not observed (e.g. a Play button linked to a slider): a list goes
         before the controls, a dict ``{control name: widget}`` puts each widget just before that control.
         With a ``button``, changes wait for a click instead of re-rendering at once (costly measurements).
@@ -440,13 +356,23 @@ class Panel:
         ``static``: the controls whose states the static edition (``python -m kvlab.book``) precomputes with
         ``render``, one control at a time around the defaults, so they still work on a page without a kernel.
         ``more``: controls folded under a closed 「更多设置」 section after the others (a panel with many controls
-        shows its few main ones up front); they work as before once opened."""
+        shows its few main ones up front); they work as before once opened.
+        ``in_browser``: an integer slider whose every value is rendered whenever another control changes and is
+        then switched in the browser without the kernel (:mod:`kvlab.viz.browser_steps`); where figures are not
+        widgets (Colab, no anywidget) it is an ordinary control."""
         for arg, names in (("static", static), ("more", more)):
             unknown = [name for name in names if name not in controls]
             if unknown:
                 raise ValueError(f"{arg}: {unknown} are not controls of this panel ({list(controls)})")
+        if in_browser is not None and not isinstance(controls.get(in_browser), W.IntSlider):
+            raise ValueError(f"in_browser: {in_browser!r} is not an integer slider of this panel ({list(controls)})")
         self.static = tuple(static)
         self.controls = controls
+        mode = mode or figure_mode()
+        self.in_browser = in_browser if mode == "widget" else None
+        self.steps = BrowserSteps() if self.in_browser else None
+        self._steps_key = None  # the other controls' values the browser's steps were rendered for
+        self._steps_views: dict = {}  # the in-browser slider's value -> its View (or the ValueError it raised)
         self.render = render
         self.button = button
         self.prefetch = prefetch
@@ -466,8 +392,9 @@ class Panel:
         self._orphaned = False  # the panel this one follows was replaced by a re-run cell: stale for good
         first = render(**self.values())
         self.result = first.result
-        self.views = [FigureView(f, mode) for f in first.figures]
+        self.views = [FigureView(f, "kept" if self.steps else mode) for f in first.figures]
         self.readout.value = first.html
+        self._steps_views = {self.values()[self.in_browser]: first} if self.steps else {}
         for name, control in controls.items():
             if button is None:
                 control.observe(self._on_change, names="value")
@@ -490,10 +417,14 @@ class Panel:
             control_box = W.VBox(items)
         self.more = more_section(folded) if folded else None
         boxes = [control_box] + ([self.more] if self.more else [])
-        self.widget = W.VBox([self.style, *boxes, self.message, self.readout, *[v.widget for v in self.views]])
+        shown = [self.steps] if self.steps else [self.readout, *[v.widget for v in self.views]]
+        self.widget = W.VBox([self.style, *boxes, self.message, *shown])
         if css_class:
             self.widget.add_class(css_class)
         self.widget.add_class("kvlab-panel")
+        if self.steps:
+            self._show_steps(self.values(), "first")
+            self.steps.link = W.jslink((controls[self.in_browser], "value"), (self.steps, "value"))  # in the browser
         self._replace_older(css_class)
 
     # -- re-run cells: a panel made again replaces the one its cell showed before -------------------------
@@ -540,6 +471,9 @@ class Panel:
         if self._orphaned:
             self._show_orphaned()
             return
+        if self.steps:
+            self._show_steps(values, changed)
+            return
         try:
             if view is None:
                 view = self._timed_render(values, changed)
@@ -562,6 +496,44 @@ class Panel:
         self.message.value = ""
         self._mark_stale(False)
         self._remember(values, view)
+
+    def _show_steps(self, values: dict, changed: str | None) -> None:
+        """Browser-drawn steps (``in_browser``): when another control changed, or on a refresh, every value of the
+        slider is rendered and sent at once; when the slider moved, the browser has already shown its value and
+        the kernel only takes the kept view as the panel's readout, figures and result."""
+        name = self.in_browser
+        others = self._key({k: v for k, v in values.items() if k != name})
+        if changed != name or others is None or others != self._steps_key:
+            control = self.controls[name]
+            kept = {values[name]: self._steps_views.get(values[name])} if changed == "first" else {}
+            try:
+                views = {}
+                for value in range(control.min, control.max + 1, control.step):
+                    try:
+                        views[value] = kept.get(value) or self.render(**{**values, name: value})
+                    except ValueError as exc:
+                        views[value] = exc
+                self.steps.show_all(list(views), list(views.values()), values[name])
+            except Exception as exc:  # a bug: say so in the panel, keep the kernel alive
+                self._show_bug(exc)
+                return
+            self._steps_views, self._steps_key = views, others
+        view = self._steps_views.get(values[name])
+        if view is None:  # a value off the slider's steps (set by code): rendered on its own
+            try:
+                view = self.render(**values)
+            except ValueError as exc:
+                view = exc
+        if isinstance(view, ValueError):
+            self._show_error(view, explain_error(view), "warn")
+            return
+        self.readout.value = view.html
+        self.result = view.result
+        for fig_view, fig in zip(self.views, view.figures):
+            fig_view.update(fig)
+        self.error = None
+        self.message.value = ""
+        self._mark_stale(False)
 
     def _show_bug(self, exc: Exception) -> None:
         detail = html.escape("".join(traceback.format_exception_only(type(exc), exc)).strip())

@@ -202,7 +202,7 @@ class KVCache(BaseCache):
 
     @property
     def element_bytes(self) -> float:
-        return torch.empty((), dtype=self.storage_dtype).element_size()
+        return self.storage_dtype.itemsize
 
     @property
     def nbytes(self) -> int:
@@ -310,7 +310,7 @@ class DynamicKVCache(BaseCache):
 
     @property
     def element_bytes(self) -> float:
-        return torch.empty((), dtype=self.dtype).element_size()
+        return self.dtype.itemsize
 
     @property
     def nbytes(self) -> int:

@@ -50,6 +50,9 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # F.rms_norm is x * rsqrt(mean(x^2) + eps) in one call (a decode step runs 2L + 1 of these).
+        if x.dtype == torch.float32:  # the weight inside the call: the same numbers, fewer ops per step
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+        # narrower dtypes: normalise in fp32, round back, then scale (transformers' LlamaRMSNorm, in that order)
         return self.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype)
 
 
@@ -88,9 +91,9 @@ class Attention(nn.Module):
     def forward(self, x, cos, sin, mask, cache: BaseCache | None, impl: str, probe: ForwardProbe | None):
         """x [B, T, d_model]: the new tokens. Returns [B, T, d_model]."""
         B, T, _ = x.shape
-        q, k, v = self.wqkv(x).split([self.q_dim, self.kv_dim, self.kv_dim], dim=-1)  # [B, T, *]
-        q = apply_rope(self.heads(q, self.n_head), cos, sin)  # [B, H, T, D]
-        k = apply_rope(self.heads(k, self.n_kv_head), cos, sin)  # [B, H_kv, T, D]
+        qk, v = self.wqkv(x).split([self.q_dim + self.kv_dim, self.kv_dim], dim=-1)  # [B, T, *]: Q and K, V
+        qk = apply_rope(self.heads(qk, self.n_head + self.n_kv_head), cos, sin)  # [B, H + H_kv, T, D], one rotation
+        q, k = qk.split([self.n_head, self.n_kv_head], dim=1)  # [B, H, T, D], [B, H_kv, T, D]
         v = self.heads(v, self.n_kv_head)  # [B, H_kv, T, D]
         if cache is not None:
             k, v = cache.write(self.layer, k, v)  # [B, H_kv, length + T, D]: everything stored so far

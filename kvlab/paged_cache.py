@@ -89,7 +89,7 @@ class BlockPool:
 
     @property
     def element_bytes(self) -> int:
-        return torch.empty((), dtype=self.dtype).element_size()
+        return self.dtype.itemsize
 
     @property
     def block_bytes(self) -> int:

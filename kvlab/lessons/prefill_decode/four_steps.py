@@ -35,7 +35,7 @@ FOUR_STEPS = {
                  "decode_one_token()：只把上一步生成的 1 个 token 送进模型"),
     ],
     "attention": [
-        CodePart(Attention.forward, "q, k, v = self.wqkv(x)", "out = attn_ops.attention(",
+        CodePart(Attention.forward, "= self.wqkv(x)", "out = attn_ops.attention(",
                  "Attention.forward：只为新 token 算 Q、K、V，K/V 写进缓存后取回全部已存的 K/V"),
         CodePart(attention, "k = repeat_kv(k", "out = weights @ v",
                  "attention()：softmax(QKᵀ/√D)·V 的显式写法（默认走等价的 SDPA）"),

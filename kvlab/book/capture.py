@@ -17,7 +17,6 @@ import os
 import pickle
 from pathlib import Path
 
-
 from ..exercises.quiz import answer_verdict
 from ..viz.browser_steps import figure_json
 

@@ -394,7 +394,6 @@ class Panel:
         self.result = first.result
         self.views = [FigureView(f, "kept" if self.steps else mode) for f in first.figures]
         self.readout.value = first.html
-        self._steps_views = {self.values()[self.in_browser]: first} if self.steps else {}
         for name, control in controls.items():
             if button is None:
                 control.observe(self._on_change, names="value")
@@ -423,7 +422,7 @@ class Panel:
             self.widget.add_class(css_class)
         self.widget.add_class("kvlab-panel")
         if self.steps:
-            self._show_steps(self.values(), "first")
+            self._show_steps(self.values(), None, first)
             self.steps.link = W.jslink((controls[self.in_browser], "value"), (self.steps, "value"))  # in the browser
         self._replace_older(css_class)
 
@@ -497,20 +496,21 @@ class Panel:
         self._mark_stale(False)
         self._remember(values, view)
 
-    def _show_steps(self, values: dict, changed: str | None) -> None:
+    def _show_steps(self, values: dict, changed: str | None, first: View | None = None) -> None:
         """Browser-drawn steps (``in_browser``): when another control changed, or on a refresh, every value of the
         slider is rendered and sent at once; when the slider moved, the browser has already shown its value and
-        the kernel only takes the kept view as the panel's readout, figures and result."""
+        the kernel only takes the kept view as the panel's readout, figures and result. ``first``: the view of
+        ``values`` the constructor rendered (not rendered twice)."""
         name = self.in_browser
         others = self._key({k: v for k, v in values.items() if k != name})
         if changed != name or others is None or others != self._steps_key:
             control = self.controls[name]
-            kept = {values[name]: self._steps_views.get(values[name])} if changed == "first" else {}
             try:
                 views = {}
                 for value in range(control.min, control.max + 1, control.step):
                     try:
-                        views[value] = kept.get(value) or self.render(**{**values, name: value})
+                        views[value] = (first if first is not None and value == values[name]
+                                        else self.render(**{**values, name: value}))
                     except ValueError as exc:
                         views[value] = exc
                 self.steps.show_all(list(views), list(views.values()), values[name])

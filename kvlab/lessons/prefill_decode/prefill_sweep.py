@@ -232,6 +232,15 @@ def explain_prefill(sweep: PrefillSweep, roofs: "Roofs") -> list[str]:
     return lines
 
 
+FLAT = 1.3  # a time that grows less than this while the work grows ≥ FLAT_WORK times is flat (launch-bound)
+FLAT_WORK = 16
+
+
+def launch_bound(first_seconds: float, last_seconds: float, work_ratio: float) -> bool:
+    """The work grew ``work_ratio`` times and the time barely moved: a fixed cost per pass dominates (a GPU)."""
+    return work_ratio >= FLAT_WORK and last_seconds < FLAT * first_seconds
+
+
 SMALL_P = 8  # "at first": the prompt lengths up to this many times the shortest one measured
 GROWTH_BAND = 0.15  # a step of the sweep whose time drops by more than this is noise, not a trend
 SLOW_EXPONENT, FLAT_EXPONENT = 0.75, 0.25  # time ~ P^k at small P: under 0.25 barely grows, 0.25–0.75 slower than P
@@ -247,7 +256,7 @@ def explain_prefill_growth(sweep: PrefillSweep) -> list[str]:
     a = pts[0]
     small = [p for p in pts if p.prompt_len <= SMALL_P * a.prompt_len]
     b, last = small[-1], pts[-1]
-    if last.prompt_len >= 16 * a.prompt_len and last.prefill_seconds < 1.3 * a.prefill_seconds:
+    if launch_bound(a.prefill_seconds, last.prefill_seconds, last.prompt_len / a.prompt_len):
         return [f"P 从 {a.prompt_len} 增加到 {last.prompt_len}，预填充的耗时只 ×{last.prefill_seconds / a.prefill_seconds:.2f}："
                 "几乎不随 P 变化。一次前向的时间几乎全是固定开销（GPU 上是几百次内核启动），P 个 token 的运算藏在里面。"]
     if len(small) < 2:

@@ -12,7 +12,7 @@ from ...costs import PassCost, attention_flops, pass_cost
 from ...measure import Rate
 from ...memory import format_bytes
 from .batching import BatchSweep, SmallMatmuls
-from .prefill_sweep import PrefillSweep
+from .prefill_sweep import PrefillSweep, launch_bound
 from .roofline import Roofs, explain_roofs
 
 STEADY_SPREAD = 1.10  # a roof whose fastest repeat is at most this many times its median: the repeats agree
@@ -20,8 +20,6 @@ BUSY_SPREAD = 1.4  # ... at least this many times: the machine was busy measurin
 SAME_BAND = 0.15  # two rates within ±15 % of each other are "about the same"
 NEAR_ROOF, FAR_ROOF = 0.7, 0.35  # a rate at ≥ 70 % of a roof is close to it; under 35 % it is far below
 FULL_ROOF = 0.9  # a rate at ≥ 90 % of a roof uses it up (「用满」); 70–90 % is close, not full
-FLAT = 1.3  # a time that grows less than this while the work grows ≥ FLAT_WORK times is flat (launch-bound)
-FLAT_WORK = 16
 
 
 # -- one decode step, counted by hand ------------------------------------------------------------------
@@ -113,15 +111,10 @@ def _above_roof_reason(rate: Rate, name: str) -> str:
             "测它的那一刻机器可能比测这个点时更忙。")
 
 
-def _launch_bound(first_seconds: float, last_seconds: float, work_ratio: float) -> bool:
-    """The work grew ``work_ratio`` times and the time barely moved: a fixed cost per pass dominates."""
-    return work_ratio >= FLAT_WORK and last_seconds < FLAT * first_seconds
-
-
 def explain_prefill_vs_roof(sweep: PrefillSweep, roofs: Roofs) -> list[str]:
     """How close the longest prefill gets to the matmul roof, and whether its rate has levelled off."""
     first, prev, last = sweep.points[0], sweep.points[-2] if len(sweep.points) > 1 else None, sweep.points[-1]
-    if _launch_bound(first.prefill_seconds, last.prefill_seconds, last.prompt_len / first.prompt_len):
+    if launch_bound(first.prefill_seconds, last.prefill_seconds, last.prompt_len / first.prompt_len):
         return [f"P 从 {first.prompt_len} 增加到 {last.prompt_len}，预填充的耗时只变了 ×{last.prefill_seconds / first.prefill_seconds:.2f}："
                 "每次前向的时间几乎全是固定开销（GPU 上是几百次内核启动），离两道屋顶都很远，所以这些点看不出 roofline "
                 "的形状。要看到它，用更长的提示词或更大的模型。"]

@@ -91,6 +91,20 @@ def test_plotly_bundle_still_sets_window_plotly_when_it_loads():
     assert re.search(r"window\.Plotly\s*=", bundle), "plotly's widget bundle no longer sets window.Plotly"
     from kvlab.viz.browser_steps import BrowserSteps
 
-    steps = BrowserSteps()
+    steps = BrowserSteps([])
     assert "slot(model.get(\"version\"))" in steps._esm and "globalThis.Plotly" in steps._esm
     assert steps.version == pc.plotly_code().version
+
+
+def test_ipywidgets_still_lists_a_selection_sliders_values_and_syncs_added_traits():
+    """kvlab.viz.browser_steps: a SelectionSlider's values in order (``_options_values``, next_value reads it too),
+    and a trait added to a widget after it was made (one ``at_<slider>`` per slider) is synced like a declared one."""
+    from traitlets import Any
+
+    from kvlab.viz.browser_steps import Axis, BrowserSteps
+
+    slider = W.SelectionSlider(options=[("small", "s"), ("large", "l")], value="l")
+    assert tuple(slider._options_values) == ("s", "l")
+    steps = BrowserSteps([Axis("size", slider)])
+    assert "at_size" in steps.keys and isinstance(steps.traits()["at_size"], Any)
+    assert steps.links[0].source == (slider, "index") and steps.get_state()["at_size"] is None

@@ -556,20 +556,38 @@ def test_set_checks_every_value_before_changing_any():
         assert follower.readout.value == bytes_readout
 
 
-# -- a slider drawn ahead in the browser (Panel(in_browser=...), kvlab.viz.browser_steps) -------------------------------
-def _stepped_panel(calls, mode="widget"):
-    def render(step, other):
+# -- sliders drawn ahead in the browser (Panel(in_browser=...), kvlab.viz.browser_steps) -------------------------------
+def _stepped_panel(calls, mode="widget", in_browser="step"):
+    def render(step, other, size="s"):
         calls.append((step, other))
         if step == 4 and other == 2:
             raise ValueError(f"seq_len must not be 4 here, got {step}")
         return kw.View([_bars([step, other], f"step = {step}"), go.Figure(go.Scatter(y=[other]))],
-                       f"step = {step}, other = {other}", result=(step, other))
+                       f"step = {step}, other = {other}, size = {size}", result=(step, other, size))
 
-    controls = {"step": W.IntSlider(value=2, min=1, max=5), "other": W.Dropdown(options=[1, 2, 3], value=1)}
-    return kw.Panel(controls, render, mode=mode, in_browser="step")
+    controls = {"step": W.IntSlider(value=2, min=1, max=5), "other": W.Dropdown(options=[1, 2, 3], value=1),
+                "size": W.SelectionSlider(options=[("small", "s"), ("large", "l")], value="s")}
+    panel = kw.Panel(controls, render, mode=mode, in_browser=in_browser)
+    if panel.steps is not None:
+        panel.sent = []
+        panel.steps.send = panel.sent.append  # what would go to the browser
+        panel.steps.asked()  # the page is drawn: it asks for every state held
+    return panel
 
 
-def test_in_browser_slider_sends_every_value_once_and_moves_without_rendering():
+def _browser_states(panel) -> dict:
+    """The states the browser holds after every message sent since the last world began (its ``receive``)."""
+    held = {}
+    for msg in panel.sent:
+        if msg["world"] != panel.steps.world:  # an earlier world: the browser ignores it
+            continue
+        held.update(msg["states"])
+        if "keep" in msg:
+            held = {k: v for k, v in held.items() if k in msg["keep"]}
+    return held
+
+
+def test_in_browser_slider_renders_ahead_once_and_moves_without_rendering():
     from kvlab.viz.browser_steps import BrowserSteps, figure_json
 
     calls = []
@@ -577,48 +595,88 @@ def test_in_browser_slider_sends_every_value_once_and_moves_without_rendering():
     steps = panel.steps
     assert isinstance(steps, BrowserSteps) and steps in panel.widget.children
     assert panel.readout not in panel.widget.children and all(v.widget is None for v in panel.views)
-    assert steps.link.source == (panel.controls["step"], "value") and steps.link.target == (steps, "value")
-    assert sorted(calls) == [(s, 1) for s in range(1, 6)]  # every value once, the first one not twice
-    assert steps.values == [1, 2, 3, 4, 5] and steps.value == 2
-    for value, state in zip(steps.values, steps.states):
+    assert [ln.source for ln in steps.links] == [(panel.controls["step"], "value")]
+    assert steps.links[0].target == (steps, "at_step") and steps.axes == ["step"] and steps.grid == [[1, 2, 3, 4, 5]]
+    assert calls == [(2, 1)]  # the shown value only; the others wait for an idle kernel
+    panel.render_ahead()
+    assert calls == [(2, 1), (3, 1), (1, 1), (4, 1), (5, 1)]  # nearest first, each once
+    held = _browser_states(panel)
+    assert sorted(held) == ["0", "1", "2", "3", "4"]  # keys: positions on the slider's grid
+    for value in range(1, 6):
         fresh = panel.render(step=value, other=1)
-        assert state == {"html": fresh.html, "figures": [figure_json(f) for f in fresh.figures]}
+        assert held[str(value - 1)] == {"html": fresh.html, "figures": [figure_json(f) for f in fresh.figures]}
     calls.clear()
+    panel.sent.clear()
     _from_browser(panel.controls["step"], 4)  # the browser has shown it already; the kernel only follows
-    assert calls == [] and panel.result == (4, 1) and panel.readout.value == "step = 4, other = 1"
+    assert calls == [] and panel.result == (4, 1, "s") and panel.readout.value.startswith("step = 4, other = 1")
     assert panel.views[0].figure.layout.title.text == "step = 4" and not panel.stale
-    panel.controls["other"].set_state({"index": 2})  # another control (a menu syncs its index): all values again
-    assert sorted(calls) == [(s, 3) for s in range(1, 6)] and steps.value == 4
-    assert [s["html"] for s in steps.states] == [f"step = {s}, other = 3" for s in range(1, 6)]
-    assert panel.result == (4, 3)
+    assert all(not m["states"] for m in panel.sent)  # nothing sent again
+    world = steps.world
+    panel.controls["other"].set_state({"index": 2})  # another control (a menu syncs its index): a new world
+    assert steps.world == world + 1 and calls == [(4, 3)] and panel.result == (4, 3, "s")
+    panel.render_ahead()
+    assert sorted(calls) == [(s, 3) for s in range(1, 6)]
+
+
+def test_in_browser_sliders_render_a_window_around_the_shown_values_the_moved_one_first(monkeypatch):
+    from kvlab.viz import browser_steps
+
+    monkeypatch.setattr(kw, "AHEAD_WINDOW", 1)
+    monkeypatch.setattr(kw, "AHEAD_OTHERS", 1)
+    calls = []
+    panel = _stepped_panel(calls, in_browser=("step", "size"))
+    assert panel.steps.grid == [[1, 2, 3, 4, 5], [0, 1]]  # the selection slider syncs its index
+    assert [ln.source[1] for ln in panel.steps.links] == ["value", "index"]
+    panel.render_ahead()
+    assert sorted(_browser_states(panel)) == ["0,0", "1,0", "1,1", "2,0"]  # a star: one slider at a time
+    calls.clear()
+    panel.controls["step"].set_state({"value": 3})  # moved up in the browser: its next value first
+    assert calls == []
+    panel.render_ahead()
+    assert calls[0] == (4, 1) and len(calls) == 2  # step 4, then size "l" at step 3
+    assert sorted(_browser_states(panel)) == ["1,0", "2,0", "2,1", "3,0"]  # what is far is dropped on both sides
+    panel.controls["size"].set_state({"index": 1})
+    assert panel.result == (3, 1, "l") and panel.steps.world == 1
+    assert browser_steps.AHEAD_MAX_MS > 0
 
 
 def test_in_browser_slider_refused_value_is_explained_by_the_kernel():
     calls = []
     panel = _stepped_panel(calls)
     panel.set(other=2)  # step 4 is refused with other = 2: its state says so, the others are drawn
-    assert [("error" in s) for s in panel.steps.states] == [False, False, False, True, False]
-    assert not panel.stale and panel.readout.value == "step = 2, other = 2"
+    panel.render_ahead()
+    assert [("error" in s) for _, s in sorted(_browser_states(panel).items())] == [False, False, False, True, False]
+    assert not panel.stale and panel.readout.value.startswith("step = 2, other = 2")
     _from_browser(panel.controls["step"], 4)
-    assert panel.stale and "序列长度 S" in panel.message.value and panel.readout.value == "step = 2, other = 2"
+    assert panel.stale and "序列长度 S" in panel.message.value and panel.readout.value.startswith("step = 2, other = 2")
     _from_browser(panel.controls["step"], 5)
-    assert not panel.stale and panel.message.value == "" and panel.result == (5, 2)
-    panel.set(step=3, other=1)  # code: rendered afresh, all values
-    assert panel.result == (3, 1) and panel.steps.value == 3 and all("error" not in s for s in panel.steps.states)
+    assert not panel.stale and panel.message.value == "" and panel.result == (5, 2, "s")
+    panel.set(step=3, other=1)  # code: rendered afresh
+    assert panel.result == (3, 1, "s") and all("error" not in s for s in _browser_states(panel).values())
+
+
+def test_in_browser_slider_stops_rendering_ahead_when_renders_are_slow(monkeypatch):
+    monkeypatch.setattr(kw, "AHEAD_MAX_MS", -1.0)  # every render counts as slow
+    calls = []
+    panel = _stepped_panel(calls)
+    panel.render_ahead()
+    assert len(calls) == 2  # the shown value, and the one render that found it slow
+    _from_browser(panel.controls["step"], 5)  # not rendered ahead: rendered now, and sent
+    assert calls[-1] == (5, 1) and panel.result == (5, 1, "s") and "4" in _browser_states(panel)
 
 
 def test_in_browser_slider_is_an_ordinary_control_where_figures_are_redrawn():
     calls = []
     panel = _stepped_panel(calls, mode="rerender")  # Colab, or no anywidget
-    assert panel.steps is None and panel.in_browser is None and panel.readout in panel.widget.children
+    assert panel.steps is None and panel.in_browser == () and panel.readout in panel.widget.children
     assert calls == [(2, 1)]
     _from_browser(panel.controls["step"], 3)
-    assert panel.result == (3, 1) and calls[-1] == (3, 1)
+    assert panel.result == (3, 1, "s") and calls[-1] == (3, 1)
 
 
-def test_in_browser_must_name_an_integer_slider():
+def test_in_browser_must_name_a_slider():
     controls = {"n": W.IntText(value=3), "kind": W.Dropdown(options=["bar"], value="bar")}
-    with pytest.raises(ValueError, match="in_browser: 'n' is not an integer slider"):
+    with pytest.raises(ValueError, match="in_browser: 'n' is not a slider"):
         kw.Panel(controls, _render, mode="widget", in_browser="n")
-    with pytest.raises(ValueError, match="in_browser: 'm' is not an integer slider"):
-        kw.Panel(controls, _render, mode="widget", in_browser="m")
+    with pytest.raises(ValueError, match="in_browser: 'm' is not a slider"):
+        kw.Panel(controls, _render, mode="widget", in_browser=("m",))

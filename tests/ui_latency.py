@@ -114,12 +114,23 @@ JS_PROBE_INSTALL = r"""(root) => {
   const ro = root.querySelector('.kvlab-readout');
   new MutationObserver(() => p.readout.push([performance.now(), ro.textContent]))
     .observe(ro, {subtree: true, childList: true, characterData: true});
+  // A change the eye can see: inside (or of) a plot on screen, or of the figure's place itself. Browser-drawn
+  // states are stacked in the place, transparent (opacity 0) until shown; drawing or dropping them shows nothing.
+  const visible = (n) => n.nodeType === 1 && (n.classList.contains('kvlab-shown') || n.style.opacity !== '0');
+  const onScreen = (r) => {
+    if (!r.target.isConnected) return false;  // drawn and replaced before anyone saw it
+    const gd = r.target.closest ? r.target.closest('.js-plotly-plot') : r.target.parentElement?.closest('.js-plotly-plot');
+    if (gd) return visible(gd) || (r.type === 'attributes' && r.attributeName === 'class' && r.oldValue?.includes('kvlab-shown'));
+    return r.type !== 'childList' || [...r.addedNodes].some(visible);
+  };
   [...root.querySelectorAll('.kvlab-figure')].forEach((el, i) => {
     p.figs[i] = []; p.plots[i] = []; p.painted[i] = [];
     // painted: the end of the first frame after a change (rAF runs before its paint, a task queued there after it)
-    new MutationObserver(() => { p.figs[i].push(performance.now());
-                                 requestAnimationFrame(() => setTimeout(() => p.painted[i].push(performance.now()), 0)); })
-      .observe(el, {subtree: true, childList: true, characterData: true, attributes: true});
+    new MutationObserver((records) => {
+      if (!records.some(onScreen)) return;  // a state drawn ahead, hidden (kvlab.viz.browser_steps): not seen yet
+      p.figs[i].push(performance.now());
+      requestAnimationFrame(() => setTimeout(() => p.painted[i].push(performance.now()), 0)); })
+      .observe(el, {subtree: true, childList: true, characterData: true, attributes: true, attributeOldValue: true});
     const gd = el.matches('.js-plotly-plot') ? el : (el.querySelector('.js-plotly-plot.kvlab-shown') || el.querySelector('.js-plotly-plot'));
     if (gd && gd.on) gd.on('plotly_afterplot', () => p.plots[i].push(performance.now()));
   });

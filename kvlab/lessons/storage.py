@@ -108,7 +108,7 @@ def shape_panel() -> Panel:
                 "S": int_box(SHAPE_LABELS["S"], S, width="220px"), "filled_pct": fill_slider}
     extra = {"L": bold_label("模型的形状"), "S": bold_label("这次请求"), "filled_pct": play}
     return Panel(controls, render_shape, extra=extra, layout="grid", columns=4, css_class="kvlab-shape",
-                 static=("filled_pct", "L", "D"))
+                 static=("filled_pct", "L", "D"), in_browser=("L", "H", "D", "filled_pct"))
 
 
 # -- the bytes panel: B and the dtype, reading the shape panel --------------------------------------
@@ -700,7 +700,7 @@ def padding_panel() -> Panel:
     """A box of sequence lengths, the block size and the room reserved for generation."""
     return Panel({"lengths": text_box(LENGTHS_LABEL, "12, 40, 7, 33, 25, 60", width="480px"), "block_size": int_slider(BLOCK_LABEL, 16, 1, 64, width="380px"),
                   "reserve": int_slider(RESERVE_LABEL, 0, 0, 256, step=8, width="380px")}, render_padding,
-                 layout="horizontal", css_class="kvlab-padding")
+                 layout="horizontal", css_class="kvlab-padding", in_browser=("block_size", "reserve"))
 
 
 def measured_padding_bytes(lengths, config: ModelConfig, dtype="fp32") -> tuple[int, int]:

@@ -1,30 +1,42 @@
-"""A slider whose every value is drawn ahead in the browser, so stepping through it never waits for the kernel.
+"""Sliders whose values are drawn ahead in the browser, so moving one never waits for the kernel.
 
-A :class:`~kvlab.viz.widgets.Panel` made with ``in_browser="step"`` renders every value of that slider whenever
-another control changes (or the panel is refreshed) and sends them in one message (``BrowserSteps.states``). The
-browser draws them with plotly.js, the shown one first and the others, nearest first, while the page is idle, off
-screen; the slider is linked to ``BrowserSteps.value`` in the browser (``jslink``), so a key press or a Play frame
-swaps already-drawn figures and the readout into place: no round trip to the kernel and no plotly redraw per step
-(``python tests/ui_latency.py`` measures both). The kernel still hears each value and keeps the panel's
-``result``, ``readout`` and figures in step for the notebook's code and the static edition.
+A :class:`~kvlab.viz.widgets.Panel` made with ``in_browser=(...)`` renders, around the values on screen, the
+neighbouring values of each of those sliders (all of a short slider, a window of a long one), nearest first, while
+the kernel is idle, and sends them to the browser in small batches (``BrowserSteps``). The browser draws them with
+plotly.js, the shown one first and the others nearest first while the page is idle, stacked off screen; each slider
+is linked to the widget in the browser (``jslink``), so a key press, a drag or a Play frame that lands on a drawn
+value swaps its figures and readout into place: no round trip to the kernel and no plotly redraw (``python
+tests/ui_latency.py`` measures both). A value not drawn yet is shown as soon as the kernel sends it.
 
-A value the render refuses is stored as ``{"error": true}``: the browser leaves the last drawn state on screen
-and the kernel shows why, as for any other control.
+The kernel still hears each value and keeps the panel's ``result``, ``readout`` and figures in step for the notebook's
+code and the static edition; then it renders ahead around the new values. Any other control (a menu, a text box)
+changes the "world": every state is rendered again. A value the render refuses is stored as ``{"error": true}``: the
+browser leaves the last drawn state on screen and the kernel shows why, as for any other control.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
+import ipywidgets as W
 import plotly.io as pio
-from traitlets import Any, List, Unicode
+from traitlets import Any, Int, List, Unicode
 
 from .plotly_code import SLOT_JS, AnyWidget, plotly_code, plotly_version
+
+AHEAD_WINDOW = 8      # values on each side of the shown one rendered ahead, of the slider just moved (a shorter
+                      # slider: all of it)
+AHEAD_OTHERS = 2      # ... and of each other slider
+AHEAD_SEND_S = 0.12   # rendered states go to the browser at least this often while rendering ahead
+AHEAD_MAX_MS = 300.0  # a panel whose renders take longer than this is not rendered ahead (it waits for each value)
+DRAWN_MAX = 12        # the browser keeps at most this many states drawn (the nearest to the shown one)
 
 STEPS_ESM = SLOT_JS + r"""
 const CONFIG = { displaylogo: false };
 const later = (fn) => (globalThis.requestIdleCallback || ((f) => setTimeout(f, 1)))(fn, { timeout: 300 });
 const STYLE_HIDDEN = "position:absolute;top:0;left:0;opacity:0;pointer-events:none";
 const pause = () => new Promise((resolve) => setTimeout(resolve, 0));
+const QUIET_MS = 250;  // states are drawn ahead only this long after the last one was shown
 
 export default () => ({
   async initialize({ model }) {
@@ -39,11 +51,25 @@ export default () => ({
     readout.append(text);
     const figures = document.createElement("div");
     el.append(readout, figures);
-    let drawn = new Map(), generation = 0, waiting = false, closed = false;
+    let states = new Map(), drawn = new Map(), world = -1, waiting = false, closed = false, shownAt = 0, movedTo = null;
+    const live = new Set();  // the figures of the states in ``drawn`` (a shown figure outlives its state's entry)
 
-    const states = () => model.get("states");
-    const index = () => model.get("values").indexOf(model.get("value"));
+    // where the sliders are: one position per slider, and the key of that state ("3,0,12")
+    const here = () => model.get("axes").map((name, a) => model.get("grid")[a].indexOf(model.get("at_" + name)));
+    const keyOf = (pos) => pos.join(",");
+    const posOf = (key) => key.split(",").map(Number);
+    const distance = (key, pos) => posOf(key).reduce((d, p, a) => d + Math.abs(p - pos[a]), 0);
     const drop = (gd) => { Plotly.purge(gd); gd.remove(); };
+    function forget(key) {  // a drawn state no longer wanted: its figures go, but the one on screen stays until replaced
+      const job = drawn.get(key);
+      drawn.delete(key);
+      if (job) job.then((gds) => gds.forEach((gd) => { live.delete(gd); if (!gd.classList.contains("kvlab-shown")) drop(gd); }));
+    }
+    function reset(w) {  // a new world: every state sent or drawn before is stale
+      world = w;
+      states = new Map();
+      for (const key of [...drawn.keys()]) forget(key);
+    }
 
     // Every drawn state of a figure lies in that figure's place, stacked, transparent and out of the pointer's way;
     // the shown one is opaque and carries the class kvlab-shown. Opacity, not visibility: visibility is inherited,
@@ -61,29 +87,32 @@ export default () => ({
     }
     const hide = (gd) => { gd.classList.remove("kvlab-shown"); gd.style.opacity = "0"; gd.style.pointerEvents = "none"; };
 
-    async function drawState(i, gen) {  // -> the state's figures, drawn hidden in their places
+    async function drawState(key, w) {  // -> the state's figures, drawn hidden in their places
       const gds = [];
-      for (const [k, fig] of states()[i].figures.entries()) {
+      for (const [k, fig] of states.get(key).figures.entries()) {
         const gd = document.createElement("div");
-        gd.dataset.generation = String(gen);
+        gd.dataset.key = key;
         gd.style.cssText = STYLE_HIDDEN;
         place(k).append(gd);
         const copy = structuredClone(fig);  // plotly writes into what it is given
         await Plotly.newPlot(gd, copy.data, copy.layout, CONFIG);
         gds.push(gd);
         await pause();  // a key press gets in between two figures
-        if (gen !== generation || closed) { gds.forEach(drop); return []; }
+        if (w !== world || closed || !drawn.has(key)) { gds.forEach(drop); return []; }
       }
+      gds.forEach((gd) => live.add(gd));
       return gds;
     }
-    const draw = (i) => { if (!drawn.has(i)) drawn.set(i, drawState(i, generation)); return drawn.get(i); };
+    const draw = (key) => { if (!drawn.has(key)) drawn.set(key, drawState(key, world)); return drawn.get(key); };
 
     function show() {
-      const i = index(), gen = generation;
-      if (i < 0 || states()[i].error) return;  // the kernel explains a refused value; the last state stays
-      draw(i).then((gds) => {
-        if (gen !== generation || closed || index() !== i) return;
-        text.innerHTML = states()[i].html;
+      const key = keyOf(here()), w = world, state = states.get(key);
+      if (key !== movedTo) { movedTo = key; shownAt = performance.now(); }
+      if (!state || state.error) return;  // not sent yet (it is on its way), or refused: the kernel explains it
+      if (!drawn.has(key)) text.innerHTML = state.html;  // the readout first, while the figures are drawn
+      draw(key).then((gds) => {
+        if (w !== world || closed || keyOf(here()) !== key || !gds.length) return;
+        text.innerHTML = state.html;
         gds.forEach((gd, k) => {
           const where = place(k), old = where.querySelector(":scope > .kvlab-shown");
           if (old === gd) return;
@@ -91,35 +120,53 @@ export default () => ({
           gd.style.opacity = "1";
           gd.style.pointerEvents = "auto";
           gd.classList.add("kvlab-shown");
-          if (old) (old.dataset.generation === String(gen) ? hide(old) : drop(old));
+          if (old) (live.has(old) ? hide(old) : drop(old));
         });
         places.slice(gds.length).forEach((where) => { where.replaceChildren(); where.style.height = "0px"; });
         ahead();
       });
     }
 
-    function ahead() {  // draw the other states, nearest to the shown one first, while the page is idle
+    function ahead() {  // draw the sent states nearest to the shown one while the page is idle, at most DRAWN_MAX
       if (waiting || closed) return;
-      const here = index(), all = [...states().keys()];
-      const next = all.filter((i) => !drawn.has(i) && !states()[i].error)
-        .sort((a, b) => Math.abs(a - here) - Math.abs(b - here))[0];
+      const pos = here(), shown = keyOf(pos);
+      const next = [...states.keys()].filter((key) => !drawn.has(key) && !states.get(key).error)
+        .sort((a, b) => distance(a, pos) - distance(b, pos))[0];
       if (next === undefined) return;
+      if (drawn.size >= DRAWN_MAX) {  // make room by dropping the farthest drawn state, if it is farther
+        const far = [...drawn.keys()].filter((key) => key !== shown)
+          .sort((a, b) => distance(b, pos) - distance(a, pos))[0];
+        if (far === undefined || distance(far, pos) <= distance(next, pos)) return;
+        forget(far);
+      }
       waiting = true;
+      const wait = shownAt + QUIET_MS - performance.now();  // keys pressed in a row are not held up by a draw
+      if (wait > 0) { setTimeout(() => { waiting = false; ahead(); }, wait); return; }
       later(() => { waiting = false; draw(next).then(ahead); });
     }
 
-    model.on("change:states", () => {
-      generation += 1;
-      for (const job of drawn.values()) job.then((gds) => gds.filter((gd) => !gd.classList.contains("kvlab-shown")).forEach(drop));
-      drawn = new Map();
+    function receive(msg) {  // {world, states: {key: state}, keep: [keys] or absent}
+      if (msg.world !== model.get("world")) return;  // sent for values that have changed since
+      if (msg.world !== world) reset(msg.world);
+      for (const [key, state] of Object.entries(msg.states)) states.set(key, state);
+      if (msg.keep) {
+        const keep = new Set(msg.keep);
+        for (const key of [...states.keys()]) if (!keep.has(key)) { states.delete(key); forget(key); }
+      }
       show();
-    });
-    model.on("change:value", show);
-    show();
+      ahead();
+    }
+
+    el.kvlabSteps = () => ({ world, here: keyOf(here()), states: [...states.keys()], drawn: [...drawn.keys()] });  // tests
+    model.on("msg:custom", receive);
+    model.on("change:world", () => reset(model.get("world")));
+    for (const name of model.get("axes")) model.on("change:at_" + name, show);
+    model.send({ want: "states" });  // the kernel answers with every state it holds (a reloaded page too)
     return () => {
       closed = true;
-      generation += 1;
-      for (const job of drawn.values()) job.then((gds) => gds.forEach(drop));
+      world = -2;
+      for (const key of [...drawn.keys()]) forget(key);
+      places.forEach((where) => where.querySelectorAll(".js-plotly-plot").forEach((gd) => Plotly.purge(gd)));
     };
   },
 });
@@ -132,28 +179,70 @@ def figure_json(fig) -> dict:
     return json.loads(pio.to_json(fig, validate=False))
 
 
+def state_of(view) -> dict:
+    """What the browser draws for one value: ``{"html", "figures"}``, or ``{"error": true}`` for a refused one."""
+    if isinstance(view, Exception):
+        return {"error": True}
+    return {"html": view.html, "figures": [figure_json(f) for f in view.figures]}
+
+
+@dataclass
+class Axis:
+    """One slider drawn ahead: the values ``render`` takes, and the ones the browser syncs (a ``SelectionSlider``
+    syncs its index, an ``IntSlider`` its value)."""
+
+    name: str
+    control: W.Widget
+
+    @property
+    def trait(self) -> str:
+        return "index" if isinstance(self.control, W.SelectionSlider) else "value"
+
+    def values(self) -> list:
+        c = self.control
+        if isinstance(c, W.SelectionSlider):
+            return list(c._options_values)
+        steps = list(range(c.min, c.max + 1, c.step))
+        return steps if c.value in steps else sorted(steps + [c.value])  # a value set by code off the steps
+
+    def synced(self) -> list:
+        return list(range(len(self.control._options_values))) if self.trait == "index" else self.values()
+
+    @staticmethod
+    def accepts(control) -> bool:
+        return isinstance(control, (W.IntSlider, W.SelectionSlider))
+
+
 class BrowserSteps(AnyWidget):
-    """The readout and figures of every value of one slider, drawn ahead in the browser (see the module docstring).
-    ``values``: the slider's values in order; ``states``: one per value, ``{"html", "figures"}`` or
-    ``{"error": true}``; ``value``: the slider's value, linked to the slider in the browser."""
+    """The readout and figures of the values around the shown ones, drawn ahead in the browser (see the module
+    docstring). ``axes``: the sliders' names; ``grid``: per slider, the values the browser syncs; ``at_<name>``:
+    that slider's synced value, linked to it in the browser; ``world``: bumped when every state changes. States
+    travel as messages ``{"world", "states": {key: state}, "keep": [keys]}``, a key being the sliders' positions
+    in ``grid`` joined by commas."""
 
-    _esm = f"const VERSION = {json.dumps(plotly_version())};" + STEPS_ESM
+    _esm = f"const VERSION = {json.dumps(plotly_version())}; const DRAWN_MAX = {DRAWN_MAX};" + STEPS_ESM
     version = Unicode().tag(sync=True)
-    values = List().tag(sync=True)
-    states = List().tag(sync=True)
-    value = Any().tag(sync=True)
+    axes = List().tag(sync=True)
+    grid = List().tag(sync=True)
+    world = Int(0).tag(sync=True)
 
-    def __init__(self, **kwargs):
+    def __init__(self, axes: list[Axis], **kwargs):
         plotly_code()  # the code the browser draws with, on its way before the first states
-        super().__init__(version=plotly_version(), **kwargs)
+        super().__init__(version=plotly_version(), axes=[a.name for a in axes], **kwargs)
+        self.add_traits(**{f"at_{a.name}": Any().tag(sync=True) for a in axes})
         self.add_class("kvlab-steps")
         self.layout.width = "100%"
+        self.links = [W.jslink((a.control, a.trait), (self, f"at_{a.name}")) for a in axes]
+        self.on_msg(self._on_browser_msg)
+        self.asked = None  # called when the browser asks for every state held (a page drawn or reloaded)
 
-    def show_all(self, values: list, views: list, value) -> None:
-        """Send every value's view (a ``View``, or an exception for a refused value) in one message."""
-        states = [{"error": True} if isinstance(v, Exception) else
-                  {"html": v.html, "figures": [figure_json(f) for f in v.figures]} for v in views]
-        with self.hold_sync():
-            self.values = list(values)
-            self.states = states
-            self.value = value
+    def _on_browser_msg(self, _widget, content, _buffers) -> None:
+        if isinstance(content, dict) and content.get("want") == "states" and self.asked is not None:
+            self.asked()
+
+    def send_states(self, states: dict, keep: list | None = None) -> None:
+        """Send ``{key: state}`` for the current world; ``keep``: every key the browser should still hold."""
+        msg = {"world": self.world, "states": states}
+        if keep is not None:
+            msg["keep"] = keep
+        self.send(msg)

@@ -37,7 +37,7 @@ from traitlets import Dict, TraitError
 
 from ..assets import AssetError
 from ..inputs import InputError
-from .browser_steps import BrowserSteps
+from .browser_steps import AHEAD_MAX_MS, AHEAD_OTHERS, AHEAD_SEND_S, AHEAD_WINDOW, Axis, BrowserSteps, state_of
 from .plotly_code import FIGURE_ESM, plotly_code, plotly_version
 
 # Argument names in API errors -> what the learner sees on the control.
@@ -346,7 +346,7 @@ class Panel:
 
     def __init__(self, controls: dict, render: Callable[..., View], css_class: str = "", mode: str | None = None,
                  layout: str = "vertical", extra=(), button: W.Button | None = None, columns: int = 4,
-                 prefetch: bool = True, static=(), more=(), in_browser: str | None = None):
+                 prefetch: bool = True, static=(), more=(), in_browser=()):
         """``extra`` widgets are shown but not observed (e.g. a Play button linked to a slider): a list goes
         before the controls, a dict ``{control name: widget}`` puts each widget just before that control.
         With a ``button``, changes wait for a click instead of re-rendering at once (costly measurements).
@@ -357,22 +357,32 @@ class Panel:
         ``render``, one control at a time around the defaults, so they still work on a page without a kernel.
         ``more``: controls folded under a closed 「更多设置」 section after the others (a panel with many controls
         shows its few main ones up front); they work as before once opened.
-        ``in_browser``: an integer slider whose every value is rendered whenever another control changes and is
-        then switched in the browser without the kernel (:mod:`kvlab.viz.browser_steps`); where figures are not
-        widgets (Colab, no anywidget) it is an ordinary control."""
+        ``in_browser``: sliders (a name or several) whose values around the shown ones are rendered ahead while
+        the kernel is idle and switched in the browser without the kernel (:mod:`kvlab.viz.browser_steps`); only
+        for a ``render`` that computes rather than measures. Where figures are not widgets (Colab, no anywidget)
+        they are ordinary controls."""
         for arg, names in (("static", static), ("more", more)):
             unknown = [name for name in names if name not in controls]
             if unknown:
                 raise ValueError(f"{arg}: {unknown} are not controls of this panel ({list(controls)})")
-        if in_browser is not None and not isinstance(controls.get(in_browser), W.IntSlider):
-            raise ValueError(f"in_browser: {in_browser!r} is not an integer slider of this panel ({list(controls)})")
+        in_browser = (in_browser,) if isinstance(in_browser, str) else tuple(in_browser)
+        for name in in_browser:
+            if not Axis.accepts(controls.get(name)):
+                raise ValueError(f"in_browser: {name!r} is not a slider of this panel ({list(controls)})")
         self.static = tuple(static)
         self.controls = controls
         mode = mode or figure_mode()
-        self.in_browser = in_browser if mode == "widget" else None
-        self.steps = BrowserSteps() if self.in_browser else None
-        self._steps_key = None  # the other controls' values the browser's steps were rendered for
-        self._steps_views: dict = {}  # the in-browser slider's value -> its View (or the ValueError it raised)
+        self.in_browser = in_browser if mode == "widget" else ()
+        self.axes = [Axis(name, controls[name]) for name in self.in_browser]
+        self.steps = BrowserSteps(self.axes) if self.axes else None
+        self._world = None  # the other controls' values the states in the browser were rendered for
+        self._grids: list = []  # per in-browser slider, the values render takes, in the browser's order
+        self._states: dict = {}  # key (positions on the grids, "3,0,12") -> (View or the ValueError, its state)
+        self._unsent: dict = {}  # key -> state rendered ahead, not yet sent
+        self._ahead: list = []  # keys still to render ahead, nearest first
+        self._ahead_job = None  # the scheduled render-ahead step (an asyncio handle)
+        self._ahead_ms: deque = deque(maxlen=3)  # the last renders' durations (ms), shown or ahead
+        self._sent_at = 0.0
         self.render = render
         self.button = button
         self.prefetch = prefetch
@@ -422,8 +432,8 @@ class Panel:
             self.widget.add_class(css_class)
         self.widget.add_class("kvlab-panel")
         if self.steps:
+            self.steps.asked = self._send_all_states
             self._show_steps(self.values(), None, first)
-            self.steps.link = W.jslink((controls[self.in_browser], "value"), (self.steps, "value"))  # in the browser
         self._replace_older(css_class)
 
     # -- re-run cells: a panel made again replaces the one its cell showed before -------------------------
@@ -496,34 +506,25 @@ class Panel:
         self._mark_stale(False)
         self._remember(values, view)
 
-    def _show_steps(self, values: dict, changed: str | None, first: View | None = None) -> None:
-        """Browser-drawn steps (``in_browser``): when another control changed, or on a refresh, every value of the
-        slider is rendered and sent at once; when the slider moved, the browser has already shown its value and
-        the kernel only takes the kept view as the panel's readout, figures and result. ``first``: the view of
-        ``values`` the constructor rendered (not rendered twice)."""
-        name = self.in_browser
-        others = self._key({k: v for k, v in values.items() if k != name})
-        if changed != name or others is None or others != self._steps_key:
-            control = self.controls[name]
-            try:
-                views = {}
-                for value in range(control.min, control.max + 1, control.step):
-                    try:
-                        views[value] = (first if first is not None and value == values[name]
-                                        else self.render(**{**values, name: value}))
-                    except ValueError as exc:
-                        views[value] = exc
-                self.steps.show_all(list(views), list(views.values()), values[name])
-            except Exception as exc:  # a bug: say so in the panel, keep the kernel alive
-                self._show_bug(exc)
-                return
-            self._steps_views, self._steps_key = views, others
-        view = self._steps_views.get(values[name])
-        if view is None:  # a value off the slider's steps (set by code): rendered on its own
-            try:
-                view = self.render(**values)
-            except ValueError as exc:
-                view = exc
+    def _show_steps(self, values: dict, changed: str | None, first: View | None = None, move: int = 0) -> None:
+        """Browser-drawn sliders (``in_browser``): when one of them moved, the browser has shown its value already
+        if it was rendered ahead, and the kernel takes that view as the panel's readout, figures and result; any
+        other change (or a refresh) starts a new world. Then the values around the new ones are rendered ahead.
+        ``first``: the view of ``values`` the constructor rendered; ``move``: the direction the slider moved."""
+        others = self._key({k: v for k, v in values.items() if k not in self.in_browser})
+        key = self._grid_key(values) if changed in self.in_browser and others == self._world else None
+        try:
+            if others is None or key is None:  # another control, a refresh, or a slider set off its steps by code
+                self._new_world(others)
+                key = self._grid_key(values)
+            if key not in self._states:
+                self._keep(key, first if first is not None else self._refusal_or_view(values, changed))
+                self.steps.send_states({key: self._states[key][1]})
+        except Exception as exc:  # a bug: say so in the panel, keep the kernel alive
+            self._show_bug(exc)
+            return
+        view = self._states[key][0]
+        self._schedule_ahead(changed, move)
         if isinstance(view, ValueError):
             self._show_error(view, explain_error(view), "warn")
             return
@@ -534,6 +535,143 @@ class Panel:
         self.error = None
         self.message.value = ""
         self._mark_stale(False)
+
+    def _refusal_or_view(self, values: dict, changed: str | None):
+        t0 = time.perf_counter()
+        try:
+            return self._timed_render(values, changed)
+        except ValueError as exc:
+            return exc
+        finally:
+            self._ahead_ms.append((time.perf_counter() - t0) * 1e3)
+
+    def _too_slow_ahead(self) -> bool:
+        """The quickest of the last renders took over AHEAD_MAX_MS: rendering ahead would hold up the next key
+        (a busy moment passes: the next quick renders turn it back on)."""
+        return bool(self._ahead_ms) and min(self._ahead_ms) > AHEAD_MAX_MS
+
+    def _keep(self, key: str, view) -> None:
+        self._states[key] = (view, state_of(view))
+
+    def _grid_key(self, values: dict) -> str | None:
+        """The sliders' positions on their grids, joined ("3,0,12"); None when one is off its grid."""
+        try:
+            return ",".join(str(grid.index(values[a.name])) for a, grid in zip(self.axes, self._grids))
+        except ValueError:
+            return None
+
+    def _move(self, name: str, old, new) -> int:
+        """+1 or -1: the way slider ``name`` moved on its grid (0 when either value is off it)."""
+        grid = self._grids[self.in_browser.index(name)] if self._grids else []
+        if old in grid and new in grid:
+            return 1 if grid.index(new) >= grid.index(old) else -1
+        return 0
+
+    def _values_at(self, key: str) -> dict:
+        values = self.values()
+        for a, grid, pos in zip(self.axes, self._grids, key.split(",")):
+            values[a.name] = grid[int(pos)]
+        return values
+
+    def _new_world(self, others) -> None:
+        """Every state rendered so far is stale: forget them, and tell the browser (the sliders' grids too)."""
+        self._cancel_ahead()
+        self._world = others
+        self._grids = [a.values() for a in self.axes]
+        self._states, self._unsent = {}, {}
+        with self.steps.hold_sync():
+            self.steps.grid = [a.synced() for a in self.axes]
+            self.steps.world += 1
+
+    def _send_all_states(self) -> None:
+        self.steps.send_states({key: state for key, (_, state) in self._states.items()}, keep=list(self._states))
+
+    # -- rendering ahead (browser-drawn sliders) ----------------------------------------------------
+    def _ahead_keys(self, center: str, changed: str | None, move: int) -> list[str]:
+        """The keys around ``center``, nearest first: the slider just moved (or a panel's only slider) within
+        AHEAD_WINDOW of its value (all of a slider no longer than the window's two sides), first in the direction it
+        moved; each other slider within AHEAD_OTHERS of its value (the kernel is soon idle again)."""
+        pos = [int(p) for p in center.split(",")]
+        axes = sorted(range(len(self.axes)), key=lambda a: self.axes[a].name != changed)
+        rings: dict[int, list[str]] = {}
+        for a in axes:
+            n = len(self._grids[a])
+            window = AHEAD_WINDOW if self.axes[a].name == changed or len(self.axes) == 1 else AHEAD_OTHERS
+            reach = n if n <= 2 * window + 1 else window
+            signs = (1, -1) if (move >= 0 or self.axes[a].name != changed) else (-1, 1)
+            for d in range(1, reach + 1):
+                for sign in signs:
+                    p = pos[a] + sign * d
+                    if 0 <= p < n:
+                        rings.setdefault(d, []).append(",".join(str(p if b == a else q) for b, q in enumerate(pos)))
+        return [center] + [key for d in sorted(rings) for key in rings[d]]
+
+    def _schedule_ahead(self, changed: str | None, move: int) -> None:
+        """Render the values around the shown ones once the kernel is idle, nearest first (see _ahead_step)."""
+        self._cancel_ahead()
+        center = self._grid_key(self.values())
+        if center is None:
+            return
+        star = self._ahead_keys(center, changed, move)
+        for key in [k for k in self._states if k not in star]:  # the browser drops them too (``keep``)
+            del self._states[key]
+        self._unsent = {}
+        self.steps.send_states({}, keep=list(self._states))
+        if self._orphaned or self._too_slow_ahead():
+            return
+        self._ahead = [key for key in star if key not in self._states]
+        try:
+            self._ahead_job = asyncio.get_running_loop().call_later(PREFETCH_DELAY_S, self._ahead_step)
+        except RuntimeError:  # no event loop (plain Python): nothing runs "later" (render_ahead() does it now)
+            pass
+
+    def _ahead_step(self) -> bool:
+        """Render one key ahead; send what was rendered every AHEAD_SEND_S and at the end. False when done."""
+        self._ahead_job = None
+        if not self._ahead:
+            self._send_unsent()
+            return False
+        key = self._ahead.pop(0)
+        t0 = time.perf_counter()
+        try:
+            view = self.render(**self._values_at(key))
+        except ValueError as exc:
+            view = exc
+        except Exception:  # a bug: shown (and explained) when that value is really chosen
+            self._ahead = []
+            self._send_unsent()
+            return False
+        self._ahead_ms.append((time.perf_counter() - t0) * 1e3)
+        if self._too_slow_ahead():
+            self._ahead = []
+        self._keep(key, view)
+        self._unsent[key] = self._states[key][1]
+        if not self._ahead or time.monotonic() - self._sent_at >= AHEAD_SEND_S:
+            self._send_unsent()
+        if self._ahead:
+            try:
+                self._ahead_job = asyncio.get_running_loop().call_soon(self._ahead_step)
+            except RuntimeError:
+                pass
+        return bool(self._ahead)
+
+    def render_ahead(self) -> None:
+        """Render every value ahead now (what the idle kernel does bit by bit; tests and scripts call it)."""
+        self._cancel_ahead()
+        while self._ahead_step():
+            pass
+
+    def _send_unsent(self) -> None:
+        if self._unsent:
+            self.steps.send_states(self._unsent)
+            self._unsent = {}
+        self._sent_at = time.monotonic()
+
+    def _cancel_ahead(self) -> None:
+        if self._ahead_job is not None:
+            self._ahead_job.cancel()
+            self._ahead_job = None
+        self._send_unsent()
 
     def _show_bug(self, exc: Exception) -> None:
         detail = html.escape("".join(traceback.format_exception_only(type(exc), exc)).strip())
@@ -560,6 +698,9 @@ class Panel:
             return
         name = self._name_of(change["owner"])
         moved = self._moved_in_browser(name)
+        if self.steps and name in self.in_browser and moved is not None:  # drawn ahead: the browser has it
+            self._show_steps(self.values(), name, move=self._move(name, change["old"], change["new"]))
+            return
         if not (self._prefetching and moved is not None):
             self.refresh()  # changed by code (a cell, a test, another widget's callback): always rendered afresh
             return

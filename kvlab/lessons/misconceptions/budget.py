@@ -278,7 +278,8 @@ def budget_panel(gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, spread: str
                 "usable": share, "reserved_tokens": reserve,
                 "wanted": int_slider(CONCURRENT_LABEL, wanted, 1, MAX_CONCURRENT, width="380px")}
     return Panel(controls, render_budget, layout="horizontal", css_class="kvlab-budget",
-                 static=("reserved_tokens",), more=("gpu", "model", "weight_dtype", "cache_dtype", "usable"))
+                 static=("reserved_tokens",), more=("gpu", "model", "weight_dtype", "cache_dtype", "usable"),
+                 in_browser=("reserved_tokens", "wanted"))
 
 
 @dataclass(frozen=True)

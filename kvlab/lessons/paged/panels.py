@@ -47,7 +47,7 @@ def blocks_panel(run: ServeRun) -> Panel:
     """Play / step slider over the steps of ``run``."""
     play, slider = play_slider(STEP_LABEL, 0, 0, len(run.steps) - 1, interval_ms=900)
     return Panel({"step": slider}, partial(render_blocks, run), extra=[play], layout="horizontal",
-                 css_class="kvlab-blocks", static=("step",))
+                 css_class="kvlab-blocks", static=("step",), in_browser="step")
 
 
 # -- waste of the three schemes -------------------------------------------------------------------------------
@@ -77,7 +77,7 @@ def waste_panel(run: ServeRun, config) -> Panel:
     reserve = int_slider(RESERVE_LABEL, config.max_seq_len, RESERVE_STEP, config.max_seq_len, step=RESERVE_STEP,
                          width="420px")
     return Panel({"block_size": block, "reserve": reserve}, partial(render_waste, run, config), layout="horizontal",
-                 css_class="kvlab-waste", static=("block_size", "reserve"))
+                 css_class="kvlab-waste", static=("block_size", "reserve"), in_browser="reserve")
 
 
 # -- shared prefixes ----------------------------------------------------------------------------------------
@@ -117,7 +117,7 @@ def sharing_panel(prefix: int = SHARE_PREFIX, requests: int = SHARE_REQUESTS, bl
                   "requests": int_slider(REQUESTS_LABEL, requests, 1, MAX_SHARE_REQUESTS, width="320px"),
                   "block_size": dropdown(BLOCK_LABEL, list(SHARE_BLOCK_OPTIONS), block_size, width="200px")},
                  render_sharing, layout="horizontal", css_class="kvlab-sharing",
-                 static=("prefix", "requests", "block_size"))
+                 static=("prefix", "requests", "block_size"), in_browser=("prefix", "requests"))
 
 
 # -- static vs continuous: the measured numbers --------------------------------------------------------------

@@ -231,7 +231,7 @@ def batch_panel(sweep: BatchSweep, roofs: Roofs, prefill: PrefillSweep, model: T
     slider = selection_slider(BATCH_LABEL, sweep.batch_sizes, sweep.batch_sizes[0])
     context = selection_slider(CONTEXT_LABEL, lab.contexts, sweep.context_len, width="520px", continuous=False)
     return Panel({"batch_size": slider, "context_len": context}, partial(render_batch, lab, roofs, prefill),
-                 layout="horizontal", css_class="kvlab-batch")
+                 layout="horizontal", css_class="kvlab-batch", in_browser="batch_size")
 
 
 @dataclass

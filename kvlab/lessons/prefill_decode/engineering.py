@@ -269,7 +269,7 @@ def padded_batch_panel(model: ToyTransformer, tokenizer, lengths: str = PADDED_L
     controls = {"lengths": text_box(PADDED_LENGTHS_LABEL, lengths),
                 "block_size": int_slider(BLOCK_LABEL, 16, 1, 64, width="360px")}
     return Panel(controls, partial(render_padded_batch, model, tokenizer, {}), layout="horizontal",
-                 css_class="kvlab-unequal")
+                 css_class="kvlab-unequal", in_browser="block_size")
 
 
 # -- FP16 and INT8 caches ----------------------------------------------------------------------------------

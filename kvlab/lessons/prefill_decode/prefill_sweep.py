@@ -184,7 +184,7 @@ def prefill_panel(sweep: PrefillSweep, model: ToyTransformer | None = None, prom
     slider = selection_slider(PROMPT_LEN_LABEL, sweep.lengths, value)
     box.observe(partial(_follow_lengths, slider, sweep.config), names="value")  # before the panel's own observer
     return Panel({"lengths": box, "prompt_len": slider}, partial(render_prefill, lab), layout="horizontal",
-                 css_class="kvlab-prefill")
+                 css_class="kvlab-prefill", in_browser="prompt_len")
 
 
 PROPORTIONAL_EXPONENT = 0.8  # a segment of the prefill curve grows "about in proportion to P" from this exponent

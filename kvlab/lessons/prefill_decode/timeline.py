@@ -183,7 +183,7 @@ def timeline_panel(model: ToyTransformer, tokenizer, timeline: Timeline | None =
     tokens.observe(partial(_keep_step_in_range, step, play), names="value")  # before the panel's own observer
     return Panel({"prompt": prompt, "new_tokens": tokens, "step": step},
                  partial(render_timeline, model, tokenizer, runs), extra={"step": play}, layout="grid", columns=2,
-                 css_class="kvlab-timeline", static=("step",))
+                 css_class="kvlab-timeline", static=("step",), in_browser="step")
 
 
 # -- the demo model's decode step against this machine's roofs -----------------------------------------

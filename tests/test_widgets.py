@@ -680,3 +680,29 @@ def test_in_browser_must_name_a_slider():
         kw.Panel(controls, _render, mode="widget", in_browser="n")
     with pytest.raises(ValueError, match="in_browser: 'm' is not a slider"):
         kw.Panel(controls, _render, mode="widget", in_browser=("m",))
+
+
+def test_in_browser_slider_that_fills_a_box_shows_a_typed_value_as_the_free_state():
+    """3.4's pattern: a log-scale slider writes into the S box; a length typed into the box that no slider position
+    shows is sent as the one free state, and the slider works again once moved."""
+    calls = []
+
+    def render(n):
+        calls.append(n)
+        return kw.View([_bars([n])], f"n = {n}", result=n)
+
+    box = W.IntText(value=4)
+    slider = W.SelectionSlider(options=[("1", 1), ("4", 4), ("16", 16)], value=4)
+    slider.observe(lambda change: setattr(box, "value", change["new"]), names="value")
+    panel = kw.Panel({"n": box}, render, mode="widget", extra={"n": slider}, in_browser="n")
+    panel.sent = []
+    panel.steps.send = panel.sent.append
+    panel.steps.asked()
+    assert panel.steps.links[0].source == (slider, "index") and panel.steps.grid == [[0, 1, 2]]
+    panel.render_ahead()
+    assert sorted(_browser_states(panel)) == ["0", "1", "2"] and not panel.steps.free
+    box.set_state({"value": 7})  # typed: no slider position shows 7
+    assert panel.steps.free and panel.result == 7 and _browser_states(panel)["free"]["html"] == "n = 7"
+    slider.set_state({"index": 2})  # the slider again: back on its grid
+    assert not panel.steps.free and panel.result == 16 and panel.readout.value == "n = 16"
+    assert "free" not in _browser_states(panel)

@@ -231,8 +231,12 @@ JS_COMPARE = r"""([root, fresh]) => {
   const problems = [];
   const shown = norm(root.querySelector('.kvlab-readout').textContent);
   if (shown !== norm(tmp.textContent)) problems.push(`readout: shows ${JSON.stringify(shown.slice(0, 160))}, fresh render ${JSON.stringify(norm(tmp.textContent).slice(0, 160))}`);
-  const flat = (v) => (Array.isArray(v) || ArrayBuffer.isView(v)) ? Array.from(v).flatMap(flat) : [v];
-  const canon = (v) => JSON.stringify((v !== null && typeof v === 'object' && !Array.isArray(v) && !ArrayBuffer.isView(v)) ? v : (v === undefined ? null : (Array.isArray(v) || ArrayBuffer.isView(v) ? flat(v) : v)));
+  const TYPED = {f8: Float64Array, f4: Float32Array, i1: Int8Array, u1: Uint8Array, i2: Int16Array, u2: Uint16Array,
+                 i4: Int32Array, u4: Uint32Array};
+  const decoded = (v) => (v && typeof v === 'object' && typeof v.bdata === 'string' && TYPED[v.dtype])
+    ? Array.from(new TYPED[v.dtype](Uint8Array.from(atob(v.bdata), (c) => c.charCodeAt(0)).buffer)) : v;
+  const flat = (v) => { v = decoded(v); return (Array.isArray(v) || ArrayBuffer.isView(v)) ? Array.from(v).flatMap(flat) : [v]; };
+  const canon = (v) => { v = decoded(v); return JSON.stringify((v !== null && typeof v === 'object' && !Array.isArray(v) && !ArrayBuffer.isView(v)) ? v : (v === undefined ? null : (Array.isArray(v) || ArrayBuffer.isView(v) ? flat(v) : v))); };
   const KEYS = ['type', 'name', 'x', 'y', 'z', 'text', 'orientation', 'visible'];
   const figs = [...root.querySelectorAll('.kvlab-figure')];
   fresh.figures.forEach((f, i) => {
@@ -453,10 +457,19 @@ class Bench:
         self.direction[(panel, control)] = right
         return keys
 
-    def fresh_problems(self, panel: str) -> list[str]:
+    def fresh_problems(self, panel: str, tries: int = 5) -> list[str]:
+        """What differs between the screen and a fresh render of the kernel's values. A slider drawn in the browser
+        moves the screen before the kernel hears the last value (ipywidgets sends it once the previous one is
+        answered, and a cell run in between is answered first): a difference is looked at again, a second apart,
+        until it goes or ``tries`` runs all show it."""
         css = panel.split()[0]
-        fresh = json.loads(self.ch.execute(f"_kvlab_ui_fresh({css!r})"))
-        return self.page.evaluate(JS_COMPARE, [self.root(panel).element_handle(), fresh])
+        for attempt in range(tries):
+            fresh = json.loads(self.ch.execute(f"_kvlab_ui_fresh({css!r})"))
+            problems = self.page.evaluate(JS_COMPARE, [self.root(panel).element_handle(), fresh])
+            if not problems:
+                return []
+            time.sleep(1.0)
+        return problems
 
     def play(self, panel: str, max_frames: int = 25, timeout_s: float = 120) -> dict:
         """Press Play; pause after ``max_frames`` frames. Frames are the slider's moves (``aria-valuenow`` of its

@@ -484,7 +484,7 @@ def calculator_panel(model: str = CHAPTER_MODEL, seq_len: int = CHAPTER_S, batch
                 "dtype": dropdown(CACHE_DTYPE_LABEL, list(DTYPE_BITS), dtype, width="200px"),
                 "curve_models": curve_selector(curve_models)}
     return Panel(controls, render_calculator, layout="horizontal", css_class="kvlab-calc", extra={"seq_len": slider},
-                 static=("model", "seq_len"))
+                 static=("model", "seq_len"), in_browser="seq_len")
 
 
 @dataclass(frozen=True)

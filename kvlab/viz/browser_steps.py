@@ -12,6 +12,10 @@ The kernel still hears each value and keeps the panel's ``result``, ``readout`` 
 code and the static edition; then it renders ahead around the new values. Any other control (a menu, a text box)
 changes the "world": every state is rendered again. A value the render refuses is stored as ``{"error": true}``: the
 browser leaves the last drawn state on screen and the kernel shows why, as for any other control.
+
+A slider may fill a box instead of being the control (3.4's log-scale S slider writes into the S box, which also takes
+any typed length): a typed value no slider position shows is sent as the one ``FREE_KEY`` state and shown while
+``free`` is set; the next move of the slider waits for the kernel once.
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 
 import ipywidgets as W
 import plotly.io as pio
-from traitlets import Any, Int, List, Unicode
+from traitlets import Any, Bool, Int, List, Unicode
 
 from .plotly_code import SLOT_JS, AnyWidget, plotly_code, plotly_version
 
@@ -30,6 +34,7 @@ AHEAD_OTHERS = 2      # ... and of each other slider
 AHEAD_SEND_S = 0.12   # rendered states go to the browser at least this often while rendering ahead
 AHEAD_MAX_MS = 300.0  # a panel whose renders take longer than this is not rendered ahead (it waits for each value)
 DRAWN_MAX = 12        # the browser keeps at most this many states drawn (the nearest to the shown one)
+FREE_KEY = "free"     # the state of a value no slider position shows (typed into a box that a slider fills)
 
 STEPS_ESM = SLOT_JS + r"""
 const CONFIG = { displaylogo: false };
@@ -57,6 +62,7 @@ export default () => ({
     // where the sliders are: one position per slider, and the key of that state ("3,0,12")
     const here = () => model.get("axes").map((name, a) => model.get("grid")[a].indexOf(model.get("at_" + name)));
     const keyOf = (pos) => pos.join(",");
+    const current = () => (model.get("free") ? FREE_KEY : keyOf(here()));
     const posOf = (key) => key.split(",").map(Number);
     const distance = (key, pos) => posOf(key).reduce((d, p, a) => d + Math.abs(p - pos[a]), 0);
     const drop = (gd) => { Plotly.purge(gd); gd.remove(); };
@@ -106,12 +112,13 @@ export default () => ({
     const draw = (key) => { if (!drawn.has(key)) drawn.set(key, drawState(key, world)); return drawn.get(key); };
 
     function show() {
-      const key = keyOf(here()), w = world, state = states.get(key);
+      const key = current(), w = world, state = states.get(key);
       if (key !== movedTo) { movedTo = key; shownAt = performance.now(); }
+      if (key !== FREE_KEY && drawn.has(FREE_KEY)) forget(FREE_KEY);
       if (!state || state.error) return;  // not sent yet (it is on its way), or refused: the kernel explains it
       if (!drawn.has(key)) text.innerHTML = state.html;  // the readout first, while the figures are drawn
       draw(key).then((gds) => {
-        if (w !== world || closed || keyOf(here()) !== key || !gds.length) return;
+        if (w !== world || closed || current() !== key || !gds.length) return;
         text.innerHTML = state.html;
         gds.forEach((gd, k) => {
           const where = place(k), old = where.querySelector(":scope > .kvlab-shown");
@@ -129,12 +136,12 @@ export default () => ({
 
     function ahead() {  // draw the sent states nearest to the shown one while the page is idle, at most DRAWN_MAX
       if (waiting || closed) return;
-      const pos = here(), shown = keyOf(pos);
-      const next = [...states.keys()].filter((key) => !drawn.has(key) && !states.get(key).error)
+      const pos = here(), shown = current();
+      const next = [...states.keys()].filter((key) => key !== FREE_KEY && !drawn.has(key) && !states.get(key).error)
         .sort((a, b) => distance(a, pos) - distance(b, pos))[0];
       if (next === undefined) return;
       if (drawn.size >= DRAWN_MAX) {  // make room by dropping the farthest drawn state, if it is farther
-        const far = [...drawn.keys()].filter((key) => key !== shown)
+        const far = [...drawn.keys()].filter((key) => key !== shown && key !== FREE_KEY)
           .sort((a, b) => distance(b, pos) - distance(a, pos))[0];
         if (far === undefined || distance(far, pos) <= distance(next, pos)) return;
         forget(far);
@@ -157,9 +164,10 @@ export default () => ({
       ahead();
     }
 
-    el.kvlabSteps = () => ({ world, here: keyOf(here()), states: [...states.keys()], drawn: [...drawn.keys()] });  // tests
+    el.kvlabSteps = () => ({ world, here: current(), states: [...states.keys()], drawn: [...drawn.keys()] });  // tests
     model.on("msg:custom", receive);
     model.on("change:world", () => reset(model.get("world")));
+    model.on("change:free", show);
     for (const name of model.get("axes")) model.on("change:at_" + name, show);
     model.send({ want: "states" });  // the kernel answers with every state it holds (a reloaded page too)
     return () => {
@@ -220,11 +228,13 @@ class BrowserSteps(AnyWidget):
     travel as messages ``{"world", "states": {key: state}, "keep": [keys]}``, a key being the sliders' positions
     in ``grid`` joined by commas."""
 
-    _esm = f"const VERSION = {json.dumps(plotly_version())}; const DRAWN_MAX = {DRAWN_MAX};" + STEPS_ESM
+    _esm = (f"const VERSION = {json.dumps(plotly_version())}; const DRAWN_MAX = {DRAWN_MAX}; "
+            f"const FREE_KEY = {json.dumps(FREE_KEY)};" + STEPS_ESM)
     version = Unicode().tag(sync=True)
     axes = List().tag(sync=True)
     grid = List().tag(sync=True)
     world = Int(0).tag(sync=True)
+    free = Bool(False).tag(sync=True)
 
     def __init__(self, axes: list[Axis], **kwargs):
         plotly_code()  # the code the browser draws with, on its way before the first states

@@ -37,7 +37,7 @@ from traitlets import Dict, TraitError
 
 from ..assets import AssetError
 from ..inputs import InputError
-from .browser_steps import AHEAD_MAX_MS, AHEAD_OTHERS, AHEAD_SEND_S, AHEAD_WINDOW, Axis, BrowserSteps, state_of
+from .browser_steps import AHEAD_MAX_MS, AHEAD_OTHERS, AHEAD_SEND_S, AHEAD_WINDOW, FREE_KEY, Axis, BrowserSteps, state_of
 from .plotly_code import FIGURE_ESM, plotly_code, plotly_version
 
 # Argument names in API errors -> what the learner sees on the control.
@@ -366,14 +366,18 @@ class Panel:
             if unknown:
                 raise ValueError(f"{arg}: {unknown} are not controls of this panel ({list(controls)})")
         in_browser = (in_browser,) if isinstance(in_browser, str) else tuple(in_browser)
+        sliders = {}  # in-browser control -> its slider: the control itself, or the ``extra`` slider that fills it
         for name in in_browser:
-            if not Axis.accepts(controls.get(name)):
+            slider = next((w for w in (controls.get(name), extra.get(name) if isinstance(extra, dict) else None)
+                           if Axis.accepts(w)), None)
+            if slider is None:
                 raise ValueError(f"in_browser: {name!r} is not a slider of this panel ({list(controls)})")
+            sliders[name] = slider
         self.static = tuple(static)
         self.controls = controls
         mode = mode or figure_mode()
         self.in_browser = in_browser if mode == "widget" else ()
-        self.axes = [Axis(name, controls[name]) for name in self.in_browser]
+        self.axes = [Axis(name, sliders[name]) for name in self.in_browser]
         self.steps = BrowserSteps(self.axes) if self.axes else None
         self._world = None  # the other controls' values the states in the browser were rendered for
         self._grids: list = []  # per in-browser slider, the values render takes, in the browser's order
@@ -517,6 +521,10 @@ class Panel:
             if others is None or key is None:  # another control, a refresh, or a slider set off its steps by code
                 self._new_world(others)
                 key = self._grid_key(values)
+            free = key is None  # a value no slider position shows (typed into the box a slider fills)
+            key = FREE_KEY if free else key
+            if self.steps.free != free:
+                self.steps.free = free
             if key not in self._states:
                 self._keep(key, first if first is not None else self._refusal_or_view(values, changed))
                 self.steps.send_states({key: self._states[key][1]})
@@ -557,7 +565,7 @@ class Panel:
         """The sliders' positions on their grids, joined ("3,0,12"); None when one is off its grid."""
         try:
             return ",".join(str(grid.index(values[a.name])) for a, grid in zip(self.axes, self._grids))
-        except ValueError:
+        except (ValueError, TypeError):
             return None
 
     def _move(self, name: str, old, new) -> int:

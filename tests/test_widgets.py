@@ -706,3 +706,14 @@ def test_in_browser_slider_that_fills_a_box_shows_a_typed_value_as_the_free_stat
     slider.set_state({"index": 2})  # the slider again: back on its grid
     assert not panel.steps.free and panel.result == 16 and panel.readout.value == "n = 16"
     assert "free" not in _browser_states(panel)
+
+
+def test_in_browser_sliders_render_the_moved_slider_onward_first(monkeypatch):
+    """Play and a held key need only the next values of the slider moving: they come first, so the kernel stays ahead
+    of them even when a render takes most of a frame; then the rest, nearest first."""
+    monkeypatch.setattr(kw, "AHEAD_WINDOW", 3)
+    monkeypatch.setattr(kw, "AHEAD_OTHERS", 1)
+    panel = _stepped_panel([], in_browser=("step", "size"))
+    assert panel._ahead_keys("1,0", "step", 1) == ["1,0", "2,0", "3,0", "4,0", "0,0", "1,1"]
+    assert panel._ahead_keys("3,0", "step", -1) == ["3,0", "2,0", "1,0", "0,0", "4,0", "3,1"]
+    assert panel._ahead_keys("1,0", None, 0) == ["1,0", "2,0", "0,0", "1,1"]  # a new world: one value each way

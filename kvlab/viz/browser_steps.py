@@ -95,7 +95,7 @@ export default () => ({
 
     async function drawState(key, w) {  // -> the state's figures, drawn hidden in their places
       const gds = [];
-      for (const [k, fig] of states.get(key).figures.entries()) {
+      for (const [k, fig] of states.get(key).figures.entries()) {  // (draw() is only called for a held state)
         const gd = document.createElement("div");
         gd.dataset.key = key;
         gd.style.cssText = STYLE_HIDDEN;
@@ -149,7 +149,11 @@ export default () => ({
       waiting = true;
       const wait = shownAt + QUIET_MS - performance.now();  // keys pressed in a row are not held up by a draw
       if (wait > 0) { setTimeout(() => { waiting = false; ahead(); }, wait); return; }
-      later(() => { waiting = false; draw(next).then(ahead); });
+      later(() => {
+        waiting = false;
+        if (states.has(next)) draw(next).then(ahead);  // (unless it was dropped while the page was busy)
+        else ahead();
+      });
     }
 
     function receive(msg) {  // {world, states: {key: state}, keep: [keys] or absent}

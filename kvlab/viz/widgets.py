@@ -596,23 +596,26 @@ class Panel:
 
     # -- rendering ahead (browser-drawn sliders) ----------------------------------------------------
     def _ahead_keys(self, center: str, changed: str | None, move: int) -> list[str]:
-        """The keys around ``center``, nearest first: the slider just moved (or a panel's only slider) within
-        AHEAD_WINDOW of its value (all of a slider no longer than the window's two sides), first in the direction it
-        moved; each other slider within AHEAD_OTHERS of its value (the kernel is soon idle again)."""
+        """The keys around ``center`` in the order they are rendered: first the slider just moved, on the way it
+        moved, up to AHEAD_WINDOW values (Play and a held key only ever need the next one: it stays ahead even when
+        a render takes most of a frame); then, nearest first, the rest of that window and each other slider within
+        AHEAD_OTHERS of its value (a panel's only slider: within AHEAD_WINDOW; all of a slider no longer than the
+        window's two sides)."""
         pos = [int(p) for p in center.split(",")]
-        axes = sorted(range(len(self.axes)), key=lambda a: self.axes[a].name != changed)
+        onward: list[str] = []
         rings: dict[int, list[str]] = {}
-        for a in axes:
+        for a, axis in enumerate(self.axes):
             n = len(self._grids[a])
-            window = AHEAD_WINDOW if self.axes[a].name == changed or len(self.axes) == 1 else AHEAD_OTHERS
+            window = AHEAD_WINDOW if axis.name == changed or len(self.axes) == 1 else AHEAD_OTHERS
             reach = n if n <= 2 * window + 1 else window
-            signs = (1, -1) if (move >= 0 or self.axes[a].name != changed) else (-1, 1)
             for d in range(1, reach + 1):
-                for sign in signs:
+                for sign in (1, -1):
                     p = pos[a] + sign * d
                     if 0 <= p < n:
-                        rings.setdefault(d, []).append(",".join(str(p if b == a else q) for b, q in enumerate(pos)))
-        return [center] + [key for d in sorted(rings) for key in rings[d]]
+                        key = ",".join(str(p if b == a else q) for b, q in enumerate(pos))
+                        first = axis.name == changed and sign == (-1 if move < 0 else 1)
+                        (onward.append(key) if first else rings.setdefault(d, []).append(key))
+        return [center] + onward + [key for d in sorted(rings) for key in rings[d]]
 
     def _schedule_ahead(self, changed: str | None, move: int) -> None:
         """Render the values around the shown ones once the kernel is idle, nearest first (see _ahead_step)."""

@@ -145,4 +145,4 @@ def weights_panel(model: ToyTransformer, tokenizer, prompt_len: int = 120, batch
                 "batch_size": int_slider(BATCH_LABEL, batch_size, 1, M1_LIMITS["batch_size"], width="260px"),
                 "new_tokens": tokens}
     return Panel(controls, partial(render_weights_vs_cache, model, tokenizer), layout="horizontal",
-                 extra={"new_tokens": play}, css_class="kvlab-weights")
+                 extra={"new_tokens": play}, css_class="kvlab-weights", in_browser=("prompt_len", "batch_size", "new_tokens"))

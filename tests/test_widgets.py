@@ -577,7 +577,7 @@ def _stepped_panel(calls, mode="widget", in_browser="step"):
 
 def _browser_states(panel) -> dict:
     """The states the browser holds after every message sent since the last world began (its ``receive``)."""
-    held = {}
+    held = dict(panel.steps.seed["states"]) if panel.steps.seed.get("world") == panel.steps.world else {}
     for msg in panel.sent:
         if msg["world"] != panel.steps.world:  # an earlier world: the browser ignores it
             continue

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import ipywidgets as W
 import plotly.io as pio
-from traitlets import Any, Bool, Int, List, Unicode
+from traitlets import Any, Bool, Dict, Int, List, Unicode
 
 from .plotly_code import SLOT_JS, AnyWidget, plotly_code, plotly_version
 
@@ -94,8 +94,8 @@ export default () => ({
     const hide = (gd) => { gd.classList.remove("kvlab-shown"); gd.style.opacity = "0"; gd.style.pointerEvents = "none"; };
 
     async function drawState(key, w) {  // -> the state's figures, drawn hidden in their places
-      const gds = [];
-      for (const [k, fig] of states.get(key).figures.entries()) {  // (draw() is only called for a held state)
+      const gds = [], figs = states.get(key)?.figures || [];  // (draw() is only called for a drawable state)
+      for (const [k, fig] of figs.entries()) {
         const gd = document.createElement("div");
         gd.dataset.key = key;
         gd.style.cssText = STYLE_HIDDEN;
@@ -151,13 +151,13 @@ export default () => ({
       if (wait > 0) { setTimeout(() => { waiting = false; ahead(); }, wait); return; }
       later(() => {
         waiting = false;
-        if (states.has(next)) draw(next).then(ahead);  // (unless it was dropped while the page was busy)
+        if (states.get(next)?.figures) draw(next).then(ahead);  // (unless it was dropped or refused meanwhile)
         else ahead();
       });
     }
 
     function receive(msg) {  // {world, states: {key: state}, keep: [keys] or absent}
-      if (msg.world !== model.get("world")) return;  // sent for values that have changed since
+      if (!msg || msg.world !== model.get("world")) return;  // sent for values that have changed since
       if (msg.world !== world) reset(msg.world);
       for (const [key, state] of Object.entries(msg.states)) states.set(key, state);
       if (msg.keep) {
@@ -170,9 +170,11 @@ export default () => ({
 
     el.kvlabSteps = () => ({ world, here: current(), states: [...states.keys()], drawn: [...drawn.keys()] });  // tests
     model.on("msg:custom", receive);
+    model.on("change:seed", () => receive(model.get("seed")));
     model.on("change:world", () => reset(model.get("world")));
     model.on("change:free", show);
     for (const name of model.get("axes")) model.on("change:at_" + name, show);
+    receive(model.get("seed"));  // the world's first state comes with the widget: drawn at once, even mid run-all
     model.send({ want: "states" });  // the kernel answers with every state it holds (a reloaded page too)
     return () => {
       closed = true;
@@ -239,6 +241,7 @@ class BrowserSteps(AnyWidget):
     grid = List().tag(sync=True)
     world = Int(0).tag(sync=True)
     free = Bool(False).tag(sync=True)
+    seed = Dict().tag(sync=True)  # the world's first state, {"world", "states": {key: state}}: with the widget itself
 
     def __init__(self, axes: list[Axis], **kwargs):
         plotly_code()  # the code the browser draws with, on its way before the first states
@@ -253,6 +256,11 @@ class BrowserSteps(AnyWidget):
     def _on_browser_msg(self, _widget, content, _buffers) -> None:
         if isinstance(content, dict) and content.get("want") == "states" and self.asked is not None:
             self.asked()
+
+    def seed_state(self, key: str, state: dict) -> None:
+        """The first state of the current world, kept in a synced trait: the browser has it as soon as the widget is
+        drawn (messages wait while the kernel runs other cells) and when the page is reloaded."""
+        self.seed = {"world": self.world, "states": {key: state}}
 
     def send_states(self, states: dict, keep: list | None = None) -> None:
         """Send ``{key: state}`` for the current world; ``keep``: every key the browser should still hold."""

@@ -518,7 +518,8 @@ class Panel:
         others = self._key({k: v for k, v in values.items() if k not in self.in_browser})
         key = self._grid_key(values) if changed in self.in_browser and others == self._world else None
         try:
-            if others is None or key is None:  # another control, a refresh, or a slider set off its steps by code
+            new_world = others is None or key is None  # another control, a refresh, or a slider set off its steps
+            if new_world:
                 self._new_world(others)
                 key = self._grid_key(values)
             free = key is None  # a value no slider position shows (typed into the box a slider fills)
@@ -527,7 +528,10 @@ class Panel:
                 self.steps.free = free
             if key not in self._states:
                 self._keep(key, first if first is not None else self._refusal_or_view(values, changed))
-                self.steps.send_states({key: self._states[key][1]})
+                if new_world:
+                    self.steps.seed_state(key, self._states[key][1])
+                else:
+                    self.steps.send_states({key: self._states[key][1]})
         except Exception as exc:  # a bug: say so in the panel, keep the kernel alive
             self._show_bug(exc)
             return

@@ -11,7 +11,7 @@ SCREENSHOT = ".kvlab-panel.kvlab-shape"
 # Each named trace of a figure as it is plotted: {(name, x axis): [(x0, x1, y0, y1) per rectangle]} for the
 # None-separated polygons, and the y of each horizontal segment for the separator lines.
 JS_BOXES = """(el) => {
-  const gd = el.matches('.js-plotly-plot') ? el : el.querySelector('.js-plotly-plot');
+  const gd = el.matches('.js-plotly-plot') ? el : (el.querySelector('.js-plotly-plot.kvlab-shown') || el.querySelector('.js-plotly-plot'));
   const out = {};
   for (const t of gd.data || []) {
     if (!t.name || !t.x || t.mode === 'text') continue;
@@ -26,7 +26,7 @@ JS_BOXES = """(el) => {
   return out;
 }"""
 JS_Y_RANGE = """(el) => {
-  const gd = el.matches('.js-plotly-plot') ? el : el.querySelector('.js-plotly-plot');
+  const gd = el.matches('.js-plotly-plot') ? el : (el.querySelector('.js-plotly-plot.kvlab-shown') || el.querySelector('.js-plotly-plot'));
   return [gd.layout.yaxis.range, gd.layout.yaxis2 ? gd.layout.yaxis2.range : null, gd.layout.xaxis.range];
 }"""
 REFERENCE = "虚线：原文示例 L=32、H=32、D=128、S=1,024"

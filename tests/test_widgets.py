@@ -717,3 +717,13 @@ def test_in_browser_sliders_render_the_moved_slider_onward_first(monkeypatch):
     assert panel._ahead_keys("1,0", "step", 1) == ["1,0", "2,0", "3,0", "4,0", "0,0", "1,1"]
     assert panel._ahead_keys("3,0", "step", -1) == ["3,0", "2,0", "1,0", "0,0", "4,0", "3,1"]
     assert panel._ahead_keys("1,0", None, 0) == ["1,0", "2,0", "0,0", "1,1"]  # a new world: one value each way
+
+
+def test_in_browser_slider_of_a_replaced_panel_stays_greyed_out():
+    """A panel orphaned by a re-run cell (its leader replaced) keeps its warning when one of its drawn-ahead sliders
+    moves: the move is not shown as if the panel still read live controls."""
+    calls = []
+    panel = _stepped_panel(calls)
+    panel._orphan()
+    _from_browser(panel.controls["step"], 3)
+    assert panel.stale and panel.error == kw.RERUN_NOTE

@@ -32,7 +32,8 @@ AHEAD_WINDOW = 8      # values on each side of the shown one rendered ahead, of 
                       # slider: all of it)
 AHEAD_OTHERS = 2      # ... and of each other slider
 AHEAD_SEND_S = 0.12   # rendered states go to the browser at least this often while rendering ahead
-AHEAD_MAX_MS = 300.0  # a panel whose renders take longer than this is not rendered ahead (it waits for each value)
+AHEAD_MAX_MS = 800.0  # a panel whose renders take longer than this is not rendered ahead (it waits for each value):
+                      # a cell run meanwhile waits for at most one render (3.5's bug lab: about 520 ms a generation)
 DRAWN_MAX = 12        # the browser keeps at most this many states drawn (the nearest to the shown one)
 FREE_KEY = "free"     # the state of a value no slider position shows (typed into a box that a slider fills)
 

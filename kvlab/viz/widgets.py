@@ -713,7 +713,7 @@ class Panel:
             return
         name = self._name_of(change["owner"])
         moved = self._moved_in_browser(name)
-        if self.steps and name in self.in_browser and moved is not None:  # drawn ahead: the browser has it
+        if self.steps and name in self.in_browser and moved is not None and not self._orphaned:  # drawn ahead
             self._show_steps(self.values(), name, move=self._move(name, change["old"], change["new"]))
             return
         if not (self._prefetching and moved is not None):

@@ -254,7 +254,7 @@ def lab_panel(model: ToyTransformer, tokenizer, cache: str = "rope_offset", prom
                 "new_tokens": int_slider(NEW_TOKENS_LABEL, new_tokens, 1, MAX_LAB_TOKENS, width="340px"),
                 "reused": reuse, "reveal": reveal}
     return Panel(controls, partial(render_lab, model, tokenizer, run=run), layout="horizontal",
-                 css_class="kvlab-lab")
+                 css_class="kvlab-lab", in_browser="new_tokens")
 
 
 def run_all_lab_caches(model: ToyTransformer, tokenizer, prompt: str = LAB_PROMPT,

@@ -28,7 +28,7 @@ from .cache_modes import CACHE_MODES
 from .generation import generate
 from .measure import DecodeTiming, Rate, alternate, measure_read_bandwidth, timed
 from .stats import median
-from .memory import format_bytes, kv_cache_bytes, torch_dtype
+from .memory import format_bytes, kv_cache_bytes, stored_tokens, torch_dtype
 from .model import ToyTransformer
 
 # The targets, checked on the reference (GPT-2-small-sized) setting.
@@ -103,7 +103,7 @@ class BenchConfig:
         - bandwidth: the buffer the memory-read bandwidth is measured with."""
         c = self.model_config()
         element = torch.empty((), dtype=torch_dtype(self.dtype)).element_size()
-        B, T = self.batch_size, self.prompt_len + self.new_tokens - 1
+        B, T = self.batch_size, stored_tokens(self.prompt_len, self.new_tokens)
         full_cache = kv_cache_bytes(c.n_layer, c.n_kv_head, c.head_dim, T, B, "fp32") * element // 4
         kept = sum({"none": 0, "k_only": 0.5}.get(m, 1) for m in self.modes)  # full caches per repeat
         transient = (1 if "dynamic" in self.modes else 0) + (2 if self.hf else 0)

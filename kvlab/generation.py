@@ -19,7 +19,7 @@ from ._validate import non_negative_float, one_of, positive_int, seed_value
 from .cache import BaseCache
 from .cache_modes import CACHE_MODES, MODES
 from .device import synchronize
-from .memory import TORCH_DTYPES
+from .memory import TORCH_DTYPES, stored_tokens
 from .model import ForwardProbe, ToyTransformer
 from .paged_cache import PagedKVCache, prefix_plan
 from .teaching_caches import k_only_forward_unchecked
@@ -306,14 +306,14 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
         )
     pad = model.check_pad(pad, B)
     chunk = prompt_len if prefill_chunk_size is None else positive_int("prefill_chunk_size", prefill_chunk_size)
-    # The last new token is returned, never fed back: the cache needs room for total - 1 tokens.
+    stored = stored_tokens(prompt_len, max_new_tokens)  # the last new token is returned, never fed back
     if isinstance(cache, BaseCache):
         kv, mode = cache, type(cache).__name__
         model.check_cache(kv, B)
-        if kv.length + total - 1 > kv.max_seq_len:
-            raise ValueError(f"cache: holds {kv.length} of {kv.max_seq_len} tokens; {total - 1} more do not fit")
+        if kv.length + stored > kv.max_seq_len:
+            raise ValueError(f"cache: holds {kv.length} of {kv.max_seq_len} tokens; {stored} more do not fit")
     else:
-        kv, mode = make_cache(model, cache, B, total - 1), cache
+        kv, mode = make_cache(model, cache, B, stored), cache
     paged = isinstance(kv, PagedKVCache)  # every row at its own position: no padding in the passes
     run = Decoding(model, kv, None if paged else pad, temperature, top_k, torch.Generator().manual_seed(seed),
                    start=kv.length if kv is not None else 0, drawn_from=[] if return_logits else None)

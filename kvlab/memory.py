@@ -82,6 +82,12 @@ def kv_bytes_per_token(config, dtype="fp32") -> int:
     return kv_cache_bytes(config.n_layer, config.n_kv_head, config.head_dim, 1, 1, dtype)
 
 
+def stored_tokens(prompt_len: int, new_tokens: int) -> int:
+    """Tokens one sequence's cache holds at the end of a generation of ``new_tokens`` after ``prompt_len``: the
+    last new token is returned, never fed back, so it is never stored (what ``generate`` preallocates)."""
+    return prompt_len + new_tokens - 1
+
+
 IEC_UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"]
 
 

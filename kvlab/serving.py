@@ -27,6 +27,7 @@ import torch
 
 from ._validate import non_negative_int, one_of, positive_int, seed_value
 from .measure import median, timed
+from .memory import stored_tokens
 from .model import ToyTransformer
 from .paged_cache import DEFAULT_BLOCK_SIZE, BlockPool, BlockTable, PagedKVCache
 from .paging import blocks_for
@@ -47,7 +48,7 @@ class Request:
     @property
     def peak_tokens(self) -> int:
         """Tokens it holds in the cache at its longest: the last new token is never fed back."""
-        return len(self.prompt) + self.max_new_tokens - 1
+        return stored_tokens(len(self.prompt), self.max_new_tokens)
 
 
 @dataclass(frozen=True)

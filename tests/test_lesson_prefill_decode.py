@@ -29,6 +29,13 @@ def timeline(demo):
     return lesson.run_timeline(model, tok, "人工智能", new_tokens=lesson.TIMELINE_TOKENS)
 
 
+@pytest.fixture(scope="module")
+def full_timeline(demo):
+    """What the timeline panel measures for a prompt: TIMELINE_MAX_TOKENS passes."""
+    model, tok = demo
+    return lesson.run_timeline(model, tok, "人工智能", new_tokens=lesson.TIMELINE_MAX_TOKENS)
+
+
 def fake_rate(value: float) -> Rate:
     return Rate(value, value, [value], "fake")
 
@@ -142,37 +149,73 @@ def test_timeline_computes_tpot_for_every_run(timeline):
     assert min(timeline.tpot_runs) * 1e3 <= timeline.tpot_median_ms <= max(timeline.tpot_runs) * 1e3
 
 
-def test_render_timeline_reads_the_chosen_pass(demo, timeline):
+def test_the_first_passes_of_a_timeline_by_hand():
+    """``first(n)``: a generation of n tokens is the first n passes of a longer one; TPOT and ITL come from those
+    passes of every generation, the preallocation is what a generation of n tokens makes."""
+    trace = [PassRecord("prefill", 3, 3, 0.004, 0, 0, 0, 0, 0, 0), PassRecord("decode", 4, 1, 0.009, 0, 0, 0, 0, 0, 0),
+             PassRecord("decode", 5, 1, 0.001, 0, 0, 0, 0, 0, 0)]
+    tl = lesson.Timeline("abc", 3, ["x", "y", "z"], trace, 50, 10, "cpu", 2, [0.005, 0.004],
+                         [0.002, 0.006, 0.009, 0.001], [0.004, 0.005], [[0.002, 0.006], [0.009, 0.001]])
+    two = tl.first(2)
+    assert two.passes == 2 and two.new_text == ["x", "y"] and two.trace == trace[:2]
+    assert two.decode_by_run == [[0.002], [0.009]] and two.decode_runs == [0.002, 0.009]
+    assert two.tpot_runs == [0.002, 0.009] and two.tpot_ms == pytest.approx(9.0)
+    assert two.cache_allocated_bytes == (3 + 2 - 1) * 10 and two.ttft_ms == tl.ttft_ms
+    assert tl.first(3).cache_allocated_bytes == 50 and tl.first(1).tpot_runs == []
+    for n in (0, 4):
+        with pytest.raises(ValueError, match="^n: "):
+            tl.first(n)
+    with pytest.raises(ValueError, match="^n: "):  # a timeline that did not keep each generation's passes
+        dataclasses.replace(tl, decode_by_run=[]).first(2)
+
+
+def test_a_generation_of_n_tokens_is_the_first_n_passes_of_a_longer_one(demo, full_timeline):
+    """What lets the panel read every length from one measurement: the same tokens, the same cache lengths."""
     model, tok = demo
-    view = lesson.render_timeline(model, tok, {("人工智能", 24): timeline}, "人工智能", 24, 3)
-    assert view.result is timeline
+    short = full_timeline.first(lesson.TIMELINE_TOKENS)
+    greedy = generate(model, tok.encode("人工智能"), lesson.TIMELINE_TOKENS)
+    assert "".join(short.new_text) == tok.decode(greedy.new_tokens[0].tolist())
+    assert short.lengths == [r.seq_len for r in greedy.trace]
+    assert short.cache_allocated_bytes == greedy.cache.nbytes  # what generate preallocates for 24 tokens
+    assert len(short.decode_runs) == 3 * 23 and short.decode_samples == 69
+
+
+def test_render_timeline_reads_the_chosen_pass(demo, full_timeline):
+    model, tok = demo
+    view = lesson.render_timeline(model, tok, {"人工智能": full_timeline}, "人工智能", 24, 3)
+    tl = view.result
+    assert tl.passes == 24 and tl.trace == full_timeline.trace[:24]
     assert "第 3 / 24 次前向：解码" in view.html and "cache.length</code> = <b>6</b>" in view.html
     assert "(6 × 2.0 KiB)" in view.html.replace("（", "(").replace("）", ")")
+    assert "生成 24 个 token 要预分配 54.0 KiB" in view.html  # (4 + 24 - 1) x 2 KiB
     assert "已生成 3 个 token" in view.html
     assert "3 次生成中最快的预填充" in view.html and "3 次生成共 69 个解码步" in view.html
-    assert f"TPOT = {timeline.tpot_ms:.2f} ms（这一次生成：（总时间 − TTFT）÷ 23）" in view.html
-    assert f"ITL：中位数 {timeline.itl_ms(50):.2f} ms，p90 {timeline.itl_ms(90):.2f} ms" in view.html
+    assert f"TPOT = {tl.tpot_ms:.2f} ms（这一次生成：（总时间 − TTFT）÷ 23）" in view.html
+    assert f"ITL：中位数 {tl.itl_ms(50):.2f} ms，p90 {tl.itl_ms(90):.2f} ms" in view.html
 
 
-def test_render_timeline_generates_the_number_of_tokens_asked(demo):
+def test_render_timeline_measures_a_prompt_once_for_every_length(demo):
+    """The first render of a prompt measures TIMELINE_MAX_TOKENS passes; every other length and pass is read from
+    them, so the TTFT shown does not move while the length does (it does not depend on it)."""
     model, tok = demo
     runs = {}
-    view = lesson.render_timeline(model, tok, runs, "人工智能", 5, 5)
-    assert view.result.passes == 5 and "第 5 / 5 次前向" in view.html and list(runs) == [("人工智能", 5)]
-    assert view.result.cache_allocated_bytes == (4 + 5 - 1) * 2048
+    five = lesson.render_timeline(model, tok, runs, "人工智能", 5, 5)
+    assert five.result.passes == 5 and "第 5 / 5 次前向" in five.html and list(runs) == ["人工智能"]
+    assert runs["人工智能"].passes == lesson.TIMELINE_MAX_TOKENS
+    assert five.result.cache_allocated_bytes == (4 + 5 - 1) * 2048
+    nine = lesson.render_timeline(model, tok, runs, "人工智能", 9, 2).result
+    assert list(runs) == ["人工智能"] and nine.trace[:5] == five.result.trace and nine.ttft_ms == five.result.ttft_ms
+    assert nine.cache_allocated_bytes == (4 + 9 - 1) * 2048
 
 
-def test_the_timeline_on_screen_survives_the_next_length_rendered_ahead(demo):
-    """The panel pre-renders new_tokens + 1 while idle: the generation on screen must stay measured once, or moving
-    the pass slider afterwards would show other timings for the same generation."""
+def test_the_timeline_panel_says_when_a_prompt_is_timed(demo, full_timeline):
     model, tok = demo
-    runs = {}
-    shown = lesson.render_timeline(model, tok, runs, "人工智能", 5, 5).result
-    lesson.render_timeline(model, tok, runs, "人工智能", 6, 6)  # rendered ahead
-    assert lesson.render_timeline(model, tok, runs, "人工智能", 5, 2).result is shown
-    for n in (7, 8, 9, 10):  # the least recently used go first
-        lesson.render_timeline(model, tok, runs, "人工智能", n, 2)
-    assert list(runs) == [("人工智能", n) for n in (7, 8, 9, 10)]
+    panel = lesson.timeline_panel(model, tok, full_timeline)  # already timed: nothing measured on screen
+    assert panel._measuring(panel.values()) is None
+    assert panel._measuring({**panel.values(), "prompt": "  人工智能 "}) is None  # the same prompt, trimmed
+    note = panel._measuring({**panel.values(), "prompt": "智能"})
+    assert note == f"正在为这句提示词计时：生成 {lesson.TIMELINE_MAX_TOKENS} 个 token，做 {lesson.TIMELINE_REPEATS} 遍……"
+    assert panel._measuring({**panel.values(), "prompt": "abc😀"}) is None  # refused by the render, with a reason
 
 
 @pytest.mark.parametrize("prompt,n,step,label", [("", 24, 1, "提示词"), ("人工😀", 24, 1, "提示词"),
@@ -338,6 +381,15 @@ def test_prefill_lab_measures_only_the_new_lengths(tiny_model, monkeypatch):
     assert lab.sweep([4]).at(4) is out.at(4) and asked == [[4]]  # measured once
     with pytest.raises(ValueError, match="^lengths"):
         lesson.PrefillLab(sweep).sweep([5])  # no model to measure with
+
+
+def test_prefill_lab_says_which_lengths_a_list_would_measure(tiny_model):
+    lab = lesson.PrefillLab(fake_sweep(), tiny_model)
+    assert lab.measuring("1, 8, 32") is None and lab.measuring("32，8") is None
+    assert lab.measuring("1, 20, 5, 20") == "正在测量提示词长度 5, 20 的预填充和解码……"
+    assert lesson.PrefillLab(fake_sweep()).measuring("5") is None
+    with pytest.raises(InputError):  # the panel counts a refused list as not measuring (the render explains it)
+        lab.measuring("5, x")
 
 
 def test_prefill_panel_switches_lengths():
@@ -527,6 +579,15 @@ def test_batch_lab_measures_a_context_once(tiny_model, monkeypatch):
     assert lab.sweep(64).context_len == 64 and lab.sweep(64).context_len == 64 and asked == [([1, 2], 64)]
     with pytest.raises(ValueError, match="^context_len"):
         lesson.BatchLab(first).sweep(256)  # no model to measure with
+
+
+def test_batch_lab_says_which_contexts_a_move_would_measure():
+    lab = lesson.BatchLab(fake_batch(), model=object())  # (only asked whether there is a model to measure with)
+    assert lab.contexts == list(lesson.BATCH_CONTEXTS)
+    assert lab.measuring(8) is None and lab.measuring(5) is None  # measured; not a context the slider offers
+    assert lab.measuring(64) == (f"正在测量：每条序列的缓存里已有 64 个 token 时，3 种批次大小 B 各测 {lesson.BATCH_REPEATS} "
+                                 f"次、每次解码 {lesson.BATCH_STEPS} 步（要几秒钟）……")
+    assert lesson.BatchLab(fake_batch()).measuring(64) is None  # no model: the render refuses it (and says why)
 
 
 def test_render_batch_by_hand():

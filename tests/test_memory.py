@@ -87,3 +87,15 @@ def test_format_bytes(n, text):
 def test_format_bytes_rejects(bad):
     with pytest.raises(ValueError, match="n "):
         format_bytes(bad)
+
+
+def test_stored_tokens_is_what_generate_preallocates():
+    """The last new token is returned, never fed back: a generation stores prompt + new - 1 tokens."""
+    from kvlab import ModelConfig, ToyTransformer, generate
+    from kvlab.memory import stored_tokens
+
+    assert stored_tokens(4, 1) == 4 and stored_tokens(4, 24) == 27
+    model = ToyTransformer(ModelConfig(vocab_size=32, d_model=16, n_layer=1, n_head=2, max_seq_len=32), seed=0).eval()
+    for prompt_len, new in ((1, 1), (3, 5), (7, 25)):
+        result = generate(model, list(range(1, prompt_len + 1)), new)
+        assert result.cache.max_seq_len == stored_tokens(prompt_len, new) == result.trace[-1].seq_len

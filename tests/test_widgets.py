@@ -1,11 +1,13 @@
 """The widget layer: rendering, error messages instead of tracebacks, and the Colab path."""
 import sys
 import types
+from collections import deque
 
 import ipywidgets as W
 import plotly.graph_objects as go
 import pytest
 
+from kvlab.viz import browser_steps
 from kvlab.viz import widgets as kw
 
 
@@ -619,10 +621,8 @@ def test_in_browser_slider_renders_ahead_once_and_moves_without_rendering():
 
 
 def test_in_browser_sliders_render_a_window_around_the_shown_values_the_moved_one_first(monkeypatch):
-    from kvlab.viz import browser_steps
-
-    monkeypatch.setattr(kw, "AHEAD_WINDOW", 1)
-    monkeypatch.setattr(kw, "AHEAD_OTHERS", 1)
+    monkeypatch.setattr(browser_steps, "AHEAD_WINDOW", 1)
+    monkeypatch.setattr(browser_steps, "AHEAD_OTHERS", 1)
     calls = []
     panel = _stepped_panel(calls, in_browser=("step", "size"))
     assert panel.steps.grid == [[1, 2, 3, 4, 5], [0, 1]]  # the selection slider syncs its index
@@ -656,7 +656,7 @@ def test_in_browser_slider_refused_value_is_explained_by_the_kernel():
 
 
 def test_in_browser_slider_stops_rendering_ahead_when_renders_are_slow(monkeypatch):
-    monkeypatch.setattr(kw, "AHEAD_MAX_MS", -1.0)  # every render counts as slow
+    monkeypatch.setattr(browser_steps, "AHEAD_MAX_MS", -1.0)  # every render counts as slow
     calls = []
     panel = _stepped_panel(calls)
     panel.render_ahead()
@@ -711,12 +711,12 @@ def test_in_browser_slider_that_fills_a_box_shows_a_typed_value_as_the_free_stat
 def test_in_browser_sliders_render_the_moved_slider_onward_first(monkeypatch):
     """Play and a held key need only the next values of the slider moving: they come first, so the kernel stays ahead
     of them even when a render takes most of a frame; then the rest, nearest first."""
-    monkeypatch.setattr(kw, "AHEAD_WINDOW", 3)
-    monkeypatch.setattr(kw, "AHEAD_OTHERS", 1)
+    monkeypatch.setattr(browser_steps, "AHEAD_WINDOW", 3)
+    monkeypatch.setattr(browser_steps, "AHEAD_OTHERS", 1)
     panel = _stepped_panel([], in_browser=("step", "size"))
-    assert panel._ahead_keys("1,0", "step", 1) == ["1,0", "2,0", "3,0", "4,0", "0,0", "1,1"]
-    assert panel._ahead_keys("3,0", "step", -1) == ["3,0", "2,0", "1,0", "0,0", "4,0", "3,1"]
-    assert panel._ahead_keys("1,0", None, 0) == ["1,0", "2,0", "0,0", "1,1"]  # a new world: one value each way
+    assert panel.ahead.keys_around("1,0", "step", 1) == ["1,0", "2,0", "3,0", "4,0", "0,0", "1,1"]
+    assert panel.ahead.keys_around("3,0", "step", -1) == ["3,0", "2,0", "1,0", "0,0", "4,0", "3,1"]
+    assert panel.ahead.keys_around("1,0", None, 0) == ["1,0", "2,0", "0,0", "1,1"]  # a new world: one value each way
 
 
 def test_in_browser_slider_of_a_replaced_panel_stays_greyed_out():
@@ -727,3 +727,86 @@ def test_in_browser_slider_of_a_replaced_panel_stays_greyed_out():
     panel._orphan()
     _from_browser(panel.controls["step"], 3)
     assert panel.stale and panel.error == kw.RERUN_NOTE
+
+
+def _measuring_panel(mode="widget"):
+    """A slider whose values 4 and 5 are "not measured yet": rendering them measures, once."""
+    measured, seen = {1, 2, 3}, []
+    holder = {}
+
+    def render(n):
+        panel = holder.get("panel")
+        if panel is not None:  # what the learner sees while the render runs
+            seen.append((n, panel.message.value, panel.stale))
+        measured.add(n)
+        return kw.View([_bars([n])], f"n = {n}", result=n)
+
+    controls = {"n": W.IntSlider(value=2, min=1, max=5)}
+    panel = kw.Panel(controls, render, mode=mode, in_browser="n",
+                     measures=lambda values: None if values["n"] in measured else f"正在测量 n = {values['n']}……")
+    holder["panel"] = panel
+    if panel.steps is not None:
+        panel.sent = []
+        panel.steps.send = panel.sent.append
+        panel.steps.asked()
+    return panel, seen
+
+
+@pytest.mark.parametrize("mode", ["widget", "rerender"])
+def test_a_render_that_measures_says_so_while_it_runs_and_is_never_rendered_ahead(mode):
+    panel, seen = _measuring_panel(mode)
+    if panel.steps is not None:
+        panel.render_ahead()
+        assert sorted(_browser_states(panel)) == ["0", "1", "2"]  # 4 and 5 measure: not rendered unasked
+    assert [n for n, _, _ in seen] == ([3, 1] if panel.steps is not None else [])  # nearest first
+    seen.clear()
+    _from_browser(panel.controls["n"], 5)
+    assert seen == [(5, kw.message_html("正在测量 n = 5……", "info"), True)]  # sent before the measurement
+    assert panel.message.value == "" and not panel.stale and panel.result == 5
+    seen.clear()
+    _from_browser(panel.controls["n"], 3)
+    assert [(n, msg) for n, msg, _ in seen] == ([] if panel.steps is not None else [(3, "")])
+
+
+def test_a_measuring_value_is_not_pre_rendered():
+    panel, seen = _measuring_panel("rerender")
+    assert kw.PREFETCH and panel._measuring({"n": 4}) and not panel._measuring({"n": 3})
+    panel._render_ms["n"] = deque([1.0])
+    panel._schedule_next("n", panel.controls["n"], 2, 3)  # its next value, 4, would measure
+    assert panel._next is None
+
+
+def test_a_measures_hint_that_fails_counts_as_not_measuring():
+    panel = kw.Panel({"n": W.IntSlider(value=2)}, lambda n: kw.View([], f"n = {n}", result=n), mode="rerender",
+                     measures=lambda values: 1 / 0)
+    _from_browser(panel.controls["n"], 3)
+    assert panel.result == 3 and panel.message.value == "" and not panel.stale
+
+
+def test_the_panel_moved_last_renders_ahead_first():
+    """Two panels with states to render ahead: the one scheduled last renders all of its own first (3.5's Play on the
+    weights panel right after moves on the bug lab, whose renders take half a second, had frames missing)."""
+    import asyncio
+
+    order = []
+
+    def make(tag):
+        def render(step):
+            order.append(tag)
+            return kw.View([_bars([step])], f"{tag} {step}", result=step)
+
+        panel = kw.Panel({"step": W.IntSlider(value=1, min=1, max=6)}, render, mode="widget", in_browser="step")
+        panel.steps.send = lambda msg: None
+        return panel
+
+    async def session():
+        first = make("a")
+        make("b")  # made, and so scheduled, last
+        await asyncio.sleep(0.5)
+        assert order == ["a", "b"] + ["b"] * 5 + ["a"] * 5  # each panel's shown value, then b's five, then a's
+        order.clear()
+        _from_browser(first.controls["step"], 6)  # a new move on a: it goes first (its states are all rendered)
+        await asyncio.sleep(0.2)
+        assert order == []
+
+    asyncio.run(session())

@@ -12,6 +12,7 @@ import torch
 from ..cache import KVCache
 from ..config import ModelConfig
 from ..generation import generate
+from ..memory import stored_tokens
 from ..model import ToyTransformer
 from . import checker
 from .checker import Exercise, LearnerError, Verdict, right, todo, wrong
@@ -162,7 +163,7 @@ def first_divergence(case: LoopCase, fn) -> Divergence | None:
     """Generate with ``fn`` as every layer's decode step and compare with ``generate(cache="none")``."""
     model, prompts, show = _case_model(case)
     ref = generate(model, prompts, case.new_tokens, cache="none", return_logits=True)
-    cache = KVCache(model.config, len(prompts), len(prompts[0]) + case.new_tokens - 1, dtype=model.dtype)
+    cache = KVCache(model.config, len(prompts), stored_tokens(len(prompts[0]), case.new_tokens), dtype=model.dtype)
     with learner_attention(model, fn, case.label):
         out = generate(model, prompts, case.new_tokens, cache=cache, return_logits=True)
     diff = (out.logits - ref.logits).abs().nan_to_num(math.inf).amax(dim=-1).amax(dim=0)  # [new_tokens]

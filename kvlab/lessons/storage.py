@@ -22,7 +22,7 @@ from ..interop import HF_CACHE_KINDS, distinct_so_far
 from ..inputs import choice, whole_number, whole_numbers
 from ..measure import alternate, device_label, measurement_threads, torch_threads
 from ..stats import median
-from ..memory import DTYPE_BITS, format_bytes, kv_bytes_per_token, kv_cache_bytes
+from ..memory import DTYPE_BITS, format_bytes, kv_bytes_per_token, kv_cache_bytes, stored_tokens
 from ..model import ToyTransformer
 from ..paging import blocks_per_sequence, padded_slots, paged_slots, pool_order
 from ..presets import GPU_PRESETS, LATENT, MODEL_PRESETS, ModelPreset
@@ -485,7 +485,7 @@ def watch_layer0_k(cache) -> tuple[list[int], list[int]]:
 def _kvlab_run(model, prompt, new_tokens, mode):
     """One generation with a fresh kvlab cache, watched: (GenerationResult, layer 0's K addresses, K positions)."""
     cache_class = {"kv": KVCache, "dynamic": DynamicKVCache}[mode]
-    cache = cache_class(model.config, 1, prompt.shape[1] + new_tokens - 1, dtype=model.dtype, device=model.device)
+    cache = cache_class(model.config, 1, stored_tokens(prompt.shape[1], new_tokens), dtype=model.dtype, device=model.device)
     addresses, attended = watch_layer0_k(cache)
     return generate(model, prompt, new_tokens, cache=cache), addresses, attended
 
@@ -516,7 +516,7 @@ def compare_cache_growth(model: ToyTransformer, new_tokens: int, prompt_len: int
     repeats = positive_int("repeats", repeats)
     if new_tokens < 2:
         raise ValueError(f"new_tokens must be at least 2 (a prefill and a decode pass), got {new_tokens}")
-    if prompt_len + new_tokens - 1 > model.config.max_seq_len:
+    if stored_tokens(prompt_len, new_tokens) > model.config.max_seq_len:
         raise ValueError(f"new_tokens: prompt_len ({prompt_len}) + new_tokens ({new_tokens}) - 1 passes the model's "
                          f"max_seq_len ({model.config.max_seq_len})")
     prompt = (torch.arange(prompt_len)[None] % model.config.vocab_size).to(model.device)

@@ -19,7 +19,11 @@ any typed length): a typed value no slider position shows is sent as the one ``F
 """
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+import weakref
+from collections import deque
 from dataclasses import dataclass
 
 import ipywidgets as W
@@ -32,6 +36,7 @@ AHEAD_WINDOW = 8      # values on each side of the shown one rendered ahead, of 
                       # slider: all of it)
 AHEAD_OTHERS = 2      # ... and of each other slider
 AHEAD_SEND_S = 0.12   # rendered states go to the browser at least this often while rendering ahead
+AHEAD_DELAY_S = 0.02  # rendering ahead starts this long after a value is shown (a fast drag goes on meanwhile)
 AHEAD_MAX_MS = 800.0  # a panel whose renders take longer than this is not rendered ahead (it waits for each value):
                       # a cell run meanwhile waits for at most one render (3.5's bug lab: about 520 ms a generation)
 DRAWN_MAX = 12        # the browser keeps at most this many states drawn (the nearest to the shown one)
@@ -269,3 +274,183 @@ class BrowserSteps(AnyWidget):
         if keep is not None:
             msg["keep"] = keep
         self.send(msg)
+
+
+class RenderAhead:
+    """The kernel's side of a panel's browser-drawn sliders: the states of the current world (keyed by the sliders'
+    positions on their grids, "3,0,12"), rendered ahead around the shown ones while the kernel is idle, one render
+    per turn of the event loop, and sent to :class:`BrowserSteps` every AHEAD_SEND_S.
+
+    ``render(**values) -> View``; ``values()``: the panel's controls now; ``measures(values)``: the message a render of
+    these values shows while it measures (None when it only computes): such values are never rendered ahead.
+
+    The kernel renders for one panel at a time: the one moved last goes first (Play on one panel right after moves on
+    another whose renders are slow must not wait a slow render per frame); the others resume when it is done."""
+
+    _latest = None  # a weak reference to the RenderAhead scheduled last
+
+    def __init__(self, axes: list[Axis], render, values, measures=None):
+        self.axes = axes
+        self.steps = BrowserSteps(axes)
+        self.render = render
+        self.values = values
+        self.measures = measures
+        self.world = None  # the other controls' values the states were rendered for
+        self.grids: list = []  # per slider, the values render takes, in the browser's order
+        self.states: dict = {}  # key -> (View or the ValueError, its state)
+        self._unsent: dict = {}  # key -> state rendered ahead, not yet sent
+        self._todo: list = []  # keys still to render ahead, nearest first
+        self._job = None  # the scheduled render-ahead step (an asyncio handle)
+        self.render_ms: deque = deque(maxlen=3)  # the last renders' durations (ms), shown or ahead
+        self._sent_at = 0.0
+        self.steps.asked = self.send_all
+
+    # -- keys and values ---------------------------------------------------------------------------------
+    def key_of(self, values: dict) -> str | None:
+        """The sliders' positions on their grids, joined ("3,0,12"); None when one is off its grid."""
+        try:
+            return ",".join(str(grid.index(values[a.name])) for a, grid in zip(self.axes, self.grids))
+        except (ValueError, TypeError):
+            return None
+
+    def values_at(self, key: str) -> dict:
+        values = self.values()
+        for a, grid, pos in zip(self.axes, self.grids, key.split(",")):
+            values[a.name] = grid[int(pos)]
+        return values
+
+    def move(self, name: str, old, new) -> int:
+        """+1 or -1: the way slider ``name`` moved on its grid (0 when either value is off it)."""
+        grid = self.grids[[a.name for a in self.axes].index(name)] if self.grids else []
+        if old in grid and new in grid:
+            return 1 if grid.index(new) >= grid.index(old) else -1
+        return 0
+
+    def keys_around(self, center: str, changed: str | None, move: int) -> list[str]:
+        """The keys around ``center`` in the order they are rendered: first the slider just moved, on the way it
+        moved, up to AHEAD_WINDOW values (Play and a held key only ever need the next one: it stays ahead even when
+        a render takes most of a frame); then, nearest first, the rest of that window and each other slider within
+        AHEAD_OTHERS of its value (a panel's only slider: within AHEAD_WINDOW; all of a slider no longer than the
+        window's two sides)."""
+        pos = [int(p) for p in center.split(",")]
+        onward: list[str] = []
+        rings: dict[int, list[str]] = {}
+        for a, axis in enumerate(self.axes):
+            n = len(self.grids[a])
+            window = AHEAD_WINDOW if axis.name == changed or len(self.axes) == 1 else AHEAD_OTHERS
+            reach = n if n <= 2 * window + 1 else window
+            for d in range(1, reach + 1):
+                for sign in (1, -1):
+                    p = pos[a] + sign * d
+                    if 0 <= p < n:
+                        key = ",".join(str(p if b == a else q) for b, q in enumerate(pos))
+                        first = axis.name == changed and sign == (-1 if move < 0 else 1)
+                        (onward.append(key) if first else rings.setdefault(d, []).append(key))
+        return [center] + onward + [key for d in sorted(rings) for key in rings[d]]
+
+    # -- the states --------------------------------------------------------------------------------------
+    def new_world(self, others) -> None:
+        """Every state rendered so far is stale: forget them, and tell the browser (the sliders' grids too)."""
+        self.cancel()
+        self.world = others
+        self.grids = [a.values() for a in self.axes]
+        self.states, self._unsent = {}, {}
+        with self.steps.hold_sync():
+            self.steps.grid = [a.synced() for a in self.axes]
+            self.steps.world += 1
+
+    def keep(self, key: str, view) -> None:
+        self.states[key] = (view, state_of(view))
+
+    def send_all(self) -> None:
+        """Every state held (the browser asks when a page is drawn or reloaded)."""
+        self.steps.send_states({key: state for key, (_, state) in self.states.items()}, keep=list(self.states))
+
+    @property
+    def too_slow(self) -> bool:
+        """The quickest of the last renders took over AHEAD_MAX_MS: rendering ahead would hold up the next key
+        (a busy moment passes: the next quick renders turn it back on)."""
+        return bool(self.render_ms) and min(self.render_ms) > AHEAD_MAX_MS
+
+    # -- rendering ahead ---------------------------------------------------------------------------------
+    def schedule(self, changed: str | None, move: int, go: bool = True) -> None:
+        """Drop the states far from the shown ones (the browser drops them too) and, with ``go``, render the values
+        around the shown ones once the kernel is idle, nearest first (see step)."""
+        self.cancel()
+        center = self.key_of(self.values())
+        if center is None:
+            return
+        star = self.keys_around(center, changed, move)
+        for key in [k for k in self.states if k not in star]:
+            del self.states[key]
+        self.steps.send_states({}, keep=list(self.states))
+        if not go or self.too_slow:
+            return
+        self._todo = [key for key in star if key not in self.states
+                      and not (self.measures and self.measures(self.values_at(key)))]
+        RenderAhead._latest = weakref.ref(self)
+        try:
+            self._job = asyncio.get_running_loop().call_later(AHEAD_DELAY_S, self.step)
+        except RuntimeError:  # no event loop (plain Python): nothing runs "later" (render_all() does it now)
+            pass
+
+    def step(self, wait_for_latest: bool = True) -> bool:
+        """Render one key ahead; send what was rendered every AHEAD_SEND_S and at the end. False when done. While
+        another panel, moved later, is rendering ahead, this one waits (``wait_for_latest``)."""
+        self._job = None
+        if not self._todo:
+            self.flush()
+            return False
+        latest = RenderAhead._latest() if RenderAhead._latest is not None else None
+        if wait_for_latest and latest is not None and latest is not self and latest._job is not None:
+            try:
+                self._job = asyncio.get_running_loop().call_later(AHEAD_DELAY_S, self.step)
+                return True
+            except RuntimeError:  # no event loop: nothing to wait for
+                pass
+        key = self._todo.pop(0)
+        t0 = time.perf_counter()
+        try:
+            view = self.render(**self.values_at(key))
+        except ValueError as exc:
+            view = exc
+        except Exception:  # a bug: shown (and explained) when that value is really chosen
+            self._todo = []
+            self.flush()
+            return False
+        self.render_ms.append((time.perf_counter() - t0) * 1e3)
+        if self.too_slow:
+            self._todo = []
+        self.keep(key, view)
+        self._unsent[key] = self.states[key][1]
+        if not self._todo or time.monotonic() - self._sent_at >= AHEAD_SEND_S:
+            self.flush()
+        if self._todo:
+            try:
+                self._job = asyncio.get_running_loop().call_soon(self.step)
+            except RuntimeError:
+                pass
+        return bool(self._todo)
+
+    def render_all(self) -> None:
+        """Render every value ahead now (what the idle kernel does bit by bit; tests and scripts call it)."""
+        if self._job is not None:
+            self._job.cancel()
+            self._job = None
+        while self.step(wait_for_latest=False):
+            pass
+
+    def flush(self) -> None:
+        """Send the states rendered ahead and not sent yet."""
+        if self._unsent:
+            self.steps.send_states(self._unsent)
+            self._unsent = {}
+        self._sent_at = time.monotonic()
+
+    def cancel(self) -> None:
+        """Stop rendering ahead (what was rendered is sent)."""
+        if self._job is not None:
+            self._job.cancel()
+            self._job = None
+        self._todo = []
+        self.flush()

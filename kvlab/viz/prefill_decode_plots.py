@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..memory import format_bytes, iec_unit
+from ..memory import format_bytes, iec_unit, stored_tokens
 from .style import PALETTE, WIDE, apply_template, axis_title, new_figure
 
 PHASE_COLORS = {"prefill": PALETTE[0], "decode": PALETTE[1]}
@@ -248,7 +248,7 @@ def padded_batch_figure(b) -> go.Figure:
 
     ``b``: :class:`kvlab.lessons.prefill_decode.PaddedBatch`.
     """
-    slots = max(b.lengths) + b.new_tokens - 1  # the cache's max_seq_len: the last new token is not stored
+    slots = stored_tokens(max(b.lengths), b.new_tokens)  # the cache's max_seq_len
     z = np.zeros((len(b.prompts), slots))
     text = [[""] * slots for _ in b.prompts]
     for row, (prompt, pad, new) in enumerate(zip(b.prompts, b.pad_lengths, b.batch_text)):

@@ -37,7 +37,7 @@ from traitlets import Dict, TraitError
 
 from ..assets import AssetError
 from ..inputs import InputError
-from .browser_steps import AHEAD_MAX_MS, AHEAD_OTHERS, AHEAD_SEND_S, AHEAD_WINDOW, FREE_KEY, Axis, BrowserSteps, state_of
+from .browser_steps import AHEAD_DELAY_S, FREE_KEY, Axis, RenderAhead
 from .plotly_code import FIGURE_ESM, plotly_code, plotly_version
 
 # Argument names in API errors -> what the learner sees on the control.
@@ -62,7 +62,7 @@ PREFETCH = True
 PREFETCH_MAX_MS = 200.0  # a control whose renders take longer (the quickest of its last 3), or once took 2.5
                          # times as long, is not pre-rendered: that would hold up the next key press, and slow
                          # renders are often measurements (a first visit measures, later ones are cached)
-PREFETCH_DELAY_S = 0.02  # wait this long after showing a value before pre-rendering (a fast drag goes on)
+PREFETCH_DELAY_S = AHEAD_DELAY_S  # wait this long after showing a value before pre-rendering (a fast drag goes on)
 PREFETCH_KEEP_S = 30.0   # a pre-rendered view older than this is rendered again
 FOLLOW_DELAY_S = 0.01    # a panel that follows another's controls redraws this long after a change made in the browser
 
@@ -346,7 +346,7 @@ class Panel:
 
     def __init__(self, controls: dict, render: Callable[..., View], css_class: str = "", mode: str | None = None,
                  layout: str = "vertical", extra=(), button: W.Button | None = None, columns: int = 4,
-                 prefetch: bool = True, static=(), more=(), in_browser=()):
+                 prefetch: bool = True, static=(), more=(), in_browser=(), measures=None):
         """``extra`` widgets are shown but not observed (e.g. a Play button linked to a slider): a list goes
         before the controls, a dict ``{control name: widget}`` puts each widget just before that control.
         With a ``button``, changes wait for a click instead of re-rendering at once (costly measurements).
@@ -360,7 +360,10 @@ class Panel:
         ``in_browser``: sliders (a name or several) whose values around the shown ones are rendered ahead while
         the kernel is idle and switched in the browser without the kernel (:mod:`kvlab.viz.browser_steps`); only
         for a ``render`` that computes rather than measures. Where figures are not widgets (Colab, no anywidget)
-        they are ordinary controls."""
+        they are ordinary controls.
+        ``measures(values)``: for values whose render starts a measurement (a length not timed yet), what the panel
+        says while it runs (the figures greyed out until it is done); None for a render that only computes or reads
+        what was measured. Such values are never rendered ahead or pre-rendered (a timing must not run unasked)."""
         for arg, names in (("static", static), ("more", more)):
             unknown = [name for name in names if name not in controls]
             if unknown:
@@ -377,16 +380,10 @@ class Panel:
         self.controls = controls
         mode = mode or figure_mode()
         self.in_browser = in_browser if mode == "widget" else ()
-        self.axes = [Axis(name, sliders[name]) for name in self.in_browser]
-        self.steps = BrowserSteps(self.axes) if self.axes else None
-        self._world = None  # the other controls' values the states in the browser were rendered for
-        self._grids: list = []  # per in-browser slider, the values render takes, in the browser's order
-        self._states: dict = {}  # key (positions on the grids, "3,0,12") -> (View or the ValueError, its state)
-        self._unsent: dict = {}  # key -> state rendered ahead, not yet sent
-        self._ahead: list = []  # keys still to render ahead, nearest first
-        self._ahead_job = None  # the scheduled render-ahead step (an asyncio handle)
-        self._ahead_ms: deque = deque(maxlen=3)  # the last renders' durations (ms), shown or ahead
-        self._sent_at = 0.0
+        axes = [Axis(name, sliders[name]) for name in self.in_browser]
+        self.measures = measures
+        self.ahead = RenderAhead(axes, render, self.values, self._measuring) if axes else None
+        self.steps = self.ahead.steps if axes else None
         self.render = render
         self.button = button
         self.prefetch = prefetch
@@ -436,7 +433,6 @@ class Panel:
             self.widget.add_class(css_class)
         self.widget.add_class("kvlab-panel")
         if self.steps:
-            self.steps.asked = self._send_all_states
             self._show_steps(self.values(), None, first)
         self._replace_older(css_class)
 
@@ -515,28 +511,29 @@ class Panel:
         if it was rendered ahead, and the kernel takes that view as the panel's readout, figures and result; any
         other change (or a refresh) starts a new world. Then the values around the new ones are rendered ahead.
         ``first``: the view of ``values`` the constructor rendered; ``move``: the direction the slider moved."""
+        ahead = self.ahead
         others = self._key({k: v for k, v in values.items() if k not in self.in_browser})
-        key = self._grid_key(values) if changed in self.in_browser and others == self._world else None
+        key = ahead.key_of(values) if changed in self.in_browser and others == ahead.world else None
         try:
             new_world = others is None or key is None  # another control, a refresh, or a slider set off its steps
             if new_world:
-                self._new_world(others)
-                key = self._grid_key(values)
+                ahead.new_world(others)
+                key = ahead.key_of(values)
             free = key is None  # a value no slider position shows (typed into the box a slider fills)
             key = FREE_KEY if free else key
             if self.steps.free != free:
                 self.steps.free = free
-            if key not in self._states:
-                self._keep(key, first if first is not None else self._refusal_or_view(values, changed))
+            if key not in ahead.states:
+                ahead.keep(key, first if first is not None else self._refusal_or_view(values, changed))
                 if new_world:
-                    self.steps.seed_state(key, self._states[key][1])
+                    self.steps.seed_state(key, ahead.states[key][1])
                 else:
-                    self.steps.send_states({key: self._states[key][1]})
+                    self.steps.send_states({key: ahead.states[key][1]})
         except Exception as exc:  # a bug: say so in the panel, keep the kernel alive
             self._show_bug(exc)
             return
-        view = self._states[key][0]
-        self._schedule_ahead(changed, move)
+        view = ahead.states[key][0]
+        ahead.schedule(changed, move, go=not self._orphaned)
         if isinstance(view, ValueError):
             self._show_error(view, explain_error(view), "warn")
             return
@@ -555,138 +552,11 @@ class Panel:
         except ValueError as exc:
             return exc
         finally:
-            self._ahead_ms.append((time.perf_counter() - t0) * 1e3)
-
-    def _too_slow_ahead(self) -> bool:
-        """The quickest of the last renders took over AHEAD_MAX_MS: rendering ahead would hold up the next key
-        (a busy moment passes: the next quick renders turn it back on)."""
-        return bool(self._ahead_ms) and min(self._ahead_ms) > AHEAD_MAX_MS
-
-    def _keep(self, key: str, view) -> None:
-        self._states[key] = (view, state_of(view))
-
-    def _grid_key(self, values: dict) -> str | None:
-        """The sliders' positions on their grids, joined ("3,0,12"); None when one is off its grid."""
-        try:
-            return ",".join(str(grid.index(values[a.name])) for a, grid in zip(self.axes, self._grids))
-        except (ValueError, TypeError):
-            return None
-
-    def _move(self, name: str, old, new) -> int:
-        """+1 or -1: the way slider ``name`` moved on its grid (0 when either value is off it)."""
-        grid = self._grids[self.in_browser.index(name)] if self._grids else []
-        if old in grid and new in grid:
-            return 1 if grid.index(new) >= grid.index(old) else -1
-        return 0
-
-    def _values_at(self, key: str) -> dict:
-        values = self.values()
-        for a, grid, pos in zip(self.axes, self._grids, key.split(",")):
-            values[a.name] = grid[int(pos)]
-        return values
-
-    def _new_world(self, others) -> None:
-        """Every state rendered so far is stale: forget them, and tell the browser (the sliders' grids too)."""
-        self._cancel_ahead()
-        self._world = others
-        self._grids = [a.values() for a in self.axes]
-        self._states, self._unsent = {}, {}
-        with self.steps.hold_sync():
-            self.steps.grid = [a.synced() for a in self.axes]
-            self.steps.world += 1
-
-    def _send_all_states(self) -> None:
-        self.steps.send_states({key: state for key, (_, state) in self._states.items()}, keep=list(self._states))
-
-    # -- rendering ahead (browser-drawn sliders) ----------------------------------------------------
-    def _ahead_keys(self, center: str, changed: str | None, move: int) -> list[str]:
-        """The keys around ``center`` in the order they are rendered: first the slider just moved, on the way it
-        moved, up to AHEAD_WINDOW values (Play and a held key only ever need the next one: it stays ahead even when
-        a render takes most of a frame); then, nearest first, the rest of that window and each other slider within
-        AHEAD_OTHERS of its value (a panel's only slider: within AHEAD_WINDOW; all of a slider no longer than the
-        window's two sides)."""
-        pos = [int(p) for p in center.split(",")]
-        onward: list[str] = []
-        rings: dict[int, list[str]] = {}
-        for a, axis in enumerate(self.axes):
-            n = len(self._grids[a])
-            window = AHEAD_WINDOW if axis.name == changed or len(self.axes) == 1 else AHEAD_OTHERS
-            reach = n if n <= 2 * window + 1 else window
-            for d in range(1, reach + 1):
-                for sign in (1, -1):
-                    p = pos[a] + sign * d
-                    if 0 <= p < n:
-                        key = ",".join(str(p if b == a else q) for b, q in enumerate(pos))
-                        first = axis.name == changed and sign == (-1 if move < 0 else 1)
-                        (onward.append(key) if first else rings.setdefault(d, []).append(key))
-        return [center] + onward + [key for d in sorted(rings) for key in rings[d]]
-
-    def _schedule_ahead(self, changed: str | None, move: int) -> None:
-        """Render the values around the shown ones once the kernel is idle, nearest first (see _ahead_step)."""
-        self._cancel_ahead()
-        center = self._grid_key(self.values())
-        if center is None:
-            return
-        star = self._ahead_keys(center, changed, move)
-        for key in [k for k in self._states if k not in star]:  # the browser drops them too (``keep``)
-            del self._states[key]
-        self._unsent = {}
-        self.steps.send_states({}, keep=list(self._states))
-        if self._orphaned or self._too_slow_ahead():
-            return
-        self._ahead = [key for key in star if key not in self._states]
-        try:
-            self._ahead_job = asyncio.get_running_loop().call_later(PREFETCH_DELAY_S, self._ahead_step)
-        except RuntimeError:  # no event loop (plain Python): nothing runs "later" (render_ahead() does it now)
-            pass
-
-    def _ahead_step(self) -> bool:
-        """Render one key ahead; send what was rendered every AHEAD_SEND_S and at the end. False when done."""
-        self._ahead_job = None
-        if not self._ahead:
-            self._send_unsent()
-            return False
-        key = self._ahead.pop(0)
-        t0 = time.perf_counter()
-        try:
-            view = self.render(**self._values_at(key))
-        except ValueError as exc:
-            view = exc
-        except Exception:  # a bug: shown (and explained) when that value is really chosen
-            self._ahead = []
-            self._send_unsent()
-            return False
-        self._ahead_ms.append((time.perf_counter() - t0) * 1e3)
-        if self._too_slow_ahead():
-            self._ahead = []
-        self._keep(key, view)
-        self._unsent[key] = self._states[key][1]
-        if not self._ahead or time.monotonic() - self._sent_at >= AHEAD_SEND_S:
-            self._send_unsent()
-        if self._ahead:
-            try:
-                self._ahead_job = asyncio.get_running_loop().call_soon(self._ahead_step)
-            except RuntimeError:
-                pass
-        return bool(self._ahead)
+            self.ahead.render_ms.append((time.perf_counter() - t0) * 1e3)
 
     def render_ahead(self) -> None:
-        """Render every value ahead now (what the idle kernel does bit by bit; tests and scripts call it)."""
-        self._cancel_ahead()
-        while self._ahead_step():
-            pass
-
-    def _send_unsent(self) -> None:
-        if self._unsent:
-            self.steps.send_states(self._unsent)
-            self._unsent = {}
-        self._sent_at = time.monotonic()
-
-    def _cancel_ahead(self) -> None:
-        if self._ahead_job is not None:
-            self._ahead_job.cancel()
-            self._ahead_job = None
-        self._send_unsent()
+        """Render every value of the browser-drawn sliders ahead now (what the idle kernel does bit by bit)."""
+        self.ahead.render_all()
 
     def _show_bug(self, exc: Exception) -> None:
         detail = html.escape("".join(traceback.format_exception_only(type(exc), exc)).strip())
@@ -714,7 +584,7 @@ class Panel:
         name = self._name_of(change["owner"])
         moved = self._moved_in_browser(name)
         if self.steps and name in self.in_browser and moved is not None and not self._orphaned:  # drawn ahead
-            self._show_steps(self.values(), name, move=self._move(name, change["old"], change["new"]))
+            self._show_steps(self.values(), name, move=self.ahead.move(name, change["old"], change["new"]))
             return
         if not (self._prefetching and moved is not None):
             self.refresh()  # changed by code (a cell, a test, another widget's callback): always rendered afresh
@@ -784,7 +654,7 @@ class Panel:
         if value is None:
             return
         values = {**self.values(), name: value}
-        if self._recall(values) is not None:
+        if self._recall(values) is not None or self._measuring(values):
             return
         try:
             loop = asyncio.get_running_loop()
@@ -795,7 +665,18 @@ class Panel:
     def _name_of(self, control) -> str | None:
         return next((n for n, c in self.controls.items() if c is control), None)
 
+    def _measuring(self, values: dict) -> str | None:
+        """What the panel says while rendering ``values`` measures (see ``measures``); None when it does not."""
+        try:
+            return self.measures(values) if self.measures is not None else None
+        except Exception:  # a value the render will refuse (and explain)
+            return None
+
     def _timed_render(self, values: dict, changed: str | None) -> View:
+        note = self._measuring(values)
+        if note:  # sent now, while the measurement runs; the view that follows clears it
+            self.message.value = message_html(note, "info")
+            self._mark_stale(True)
         start = time.perf_counter()
         view = self.render(**values)
         if changed is not None:

@@ -15,7 +15,7 @@ from ..._validate import positive_int
 from ...cache import KVCache
 from ...device import available_memory
 from ...generation import generate
-from ...memory import DTYPE_BITS, dtype_name, format_bytes, kv_cache_bytes
+from ...memory import DTYPE_BITS, dtype_name, format_bytes, kv_cache_bytes, stored_tokens
 from ...model import ToyTransformer
 from ...paging import mean_paged_slots, reserved_fill, reserved_slots
 from ...presets import GPU_PRESETS, MODEL_PRESETS, ModelPreset
@@ -298,7 +298,7 @@ def reservation_effect(model: ToyTransformer, tokenizer, prompt: str = DEFAULT_P
                        extra: tuple[int, ...] = (0, 64, 200)) -> ReservationEffect:
     """Generate the same text with a cache that fits exactly and with caches ``extra`` tokens bigger."""
     ids = tokenizer.encode(prompt)
-    need = len(ids) + new_tokens - 1
+    need = stored_tokens(len(ids), new_tokens)
     reserved, allocated, used, outputs = [], [], [], []
     for more in extra:
         cache = KVCache(model.config, 1, need + more, dtype=model.dtype, device=model.device)

@@ -12,7 +12,7 @@ from ... import inputs
 from ..._validate import positive_int
 from ...cache import KVCache
 from ...generation import generate
-from ...memory import dtype_name, format_bytes, kv_cache_bytes
+from ...memory import dtype_name, format_bytes, kv_cache_bytes, stored_tokens
 from ...model import ToyTransformer
 from ...viz import misconceptions_plots as plots
 from ...viz.widgets import Panel, View, int_slider, play_slider
@@ -94,7 +94,7 @@ def run_with_cache(model: ToyTransformer, tokenizer, prompt_len: int, batch_size
                          f"max_seq_len ({c.max_seq_len})")
     prompts = corpus_prompts(tokenizer, prompt_len, batch_size)
     before = weights_snapshot(model)
-    cache = KVCache(c, batch_size, prompt_len + new_tokens - 1, dtype=model.dtype, device=model.device)
+    cache = KVCache(c, batch_size, stored_tokens(prompt_len, new_tokens), dtype=model.dtype, device=model.device)
     result = generate(model, prompts, new_tokens, cache=cache)
     after = weights_snapshot(model)
     storages = {cache.k.untyped_storage().data_ptr(), cache.v.untyped_storage().data_ptr()}

@@ -9,6 +9,7 @@ import torch
 
 from ...generation import generate
 from ...measure import leave_a_core
+from ...memory import stored_tokens
 from ...model import ToyTransformer
 from ...paged_cache import PagedKVCache, PoolExhaustedError
 from ...paging import blocks_for
@@ -48,7 +49,7 @@ class FirstLook:
 def first_look(model: ToyTransformer, tokenizer, prompts=FIRST_PROMPTS, new_tokens: int = FIRST_NEW_TOKENS,
                block_size: int = FIRST_BLOCK_SIZE) -> FirstLook:
     ids = [tokenizer.encode(p) for p in prompts]
-    peak = max(map(len, ids)) + new_tokens - 1
+    peak = stored_tokens(max(map(len, ids)), new_tokens)
     kv = generate(model, ids, new_tokens, cache="kv", return_logits=True)
     cache = PagedKVCache(model.config, len(ids), peak, dtype=model.dtype, device=model.device, block_size=block_size)
     paged = generate(model, ids, new_tokens, cache=cache, return_logits=True)

@@ -11,7 +11,7 @@ A package with one module per section; every public name is re-exported here, so
 """
 from .roofline import (ROOFLINE_CONFIG, roofline_model, weight_bytes_of, explain_weights_vs_cache, Roofs,
                        measure_roofs, explain_roofs, RooflinePoint, FlopCheck, count_flops)
-from .timeline import (DEFAULT_PROMPT, TIMELINE_TOKENS, TIMELINE_MAX_TOKENS, PROMPT_LABEL, TOKENS_LABEL, STEP_LABEL,
+from .timeline import (DEFAULT_PROMPT, TIMELINE_TOKENS, TIMELINE_MAX_TOKENS, TIMELINE_REPEATS, PROMPT_LABEL, TOKENS_LABEL, STEP_LABEL,
                        Timeline, run_timeline, regenerate, render_timeline, timeline_panel, StepBudget, step_budget,
                        explain_step_budget, TAIL_SAMPLES, explain_latency)
 from .four_steps import CodePart, FOUR_STEPS, STEP_ARGUMENT, show_step, FourStepCheck, check_four_steps
@@ -37,7 +37,7 @@ from ...measure import device_label  # every readout's device, as the notebook p
 
 __all__ = [
     "ROOFLINE_CONFIG", "roofline_model", "weight_bytes_of", "explain_weights_vs_cache", "Roofs", "measure_roofs",
-    "explain_roofs", "RooflinePoint", "FlopCheck", "count_flops", "DEFAULT_PROMPT", "TIMELINE_TOKENS",
+    "explain_roofs", "RooflinePoint", "FlopCheck", "count_flops", "DEFAULT_PROMPT", "TIMELINE_TOKENS", "TIMELINE_REPEATS",
     "TIMELINE_MAX_TOKENS", "PROMPT_LABEL", "TOKENS_LABEL", "STEP_LABEL", "Timeline", "run_timeline", "regenerate",
     "render_timeline", "timeline_panel", "StepBudget", "step_budget", "explain_step_budget", "CodePart", "FOUR_STEPS",
     "STEP_ARGUMENT", "show_step", "FourStepCheck", "check_four_steps", "PREFILL_LENGTHS", "PREFILL_DECODE_STEPS",

@@ -116,6 +116,13 @@ class BatchLab:
         room = sweep.config.max_seq_len - BATCH_STEPS  # the longest context the model has room to decode after
         self.contexts = sorted({C for C in BATCH_CONTEXTS if C <= room} | {sweep.context_len})
 
+    def measuring(self, context_len) -> str | None:
+        """What the panel says while a context length not measured yet is measured (None: it was measured)."""
+        if context_len not in self.contexts or context_len in self.sweeps or self.model is None:
+            return None
+        return (f"正在测量：每条序列的缓存里已有 {context_len} 个 token 时，{len(self.batch_sizes)} 种批次大小 B "
+                f"各测 {BATCH_REPEATS} 次、每次解码 {BATCH_STEPS} 步（要几秒钟）……")
+
     def sweep(self, context_len: int) -> BatchSweep:
         if context_len not in self.sweeps:
             if self.model is None:
@@ -226,12 +233,14 @@ def render_batch(lab: BatchLab, roofs: Roofs, prefill: PrefillSweep, batch_size,
 
 
 def batch_panel(sweep: BatchSweep, roofs: Roofs, prefill: PrefillSweep, model: ToyTransformer | None = None) -> Panel:
-    """A batch-size slider and a context-length slider (other lengths are measured on ``model`` when chosen)."""
+    """A batch-size slider and a context-length slider (other lengths are measured on ``model`` when chosen; the
+    lengths measured, and every batch size at them, are drawn ahead in the browser)."""
     lab = BatchLab(sweep, model)
     slider = selection_slider(BATCH_LABEL, sweep.batch_sizes, sweep.batch_sizes[0])
     context = selection_slider(CONTEXT_LABEL, lab.contexts, sweep.context_len, width="520px", continuous=False)
     return Panel({"batch_size": slider, "context_len": context}, partial(render_batch, lab, roofs, prefill),
-                 layout="horizontal", css_class="kvlab-batch", in_browser="batch_size")
+                 layout="horizontal", css_class="kvlab-batch", in_browser=("batch_size", "context_len"),
+                 measures=lambda values: lab.measuring(values["context_len"]))
 
 
 @dataclass

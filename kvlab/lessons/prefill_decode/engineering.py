@@ -15,7 +15,7 @@ from ...costs import PassCost, decode_cost, pass_cost
 from ...generation import generate, make_cache
 from ...inputs import whole_number, whole_numbers
 from ...measure import device_label, measurement_threads, torch_threads
-from ...memory import format_bytes
+from ...memory import format_bytes, stored_tokens
 from ...model import ToyTransformer
 from ...paging import paged_slots
 from ...stats import median
@@ -170,7 +170,7 @@ class PaddedBatch:
     @property
     def stored_lengths(self) -> list[int]:
         """Tokens each sequence really stores: its prompt and every new token but the last."""
-        return [n + self.new_tokens - 1 for n in self.lengths]
+        return [stored_tokens(n, self.new_tokens) for n in self.lengths]
 
     @property
     def used_slots(self) -> int:

@@ -130,6 +130,14 @@ class PrefillLab:
         self.device = sweep.device
         self.points = {p.prompt_len: p for p in sweep.points}
 
+    def measuring(self, lengths) -> str | None:
+        """What the panel says while the lengths typed that were not measured yet are measured (None: none)."""
+        wanted = whole_numbers(LENGTHS_LABEL, lengths, 1, max_prompt_len(self.config), MAX_CUSTOM_LENGTHS)
+        missing = sorted({P for P in wanted if P not in self.points})
+        if not missing or self.model is None:
+            return None
+        return f"正在测量提示词长度 {_lengths_text(missing)} 的预填充和解码……"
+
     def sweep(self, lengths: list[int]) -> PrefillSweep:
         wanted = sorted(set(lengths))
         missing = [P for P in wanted if P not in self.points]
@@ -184,7 +192,8 @@ def prefill_panel(sweep: PrefillSweep, model: ToyTransformer | None = None, prom
     slider = selection_slider(PROMPT_LEN_LABEL, sweep.lengths, value)
     box.observe(partial(_follow_lengths, slider, sweep.config), names="value")  # before the panel's own observer
     return Panel({"lengths": box, "prompt_len": slider}, partial(render_prefill, lab), layout="horizontal",
-                 css_class="kvlab-prefill", in_browser="prompt_len")
+                 css_class="kvlab-prefill", in_browser="prompt_len",
+                 measures=lambda values: lab.measuring(values["lengths"]))
 
 
 PROPORTIONAL_EXPONENT = 0.8  # a segment of the prefill curve grows "about in proportion to P" from this exponent

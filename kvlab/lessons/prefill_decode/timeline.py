@@ -3,7 +3,7 @@ and the demo model's decode step against this machine's roofs."""
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from ..._validate import positive_int
@@ -12,7 +12,7 @@ from ...costs import PassCost, pass_cost
 from ...generation import PassRecord, generate
 from ...inputs import prompt_tokens, whole_number
 from ...measure import device_label, measurement_threads, torch_threads
-from ...memory import format_bytes
+from ...memory import format_bytes, stored_tokens
 from ...model import ToyTransformer
 from ...stats import median, percentile
 from ...viz import prefill_decode_plots as plots
@@ -22,7 +22,8 @@ from .roofline import Roofs
 
 DEFAULT_PROMPT = "人工智能模型处理一个请求，通常分为两个阶段："
 TIMELINE_TOKENS = 24  # new tokens of the timeline by default: 1 prefill pass + 23 decode passes
-TIMELINE_MAX_TOKENS = 64  # the most the timeline's 「生成的 token 数」 slider allows
+TIMELINE_MAX_TOKENS = 64  # the most the timeline's 「生成的 token 数」 slider allows: each prompt is timed this long
+TIMELINE_REPEATS = 3  # generations timed per prompt
 PROMPT_LABEL, TOKENS_LABEL, STEP_LABEL = "提示词", "生成的 token 数", "第几次前向"  # the controls, as shown
 @dataclass
 class Timeline:
@@ -40,10 +41,22 @@ class Timeline:
     prefill_runs: list[float] = field(default_factory=list)  # seconds of each generation's prefill pass
     decode_runs: list[float] = field(default_factory=list)  # seconds of every decode pass of every generation
     tpot_runs: list[float] = field(default_factory=list)  # each generation's TPOT (the mean of its decode passes), s
+    decode_by_run: list[list[float]] = field(default_factory=list)  # each generation's decode passes, s
 
     @property
     def passes(self) -> int:
         return len(self.trace)
+
+    def first(self, n: int) -> Timeline:
+        """The first ``n`` passes of every generation: a generation of ``n`` tokens after the same prompt (greedy
+        decoding is causal, so those passes compute the same), with the cache such a generation preallocates."""
+        if not 1 <= n <= self.passes or not self.decode_by_run:
+            raise ValueError(f"n: 1 to {self.passes} passes of a timeline that kept each generation's passes, got {n}")
+        decodes = [run[:n - 1] for run in self.decode_by_run]
+        return replace(self, new_text=self.new_text[:n], trace=self.trace[:n],
+                       cache_allocated_bytes=stored_tokens(self.prompt_tokens, n) * self.bytes_per_token,
+                       decode_runs=[s for run in decodes for s in run], decode_by_run=decodes,
+                       tpot_runs=[sum(run) / len(run) for run in decodes if run])
 
     @property
     def starts_ms(self) -> list[float]:
@@ -95,7 +108,7 @@ class Timeline:
 
 
 def run_timeline(model: ToyTransformer, tokenizer, prompt: str = DEFAULT_PROMPT,
-                 new_tokens: int = TIMELINE_TOKENS, repeats: int = 3) -> Timeline:
+                 new_tokens: int = TIMELINE_TOKENS, repeats: int = TIMELINE_REPEATS) -> Timeline:
     """Greedy-generate ``new_tokens`` after ``prompt`` with a preallocated cache, ``repeats`` times after a
     warm-up. The generation with the fastest prefill is the one shown: its prefill is the TTFT and its decode
     passes give the TPOT; the inter-token latency's percentiles come from the decode passes of all of them."""
@@ -114,7 +127,8 @@ def run_timeline(model: ToyTransformer, tokenizer, prompt: str = DEFAULT_PROMPT,
                     result.trace, cache.nbytes, cache.nbytes // cache.max_seq_len,
                     device_label(model.device, threads), repeats,
                     [r.time_to_first_token for r in runs], [s for r in runs for s in r.decode_seconds],
-                    [sum(r.decode_seconds) / len(r.decode_seconds) for r in runs if r.decode_seconds])
+                    [sum(r.decode_seconds) / len(r.decode_seconds) for r in runs if r.decode_seconds],
+                    [list(r.decode_seconds) for r in runs])
 
 
 TAIL_SAMPLES = 100  # under this many samples a p99 is about the largest one
@@ -142,12 +156,13 @@ def regenerate(model: ToyTransformer, tokenizer, timeline: Timeline, cache: str)
 
 
 def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, new_tokens, step) -> View:
-    """The timeline panel: pass ``step`` of the generation of ``new_tokens`` after ``prompt`` (generated once
-    per prompt and length; the slider replays it without measuring again)."""
+    """The timeline panel: pass ``step`` of a generation of ``new_tokens`` after ``prompt``. Each prompt's
+    generations are measured once, TIMELINE_MAX_TOKENS long; every length is read from their first passes (the
+    sliders replay them without measuring again, so TTFT stays put while the length changes)."""
     prompt, _ = prompt_tokens(PROMPT_LABEL, prompt, tokenizer, model.config.max_seq_len - TIMELINE_MAX_TOKENS)
     n = whole_number(TOKENS_LABEL, new_tokens, 2, TIMELINE_MAX_TOKENS)
     step = whole_number(STEP_LABEL, step, 1, n)
-    tl = recent_run(runs, (prompt, n), lambda: run_timeline(model, tokenizer, prompt, n), keep=4)
+    tl = recent_run(runs, prompt, lambda: run_timeline(model, tokenizer, prompt, TIMELINE_MAX_TOKENS), keep=4).first(n)
     r = tl.trace[step - 1]
     phase = "预填充（prefill）" if r.phase == "prefill" else "解码（decode）"
     fed = f"整段提示词 {r.new_tokens} 个 token" if r.phase == "prefill" else "上一步生成的 1 个 token"
@@ -155,7 +170,8 @@ def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, new_to
     readout = (
         f"<b>第 {step} / {tl.passes} 次前向：{phase}</b>，输入{fed}，耗时 {r.seconds * 1e3:.2f} ms；"
         f"之后 <code>cache.length</code> = <b>{r.seq_len}</b>，缓存已用 <b>{format_bytes(r.cache_bytes)}</b>"
-        f"（{r.seq_len} × {format_bytes(tl.bytes_per_token)}），预分配 {format_bytes(tl.cache_allocated_bytes)}<br>"
+        f"（{r.seq_len} × {format_bytes(tl.bytes_per_token)}），生成 {tl.passes} 个 token 要预分配 "
+        f"{format_bytes(tl.cache_allocated_bytes)}<br>"
         f"已生成 {step} 个 token：「{html.escape(out)}」<br>"
         f"首 token 延迟 TTFT = {tl.ttft_ms:.2f} ms（{tl.runs} 次生成中最快的预填充，图中画的就是这一次）；"
         f"每 token 延迟 TPOT = {tl.tpot_ms:.2f} ms（这一次生成：（总时间 − TTFT）÷ {tl.passes - 1}）；"
@@ -163,6 +179,14 @@ def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, new_to
         f"{tl.decode_samples} 个解码步）；设备 {html.escape(tl.device)}"
     )
     return View([plots.timeline_figure(tl, step)], readout, tl)
+
+
+def _measuring(model: ToyTransformer, tokenizer, runs: dict, values: dict) -> str | None:
+    """What the panel says while a prompt not timed yet is timed (None: it was, or the render will refuse it)."""
+    prompt, _ = prompt_tokens(PROMPT_LABEL, values["prompt"], tokenizer, model.config.max_seq_len - TIMELINE_MAX_TOKENS)
+    if prompt in runs:
+        return None
+    return f"正在为这句提示词计时：生成 {TIMELINE_MAX_TOKENS} 个 token，做 {TIMELINE_REPEATS} 遍……"
 
 
 def _keep_step_in_range(step, play, change) -> None:
@@ -174,16 +198,19 @@ def _keep_step_in_range(step, play, change) -> None:
 
 
 def timeline_panel(model: ToyTransformer, tokenizer, timeline: Timeline | None = None) -> Panel:
-    """A prompt box, the number of tokens to generate, and a Play-able pass slider over one generation."""
+    """A prompt box, the number of tokens to generate, and a Play-able pass slider over one generation; it starts
+    at ``timeline``'s prompt and length and measures that prompt's generations (TIMELINE_MAX_TOKENS long) once."""
     n = timeline.passes if timeline is not None else TIMELINE_TOKENS
-    runs = {(timeline.prompt, n): timeline} if timeline is not None else {}
+    full = timeline is not None and timeline.passes == TIMELINE_MAX_TOKENS and timeline.decode_by_run
+    runs = {timeline.prompt: timeline} if full else {}
     prompt = text_box(PROMPT_LABEL, timeline.prompt if timeline else DEFAULT_PROMPT, width="520px")
     tokens = int_slider(TOKENS_LABEL, n, 2, TIMELINE_MAX_TOKENS, width="360px")
     play, step = play_slider(STEP_LABEL, 1, 1, n, interval_ms=400)
     tokens.observe(partial(_keep_step_in_range, step, play), names="value")  # before the panel's own observer
     return Panel({"prompt": prompt, "new_tokens": tokens, "step": step},
                  partial(render_timeline, model, tokenizer, runs), extra={"step": play}, layout="grid", columns=2,
-                 css_class="kvlab-timeline", static=("step",), in_browser="step")
+                 css_class="kvlab-timeline", static=("step",), in_browser=("new_tokens", "step"),
+                 measures=partial(_measuring, model, tokenizer, runs))
 
 
 # -- the demo model's decode step against this machine's roofs -----------------------------------------

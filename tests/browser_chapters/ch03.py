@@ -47,6 +47,16 @@ def interact_timeline(ch: ChapterPage) -> None:
     assert used == (P + TIMELINE_TOKENS - 1) * 2.0, last  # 2 KiB of K/V per token in the demo model
     ch.extra_screenshot("timeline", ".kvlab-panel.kvlab-timeline")
 
+    # one more token: the same measured generations, one pass longer; TTFT does not move
+    ttft = number(r"TTFT = ([\d.]+) ms", last)
+    tl.press_slider("new_tokens", "ArrowRight")
+    longer = tl.wait_readout(lambda t: f"/ {TIMELINE_TOKENS + 1} 次前向" in t, "one more token should add a pass")
+    assert timeline_state(longer) == (TIMELINE_TOKENS, P + TIMELINE_TOKENS - 1), longer
+    assert number(r"TTFT = ([\d.]+) ms", longer) == ttft, (last, longer)
+    assert f"要预分配 {(P + TIMELINE_TOKENS) * 2.0:.1f} KiB" in longer, longer  # prompt + 25 - 1 tokens
+    tl.press_slider("new_tokens", "ArrowLeft")
+    tl.wait_readout(lambda t: t == last, "back at 24 tokens the readout is the one before")
+
     # a shorter prompt: a new generation, the same number of passes
     fig_last = tl.figure(0)
     tl.type_text("prompt", "人工智能")
@@ -156,11 +166,14 @@ def interact_batch(ch: ChapterPage) -> None:
     assert "已有 8 个 token" in r1 and number(r"K/V 占一步读写字节的\s*(\d+)%", r1) == 9, r1
     roof32 = bt.figure(1)
     bt.press_slider("context_len", "ArrowRight", times=2)
+    note = bt.wait_message("info", True, "a context not measured yet should say it is being measured", timeout_s=60)
+    assert "正在测量" in note[0], note
     r4 = bt.wait_readout(lambda t: "已有 256 个 token" in t, "ArrowRight x2 should measure a context of 256",
                          timeout_s=180)
     # B = 32, the 3 steps timed after 256, 257 and 258 cached tokens: K/V are 71 % of the bytes, intensity 5.00
     assert number(r"K/V 占一步读写字节的\s*(\d+)%", r4) == 71 and "算术强度 5.00 FLOP/字节" in r4, r4
     bt.wait_figure_changed(1, roof32, "the batch points should move left on the roofline")
+    bt.wait_message("info", False, "the note should go once the numbers are shown")
     ch.extra_screenshot("batch_context", ".kvlab-panel.kvlab-batch")
     bt.press_slider("context_len", "ArrowLeft", times=2)
     bt.wait_readout(lambda t: t == r1, "back at a context of 8 the readout is the B = 32 one (measured once)")

@@ -358,9 +358,9 @@ class Panel:
         ``more``: controls folded under a closed 「更多设置」 section after the others (a panel with many controls
         shows its few main ones up front); they work as before once opened.
         ``in_browser``: sliders (a name or several) whose values around the shown ones are rendered ahead while
-        the kernel is idle and switched in the browser without the kernel (:mod:`kvlab.viz.browser_steps`); only
-        for a ``render`` that computes rather than measures. Where figures are not widgets (Colab, no anywidget)
-        they are ordinary controls.
+        the kernel is idle and switched in the browser without the kernel (:mod:`kvlab.viz.browser_steps`); a
+        ``render`` that measures names the values that would in ``measures``. Where figures are not widgets (Colab,
+        no anywidget) they are ordinary controls.
         ``measures(values)``: for values whose render starts a measurement (a length not timed yet), what the panel
         says while it runs (the figures greyed out until it is done); None for a render that only computes or reads
         what was measured. Such values are never rendered ahead or pre-rendered (a timing must not run unasked)."""

@@ -48,8 +48,9 @@ class Timeline:
         return len(self.trace)
 
     def first(self, n: int) -> Timeline:
-        """The first ``n`` passes of every generation: a generation of ``n`` tokens after the same prompt (greedy
-        decoding is causal, so those passes compute the same), with the cache such a generation preallocates."""
+        """The first ``n`` passes of every generation: a generation of ``n`` tokens after the same prompt (the model
+        is causal and greedy decoding draws nothing at random, so those passes compute the same), with the cache
+        such a generation preallocates."""
         if not 1 <= n <= self.passes or not self.decode_by_run:
             raise ValueError(f"n: 1 to {self.passes} passes of a timeline that kept each generation's passes, got {n}")
         decodes = [run[:n - 1] for run in self.decode_by_run]

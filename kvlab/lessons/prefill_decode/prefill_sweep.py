@@ -132,7 +132,7 @@ class PrefillLab:
 
     def measuring(self, lengths) -> str | None:
         """What the panel says while the lengths typed that were not measured yet are measured (None: none)."""
-        wanted = whole_numbers(LENGTHS_LABEL, lengths, 1, max_prompt_len(self.config), MAX_CUSTOM_LENGTHS)
+        wanted = typed_lengths(self.config, lengths)
         missing = sorted({P for P in wanted if P not in self.points})
         if not missing or self.model is None:
             return None
@@ -155,10 +155,14 @@ def _lengths_text(lengths) -> str:
 LENGTHS_LABEL, PROMPT_LEN_LABEL = "测量的提示词长度（逗号分隔）", "提示词长度 P"  # the controls, as shown
 
 
+def typed_lengths(config: ModelConfig, lengths) -> list[int]:
+    """The prompt lengths typed into the panel's box, checked (an InputError names the box)."""
+    return whole_numbers(LENGTHS_LABEL, lengths, 1, max_prompt_len(config), MAX_CUSTOM_LENGTHS)
+
+
 def render_prefill(lab: PrefillLab, lengths, prompt_len) -> View:
     """The prefill panel: the listed prompt lengths (measured on first use), one of them marked."""
-    values = whole_numbers(LENGTHS_LABEL, lengths, 1, max_prompt_len(lab.config), MAX_CUSTOM_LENGTHS)
-    sweep = lab.sweep(values)
+    sweep = lab.sweep(typed_lengths(lab.config, lengths))
     p = sweep.at(one_of_numbers(PROMPT_LEN_LABEL, prompt_len, sweep.lengths))
     readout = (
         f"<b>P = {p.prompt_len}</b>：预填充一次前向 <b>{p.prefill_seconds * 1e3:.2f} ms</b>，"
@@ -173,8 +177,7 @@ def render_prefill(lab: PrefillLab, lengths, prompt_len) -> View:
 def _follow_lengths(slider, config: ModelConfig, change) -> None:
     """The P slider offers exactly the lengths typed (when they can be read; otherwise the panel says why)."""
     try:
-        values = sorted(set(whole_numbers(LENGTHS_LABEL, change["new"], 1, max_prompt_len(config),
-                                          MAX_CUSTOM_LENGTHS)))
+        values = sorted(set(typed_lengths(config, change["new"])))
     except InputError:
         return
     keep = slider.value if slider.value in values else values[-1]

@@ -156,11 +156,16 @@ def regenerate(model: ToyTransformer, tokenizer, timeline: Timeline, cache: str)
         return generate(model, tokenizer.encode(timeline.prompt), timeline.passes, cache=cache)
 
 
+def _checked_prompt(model: ToyTransformer, tokenizer, prompt) -> str:
+    """The prompt typed, trimmed, with room for TIMELINE_MAX_TOKENS after it (an InputError names the box)."""
+    return prompt_tokens(PROMPT_LABEL, prompt, tokenizer, model.config.max_seq_len - TIMELINE_MAX_TOKENS)[0]
+
+
 def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, new_tokens, step) -> View:
     """The timeline panel: pass ``step`` of a generation of ``new_tokens`` after ``prompt``. Each prompt's
     generations are measured once, TIMELINE_MAX_TOKENS long; every length is read from their first passes (the
     sliders replay them without measuring again, so TTFT stays put while the length changes)."""
-    prompt, _ = prompt_tokens(PROMPT_LABEL, prompt, tokenizer, model.config.max_seq_len - TIMELINE_MAX_TOKENS)
+    prompt = _checked_prompt(model, tokenizer, prompt)
     n = whole_number(TOKENS_LABEL, new_tokens, 2, TIMELINE_MAX_TOKENS)
     step = whole_number(STEP_LABEL, step, 1, n)
     tl = recent_run(runs, prompt, lambda: run_timeline(model, tokenizer, prompt, TIMELINE_MAX_TOKENS), keep=4).first(n)
@@ -184,8 +189,7 @@ def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, new_to
 
 def _measuring(model: ToyTransformer, tokenizer, runs: dict, values: dict) -> str | None:
     """What the panel says while a prompt not timed yet is timed (None: it was, or the render will refuse it)."""
-    prompt, _ = prompt_tokens(PROMPT_LABEL, values["prompt"], tokenizer, model.config.max_seq_len - TIMELINE_MAX_TOKENS)
-    if prompt in runs:
+    if _checked_prompt(model, tokenizer, values["prompt"]) in runs:
         return None
     return f"正在为这句提示词计时：生成 {TIMELINE_MAX_TOKENS} 个 token，做 {TIMELINE_REPEATS} 遍……"
 

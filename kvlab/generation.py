@@ -180,12 +180,13 @@ class Decoding:
         return sample(logits, self.temperature, self.top_k, self.generator)
 
 
-def forward_pass(run: Decoding, phase: str, feed: torch.Tensor, seq_len: int, rows: BaseCache | None = None
-                 ) -> torch.Tensor:
+def forward_pass(run: Decoding, phase: str, feed: torch.Tensor, seq_len: int, new: int,
+                 rows: BaseCache | None = None) -> torch.Tensor:
     """One forward pass of ``feed`` [B, T]: the last column's logits [B, vocab], its :class:`PassRecord` traced.
 
     Only the model is timed, between two device synchronisations; the arguments were checked once by
     :func:`generate`, so no check (and no host sync a check would need) runs inside the timed region.
+    ``new``: the columns of ``feed`` that are new (all T, unless nothing holds V and the whole sequence is fed again).
     ``rows``: a paged cache over some of the rows (a paged prefill feeds prompts of one length at a time).
     """
     model, cache, probe = run.model, run.cache if rows is None else rows, ForwardProbe()
@@ -199,8 +200,7 @@ def forward_pass(run: Decoding, phase: str, feed: torch.Tensor, seq_len: int, ro
     seconds = time.perf_counter() - t0
     k_tok, v_tok = probe.projected()
     run.trace.append(PassRecord(
-        phase=phase, seq_len=seq_len, seconds=seconds,
-        new_tokens=feed.shape[1] if rows is not None else seq_len - (run.trace[-1].seq_len if run.trace else run.start),
+        phase=phase, seq_len=seq_len, new_tokens=new, seconds=seconds,
         cache_bytes=run.cache.used_bytes if run.cache is not None else 0,
         cache_allocated_bytes=run.cache.nbytes if run.cache is not None else 0,
         k_tokens=k_tok, v_tokens=v_tok,
@@ -216,7 +216,7 @@ def prefill(run: Decoding, ids: torch.Tensor, chunk_size: int) -> torch.Tensor:
     for begin in range(0, P, chunk_size):
         end = min(begin + chunk_size, P)
         logits = forward_pass(run, "prefill", ids[:, :end] if run.whole_sequence else ids[:, begin:end],
-                              run.start + end)
+                              run.start + end, end - begin)
     return logits
 
 
@@ -242,7 +242,7 @@ def prefill_paged(run: Decoding, prompts: list[list[int]], chunk_size: int) -> t
         ids = torch.tensor([prompts[r] for r in rows], dtype=torch.long, device=device)  # [rows, P]
         for begin in range(shared, ids.shape[1], chunk_size):
             feed = ids[:, begin:begin + chunk_size]
-            logits = forward_pass(run, "prefill", feed, view.length + feed.shape[1], rows=view)
+            logits = forward_pass(run, "prefill", feed, view.length + feed.shape[1], feed.shape[1], rows=view)
         for i, r in enumerate(rows):
             last[r] = logits[i]
     return torch.stack(last)  # [B, vocab]
@@ -251,7 +251,7 @@ def prefill_paged(run: Decoding, prompts: list[list[int]], chunk_size: int) -> t
 def decode_one_token(run: Decoding, tokens: torch.Tensor, next_token: torch.Tensor) -> torch.Tensor:
     """One decode pass: the token just drawn, ``next_token`` [B, 1], goes in (the whole sequence ``tokens``
     [B, t] when nothing holds V); the logits of the token after it come out [B, vocab]."""
-    return forward_pass(run, "decode", tokens if run.whole_sequence else next_token, run.start + tokens.shape[1])
+    return forward_pass(run, "decode", tokens if run.whole_sequence else next_token, run.start + tokens.shape[1], 1)
 
 
 def decode_n_tokens(run: Decoding, tokens: torch.Tensor, logits: torch.Tensor, n: int) -> torch.Tensor:

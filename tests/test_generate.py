@@ -169,3 +169,32 @@ def test_the_phases_run_by_hand_are_generate(tiny_model):
     assert torch.equal(tokens, ref.tokens)
     assert [(r.phase, r.seq_len, r.new_tokens) for r in run.trace] == \
         [(r.phase, r.seq_len, r.new_tokens) for r in ref.trace]
+
+
+
+def test_every_pass_records_the_columns_it_fed(tiny_model):
+    """PassRecord.new_tokens: a prefill pass counts the prompt columns it fed, every decode pass 1, whatever the cache
+    and chunking; a paged run's first decode pass too (it once counted 15 after prompts of lengths 7, 1, 17 and 3)."""
+    from kvlab import PagedKVCache
+
+    def counts(res):
+        return ([r.new_tokens for r in res.trace if r.phase == "prefill"],
+                [r.new_tokens for r in res.trace if r.phase == "decode"])
+
+    def chunks(n, size):
+        size = size or n
+        return [min(size, n - i) for i in range(0, n, size)]
+
+    prompts = [list(range(1, n + 1)) for n in (7, 1, 17, 3)]
+    for chunk in (None, 5):  # paged: no padding, the prompts of one length fed together
+        res = generate(tiny_model, prompts, 6, cache="paged", prefill_chunk_size=chunk)
+        assert counts(res) == ([c for p in prompts for c in chunks(len(p), chunk)], [1] * 5), chunk
+        assert all(r.new_tokens == r.k_tokens for r in res.trace), chunk  # what the model projected: what was fed
+    for mode in (m for m in CACHE_MODES if m != "paged"):  # left-padded to 7 columns
+        for chunk in (None, 2, 5):
+            res = generate(tiny_model, [[1, 2, 3, 4, 5, 6, 7], [4, 5]], 4, cache=mode, prefill_chunk_size=chunk)
+            assert counts(res) == (chunks(7, None if mode == "none" else chunk), [1] * 3), (mode, chunk)
+    shared = PagedKVCache(tiny_model.config, 3, 64, block_size=4, share_prefixes=True)
+    res = generate(tiny_model, [prompts[2], prompts[2][:10], prompts[0]], 5, cache=shared, prefill_chunk_size=3)
+    assert counts(res)[1] == [1] * 4
+    assert all(r.new_tokens == r.k_tokens for r in res.trace)  # a row sharing a prefix is fed only the rest

@@ -8,7 +8,10 @@ from .memory import DTYPE_BITS, format_bytes, kv_bytes_per_token, kv_cache_bytes
 from .model import ToyTransformer
 from .paged_cache import BlockPool, PagedKVCache, PoolExhaustedError
 from .presets import MODEL_PRESETS, ModelPreset
+from .resources import apply_thread_budget
 from .teaching_caches import KOnlyCache
+
+apply_thread_budget()  # torch counts the node's cores, not this process's quota (a hub's pod, a container)
 
 __all__ = [
     "BlockPool", "CACHE_MODES", "CacheFullError", "DTYPE_BITS", "DynamicKVCache", "GenerationResult", "Int8KVCache",

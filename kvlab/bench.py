@@ -27,6 +27,7 @@ from .device import as_device, check_fits, synchronize
 from .cache_modes import CACHE_MODES
 from .generation import generate
 from .measure import DecodeTiming, Rate, alternate, measure_read_bandwidth, timed
+from .resources import cpu_budget
 from .stats import median
 from .memory import format_bytes, kv_cache_bytes, stored_tokens, torch_dtype
 from .model import ToyTransformer
@@ -309,7 +310,9 @@ def machine_info(device) -> dict:
             cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
     except OSError:
         pass
-    info = {"device": str(dev), "cpu": cpu, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    budget = cpu_budget()
+    info = {"device": str(dev), "cpu": cpu, "cpu_count": os.cpu_count(), "cpu_budget": budget.value,
+            "cpu_budget_source": budget.source, "torch_threads": torch.get_num_threads(),
             "torch": torch.__version__, "python": sys.version.split()[0]}
     if dev.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(dev)
@@ -344,7 +347,8 @@ def target_checks(report: BenchReport) -> list[tuple[str, float | None, str, boo
 def format_report(report: BenchReport) -> str:
     cfg, m = report.config, report.machine
     lines = [
-        f"machine: {m['cpu']} | {m['cpu_count']} CPUs, torch threads {m['torch_threads']} | device {m['device']}"
+        f"machine: {m['cpu']} | {m['cpu_count']} CPUs, this process may use {m.get('cpu_budget', '?')}, "
+        f"torch threads {m['torch_threads']} | device {m['device']}"
         + (f" ({m['gpu']})" if "gpu" in m else "") + f" | torch {m['torch']}"
         + (f", transformers {m['transformers']}" if "transformers" in m else ""),
         f"model: d_model {cfg.d_model}, {cfg.n_layer} layers, {cfg.n_head} heads, vocab {cfg.vocab_size}, "

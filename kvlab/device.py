@@ -65,18 +65,28 @@ def available_memory(device) -> int | None:
         free, _total = torch.cuda.mem_get_info(dev)
         return int(free)
     if dev.type == "cpu":
-        try:
-            with open("/proc/meminfo") as fh:
-                for line in fh:
-                    if line.startswith("MemAvailable:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        try:
-            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            return None
+        from .resources import memory_headroom
+
+        node = _node_available()
+        pod = memory_headroom()  # /proc/meminfo shows the node's memory inside a container or a hub's pod
+        known = [x for x in (node, pod) if x is not None]
+        return min(known) if known else None
     return None
+
+
+def _node_available() -> int | None:
+    """The machine's available memory (``MemAvailable``), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def check_fits(nbytes: int, device, what: str, name: str) -> None:

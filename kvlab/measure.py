@@ -5,7 +5,6 @@ plot builders and ``python -m kvlab.bench`` all read.
 """
 from __future__ import annotations
 
-import os
 import time
 from contextlib import contextmanager
 from functools import wraps
@@ -17,18 +16,32 @@ import torch
 from ._validate import positive_int
 from .device import synchronize
 from .generation import generate
+from .resources import cpu_budget, user_threads
 from .stats import cumulative, growth_exponent, median
 
 
 # -- threads and timers ------------------------------------------------------------------------
 def measurement_threads() -> int:
-    """Threads for timings taken inside a notebook: all cores but one.
+    """Threads for timings taken inside a notebook: the process's CPU budget less one core, or the count the
+    user set (``KVLAB_THREADS``, ``OMP_NUM_THREADS``); see :mod:`kvlab.resources`.
 
     The browser and the Jupyter server need a core too; when a multi-threaded kernel has to
     share its cores, threads wait on each other at every operation and the timings stop
     meaning anything (on a 2-core machine a run took 4x to 50x longer).
     """
-    return max(1, min(torch.get_num_threads(), (os.cpu_count() or 1) - 1))
+    budget = cpu_budget()
+    n = budget.value if user_threads() is not None else budget.value - 1
+    return max(1, min(torch.get_num_threads(), n))
+
+
+def threads_source() -> str:
+    """Where the timing thread count comes from, for the readouts, e.g. 「本进程可用 2 核，来自 CPU 亲和性；留一核给浏览器和
+    Jupyter」 or 「按 KVLAB_THREADS=4」."""
+    budget, user = cpu_budget(), user_threads()
+    if user is not None and user.value == budget.value:
+        return f"按 {user.source}={user.value}"
+    text = f"本进程可用 {budget.value} 核，来自 {budget.source}"
+    return text if user is not None or budget.value == 1 else text + "；留一核给浏览器和 Jupyter"
 
 
 @contextmanager
@@ -93,7 +106,7 @@ def device_label(device, threads: int | None = None) -> str:
     if dev.type == "cuda":
         return f"{torch.cuda.get_device_name(dev)} GPU"
     if dev.type == "cpu":
-        return f"cpu，计时用 {threads or measurement_threads()} 个线程"
+        return f"cpu，计时用 {threads or measurement_threads()} 个线程（{threads_source()}）"
     return str(dev)
 
 

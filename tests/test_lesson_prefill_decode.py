@@ -469,11 +469,18 @@ def test_measure_roofs_small():
 
 
 def test_explain_roofs_names_the_threads(monkeypatch):
+    from kvlab.resources import Limit
+
     monkeypatch.setattr(lesson.roofline.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(lesson.roofline, "cpu_budget", lambda: Limit(8, "CPU 亲和性"))
     one = lesson.Roofs(fake_rate(20e9), fake_rate(100e9), "cpu（测试）", threads=3)
     text = "\n".join(lesson.explain_roofs(one))
-    assert "用 3 个线程测的（本机有 8 个逻辑核）" in text and "不是整台机器的峰值" in text and "= 5.0 FLOP/字节" in text
+    assert "用 3 个线程测的（本进程可用 8 核，来自 CPU 亲和性）" in text and "不是整台机器的峰值" in text
+    assert "= 5.0 FLOP/字节" in text
     assert "整台机器都用上了" in lesson.explain_roofs(lesson.Roofs(fake_rate(1), fake_rate(1), "cpu", 8))[0]
+    monkeypatch.setattr(lesson.roofline, "cpu_budget", lambda: Limit(2, "JupyterHub 的 CPU_LIMIT"))  # a pod's quota
+    quota = lesson.explain_roofs(lesson.Roofs(fake_rate(1), fake_rate(1), "cpu", 2))[0]
+    assert "本进程可用 2 核，来自 JupyterHub 的 CPU_LIMIT" in quota and "本进程可用的核都用上了" in quota
     assert "H200 GPU 上测的" in lesson.explain_roofs(lesson.Roofs(fake_rate(1), fake_rate(1), "H200 GPU"))[0]
 
 
@@ -893,7 +900,7 @@ def test_precision_figure_reads_back():
 
 
 def test_device_label():
-    assert lesson.device_label("cpu", threads=3) == "cpu，计时用 3 个线程"
+    assert lesson.device_label("cpu", threads=3).startswith("cpu，计时用 3 个线程（")  # and where the count comes from
     assert lesson.device_label("meta") == "meta"
 
 

@@ -15,6 +15,7 @@ from ...measure import (Rate, device_label, measure_matmul_flops, measure_read_b
                         torch_threads)
 from ...memory import format_bytes
 from ...model import ToyTransformer
+from ...resources import cpu_budget
 
 
 # The roofline model: 8 layers, d_model 512, fp32 weights of 114 MiB (exercise 3.3-1 uses the same config)
@@ -80,9 +81,11 @@ def measure_roofs(device, nbytes: int = 256 * 2**20, n: int = 1024, repeats: int
 def explain_roofs(roofs: Roofs) -> list[str]:
     """What the roofs stand for: how many threads measured them, and the ridge they give."""
     if roofs.threads is not None:
-        cores = os.cpu_count() or roofs.threads
-        who = (f"两个屋顶都是用 {roofs.threads} 个线程测的（本机有 {cores} 个逻辑核），和本页的其他计时一样："
-               + ("这是本页计时所用的那部分机器，不是整台机器的峰值。" if roofs.threads < cores else "整台机器都用上了。"))
+        budget = cpu_budget()  # the cores this process may use (a hub's quota), not the node's count
+        cores = budget.value
+        who = (f"两个屋顶都是用 {roofs.threads} 个线程测的（本进程可用 {cores} 核，来自 {budget.source}），和本页的其他计时一样："
+               + ("这是本页计时所用的那部分机器，不是整台机器的峰值。" if roofs.threads < cores
+                  else "本进程可用的核都用上了。" if cores < (os.cpu_count() or cores) else "整台机器都用上了。"))
     else:
         who = f"两个屋顶都是在 {roofs.device} 上测的，用的是 FP32。"
     return [who, f"转折点 = 矩阵乘速率 ÷ 带宽 = {roofs.ridge:.1f} FLOP/字节（FP32）。"]

@@ -55,6 +55,94 @@ def test_the_command_line_runs(tmp_path):
     assert done.returncode == 2 and "--runs must be at least 1" in done.stderr
 
 
+def _readme(tmp_path, text=None):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{guide.README_BEGIN}\nold\n{guide.README_END}\n" if text is None else text,
+                      encoding="utf-8")
+    return readme
+
+
+def _usage_error(capsys, args) -> str:
+    """Run the command in-process: it must stop with argparse's exit code 2 (no traceback); its message."""
+    from kvlab.teacher.__main__ import main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        main(args)
+    assert stop.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_check_never_writes_even_with_measure(tmp_path, monkeypatch, capsys):
+    """--check --measure is refused before anything runs: the recorded run times stay as they are."""
+    from kvlab.teacher import __main__ as cli
+
+    recorded = tmp_path / "run_times.json"
+    recorded.write_text(_measurement([1.0]).to_json(), encoding="utf-8")
+    before = recorded.read_text(encoding="utf-8")
+    measured = []
+    monkeypatch.setattr(cli, "RUN_TIMES", recorded)
+    monkeypatch.setattr(cli, "measure", lambda paths, **kw: measured.append(paths) or _measurement([2.0]))
+    args = ["--out", str(tmp_path / "teacher"), "--readme", str(_readme(tmp_path))]
+    err = _usage_error(capsys, args + ["--check", "--measure"])
+    assert "--check" in err and "--measure" in err
+    assert measured == [] and recorded.read_text(encoding="utf-8") == before
+    assert not (tmp_path / "teacher").exists()
+    with pytest.raises(SystemExit):  # --help states the rule
+        cli.main(["--help"])
+    assert "not with --measure" in " ".join(capsys.readouterr().out.split())
+    assert cli.main(args + ["--measure", "--runs", "1"]) == 0  # without --check it measures and writes
+    assert len(measured) == 1 and recorded.read_text(encoding="utf-8") == _measurement([2.0]).to_json()
+
+
+@pytest.mark.parametrize("case", ["missing", "folder", "no markers", "end before begin"])
+def test_a_bad_readme_is_a_usage_error_before_anything_is_written(tmp_path, monkeypatch, capsys, case):
+    from kvlab.teacher import __main__ as cli
+
+    readme = {"missing": tmp_path / "nope.md", "folder": tmp_path,
+              "no markers": _readme(tmp_path, "# x\nno block here\n"),
+              "end before begin": _readme(tmp_path, f"{guide.README_END}\n{guide.README_BEGIN}\n")}[case]
+    monkeypatch.setattr(cli, "measure", lambda *a, **kw: pytest.fail("measured before the arguments were checked"))
+    for extra in ([], ["--measure"]):
+        err = _usage_error(capsys, ["--out", str(tmp_path / "teacher"), "--readme", str(readme)] + extra)
+        assert "--readme" in err and "Traceback" not in err
+    assert not (tmp_path / "teacher").exists()
+
+
+def test_out_naming_a_file_is_a_usage_error(tmp_path, capsys):
+    readme = _readme(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    for out in (tmp_path / "notes.txt", tmp_path / "notes.txt" / "teacher"):
+        err = _usage_error(capsys, ["--out", str(out), "--readme", str(readme)])
+        assert "--out" in err and "is a file" in err
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine" and "old" in readme.read_text("utf-8")
+
+
+def test_a_guide_or_keys_file_it_did_not_make_is_never_overwritten(tmp_path, capsys, generated):
+    from kvlab.teacher.__main__ import OUT_FILES, main
+
+    assert sorted(OUT_FILES) == sorted(n for n in generated if isinstance(n, str))  # every file it writes is guarded
+
+    readme, out = _readme(tmp_path), tmp_path / "docs"
+    out.mkdir()
+    (out / "KEYS.md").write_text("# my own keys\n", encoding="utf-8")
+    err = _usage_error(capsys, ["--out", str(out), "--readme", str(readme)])
+    assert "--out" in err and "KEYS.md" in err
+    assert (out / "KEYS.md").read_text(encoding="utf-8") == "# my own keys\n"
+    assert not (out / "GUIDE.md").exists() and "old" in readme.read_text(encoding="utf-8")
+    (out / "KEYS.md").unlink()
+    assert main(["--out", str(out), "--readme", str(readme)]) == 0  # its own files it rewrites
+    (out / "GUIDE.md").write_text(guide.GENERATED + "\n\nan older guide\n", encoding="utf-8")
+    assert main(["--out", str(out), "--readme", str(readme)]) == 0
+    assert "an older guide" not in (out / "GUIDE.md").read_text(encoding="utf-8")
+
+
+def test_the_command_line_gives_no_traceback(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "kvlab.teacher", "--readme", str(tmp_path / "nope.md"), "--out",
+                           str(tmp_path / "teacher")], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 2 and "--readme" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_readme_carries_the_generated_summary(generated):
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert guide.README_BEGIN in text and "python -m kvlab.book" in text.split(guide.README_BEGIN)[1]

@@ -2,23 +2,68 @@
 
 Writes GUIDE.md and KEYS.md into DIR (default ``teacher/`` in the repository) and the summary for teachers between
 the markers of FILE (default the repository's README.md). ``--check`` writes nothing and exits with 1 when a file
-differs from what the code gives now. ``--measure`` first runs every chapter ``--runs`` times (default 2) and
-records the times in ``kvlab/teacher/run_times.json`` (``--append``: added to the runs recorded there, for the same
-notebooks on the same machine); ``--note`` adds a sentence about the machine.
+differs from what the code gives now; it does not go with ``--measure``. ``--measure`` first runs every chapter
+``--runs`` times (default 2) and records the times in ``kvlab/teacher/run_times.json`` (``--append``: added to the
+runs recorded there, for the same notebooks on the same machine); ``--note`` adds a sentence about the machine.
+A GUIDE.md or KEYS.md in DIR that this command did not write is never overwritten.
 """
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from .guide import CHAPTERS_DIR, ROOT, outputs
+from ..cli import usage_error
+from .guide import CHAPTERS_DIR, GENERATED, ROOT, outputs, readme_around_summary
 from .run_times import RUN_TIMES, Measurement, measure
+
+OUT_FILES = ("GUIDE.md", "KEYS.md")
+
+
+def current_text(path: Path) -> str | None:
+    """The text of ``path``; None when it is missing, a folder or not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def written_here(path: Path) -> bool:
+    """Whether ``path`` is a file this command wrote: its first line is the GENERATED note."""
+    return (current_text(path) or "").startswith(GENERATED + "\n")
+
+
+def check_paths(parser: argparse.ArgumentParser, out: Path, readme: Path, writing: bool) -> None:
+    """A usage error, before anything runs or is written, for a README that cannot be read or has no summary block,
+    an --out that is a file or lies in one, and (when ``writing``) a file there this command did not write."""
+    try:
+        readme_around_summary(readme.read_text(encoding="utf-8"))
+    except OSError as exc:
+        usage_error(parser, f"readme: {readme}: {exc.strerror}")
+    except UnicodeDecodeError:
+        usage_error(parser, f"readme: {readme} is not UTF-8 text")
+    except ValueError as exc:
+        usage_error(parser, f"{exc} in {readme}")
+    existing = next(p for p in (out.resolve(), *out.resolve().parents) if p.exists())
+    if not existing.is_dir():
+        usage_error(parser, f"out: {existing} is a file, not a folder")
+    if not writing:
+        return
+    for path in (out / name for name in OUT_FILES):
+        if path.exists() and not written_here(path):
+            usage_error(parser, f"out: {path} was not written by python -m kvlab.teacher; move it away or choose "
+                                "another --out")
+    if not os.access(existing, os.W_OK):
+        usage_error(parser, f"out: {existing} is not writable")
+    if not os.access(readme, os.W_OK):
+        usage_error(parser, f"readme: {readme} is not writable")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kvlab.teacher", description=__doc__.split("\n\n")[1])
-    parser.add_argument("--out", type=Path, default=ROOT / "teacher")
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
-    parser.add_argument("--check", action="store_true")
+    parser.add_argument("--out", type=Path, default=ROOT / "teacher", metavar="DIR")
+    parser.add_argument("--readme", type=Path, default=ROOT / "README.md", metavar="FILE")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 when a file is out of date (not with --measure, which writes)")
     parser.add_argument("--measure", action="store_true")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--note", default="")
@@ -26,6 +71,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")
+    if args.check and args.measure:
+        usage_error(parser, "check: writes nothing, and --measure writes kvlab/teacher/run_times.json: measure "
+                            "first (without --check), then check")
+    check_paths(parser, args.out, args.readme, writing=not args.check)
     if args.measure:
         previous = Measurement.load() if args.append and RUN_TIMES.exists() else None
         result = measure(sorted(CHAPTERS_DIR.glob("*.ipynb")), runs=args.runs, note=args.note, previous=previous)
@@ -33,7 +82,7 @@ def main(argv=None) -> int:
     stale = []
     for name, text in outputs(readme=args.readme).items():
         path = name if isinstance(name, Path) else args.out / name
-        if path.exists() and path.read_text(encoding="utf-8") == text:
+        if current_text(path) == text:
             continue
         stale.append(str(path))
         if not args.check:

@@ -275,10 +275,16 @@ def readme_summary(rs: list[ChapterReport]) -> str:
     ])
 
 
+def readme_around_summary(readme: str) -> tuple[str, str]:
+    """The text of ``readme`` before and after its summary block; ValueError when it has no such block."""
+    head, begin, rest = readme.partition(README_BEGIN)
+    _, end, tail = rest.partition(README_END)
+    if not (begin and end):
+        raise ValueError(f"readme: no {README_BEGIN} ... {README_END} block to fill")
+    return head, tail
+
+
 def with_readme_summary(readme: str, rs: list[ChapterReport]) -> str:
     """``readme`` with the text between the markers replaced (the markers must be there)."""
-    if README_BEGIN not in readme or README_END not in readme:
-        raise ValueError(f"readme: no {README_BEGIN} ... {README_END} block to fill")
-    head, rest = readme.split(README_BEGIN, 1)
-    _, tail = rest.split(README_END, 1)
+    head, tail = readme_around_summary(readme)
     return head + readme_summary(rs) + tail

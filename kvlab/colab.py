@@ -1,15 +1,18 @@
 """Colab support: the repository address (the one place it is written) and the notebooks' setup cell.
 
-``python -m kvlab.colab`` rewrites the "Open in Colab" badges and the first code cell of
-every notebook in ``chapters/`` and the badge table in ``README.md`` from ``REPO``;
-a test fails if any of them is out of date.
+``python -m kvlab.colab [ROOT]`` rewrites the "Open in Colab" badges and the first code cell of
+every notebook in ``ROOT/chapters/`` and the badge table in ``ROOT/README.md`` from ``REPO`` (ROOT: the course
+folder, by default the repository this kvlab runs from); a test fails if any of them is out of date.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
 from pathlib import Path
+
+from .cli import usage_error
 
 REPO = "kvlab-course/kvlab"  # GitHub owner/name of this course: change it here, then run `python -m kvlab.colab`
 BRANCH = "main"
@@ -60,11 +63,19 @@ def source_lines(text: str) -> list[str]:
     return [p + "\n" for p in parts[:-1]] + [parts[-1]]
 
 
-def sync_notebook(path: Path) -> bool:
-    """Rewrite the badge line and the setup cell of one notebook; True if anything changed."""
-    nb = json.loads(path.read_text(encoding="utf-8"))
+def synced_notebook(path: Path) -> str | None:
+    """The text of one notebook with its badge line and setup cell rewritten, or None when both are up to date;
+    ValueError when it is not a notebook with a markdown cell and a code cell."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise ValueError(f"{path} is not a notebook ({exc})") from None
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    first_md = next((c for c in cells if c.get("cell_type") == "markdown"), None)
+    first_code = next((c for c in cells if c.get("cell_type") == "code"), None)
+    if first_md is None or first_code is None:
+        raise ValueError(f"{path} is not a notebook with a markdown cell and a code cell")
     before = json.dumps(nb, ensure_ascii=False)
-    first_md = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
     text = "".join(first_md["source"])
     badge = badge_markdown(path.name)
     if BADGE_MARKER in text:
@@ -72,18 +83,20 @@ def sync_notebook(path: Path) -> bool:
     else:
         text = badge + "\n\n" + text
     first_md["source"] = source_lines(text)
-    first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
     if SETUP_MARKER in "".join(first_code["source"]):
         first_code["source"] = source_lines(setup_cell_source())
     else:
-        idx = nb["cells"].index(first_code)
-        nb["cells"].insert(idx, {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-                                 "source": source_lines(setup_cell_source())})
-    after = json.dumps(nb, ensure_ascii=False)
-    if after != before:
-        path.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-        return True
-    return False
+        idx = cells.index(first_code)
+        cells.insert(idx, {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                           "source": source_lines(setup_cell_source())})
+    if json.dumps(nb, ensure_ascii=False) == before:
+        return None
+    return json.dumps(nb, ensure_ascii=False, indent=1) + "\n"
+
+
+def sync_notebook(path: Path) -> bool:
+    """Rewrite the badge line and the setup cell of one notebook; True if anything changed."""
+    return _write(path, synced_notebook(path))
 
 
 def readme_badges(notebooks: list[Path]) -> str:
@@ -94,30 +107,60 @@ def readme_badges(notebooks: list[Path]) -> str:
     return "\n".join(rows)
 
 
-def sync_readme(readme: Path, notebooks: list[Path]) -> bool:
+def synced_readme(readme: Path, notebooks: list[Path]) -> str | None:
+    """The text of ``readme`` with its badge table rewritten, or None when there is no README, no table or nothing
+    to change; ValueError when the table's begin marker has no end marker after it."""
     if not readme.exists():
-        return False
+        return None
     text = readme.read_text(encoding="utf-8")
-    if README_BEGIN not in text:
-        return False
-    head, rest = text.split(README_BEGIN, 1)
-    _, tail = rest.split(README_END, 1)
+    head, begin, rest = text.partition(README_BEGIN)
+    if not begin:
+        return None
+    _, end, tail = rest.partition(README_END)
+    if not end:
+        raise ValueError(f"{readme}: {README_BEGIN} has no {README_END} after it")
     new = f"{head}{README_BEGIN}\n{readme_badges(notebooks)}\n{README_END}{tail}"
-    if new != text:
-        readme.write_text(new, encoding="utf-8")
-        return True
-    return False
+    return new if new != text else None
 
 
-def main(root: str | None = None) -> int:
-    base = Path(root) if root else Path(__file__).resolve().parent.parent
-    notebooks = sorted((base / "chapters").glob("*.ipynb"))
-    changed = [p.name for p in notebooks if sync_notebook(p)]
-    if sync_readme(base / "README.md", notebooks):
-        changed.append("README.md")
+def sync_readme(readme: Path, notebooks: list[Path]) -> bool:
+    return _write(readme, synced_readme(readme, notebooks))
+
+
+def _write(path: Path, text: str | None) -> bool:
+    if text is not None:
+        path.write_text(text, encoding="utf-8")
+    return text is not None
+
+
+# -- the command line -------------------------------------------------------------------------------------------
+def course_notebooks(parser: argparse.ArgumentParser, root: Path) -> list[Path]:
+    """The chapters of the course in ``root``; a usage error when ``root`` is not a course root."""
+    if not root.exists():
+        usage_error(parser, f"ROOT: {root} does not exist")
+    if not root.is_dir():
+        usage_error(parser, f"ROOT: {root} is not a folder")
+    notebooks = sorted((root / "chapters").glob("*.ipynb"))
+    if not notebooks:
+        usage_error(parser, f"ROOT: {root} is not a course root (no chapters/*.ipynb in it)")
+    return notebooks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kvlab.colab", description=__doc__.split("\n\n")[1])
+    parser.add_argument("root", nargs="?", type=Path, default=Path(__file__).resolve().parent.parent, metavar="ROOT",
+                        help="the course folder, holding chapters/ and README.md (default: %(default)s)")
+    args = parser.parse_args(argv)
+    notebooks = course_notebooks(parser, args.root)
+    try:  # every file is read and checked before any is written
+        new = {p: synced_notebook(p) for p in notebooks}
+        new[args.root / "README.md"] = synced_readme(args.root / "README.md", notebooks)
+    except (OSError, ValueError) as exc:
+        usage_error(parser, f"ROOT: {exc}")
+    changed = [p.name for p, text in new.items() if _write(p, text)]
     print("updated: " + ", ".join(changed) if changed else "all badges and setup cells up to date")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:]))
+    sys.exit(main())

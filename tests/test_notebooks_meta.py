@@ -134,7 +134,7 @@ def test_sync_is_idempotent(tmp_path):
 
     shutil.copytree(ROOT / "chapters", tmp_path / "chapters", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
-    colab.main(str(tmp_path))
+    assert colab.main([str(tmp_path)]) == 0
     for p in NOTEBOOKS:
         assert (tmp_path / "chapters" / p.name).read_text(encoding="utf-8") == p.read_text(encoding="utf-8")
 

@@ -226,8 +226,8 @@ def prefill_paged(run: Decoding, prompts: list[list[int]], chunk_size: int) -> t
     row's blocks (reference counts) and only the rest of it is fed. Returns every row's last logits [B, vocab]."""
     cache: PagedKVCache = run.cache
     device = run.model.device
-    plan = prefix_plan(prompts, cache.block_size) if cache.share_prefixes else [(None, 0)] * len(prompts)
-    plan = [(d, n) if cache.tables[row].length == 0 else (None, 0) for row, (d, n) in enumerate(plan)]
+    empty = [t.length == 0 for t in cache.tables]  # a row holding earlier tokens neither shares nor lends blocks
+    plan = prefix_plan(prompts, cache.block_size, empty) if cache.share_prefixes else [(None, 0)] * len(prompts)
     by_length: dict[int, list[int]] = {}
     for row, (donor, _) in enumerate(plan):
         if donor is None:

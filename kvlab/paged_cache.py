@@ -18,6 +18,8 @@ The block arithmetic (how many blocks given lengths take) lives in :mod:`kvlab.p
 """
 from __future__ import annotations
 
+import numbers
+from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
@@ -25,7 +27,7 @@ import torch
 from ._validate import non_negative_int, positive_int
 from .cache import BaseCache, CacheFullError
 from .config import ModelConfig
-from .device import as_device
+from .device import as_device, same_device
 from .memory import format_bytes, torch_dtype
 from .paging import blocks_for
 
@@ -116,6 +118,7 @@ class BlockPool:
 
     def take(self, n: int, what: str = "a write") -> list[int]:
         """``n`` free blocks, each now referenced once (all or none)."""
+        n = non_negative_int("n", n)
         self.check_free(n, what)
         out = [self.free.pop() for _ in range(n)]
         for b in out:
@@ -124,29 +127,61 @@ class BlockPool:
         self.peak_in_use = max(self.peak_in_use, self.in_use)
         return out
 
+    def _block_id(self, name: str, block) -> int:
+        """``block`` as the id of a block of this pool, or a ValueError naming ``name``."""
+        if isinstance(block, bool) or not isinstance(block, numbers.Integral) or not 0 <= block < self.num_blocks:
+            raise ValueError(f"{name}: {block!r} is not a block id (an integer in [0, {self.num_blocks}))")
+        return int(block)
+
+    def _in_use(self, name: str, block, what: str) -> int:
+        block = self._block_id(name, block)
+        if self.refs[block] < 1:
+            raise ValueError(f"{name}: block {block} is free; only a block in use can be {what}")
+        return block
+
     def retain(self, block: int) -> None:
         """One more block table holds ``block`` (prefix sharing)."""
-        if self.refs[block] < 1:
-            raise ValueError(f"block: block {block} is free; only a block in use can be shared")
-        self.refs[block] += 1
+        self.refs[self._in_use("block", block, "shared")] += 1
 
     def release(self, blocks) -> None:
-        """Each of ``blocks`` is held by one table fewer; a block nobody holds goes back on the free list."""
-        for b in blocks:
-            if self.refs[b] < 1:
+        """Each of ``blocks`` is held by one table fewer; a block nobody holds goes back on the free list.
+        Every id is checked first: a bad one changes nothing."""
+        if isinstance(blocks, (str, bytes)) or not hasattr(blocks, "__iter__"):
+            raise ValueError(f"blocks must be a list of block ids, got {blocks!r}")
+        blocks = [self._block_id("blocks", b) for b in blocks]
+        for b, n in Counter(blocks).items():
+            if not self.refs[b]:
                 raise ValueError(f"blocks: block {b} is already free (released twice)")
+            if n > self.refs[b]:
+                raise ValueError(f"blocks: block {b} is held by {self.refs[b]} table(s) but released {n} times")
+        for b in blocks:
             self.refs[b] -= 1
             if self.refs[b] == 0:
                 self.free.append(b)
 
     def copy_on_write(self, block: int) -> int:
         """A private copy of shared ``block`` (K and V at every layer) for the table about to write into it."""
+        block = self._in_use("block", block, "copied")
         (new,) = self.take(1, f"copying shared block {block} before a write (copy-on-write)")
         self.k[:, new] = self.k[:, block]
         self.v[:, new] = self.v[:, block]
         self.release([block])
         self.copies += 1
         return new
+
+
+def _check_pool_matches(pool: BlockPool, config: ModelConfig, dtype, device) -> None:
+    """Refuse a pool whose blocks do not hold this cache's K/V (layers, kv heads, head dim, dtype, device)."""
+    theirs, mine = pool.config, config
+    diff = [(f"{n}={getattr(theirs, n)}", f"{n}={getattr(mine, n)}") for n in ("n_layer", "n_kv_head", "head_dim")
+            if getattr(theirs, n) != getattr(mine, n)]
+    if pool.dtype != dtype:
+        diff.append((f"dtype={pool.dtype}", f"dtype={dtype}"))
+    if not same_device(pool.device, device):
+        diff.append((f"device={pool.device}", f"device={device}"))
+    if diff:
+        raise ValueError(f"pool: built for {', '.join(a for a, _ in diff)}, but this cache has "
+                         f"{', '.join(b for _, b in diff)}; build the pool with the cache's config, dtype and device")
 
 
 def _check_pool_fits(pool: BlockPool, bytes_per_slot: int) -> None:
@@ -187,6 +222,8 @@ class PagedKVCache(BaseCache):
             pool = BlockPool(config, num_blocks, bs, self.dtype, self.device)
         elif not isinstance(pool, BlockPool):
             raise ValueError(f"pool must be a BlockPool, got {type(pool).__name__}")
+        else:
+            _check_pool_matches(pool, config, self.dtype, self.device)
         self.pool = pool
         self.tables = [BlockTable() for _ in range(self.batch_size)] if tables is None else list(tables)
         if len(self.tables) != self.batch_size:
@@ -232,13 +269,15 @@ class PagedKVCache(BaseCache):
 
     # -- making room: blocks on demand, copy-on-write ---------------------------
     def blocks_needed(self, n_new: int) -> int:
-        """Free blocks ``n_new`` more tokens per row take: new blocks plus copies of shared blocks written into."""
-        bs, need = self.block_size, 0
+        """Free blocks ``n_new`` more tokens per row take (what :meth:`reserve` takes): new blocks plus copies of
+        shared part-filled blocks written into. A block's writers copy it while another table still holds it, so
+        when all its holders write, the last one keeps the original."""
+        bs, need, writers = self.block_size, 0, Counter()
         for t in self.tables:
             need += max(0, blocks_for(t.length + n_new, bs) - len(t.blocks))
-            if n_new and t.length % bs and self.pool.refs[t.blocks[t.length // bs]] > 1:
-                need += 1  # the part-filled last block is shared: it is copied before the write
-        return need
+            if n_new and t.length % bs:
+                writers[t.blocks[t.length // bs]] += 1  # writes into its part-filled last block
+        return need + sum(min(n, self.pool.refs[b] - 1) for b, n in writers.items())
 
     def check_room(self, n_new: int) -> None:
         if self.length + n_new > self.max_seq_len:
@@ -375,14 +414,21 @@ class PagedKVCache(BaseCache):
                 f"pool={self.pool.in_use}/{self.pool.num_blocks} in use, block_size={self.block_size})")
 
 
-def prefix_plan(prompts: list[list[int]], block_size: int) -> list[tuple[int | None, int]]:
+def prefix_plan(prompts: list[list[int]], block_size: int, empty=None) -> list[tuple[int | None, int]]:
     """For each prompt: (an earlier row to share with, tokens shared), or (None, 0). A prompt shares with the
     earlier prompt it has the longest common start with, when that start fills at least one whole block; it
-    shares at most all but its last token (that token's pass gives the logits of its first new token)."""
+    shares at most all but its last token (that token's pass gives the logits of its first new token).
+    ``empty`` flags the rows that hold no tokens yet (default: all): only those share, either way (a row's
+    earlier tokens, not its prompt, fill its first blocks)."""
+    empty = [True] * len(prompts) if empty is None else list(empty)
+    if len(empty) != len(prompts):
+        raise ValueError(f"empty: {len(empty)} flags for {len(prompts)} prompts; give one per row")
     plan = []
     for row, prompt in enumerate(prompts):
         best, best_n = None, 0
-        for earlier in range(row):
+        for earlier in range(row) if empty[row] else ():
+            if not empty[earlier]:
+                continue
             n = _common_start(prompt, prompts[earlier])
             if n > best_n:
                 best, best_n = earlier, n

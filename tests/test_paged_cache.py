@@ -319,3 +319,142 @@ def test_left_padding_and_per_row_positions_do_not_mix(tiny_model):
     with pytest.raises(ValueError, match="^pad_lengths"):
         tiny_model(torch.tensor([[1], [2]]), cache, pad_lengths=[0, 1])
     assert cache.lengths == [3, 5]
+
+
+# -- issue 33: holes found by probing the pool and the cache ------------------------------------------------------
+def test_generate_shares_only_the_blocks_of_rows_that_were_empty():
+    """A row still holding earlier tokens lends no blocks: its first blocks hold those tokens, not this prompt."""
+    from kvlab import load_demo_model
+
+    model, tok = load_demo_model("cpu")
+    a, b, p = (tok.encode(s) for s in ("缓存的作用", "注意力机制", "人工智能的性质"))
+    cache = PagedKVCache(model.config, 2, 128, block_size=4, share_prefixes=True)
+    generate(model, [a, b], 4, cache=cache)
+    cache.free_row(1)  # row 0 keeps a and its new tokens; row 1 is empty again
+    got = generate(model, [p, p], 8, cache=cache, return_logits=True)
+    alone = generate(model, [p], 8, cache="none", return_logits=True)
+    assert torch.equal(got.new_tokens[1], alone.new_tokens[0]), tok.decode(got.new_tokens[1])
+    torch.testing.assert_close(got.logits[1], alone.logits[0], atol=1e-5, rtol=0)
+    held_blocks_are_counted(cache)
+
+
+def test_prefix_plan_leaves_out_rows_that_hold_tokens():
+    from kvlab.paged_cache import prefix_plan
+
+    prompts = [[1, 2, 3, 4, 5], [1, 2, 3, 4, 5], [1, 2, 3, 4, 6]]
+    assert prefix_plan(prompts, 2, [False, True, True]) == [(None, 0), (None, 0), (1, 4)]
+    assert prefix_plan(prompts, 2, [True, False, True]) == [(None, 0), (None, 0), (0, 4)]
+    with pytest.raises(ValueError, match="^empty"):
+        prefix_plan(prompts, 2, [True, True])
+
+
+def pool_state(pool):
+    return list(pool.refs), list(pool.free), pool.blocks_taken, pool.peak_in_use, pool.copies
+
+
+def test_pool_refuses_bad_block_ids_and_counts():
+    pool = BlockPool(C, 4, 4)
+    assert pool.take(2) == [0, 1]
+    before = pool_state(pool)
+    for bad in ([-1], [4], [True], [1.0], ["0"], [None], [2], 3, "01"):  # block 2 is free
+        with pytest.raises(ValueError, match="^blocks"):
+            pool.release(bad)
+        assert pool_state(pool) == before, bad
+    for bad in (-2, 1.5, True, "1", None):
+        with pytest.raises(ValueError, match="^n"):
+            pool.take(bad)
+        assert pool_state(pool) == before, bad
+    for method in (pool.retain, pool.copy_on_write):
+        for bad in (-1, 4, True, 0.0, 2):
+            with pytest.raises(ValueError, match="^block"):
+                method(bad)
+            assert pool_state(pool) == before, (method, bad)
+    assert pool.take(0) == [] and pool.take(2) == [2, 3]  # no block handed out twice
+
+
+def test_failed_pool_calls_change_nothing():
+    pool = BlockPool(C, 4, 4)
+    pool.take(2)
+    pool.retain(1)  # refs: block 0 once, block 1 twice
+    before = pool_state(pool)
+    for bad in ([0, 1, 0], [1, 1, 1], [0, 1, 2]):
+        with pytest.raises(ValueError, match="^blocks"):
+            pool.release(bad)
+        assert pool_state(pool) == before, bad
+    with pytest.raises(ValueError, match="^block"):
+        pool.copy_on_write(3)  # a free block: refused before a block is taken
+    assert pool_state(pool) == before
+    pool.release([1, 1, 0])  # a block held twice may be released twice in one call
+    assert pool.num_free == 4 and set(pool.refs) == {0}
+
+
+def test_a_pool_built_for_another_model_or_dtype_is_refused():
+    for other, kwargs, what in (
+            (ModelConfig(vocab_size=13, d_model=12, n_layer=3, n_head=3, n_kv_head=1, head_dim=4, max_seq_len=32),
+             {}, "n_layer"),
+            (ModelConfig(vocab_size=13, d_model=12, n_layer=2, n_head=2, n_kv_head=2, head_dim=6, max_seq_len=32),
+             {}, "n_kv_head"),
+            (C, {"dtype": "bfloat16"}, "dtype")):
+        pool = BlockPool(other, 8, 4, **kwargs)
+        with pytest.raises(ValueError, match=f"^pool.*{what}"):
+            PagedKVCache(C, 1, 32, pool=pool)
+        assert pool.num_free == 8 and pool.blocks_taken == 0
+    ok = BlockPool(ModelConfig(vocab_size=50, d_model=8, n_layer=2, n_head=2, n_kv_head=1, head_dim=4,
+                               max_seq_len=32), 8, 4)  # only the K/V shapes matter
+    assert PagedKVCache(C, 1, 32, pool=ok).pool is ok
+
+
+def test_two_rows_sharing_a_part_filled_block_grow_together_with_one_free_block():
+    cache = PagedKVCache(C, 2, 20, block_size=4, num_blocks=3)
+    k, v = kv(6, B=1)
+    write(PagedKVCache.over(cache.pool, [cache.tables[0]]), k, v)  # 2 blocks, the second holding 2 tokens
+    cache.share_prefix(0, 1, 6)
+    assert cache.pool.num_free == 1 and cache.blocks_needed(1) == 1  # one copy; the last writer keeps the original
+    k1, v1 = kv(1, seed=5)
+    write(cache, k1, v1)
+    assert cache.lengths == [7, 7] and cache.pool.num_free == 0 and cache.pool.copies == 1
+    held_blocks_are_counted(cache)
+    contiguous = KVCache(C, 2, 20)
+    for layer in range(C.n_layer):
+        contiguous.update(layer, k.expand(2, -1, -1, -1), v.expand(2, -1, -1, -1))
+    contiguous.advance(6)
+    for layer in range(C.n_layer):
+        contiguous.update(layer, k1, v1)
+    contiguous.advance(1)
+    for layer in range(C.n_layer):
+        torch.testing.assert_close(cache.layer_view(layer), contiguous.layer_view(layer), atol=0, rtol=0)
+
+
+@given(st.integers(2, 4), st.integers(1, 24),
+       st.lists(st.tuples(st.sampled_from(["write", "write", "share", "free"]),
+                          st.lists(st.integers(0, 2), min_size=1, max_size=3, unique=True), st.integers(0, 6)),
+                max_size=16))
+def test_blocks_needed_is_what_reserve_takes(block_size, num_blocks, ops):
+    """Writes to any rows, shared prefixes and frees: a write takes exactly blocks_needed() blocks, or raises
+    PoolExhaustedError exactly when they are not free, changing nothing."""
+    cache = PagedKVCache(C, 3, C.max_seq_len, block_size=block_size, num_blocks=num_blocks)
+    pool = cache.pool
+    for op, rows, n in ops:
+        if op == "free":
+            cache.free_row(rows[0])
+        elif op == "share":
+            src, dst = rows[0], rows[-1]
+            if src != dst:
+                cache.free_row(dst)
+                cache.share_prefix(src, dst, min(n, cache.tables[src].length))
+        else:
+            view = PagedKVCache.over(pool, [cache.tables[r] for r in rows])
+            if view.length + n > view.max_seq_len:
+                continue
+            need, taken = view.blocks_needed(n), pool.blocks_taken
+            tables = [(list(t.blocks), t.length) for t in cache.tables]
+            if need > pool.num_free:
+                before = pool_state(pool)
+                with pytest.raises(PoolExhaustedError):
+                    view.reserve(n)
+                assert pool_state(pool) == before and [(t.blocks, t.length) for t in cache.tables] == tables
+                continue
+            view.reserve(n)
+            assert pool.blocks_taken - taken == need
+            view.advance(n)
+        held_blocks_are_counted(cache)

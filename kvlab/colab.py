@@ -31,27 +31,62 @@ def badge_markdown(notebook: str) -> str:
             f" {BADGE_MARKER}")
 
 
+def install_command(source: str = f"git+https://github.com/{REPO}", ref: str = BRANCH) -> list[str]:
+    """pip's arguments that install kvlab non-editable from ``source`` at ``ref``: the one install command, used by
+    every chapter's setup cell and by the test that installs the course as Colab does (from a local clone)."""
+    return ["install", "-q", f"kvlab @ {source}@{ref}"]
+
+
+def course_version() -> str:
+    """The kvlab version the notebooks are written for: this kvlab's own (pyproject.toml's ``version``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kvlab")
+    except PackageNotFoundError:  # a checkout on sys.path without an install
+        import tomllib
+
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        return tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
+
+
 def setup_cell_source() -> str:
-    """The first code cell of every chapter: on Colab only, install kvlab (unless it is already importable,
-    e.g. from an uploaded or cloned copy of the course), keeping Colab's own torch."""
+    """The first code cell of every chapter. On Colab or any hosted Jupyter with pip: install kvlab when it is not
+    importable (keeping the torch already there); when it is, say so if it is older than the notebooks need
+    (nbgitpuller can pull notebooks newer than a hub image's kvlab). On Colab, also turn on its widget manager."""
+    pip = ", ".join(repr(a) for a in install_command())
+    upgrade = " ".join(a if " " not in a else f"'{a}'" for a in ["%pip", "install", "--upgrade", *install_command()[2:]])
     return f'''{SETUP_MARKER}
-# On Google Colab only: install kvlab from the course repository unless it is already importable,
-# keeping Colab's own torch, and turn on Colab's widget manager. Does nothing elsewhere.
+# 第一次在 Colab 或其他在线 Jupyter（有 pip 即可）上打开时：若还没有 kvlab，就从课程仓库安装，保留已有的 torch；
+# 已经安装时只核对版本。 On Colab or any hosted Jupyter: install kvlab if missing (keeping torch), else check its version.
+import importlib
+import importlib.metadata
+import importlib.util
+import re
 import sys
 
+KVLAB_NEEDED = "{course_version()}"  # the kvlab version these notebooks were written for
+if importlib.util.find_spec("kvlab") is None:
+    import subprocess
+
+    keep_torch = ["torch==" + importlib.metadata.version("torch")] if importlib.util.find_spec("torch") else []
+    print("正在安装 kvlab（第一次需要一两分钟）……")
+    install = subprocess.run([sys.executable, "-m", "pip",
+                              {pip}, *keep_torch])
+    importlib.invalidate_caches()  # so that `import kvlab` below finds what pip just installed
+    if install.returncode != 0:
+        print("kvlab 没有装上（见上面 pip 的报错）。请检查网络后重新运行这一格；或者把课程仓库 "
+              "https://github.com/{REPO} 上传或克隆下来，再运行 %pip install <仓库目录>。")
+else:
+    try:
+        have = importlib.metadata.version("kvlab")
+    except importlib.metadata.PackageNotFoundError:  # a course folder on the path without an install
+        have = KVLAB_NEEDED
+    numbers = lambda v: tuple(int(x) for x in re.findall(r"\\d+", v)[:3])
+    if numbers(have) < numbers(KVLAB_NEEDED):
+        print(f"这些笔记本需要 kvlab {{KVLAB_NEEDED}} 或更新，已安装的是 {{have}}：有些格可能出错。"
+              "请运行 {upgrade}，再重启内核（Kernel → Restart）。")
 if "google.colab" in sys.modules:
-    import importlib.util
-
-    if importlib.util.find_spec("kvlab") is None:
-        import importlib.metadata
-        import subprocess
-
-        torch_pin = "torch==" + importlib.metadata.version("torch")
-        install = subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                                  "kvlab @ git+https://github.com/{REPO}@{BRANCH}", torch_pin])
-        if install.returncode != 0:
-            print("kvlab 没有装上（见上面 pip 的报错）。请检查网络后重新运行这一格；或者把课程仓库 "
-                  "https://github.com/{REPO} 上传或克隆到 Colab，再运行 !pip install -e <仓库目录>。")
     from google.colab import output
 
     output.enable_custom_widget_manager()  # ipywidgets 8 on Colab'''

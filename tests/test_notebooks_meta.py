@@ -73,7 +73,9 @@ def test_readme_badges_are_in_sync():
     assert colab.readme_badges(NOTEBOOKS) in readme
 
 
-def _run_setup_cell(monkeypatch, on_colab: bool, importable: bool = True, returncode: int = 0):
+def _run_setup_cell(monkeypatch, on_colab: bool, importable: bool = True, returncode: int = 0,
+                    installed: str | None = None):
+    source = colab.setup_cell_source()  # written before the fakes below, as the notebooks were
     calls = []
     monkeypatch.setattr(subprocess, "run", lambda cmd: calls.append(cmd) or types.SimpleNamespace(returncode=returncode))
     widget_manager = []
@@ -91,7 +93,12 @@ def _run_setup_cell(monkeypatch, on_colab: bool, importable: bool = True, return
 
         real = importlib.util.find_spec
         monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kvlab" else real(name, *a))
-    exec(compile(colab.setup_cell_source(), "setup-cell", "exec"), {})
+    if installed is not None:
+        import importlib.metadata
+
+        real_version = importlib.metadata.version
+        monkeypatch.setattr(importlib.metadata, "version", lambda name: installed if name == "kvlab" else real_version(name))
+    exec(compile(source, "setup-cell", "exec"), {})
     return calls, widget_manager
 
 
@@ -104,12 +111,36 @@ def test_setup_cell_installs_from_repo_on_colab_and_pins_torch(monkeypatch, caps
     assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
     assert f"kvlab @ git+https://github.com/{colab.REPO}@{colab.BRANCH}" in cmd
     assert f"torch=={importlib.metadata.version('torch')}" in cmd  # Colab's torch is kept as it is
-    assert widget_manager == [True] and capsys.readouterr().out == ""
+    out = capsys.readouterr().out
+    assert widget_manager == [True] and "正在安装 kvlab" in out and "没有装上" not in out
 
 
 def test_setup_cell_skips_the_install_when_kvlab_is_importable(monkeypatch):
     calls, widget_manager = _run_setup_cell(monkeypatch, on_colab=True, importable=True)
     assert calls == [] and widget_manager == [True]
+
+
+def test_the_install_command_is_the_one_function_the_setup_cell_uses():
+    assert colab.install_command() == ["install", "-q", f"kvlab @ git+https://github.com/{colab.REPO}@{colab.BRANCH}"]
+    assert repr(colab.install_command()[-1]) in colab.setup_cell_source()
+    assert colab.install_command("git+file:///tmp/clone", "main")[-1] == "kvlab @ git+file:///tmp/clone@main"
+
+
+def test_setup_cell_installs_on_any_hosted_jupyter_too(monkeypatch, capsys):
+    """Not only Colab: a hosted notebook (a university hub, a mainland-China platform) without kvlab gets it."""
+    calls, widget_manager = _run_setup_cell(monkeypatch, on_colab=False, importable=False)
+    assert len(calls) == 1 and calls[0][:4] == [sys.executable, "-m", "pip", "install"]
+    assert widget_manager == [] and "正在安装 kvlab" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("installed, warned", [("0.0.9", True), (None, False), ("99.0", False)])
+def test_setup_cell_says_when_the_installed_kvlab_is_older_than_the_notebooks(monkeypatch, capsys, installed,
+                                                                              warned):
+    """nbgitpuller can pull notebooks newer than a hub image's kvlab: the first cell says so, in Chinese."""
+    calls, _ = _run_setup_cell(monkeypatch, on_colab=False, installed=installed)
+    out = capsys.readouterr().out
+    assert calls == [] and (("这些笔记本需要 kvlab" in out and "%pip install --upgrade" in out) if warned else out == "")
+    assert f'KVLAB_NEEDED = "{colab.course_version()}"' in colab.setup_cell_source()
 
 
 def test_setup_cell_says_what_to_do_when_the_install_fails(monkeypatch, capsys):
@@ -119,7 +150,7 @@ def test_setup_cell_says_what_to_do_when_the_install_fails(monkeypatch, capsys):
     assert widget_manager == [True]
 
 
-def test_setup_cell_does_nothing_outside_colab(monkeypatch):
+def test_setup_cell_does_nothing_where_kvlab_is_installed_outside_colab(monkeypatch):
     calls, widget_manager = _run_setup_cell(monkeypatch, on_colab=False)
     assert calls == [] and widget_manager == []
 

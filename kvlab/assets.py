@@ -16,6 +16,19 @@ RESTORE = ("restore it with `git checkout assets/` (in a clone of the course) or
            "`python -m kvlab.train --replace-shipped`")
 
 
+def restore_hint() -> str:
+    """How to get a course file back: ``git checkout`` in a clone of the course; in an installed wheel (Colab, a
+    hub image), which has no git, reinstalling kvlab."""
+    here = Path(__file__).resolve().parent
+    if (here.parent / "pyproject.toml").is_file():
+        return RESTORE
+    from .colab import install_command
+
+    spec = install_command()[-1]
+    return (f'restore it by reinstalling kvlab: `python -m pip install --force-reinstall --no-deps "{spec}"` '
+            "(or the way you installed it), then restart the kernel")
+
+
 class AssetError(ValueError):
     """A course data file (``assets/``) is missing, truncated or malformed: the message starts with its name and
     says how to restore it. Panels show it as a problem with the course's files, not with the learner's input."""
@@ -23,7 +36,7 @@ class AssetError(ValueError):
 
 def broken(path: Path, problem: str) -> AssetError:
     """The error for a file that is there but cannot be used."""
-    return AssetError(f"{path.name}: {problem}. The file at {path} is broken; {RESTORE}")
+    return AssetError(f"{path.name}: {problem}. The file at {path} is broken; {restore_hint()}")
 
 
 def assets_dir() -> Path:
@@ -45,7 +58,7 @@ def asset_path(*names: str) -> list[Path]:
     missing = [p.name for p in paths if not p.is_file()]
     if missing:
         what = missing[0] if len(missing) == 1 else str(missing)
-        raise AssetError(f"{what}: not found in {folder}; {RESTORE}")
+        raise AssetError(f"{what}: not found in {folder}; {restore_hint()}")
     return paths
 
 

@@ -83,3 +83,16 @@ def test_panels_built_without_the_corpus_raise_the_asset_error(asset_copy, which
     with pytest.raises(AssetError) as info:
         make()
     restore_named(info.value, CORPUS)
+
+
+def test_an_installed_wheel_is_told_to_reinstall_not_to_git_checkout(asset_copy, monkeypatch, tmp_path):
+    """A wheel (Colab, a hub image) has no git and no assets/ folder of a clone: the hint is the reinstall."""
+    site = tmp_path / "site-packages" / "kvlab"
+    site.mkdir(parents=True)
+    monkeypatch.setattr(assets, "__file__", str(site / "assets.py"))
+    (asset_copy / CORPUS).unlink()
+    with pytest.raises(AssetError) as info:
+        assets.corpus_text()
+    text = str(info.value)
+    assert text.startswith(CORPUS) and "git checkout" not in text
+    assert "pip install --force-reinstall --no-deps" in text and "kvlab @ git+https://github.com/" in text

@@ -4,7 +4,7 @@ card is the chapter's ``DEFAULT_USABLE`` (the fit panel's default)."""
 from __future__ import annotations
 
 from ..lessons.memory_estimate import DEFAULT_USABLE
-from ..presets import GPU_PRESETS, MODEL_PRESETS
+from ..presets import GPU_PRESETS, MODEL_PRESETS, ModelPreset
 from . import checker
 from .checker import Exercise, Verdict, right, wrong
 
@@ -59,6 +59,10 @@ def window_mistakes(p, S: int, B: int) -> dict[int, str]:
 
 def grade_window(fn) -> Verdict:
     problem = checker.unwritten(fn, WINDOW_STUB, "cache_bytes", "在 cache_bytes 里写出你的公式，替换 return None。")
+    if problem:
+        return problem
+    problem = checker.refuses_reference(fn, {"kv_cache_bytes": ModelPreset.kv_cache_bytes,
+                                             "layer_kv_cache_bytes": ModelPreset.layer_kv_cache_bytes})
     if problem:
         return problem
     for name, S, B in WINDOW_CASES:

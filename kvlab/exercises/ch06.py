@@ -95,6 +95,9 @@ def grade_lookup(lookup) -> Verdict:
     problem = checker.unwritten(lookup, LOOKUP_STUB, "lookup", "block 和 offset 还是 None：写出它们，再运行这一格。")
     if problem:
         return problem
+    problem = checker.refuses_reference(lookup, {"slot": BlockTable.slot, "slot_of": PagedKVCache.slot_of})
+    if problem:
+        return problem
     problem = lookup_problem(lookup)
     if problem:
         return wrong(problem)

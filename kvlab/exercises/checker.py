@@ -1,6 +1,6 @@
 """The one checker every chapter's exercises use: grade an answer, say what went wrong, never raise.
 
-A chapter module (``ch01`` ... ``ch05``) defines its :class:`Exercise` objects (task, stub cell, check cell,
+A chapter module (``ch01``, ``ch02`` ...) defines its :class:`Exercise` objects (task, stub cell, check cell,
 hints) and one ``grade_*`` function per exercise: a pure function from the learner's answer to a
 :class:`Verdict`. The notebook's check cell calls ``chNN.check_*(...)``, which goes through :func:`check`:
 it runs the grader, counts wrong attempts (the hint appears from the second one), and returns a
@@ -120,6 +120,18 @@ def _names(code) -> set[str]:
     return names
 
 
+ATTRIBUTE_LOADS = {"LOAD_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR"}
+
+
+def _attributes(code) -> set[str]:
+    """Every attribute name ``code`` (and the functions defined inside it) reads: ``preset.kv_cache_bytes``."""
+    names = {ins.argval for ins in dis.get_instructions(code) if ins.opname in ATTRIBUTE_LOADS}
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _attributes(const)
+    return names
+
+
 def _is(obj, reference) -> bool:
     return obj is reference or getattr(obj, "__wrapped__", None) is reference or \
         getattr(reference, "__wrapped__", None) is obj
@@ -127,10 +139,15 @@ def _is(obj, reference) -> bool:
 
 def uses_reference(fn, references: dict[str, object]) -> str | None:
     """The name of a reference implementation ``fn`` calls (``references``: name -> the function), found in its code
-    by name (``ch01.traced_work``, ``KVCache._store``) or through a global or closure alias bound to it; else None."""
+    by name (``ch01.traced_work``, ``KVCache._store``; an attribute of that name whatever a global of that name is)
+    or through a global or closure alias bound to it; else None."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return None
+    read = _attributes(code)
+    attribute = next((name for name in references if name in read), None)
+    if attribute:
+        return attribute
     scope = getattr(fn, "__globals__", {})
     cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None] \
         if all(_filled(c) for c in (getattr(fn, "__closure__", None) or ())) else []

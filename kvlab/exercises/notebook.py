@@ -5,21 +5,32 @@
 module; ``python -m kvlab.exercises chapters/01_autoregressive_decode.ipynb`` only that one; ``--check`` writes
 nothing and exits with 1 when a section is out of date. The section is an intro (markdown and a setup code
 cell), then for each exercise its task (markdown), its stub (code) and its check (code). Every generated cell
-carries ``metadata.kvlab_exercises`` (``"<key>/<role>"``) and an id starting with ``kvlab-ex-``; a rerun
-replaces exactly those cells, where they are, and never touches any other cell. Running it twice changes
-nothing the second time.
+carries ``metadata.kvlab_exercises`` (``"<key>/<role>"``), ``metadata.kvlab_exercises_hash`` (the hash of the
+source it was written with) and an id starting with ``kvlab-ex-``.
+
+A rerun only rewrites what it wrote: a generated cell whose source still matches its hash (or, written before
+hashes, equals what the generator writes now) is brought up to date in its place, and a missing one is written
+again next to its neighbours. A cell the learner has edited (an answer in a stub) is the learner's: it is never
+flagged, rewritten or removed. Every cell changed, and every edited cell left alone, is printed; nothing is
+asked (CI has no stdin). No other cell is touched, no file but a course notebook is written, and running it
+twice changes nothing the second time.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
+from typing import Callable
 
 from ..colab import source_lines
 from . import CHAPTER_MODULES, chapter_module
 
 META_KEY = "kvlab_exercises"
+HASH_KEY = "kvlab_exercises_hash"
 SECTION_MARKER = "<!-- kvlab-exercises -->"
 TASK_MARKER = "<!-- kvlab-exercise: {key} -->"
 
@@ -31,9 +42,20 @@ INTRO = f"""{SECTION_MARKER}
 先运行下面这一格，载入这一节的练习："""
 
 
+def source_hash(source: str) -> str:
+    """The hash a generated cell's metadata stores of its source (sha256, the first 16 hex digits)."""
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+
+
+def _source(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
 def _cell(kind: str, source: str, tag: str) -> dict:
     cell_id = "kvlab-ex-" + re.sub(r"[^A-Za-z0-9]+", "-", tag).strip("-")
-    cell = {"cell_type": kind, "id": cell_id[:64], "metadata": {META_KEY: tag}, "source": source_lines(source)}
+    cell = {"cell_type": kind, "id": cell_id[:64], "metadata": {META_KEY: tag, HASH_KEY: source_hash(source)},
+            "source": source_lines(source)}
     if kind == "code":
         cell.update(execution_count=None, outputs=[])
     return cell
@@ -57,6 +79,77 @@ def is_generated(cell: dict) -> bool:
     return cell.get("cell_type") == "markdown" and (SECTION_MARKER in text or "<!-- kvlab-exercise: " in text)
 
 
+def tag_of(cell: dict, chapter: str) -> str | None:
+    """A generated cell's ``"<key>/<role>"`` (read from the markers when its metadata was lost), else None."""
+    tag = cell.get("metadata", {}).get(META_KEY)
+    if isinstance(tag, str) or not is_generated(cell):
+        return tag if isinstance(tag, str) else None
+    text = _source(cell)
+    key = re.search(r"<!-- kvlab-exercise: (\S+) -->", text)
+    return f"{key.group(1)}/task" if key else f"{chapter}/intro" if SECTION_MARKER in text else None
+
+
+def is_edited(cell: dict, fresh: dict | None) -> bool:
+    """Whether the learner changed a generated cell: its source matches neither its stored hash nor (no hash: a cell
+    from before hashes) what the generator writes now (``fresh``; None when it writes no such cell any more)."""
+    source = _source(cell)
+    if fresh is not None and source == _source(fresh):
+        return False
+    return cell.get("metadata", {}).get(HASH_KEY) != source_hash(source)
+
+
+def _refreshed(cell: dict, fresh: dict) -> dict:
+    """``fresh`` in place of an unedited ``cell``; its other metadata kept, and its outputs if its source stays."""
+    new = {**fresh, "metadata": {**cell.get("metadata", {}), **fresh["metadata"]}}
+    if _source(cell) == _source(fresh):
+        new["source"] = cell.get("source")
+        if fresh["cell_type"] == "code" and cell.get("cell_type") == "code":
+            new.update(execution_count=cell.get("execution_count"), outputs=cell.get("outputs", []))
+    return new
+
+
+ADDED, REWRITTEN, HASHED, REMOVED, KEPT = "added", "rewritten", "hashed", "removed", "kept"
+
+
+def section_changes(nb: dict, module) -> tuple[dict, list[tuple[str, str]]]:
+    """``nb`` with its exercise section brought up to date, and what was done, as ``(tag, change)`` pairs (HASHED:
+    only the hash added; KEPT: an edited cell left alone). Unedited generated cells are rewritten where they are; a
+    missing one goes after the nearest earlier cell of the section (else before the next one, else at the end)."""
+    chapter = module.__name__.rsplit(".", 1)[-1]
+    fresh = {c["metadata"][META_KEY]: c for c in section_cells(module)}
+    cells, changes = [], []
+    for cell in nb["cells"]:
+        tag = tag_of(cell, chapter)
+        if tag is None:
+            cells.append(cell)
+        elif is_edited(cell, fresh.get(tag)):
+            cells.append(cell)
+            changes.append((tag, KEPT))
+        elif tag not in fresh:
+            changes.append((tag, REMOVED))
+        else:
+            new = _refreshed(cell, fresh[tag])
+            cells.append(new if new != cell else cell)
+            if new != cell:
+                changes.append((tag, HASHED if new["source"] == cell.get("source") else REWRITTEN))
+    order = list(fresh)
+    for i, tag in enumerate(order):
+        present = [tag_of(c, chapter) for c in cells]
+        if tag in present:
+            continue
+        before = [j for j, t in enumerate(present) if t in order[:i]]
+        after = [j for j, t in enumerate(present) if t in order[i + 1:]]
+        at = before[-1] + 1 if before else after[0] if after else len(cells)
+        cells.insert(at, fresh[tag])
+        changes.append((tag, ADDED))
+    return {**nb, "cells": cells}, changes
+
+
+def with_section(nb: dict, module) -> dict:
+    """``nb`` with its exercise section brought up to date (see :func:`section_changes`)."""
+    return section_changes(nb, module)[0]
+
+
 def module_for(path: Path):
     """The exercise module whose ``NOTEBOOK`` is this notebook, or None."""
     for name in CHAPTER_MODULES:
@@ -66,45 +159,85 @@ def module_for(path: Path):
     return None
 
 
-def with_section(nb: dict, module) -> dict:
-    """``nb`` with its generated cells replaced by a fresh section (where the old one began, else at the end)."""
-    cells = nb["cells"]
-    first = next((i for i, c in enumerate(cells) if is_generated(c)), None)
-    kept = [c for c in cells if not is_generated(c)]
-    at = len(kept) if first is None else sum(1 for c in cells[:first] if not is_generated(c))
-    return {**nb, "cells": kept[:at] + section_cells(module) + kept[at:]}
-
-
-def sync_notebook(path: Path, write: bool = True) -> bool:
-    """Bring one notebook's exercise section up to date; True if it was out of date (and, with ``write``, rewritten)."""
+def read_notebook(path: Path) -> dict:
+    """The notebook at ``path``; ValueError when it is not a Jupyter notebook (nbformat 4), so nothing is written."""
     path = Path(path)
-    module = module_for(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: not a Jupyter notebook (not a file)")
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise ValueError(f"{path}: not a Jupyter notebook ({exc})") from None
+    if not (isinstance(nb, dict) and nb.get("nbformat") == 4 and isinstance(nb.get("cells"), list)
+            and all(isinstance(c, dict) and isinstance(c.get("metadata", {}), dict) for c in nb["cells"])):
+        raise ValueError(f"{path}: not a Jupyter notebook (nbformat 4 with a list of cells)")
+    return nb
+
+
+CHANGE_TEXT = {  # (what --check says, what a run says)
+    ADDED: ("missing", "written"),
+    REWRITTEN: ("out of date", "rewritten"),
+    HASHED: ("no hash yet", "hash added"),
+    REMOVED: ("no longer generated", "removed"),
+    KEPT: ("edited, left as it is", "edited, left as it is"),
+}
+
+
+def sync_notebook(path: Path, write: bool = True, say: Callable[[str], None] | None = None) -> bool:
+    """Bring one notebook's exercise section up to date; True if it was out of date (and, with ``write``, rewritten).
+    ``say`` gets one line per cell changed (or, without ``write``, to change) and per edited cell left alone."""
+    path = Path(path)
+    module = module_for(path.resolve())
     if module is None:
         raise ValueError(f"path: no exercise module in kvlab.exercises names {path.name} as its NOTEBOOK")
-    text = path.read_text(encoding="utf-8")
-    new = json.dumps(with_section(json.loads(text), module), ensure_ascii=False, indent=1) + "\n"
-    if new == text:
-        return False
-    if write:
-        path.write_text(new, encoding="utf-8")
-    return True
+    new, changes = section_changes(read_notebook(path), module)
+    for tag, change in changes:
+        if say:
+            say(f"{path.name}: {tag}: {CHANGE_TEXT[change][write]}")
+    stale = any(change != KEPT for _, change in changes)
+    if stale and write:
+        _write(path.resolve(), json.dumps(new, ensure_ascii=False, indent=1) + "\n")
+    return stale
+
+
+def _write(path: Path, text: str) -> None:
+    """``text`` into ``path`` all at once (a crash leaves the old notebook, never half of one)."""
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
+                                     delete=False) as tmp:
+        tmp.write(text)
+    os.chmod(tmp.name, path.stat().st_mode & 0o777)
+    os.replace(tmp.name, path)
 
 
 def section_is_current(path: Path) -> bool:
     return not sync_notebook(path, write=False)
 
 
+USAGE = "usage: python -m kvlab.exercises [--check] [NOTEBOOK ...]"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     check_only = "--check" in args
     names = [a for a in args if a != "--check"]
+    if any(n.startswith("-") for n in names):
+        print(USAGE, file=sys.stderr)
+        return 2
     root = Path(__file__).resolve().parents[2]
     paths = [Path(n) for n in names] or [p for p in sorted((root / "chapters").glob("*.ipynb")) if module_for(p)]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         print(f"no such notebook: {', '.join(missing)}", file=sys.stderr)
         return 2
-    stale = [p.name for p in paths if sync_notebook(p, write=not check_only)]
+    for p in paths:  # every one checked before any is written
+        try:
+            if module_for(p.resolve()) is None:
+                raise ValueError(f"{p}: not a course notebook (no kvlab/exercises/chNN.py names {p.name})")
+            read_notebook(p)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+    stale = [p.name for p in paths if sync_notebook(p, write=not check_only, say=print)]
     if check_only:
         print("out of date: " + ", ".join(stale) if stale else "all exercise sections up to date")
         return 1 if stale else 0

@@ -63,7 +63,8 @@ def graded(verdict: Verdict) -> bool:
 
 
 def grade(question: Question, response) -> Verdict:
-    """Grade one response: the index of a choice (``None``: nothing chosen) or the text typed for a number."""
+    """Grade one response: the index of a choice (``None``: nothing chosen) or the number answered (typed text, or
+    any other value: whatever cannot be read as a number is TODO with the reason in Chinese, never an error)."""
     if isinstance(question, ChoiceQuestion):
         if response is None:
             return Verdict(TODO, "还没有选择：请点一个选项")
@@ -73,16 +74,18 @@ def grade(question: Question, response) -> Verdict:
         return question.choices[response].verdict()
     try:
         value = parse_number(response)
-    except AnswerError as exc:
+    except AnswerError as exc:  # not a number (None, True, a list, "abc", nan ...): said why, not counted
         return Verdict(TODO, str(exc))
     if close(float(value), float(question.answer), question.rel_tol):
         return right(f"正确！{question.explanation}")
-    return wrong(f"不对：「{clip(response.strip())}」不是正确答案。提示：{question.hint}")
+    shown = response.strip() if isinstance(response, str) else f"{float(value):.10g}"  # as typed, or the value read
+    return wrong(f"不对：「{clip(shown)}」不是正确答案。提示：{question.hint}")
 
 
 def response_key(question: Question, response):
-    """What makes two responses the same attempt: a number's value (7, 7.0 and ７ are one answer), a choice's index."""
-    if isinstance(question, NumberQuestion) and isinstance(response, str):
+    """What makes two responses the same attempt: a number's value (7, "7.0" and "７" are one answer), a choice's
+    index."""
+    if isinstance(question, NumberQuestion):
         try:
             return parse_number(response)
         except AnswerError:

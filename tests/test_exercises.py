@@ -982,3 +982,13 @@ def test_an_answer_that_calls_the_reference_is_refused(key, source):
     ex = next(e for e in EXERCISES if e.key == key)
     fb = run_cells(ex, source)
     assert fb.status == checker.WRONG and "参考实现" in fb.message, fb.text
+
+
+def test_an_installed_kvlab_without_chapters_says_it_found_none(monkeypatch, tmp_path, capsys):
+    """A wheel in site-packages has no chapters/ beside it: not 'all exercise sections up to date'."""
+    site = tmp_path / "site-packages" / "kvlab" / "exercises"
+    site.mkdir(parents=True)
+    monkeypatch.setattr(notebook, "__file__", str(site / "notebook.py"))
+    assert notebook.main(["--check"]) == 2 and notebook.main([]) == 2
+    err = capsys.readouterr().err
+    assert "no course notebooks found" in err and "up to date" not in err

@@ -225,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     root = Path(__file__).resolve().parents[2]
     paths = [Path(n) for n in names] or [p for p in sorted((root / "chapters").glob("*.ipynb")) if module_for(p)]
+    if not paths:  # an installed wheel has no chapters/ beside it: say so rather than "all up to date"
+        print(f"no course notebooks found in {root / 'chapters'}: name the notebooks to check, e.g. "
+              "python -m kvlab.exercises --check chapters/01_autoregressive_decode.ipynb", file=sys.stderr)
+        return 2
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         print(f"no such notebook: {', '.join(missing)}", file=sys.stderr)

@@ -64,6 +64,26 @@ def non_negative_float(name: str, value) -> float:
     return value
 
 
+def _whole(value: int) -> str:
+    """A whole number as a message shows it (str() of a huge one is slow, and past 4,300 digits refused)."""
+    return f"{value:,}" if abs(value) < 10**15 else f"a {int(value).bit_length():,}-bit number"
+
+
+def token_ids(name: str, ids) -> list[int]:
+    """``ids`` (a list or tuple of 1+ whole-number token ids) as a list of ``int``: 1.5 and True are refused, never
+    truncated. The vocabulary range is the model's to check (``ToyTransformer.check_ids``)."""
+    if not isinstance(ids, (list, tuple)):
+        raise ValueError(f"{name} must be a list or tuple of token ids, got {type(ids).__name__}")
+    if not ids:
+        raise ValueError(f"{name} needs at least one token")
+    for t in ids:
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral):
+            raise ValueError(f"{name} must hold integer token ids, found {repr(t)[:40]} ({type(t).__name__})")
+        if not -2**63 <= t < 2**63:  # a tensor of ids holds 64-bit integers
+            raise ValueError(f"{name} must hold token ids in [0, vocab_size), found {_whole(t)}")
+    return [int(t) for t in ids]
+
+
 SEED_LIMIT = 2**64  # torch.Generator.manual_seed accepts 0 .. 2**64 - 1
 
 

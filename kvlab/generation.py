@@ -9,13 +9,12 @@ defined in :mod:`kvlab.cache_modes`.
 """
 from __future__ import annotations
 
-import numbers
 import time
 from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ._validate import non_negative_float, one_of, positive_int, seed_value
+from ._validate import non_negative_float, one_of, positive_int, seed_value, token_ids
 from .cache import BaseCache
 from .cache_modes import CACHE_MODES, MODES
 from .device import synchronize
@@ -92,16 +91,13 @@ class GenerationResult:
 PAD_ID = 0  # what fills the left padding; masked out, so any valid id would do
 
 
-def _is_id(t) -> bool:
-    return isinstance(t, numbers.Integral) and not isinstance(t, bool)
-
-
 def as_token_batch(input_ids) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Prompts -> (integer tensor [B, T], left-padding lengths [B] or None); the model's ``check_ids``
     then checks the tensor (dtype, shape, vocabulary range) like any other input.
 
     Accepts a list of ids (one prompt), a list of lists (a batch; unequal lengths are
-    left-padded with ``PAD_ID``), or an integer tensor [T] or [B, T] (no padding).
+    left-padded with ``PAD_ID``), or an integer tensor [T] or [B, T] (no padding). A list's ids are
+    checked by :func:`~kvlab._validate.token_ids`, as ``serve`` checks its prompts.
     """
     if isinstance(input_ids, torch.Tensor):
         return (input_ids[None] if input_ids.dim() == 1 else input_ids), None  # [T] -> [1, T]
@@ -110,15 +106,11 @@ def as_token_batch(input_ids) -> tuple[torch.Tensor, torch.Tensor | None]:
     nested = [isinstance(r, (list, tuple)) for r in input_ids]
     if any(nested) and not all(nested):
         raise ValueError("input_ids must be either a list of ids or a list of lists of ids, not a mix of both")
-    rows = [list(r) for r in input_ids] if all(nested) else [list(input_ids)]
-    if any(len(r) == 0 for r in rows):
-        raise ValueError("input_ids: every prompt needs at least one token")
-    bad = next((t for r in rows for t in r if not _is_id(t)), None)
-    if bad is not None:
-        raise ValueError(f"input_ids must hold integer token ids, found {bad!r} ({type(bad).__name__})")
+    rows = ([token_ids(f"input_ids[{i}]", r) for i, r in enumerate(input_ids)] if all(nested)
+            else [token_ids("input_ids", input_ids)])
     width = max(len(r) for r in rows)
     pads = [width - len(r) for r in rows]
-    ids = torch.tensor([[PAD_ID] * p + [int(t) for t in r] for p, r in zip(pads, rows)], dtype=torch.long)
+    ids = torch.tensor([[PAD_ID] * p + r for p, r in zip(pads, rows)], dtype=torch.long)
     return ids, (torch.tensor(pads, dtype=torch.long) if any(pads) else None)
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._validate import non_negative_int, one_of, positive_int, seed_value
+from ._validate import non_negative_int, one_of, positive_int, seed_value, token_ids
 from .measure import median, timed
 from .memory import stored_tokens
 from .model import ToyTransformer
@@ -244,8 +244,9 @@ def default_pool_blocks(requests: list[Request], max_batch: int, block_size: int
     return max(1, sum(need[:max_batch]))
 
 
-def check_requests(requests, model: ToyTransformer, num_blocks: int, block_size: int) -> list[Request]:
-    """``requests`` as a list ordered by (arrival, rid), each fitting the model and, alone, the pool."""
+def check_requests(requests, model: ToyTransformer) -> list[Request]:
+    """``requests`` as a list ordered by (arrival, rid), each fitting the model (prompts checked as ``generate``
+    checks its own)."""
     if not isinstance(requests, (list, tuple)) or not requests:
         raise ValueError("requests must be a non-empty list of Request")
     if len(requests) > MAX_REQUESTS:
@@ -257,18 +258,25 @@ def check_requests(requests, model: ToyTransformer, num_blocks: int, block_size:
         if r.rid in seen:
             raise ValueError(f"requests: rid {r.rid} appears twice")
         seen.add(r.rid)
-        non_negative_int("arrival", r.arrival)
-        positive_int("max_new_tokens", r.max_new_tokens)
-        if not r.prompt or any(not 0 <= t < model.config.vocab_size for t in r.prompt):
-            raise ValueError(f"requests: request {r.rid}'s prompt must be 1+ ids in [0, {model.config.vocab_size})")
+        non_negative_int(f"requests: request {r.rid}'s arrival", r.arrival)
+        positive_int(f"requests: request {r.rid}'s max_new_tokens", r.max_new_tokens)
+        prompt = f"requests: request {r.rid}'s prompt"
+        model.check_ids(torch.tensor([token_ids(prompt, r.prompt)]), name=prompt)  # generate's two checks
         if r.peak_tokens > model.config.max_seq_len:
             raise ValueError(f"requests: request {r.rid} needs {r.peak_tokens} tokens, past the model's "
                              f"max_seq_len ({model.config.max_seq_len})")
+    return sorted(requests, key=lambda r: (r.arrival, r.rid))
+
+
+def check_pool(requests: list[Request], num_blocks, block_size: int) -> int:
+    """``num_blocks`` as an ``int`` if each of the (checked) ``requests`` alone fits a pool of that many blocks."""
+    num_blocks = positive_int("num_blocks", num_blocks)
+    for r in requests:
         need = blocks_for(r.peak_tokens, block_size)
         if need > num_blocks:
             raise ValueError(f"num_blocks: request {r.rid} alone needs {need} blocks of {block_size} tokens, "
                              f"but the pool has {num_blocks}")
-    return sorted(requests, key=lambda r: (r.arrival, r.rid))
+    return num_blocks
 
 
 class Engine:
@@ -430,12 +438,10 @@ def serve(model: ToyTransformer, requests, policy: str = "continuous", *, max_ba
     one_of("policy", policy, POLICIES)
     max_batch = positive_int("max_batch", max_batch, maximum=MAX_REQUESTS)
     block_size = positive_int("block_size", block_size, maximum=model.config.max_seq_len)
-    if not isinstance(requests, (list, tuple)) or not all(isinstance(r, Request) for r in requests):
-        raise ValueError("requests must be a non-empty list of Request")
+    ordered = check_requests(requests, model)
     if num_blocks is None:
-        num_blocks = default_pool_blocks(list(requests), max_batch, block_size)
-    num_blocks = positive_int("num_blocks", num_blocks)
-    ordered = check_requests(requests, model, num_blocks, block_size)
+        num_blocks = default_pool_blocks(ordered, max_batch, block_size)
+    num_blocks = check_pool(ordered, num_blocks, block_size)
     pool = BlockPool(model.config, num_blocks, block_size, model.dtype, model.device, name=f"{policy} pool")
     engine = Engine(model, ordered, policy, max_batch, pool)
     engine.run()

@@ -119,3 +119,26 @@ def test_bad_arguments_name_themselves(model):
         serve(model, [Request(0, 0, (1,), 41)])  # past max_seq_len
     with pytest.raises(ValueError, match="^requests"):
         serve(model, [Request(0, 0, (99,), 2)])
+
+
+@pytest.mark.parametrize("prompt,problem", [
+    ((1.5, 2), "must hold integer token ids, found 1.5"), ((2.0, 2), "must hold integer token ids, found 2.0"),
+    ((True, 2), "must hold integer token ids, found True"), (("a", 2), "must hold integer token ids, found 'a'"),
+    ((None,), "must hold integer token ids, found None"), ((), "needs at least one token"),
+    ((99,), r"must lie in \[0, 29\)"), ((-1, 2), r"must lie in \[0, 29\)"), ((10**30,), "must hold token ids in"),
+    ("ab", "must be a list or tuple of token ids"), (None, "must be a list or tuple of token ids")])
+def test_serve_refuses_the_prompts_generate_refuses(model, prompt, problem):
+    """Hole 5 of issue 33: serve ran the prompt (1.5, 2) as (1, 2), while generate refuses 1.5. Both check prompts
+    with the same two checks now (token_ids, then the model's check_ids), and serve's message names the request."""
+    with pytest.raises(ValueError, match=f"^requests: request 7's prompt {problem}"):
+        serve(model, [Request(0, 0, (1, 2), 2), Request(7, 1, prompt, 2)])
+    if isinstance(prompt, tuple):
+        with pytest.raises(ValueError, match=rf"^input_ids\[0\] {problem}|^input_ids {problem}"):
+            generate(model, [list(prompt)], 2)
+
+
+def test_serve_takes_any_whole_number_type_as_an_id(model):
+    import numpy as np
+
+    r = Request(0, 0, (np.int64(3), 4, torch.tensor(5).item()), 3)
+    assert serve(model, [r]).outcomes[0].tokens == alone(model, r)

@@ -84,6 +84,25 @@ def token_ids(name: str, ids) -> list[int]:
     return [int(t) for t in ids]
 
 
+def number_in(name: str, value, low, high, *, whole: bool = False):
+    """``value`` as an ``int`` (``whole``) or finite ``float`` in [``low``, ``high``]; each refusal states the range."""
+    bounds = ", ".join(f"{b:,}" if isinstance(b, int) else f"{b:g}" for b in (low, high))
+    wanted = f"{name} must be {'a whole number' if whole else 'a finite number'} in [{bounds}]"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral if whole else numbers.Real):
+        raise ValueError(f"{wanted}, got {repr(value)[:40]} ({type(value).__name__})")
+    if isinstance(value, numbers.Integral):
+        if not low <= value <= high:  # compared exactly, however large
+            raise ValueError(f"{wanted}, got {_whole(value)}")
+        return int(value) if whole else float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ValueError(f"{wanted}, got one too large for a float") from None
+    if not low <= number <= high:  # NaN and the infinities too
+        raise ValueError(f"{wanted}, got {number:g}")
+    return number
+
+
 SEED_LIMIT = 2**64  # torch.Generator.manual_seed accepts 0 .. 2**64 - 1
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._validate import non_negative_int, one_of, positive_int, seed_value, token_ids
+from ._validate import non_negative_int, number_in, one_of, positive_int, seed_value, token_ids
 from .measure import median, timed
 from .memory import stored_tokens
 from .model import ToyTransformer
@@ -34,6 +34,9 @@ from .paging import blocks_for
 
 POLICIES = ("static", "continuous")
 MAX_REQUESTS = 256  # a workload's size bound: its time is at most this many generations of the model's context
+MAX_MEAN_GAP = 1e6  # steps between arrivals on average, at most (past ~1e16, 1 - 1/(1 + gap) rounds to 1: no draw)
+MAX_MEDIAN = 10**6  # tokens: a median prompt or answer length, at most (far past any context; lengths are clipped)
+MAX_SIGMA = 10.0  # a log-normal length's spread at most: exp(log(median) + sigma * z) stays a float
 
 
 @dataclass(frozen=True)
@@ -65,16 +68,27 @@ class Workload:
     new_sigma: float = 0.6
     seed: int = 0
 
+    def __post_init__(self):
+        """Every field checked once, here: a ValueError names it and the values it accepts."""
+        checked = {"count": number_in("count", self.count, 1, MAX_REQUESTS, whole=True),
+                   "mean_gap": number_in("mean_gap", self.mean_gap, 0.0, MAX_MEAN_GAP),
+                   "prompt_median": number_in("prompt_median", self.prompt_median, 1, MAX_MEDIAN, whole=True),
+                   "prompt_sigma": number_in("prompt_sigma", self.prompt_sigma, 0.0, MAX_SIGMA),
+                   "new_median": number_in("new_median", self.new_median, 1, MAX_MEDIAN, whole=True),
+                   "new_sigma": number_in("new_sigma", self.new_sigma, 0.0, MAX_SIGMA),
+                   "seed": seed_value("seed", self.seed)}
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)  # frozen: plain ints and floats from here on
+
     def requests(self, text_ids, context: int) -> list[Request]:
         """``count`` requests whose prompt + answer fit in ``context`` tokens; the same ones for the same seed."""
-        count = positive_int("count", self.count, maximum=MAX_REQUESTS)
         context = positive_int("context", context)
         ids = list(text_ids)
         if len(ids) < 2:
             raise ValueError("text_ids: need a text of at least 2 tokens to cut prompts from")
-        rng = random.Random(seed_value("seed", self.seed))
+        rng = random.Random(self.seed)
         out, clock = [], 0
-        for rid in range(count):
+        for rid in range(self.count):
             if rid:
                 clock += _geometric(rng, self.mean_gap)
             p = _lognormal(rng, self.prompt_median, self.prompt_sigma, 1, min(len(ids), context - 1))
@@ -89,10 +103,10 @@ def _lognormal(rng: random.Random, med: float, sigma: float, low: int, high: int
 
 
 def _geometric(rng: random.Random, mean: float) -> int:
-    """Steps until the next arrival: 0, 1, 2, ... with mean ``mean`` (0 = same step)."""
-    if mean <= 0:
-        return 0
+    """Steps until the next arrival: 0, 1, 2, ... with mean ``mean`` in [0, MAX_MEAN_GAP] (0 = same step)."""
     p = 1 / (1 + mean)
+    if p == 1:  # mean 0, or too small to tell from 0
+        return 0
     return int(math.log(1 - rng.random()) / math.log(1 - p))
 
 

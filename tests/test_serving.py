@@ -142,3 +142,56 @@ def test_serve_takes_any_whole_number_type_as_an_id(model):
 
     r = Request(0, 0, (np.int64(3), 4, torch.tensor(5).item()), 3)
     assert serve(model, [r]).outcomes[0].tokens == alone(model, r)
+
+
+WORKLOAD_FIELDS = ("count", "mean_gap", "prompt_median", "prompt_sigma", "new_median", "new_sigma", "seed")
+
+
+@pytest.mark.parametrize("name,value", [
+    ("mean_gap", float("inf")), ("mean_gap", 1e17), ("mean_gap", float("nan")), ("mean_gap", -1.0), ("mean_gap", "2"),
+    ("prompt_median", 0), ("prompt_median", -3), ("prompt_median", 2.5),
+    pytest.param("prompt_median", 10**400, id="prompt_median-10**400"),
+    ("new_median", 0), ("new_median", True), ("prompt_sigma", float("nan")), ("prompt_sigma", -0.1),
+    ("new_sigma", float("inf")), ("new_sigma", 1e6), ("count", 0), ("count", 257), ("count", 3.0),
+    ("seed", -1), ("seed", 0.5)])
+def test_a_bad_workload_field_is_named_when_the_workload_is_built(name, value):
+    """Hole 10 of issue 33: mean_gap inf or 1e17 gave ZeroDivisionError, NaN "cannot convert float NaN to integer",
+    prompt_median=0 "math domain error", all from requests(), none naming the field. Now the constructor refuses
+    each, naming the field and the values it accepts."""
+    with pytest.raises(ValueError, match=rf"^{name} must be .*in \["):
+        Workload(**{name: value})
+
+
+def _any_value():
+    return st.one_of(st.floats(), st.integers(-10**30, 10**30), st.integers(), st.booleans(), st.none(),
+                     st.text(max_size=3), st.fractions())
+
+
+def _check_workload(w: Workload) -> None:
+    ids = list(range(50)) * 2
+    requests = w.requests(ids, 64)
+    assert len(requests) == w.count and [r.rid for r in requests] == list(range(w.count))
+    arrivals = [r.arrival for r in requests]
+    assert arrivals[0] == 0 and arrivals == sorted(arrivals) and all(isinstance(a, int) for a in arrivals)
+    assert all(1 <= len(r.prompt) and r.max_new_tokens >= 1 and r.peak_tokens <= 64 for r in requests)
+    assert all(isinstance(t, int) and 0 <= t < 50 for r in requests for t in r.prompt)
+
+
+@given(st.sampled_from(WORKLOAD_FIELDS), _any_value())
+def test_any_workload_value_is_either_usable_or_named(name, value):
+    """Every value of every field either builds a workload whose requests are sensible, or is refused at
+    construction with a ValueError that starts with the field's name."""
+    try:
+        w = Workload(**{name: value})
+    except ValueError as e:
+        assert str(e).startswith(f"{name} must be "), e
+        return
+    _check_workload(w)
+
+
+@given(st.fixed_dictionaries({
+    "count": st.integers(1, 256), "mean_gap": st.floats(0, 1e6), "seed": st.integers(0, 2**64 - 1),
+    "prompt_median": st.integers(1, 10**6), "prompt_sigma": st.floats(0, 10),
+    "new_median": st.integers(1, 10**6), "new_sigma": st.floats(0, 10)}))
+def test_every_accepted_workload_is_sensible(fields):
+    _check_workload(Workload(**fields))

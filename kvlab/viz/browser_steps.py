@@ -275,6 +275,12 @@ class BrowserSteps(AnyWidget):
             msg["keep"] = keep
         self.send(msg)
 
+    def close(self) -> None:
+        """Close the widget and its links to the sliders (the kernel and the browser let go of them)."""
+        for link in self.links:
+            link.close()
+        super().close()
+
 
 class RenderAhead:
     """The kernel's side of a panel's browser-drawn sliders: the states of the current world (keyed by the sliders'
@@ -454,3 +460,10 @@ class RenderAhead:
             self._job = None
         self._todo = []
         self.flush()
+
+    def close(self) -> None:
+        """Stop for good (a panel replaced by its re-run cell): nothing more is rendered ahead, every state is let go
+        of, and the browser's widget is closed."""
+        self.cancel()
+        self.states = {}
+        self.steps.close()

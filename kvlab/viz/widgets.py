@@ -441,7 +441,7 @@ class Panel:
 
     def _replace_older(self, css_class: str) -> None:
         """A panel of the same ``css_class`` made before this one was shown by the same cell, now re-run (every
-        chapter shows each panel once): it stops following its leader, and the panels that followed it, still on
+        chapter shows each panel once): it is closed (its output is gone), and the panels that followed it, still on
         screen, stop following it and are greyed out for good (they read controls that are no longer shown)."""
         if not css_class:
             return
@@ -449,10 +449,18 @@ class Panel:
         Panel._newest[css_class] = self
         if older is None or older is self:
             return
-        if older._leader is not None:  # it no longer follows: greyed out too, should it still be shown anywhere
-            older._orphan()
         for follower in list(older._followers):
             follower._orphan()
+        older.close()
+
+    def close(self) -> None:
+        """Let go of everything a panel no longer shown holds (the kernel keeps a replaced panel in ``Out[n]``): it is
+        orphaned (greyed out, renders nothing more, follows no other panel), the states it drew ahead are dropped, and
+        its widgets are closed. ``result`` and ``error`` stay readable."""
+        self._orphan()
+        if self.ahead is not None:
+            self.ahead.close()
+        close_widgets(self.widget, self.readout)  # (the readout is not in the tree when the browser draws it)
 
     def _orphan(self) -> None:
         self._unfollow()
@@ -769,6 +777,20 @@ class Panel:
 
     def _ipython_display_(self):
         show(self, self.widget)
+
+
+def close_widgets(*roots) -> None:
+    """Close ``roots`` and every widget they hold (children, layouts, styles) or link (a Play button's ``link``, see
+    play_slider), each once: the kernel's widget registry and the browser let go of them."""
+    seen, todo = set(), list(roots)
+    while todo:
+        widget = todo.pop()
+        if not isinstance(widget, W.Widget) or id(widget) in seen:
+            continue
+        seen.add(id(widget))
+        held = [getattr(widget, name) for name in widget.keys] + [getattr(widget, "link", None)]
+        todo += [w for value in held for w in (value if isinstance(value, (list, tuple)) else [value])]
+        widget.close()
 
 
 STATIC_ENV = "KVLAB_STATIC_EDITION"  # set by ``python -m kvlab.book`` for the kernels that run the chapters

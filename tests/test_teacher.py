@@ -234,14 +234,18 @@ def _measurement(loads):
 def test_appended_runs_keep_the_recorded_ones(monkeypatch):
     from kvlab.teacher import run_times
 
-    monkeypatch.setattr(run_times, "run_once", lambda path: (12.0, 99))
+    from kvlab.resources import Limit
+
+    monkeypatch.setattr(run_times, "run_once", lambda path: run_times.Run(12.0, 99, 2**30, 6.0))
     monkeypatch.setattr(run_times, "cpu_name", lambda: "CPU")
-    monkeypatch.setattr(run_times.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(run_times, "cpu_budget", lambda: Limit(2, "cgroup CPU 配额"))
     previous = _measurement([5.0, 6.0])
     previous.machine = f"CPU，2 核，{run_times.platform.system()} {run_times.platform.machine()}"
     new = run_times.measure([Path("01.ipynb"), Path("02.ipynb")], runs=1, log=lambda *a: None, previous=previous)
     assert new.chapter("01.ipynb").seconds == [30.0, 20.0, 12.0] and new.chapter("01.ipynb").fastest == 12.0
     assert new.chapter("02.ipynb").seconds == [12.0] and new.date.startswith("2026-01-01 00:00 UTC – ")
+    assert new.chapter("02.ipynb").peak_rss == [2**30] and new.chapter("02.ipynb").cpu_seconds == [6.0]
+    assert new.chapter("01.ipynb").cpu_cores == [0.5]  # paired with the run that recorded it, not the first
     previous.machine = "another CPU，64 核，Linux x86_64"
     with pytest.raises(ValueError, match="^previous: measured on another CPU"):
         run_times.measure([Path("01.ipynb")], runs=1, log=lambda *a: None, previous=previous)
@@ -320,3 +324,52 @@ def test_every_notebook_with_a_quiz_has_its_keys(generated):
         if shows:
             number = g.notebook[1]
             assert f"## 3.{number} 自测" in generated["KEYS.md"]
+
+
+def test_run_once_reads_the_kernels_peak_memory_and_cpu_time(tmp_path):
+    """A real kernel: the probe after the last cell reports VmHWM and CPU time, and is not counted as a cell."""
+    import nbformat
+
+    from kvlab.teacher import run_times
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = bytearray(200 * 2**20)\nprint('读数')")])
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, path)
+    run = run_times.run_once(path)
+    assert run.peak_rss > 200 * 2**20 and run.cpu_seconds > 0 and run.output_characters == 2
+
+
+def _class(peaks, cpu, seconds=(40.0, 20.0)):
+    chapters = [ChapterRuns(f"0{i}.ipynb", [s], 10, [1.0], [p], [c])
+                for i, (p, c, s) in enumerate(zip(peaks, cpu, seconds), 1)]
+    return Measurement("2026-01-01 00:00 UTC", "CPU，2 核，Linux x86_64", [0.5] * 3, [0.5] * 3, "", chapters)
+
+
+def test_student_needs_are_computed_from_the_measured_kernels():
+    from kvlab.teacher import classroom
+
+    gib = 2**30
+    needs = classroom.student_needs(_class([int(0.76 * gib), int(0.36 * gib)], [30.0, 12.0]))
+    assert needs.peak_chapter == "01.ipynb" and needs.peak_bytes == int(0.76 * gib)
+    assert needs.memory_guarantee == 1.5  # 0.76 + 0.5 -> 1.26 -> 1.5
+    assert needs.memory_limit == 2.5  # 1.5 + 0.76 -> 2.26 -> 2.5
+    assert needs.cpu_cores == 0.75 and needs.cpu_guarantee == 0.75 and needs.cpu_limit == 1
+    small = classroom.student_needs(_class([int(0.2 * gib)], [4.0], seconds=(40.0,)))
+    assert small.memory_guarantee == 0.75 and small.memory_limit == 2.0 and small.cpu_guarantee == 0.25
+    yaml = classroom.singleuser_yaml(needs)
+    assert "guarantee: 1.5G" in yaml and "limit: 2.5G" in yaml and "guarantee: 0.75" in yaml
+
+
+def test_class_section_without_memory_runs_says_how_to_measure():
+    from kvlab.teacher import classroom
+
+    old = _measurement([1.0])  # runs recorded before peak memory was
+    text = classroom.class_section(old)
+    assert "TLJH" in text and "Zero to JupyterHub" in text and "python -m kvlab.teacher --measure" in text
+    assert "singleuser" not in text
+
+
+def test_the_guide_has_the_class_section_with_measured_numbers(generated):
+    text = generated["GUIDE.md"]
+    assert "## 给一个班开课：JupyterHub" in text and "python -m kvlab.teacher.link" in text
+    assert "内核峰值内存" in text and "singleuser:" in text, "run python -m kvlab.teacher --measure"

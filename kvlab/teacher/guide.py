@@ -16,6 +16,7 @@ from .minutes import (CALC_EXERCISE_MINUTES, CODE_EXERCISE_MINUTES, PANEL_MINUTE
                       Minutes, Section, exercise_minutes, has_quiz, lesson_module_name, panel_cells, read_notebook,
                       sections)
 from .references import REFERENCES
+from .classroom import class_section
 from .run_times import RUN_TIMES, Measurement
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,6 +200,7 @@ def guide_markdown(rs: list[ChapterReport], measurement: Measurement | None) -> 
         time_table(rs, measurement),
         "### 这些分钟数怎样算出来",
         method(measurement),
+        class_section(measurement),
     ]
     parts += [chapter_section(r) for r in rs]
     parts += ["## 全部参考文献", "\n".join(f"- {ref.citation()}" for ref in REFERENCES.values())]

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..book.site import cpu_name  # the static edition names the machine the same way
+from ..resources import cpu_budget
 
 RUN_TIMES = Path(__file__).with_name("run_times.json")
 
@@ -31,10 +32,19 @@ class ChapterRuns:
     seconds: list[float]  # the cells' execution time of each run
     output_characters: int = 0  # 汉字 the run printed (readouts, tables), which a learner reads too
     load: list[float] = field(default_factory=list)  # the 1-minute load average after each run
+    peak_rss: list[int] = field(default_factory=list)  # the kernel's peak resident bytes (VmHWM) in each run
+    cpu_seconds: list[float] = field(default_factory=list)  # the kernel's CPU time (user + system) in each run
 
     @property
     def fastest(self) -> float:
         return min(self.seconds)
+
+    @property
+    def cpu_cores(self) -> list[float]:
+        """The kernel's mean CPU use (CPU seconds / seconds of the cells) of each run that recorded it: the last
+        ones, since runs recorded before CPU time was come first."""
+        timed = self.seconds[len(self.seconds) - len(self.cpu_seconds):]
+        return [c / s for c, s in zip(self.cpu_seconds, timed) if s > 0]
 
 
 @dataclass
@@ -121,15 +131,40 @@ def output_characters(nb) -> int:
     return total
 
 
-def run_once(path: Path, timeout: int = 600) -> tuple[float, int]:
-    """Execute one notebook in a fresh kernel; its cells' execution time in seconds and the 汉字 it printed."""
+# Run by the kernel after the chapter's last cell: its peak resident size (VmHWM: no short peak is missed, as
+# polling from outside would) and its CPU time so far, as one line.
+KERNEL_PROBE = """import os as _os
+with open("/proc/self/status") as _f:
+    _hwm = next(int(line.split()[1]) * 1024 for line in _f if line.startswith("VmHWM:"))
+_t = _os.times()
+print("KVLAB-KERNEL", _hwm, round(_t.user + _t.system, 2))"""
+
+
+@dataclass
+class Run:
+    """One run of one notebook, as the kernel saw it."""
+
+    seconds: float  # the cells' summed execution time
+    output_characters: int
+    peak_rss: int | None  # bytes; None where /proc is not there
+    cpu_seconds: float | None
+
+
+def run_once(path: Path, timeout: int = 600) -> Run:
+    """Execute one notebook in a fresh kernel, then :data:`KERNEL_PROBE` in the same kernel (not counted in the
+    cells' time or the characters)."""
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(KERNEL_PROBE))
     NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
-    return cells_seconds(nb), output_characters(nb)
+    probe = nb.cells.pop()
+    text = "".join(o.get("text", "") for o in probe.get("outputs", []) if o.get("output_type") == "stream")
+    fields = text.split("KVLAB-KERNEL", 1)[1].split() if "KVLAB-KERNEL" in text else []
+    peak, cpu = (int(fields[0]), float(fields[1])) if len(fields) >= 2 else (None, None)
+    return Run(cells_seconds(nb), output_characters(nb), peak, cpu)
 
 
 def measure(paths: list[Path], runs: int = 2, note: str = "", log=print,
@@ -139,22 +174,28 @@ def measure(paths: list[Path], runs: int = 2, note: str = "", log=print,
     if runs < 1:
         raise ValueError(f"runs must be at least 1, got {runs!r}")
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    machine = f"{cpu_name()}，{os.cpu_count()} 核，{platform.system()} {platform.machine()}"
+    machine = f"{cpu_name()}，{cpu_budget().value} 核，{platform.system()} {platform.machine()}"  # cores it may use
     if previous is not None and previous.machine != machine:
         raise ValueError(f"previous: measured on {previous.machine}, not on this machine ({machine})")
     old = {ch.notebook: ch for ch in previous.chapters} if previous else {}
     result = Measurement(date=f"{previous.date.split(' – ')[0]} – {now}" if previous else now, machine=machine,
                          load_before=previous.load_before if previous else load_average(), load_after=[], note=note,
                          chapters=[ChapterRuns(p.name, list(old[p.name].seconds), old[p.name].output_characters,
-                                               list(old[p.name].load)) if p.name in old else ChapterRuns(p.name, [])
-                                   for p in paths])
+                                               list(old[p.name].load), list(old[p.name].peak_rss),
+                                               list(old[p.name].cpu_seconds))
+                                   if p.name in old else ChapterRuns(p.name, []) for p in paths])
     for r in range(runs):
         for path, chapter in zip(paths, result.chapters):
             start = time.perf_counter()
-            seconds, chapter.output_characters = run_once(path)
-            chapter.seconds.append(round(seconds, 2))
+            run = run_once(path)
+            chapter.output_characters = run.output_characters
+            chapter.seconds.append(round(run.seconds, 2))
             chapter.load.append((load_average() or [float("nan")])[0])
+            if run.peak_rss is not None:
+                chapter.peak_rss.append(run.peak_rss)
+                chapter.cpu_seconds.append(run.cpu_seconds)
+            peak = f", kernel peak {run.peak_rss / 2**30:.2f} GiB" if run.peak_rss else ""
             log(f"run {r + 1}/{runs} {path.name}: cells {chapter.seconds[-1]:.1f} s "
-                f"(wall {time.perf_counter() - start:.1f} s, load {load_average()})")
+                f"(wall {time.perf_counter() - start:.1f} s, load {load_average()}{peak})")
     result.load_after = load_average()
     return result

@@ -20,7 +20,7 @@ import nbformat
 import plotly.graph_objects as go
 import pytest
 
-from kvlab.book import mpl
+from kvlab.book import mpl, site
 from kvlab.book.capture import STATIC_MIME, figure_json, option_values, static_bundle
 from kvlab.book.site import chapter_notebooks
 from kvlab.viz import widgets as kw
@@ -143,6 +143,233 @@ def test_without_a_cjk_font_the_handouts_say_so_once(monkeypatch, capsys):
 def test_matplotlib_renderer_refuses_what_it_does_not_draw():
     with pytest.raises(mpl.Unsupported):
         mpl.render(figure_json(go.Figure(go.Pie(values=[1, 2]))))
+
+
+# -- where the build writes: checked before any chapter runs, built beside DIR, swapped in only when it succeeded ---
+def tiny_chapters(folder: Path, code: str = "print('算过了')") -> Path:
+    """A --chapters folder with one small chapter (its title, one code cell)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cells = [nbformat.v4.new_markdown_cell("# 3.9 小章"), nbformat.v4.new_code_cell(code)]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), folder / "01_tiny.ipynb")
+    return folder
+
+
+@pytest.fixture
+def fake_run(monkeypatch):
+    """Chapters 'run' without a kernel (the notebook as it is), so a build takes seconds; the names run."""
+    runs = []
+
+    def run(path, replay, log=print):
+        runs.append(path.name)
+        return nbformat.read(path, as_version=4)
+
+    monkeypatch.setattr(site, "run_with_one_retry", run)
+    return runs
+
+
+def run_book(capsys, *argv) -> tuple[int, str]:
+    """``python -m kvlab.book ARGV`` in this process: its exit code and what it wrote to stderr."""
+    from kvlab.book.__main__ import main
+
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:
+        code = exc.code
+    return code, capsys.readouterr().err
+
+
+def snapshot(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def refused_once(code: int, err: str, *words: str) -> None:
+    assert code == 2 and err.count("error:") == 1 and "Traceback" not in err, err
+    assert all(w in err for w in words), err
+
+
+USER_FILES = {"page and style": ("index.html", "_static/book.css"), "figure": ("figures/01_tiny-1.png",),
+              "handout": ("handouts/01_tiny.pdf",), "handouts a file": ("handouts",)}
+
+
+@pytest.mark.parametrize("names", USER_FILES.values(), ids=list(USER_FILES))
+def test_book_refuses_a_folder_it_did_not_make(tmp_path, fake_run, capsys, names):
+    """Issue 33 (2, 16): a folder holding the user's own files is refused before any chapter runs, untouched."""
+    out, chapters = tmp_path / "book", tiny_chapters(tmp_path / "ch")
+    for name in names:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text("mine")
+    before = snapshot(out)
+    refused_once(*run_book(capsys, "--out", out, "--chapters", chapters, "--no-handouts"), "--out", "kvlab.book")
+    assert snapshot(out) == before and fake_run == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["book", "ch"]  # nothing built beside it either
+
+
+@pytest.mark.parametrize("where", ["root", "home", "repository", "file", "below a file"])
+def test_book_refuses_out_paths_it_must_not_build_into(tmp_path, monkeypatch, capsys, where):
+    """Issue 33 (2, 16): /, the home folder, the course's own folder and a file are usage errors, checked first."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))  # empty: refused for being home, not for what it holds
+    (tmp_path / "notes.txt").write_text("mine")
+    notes = tmp_path / "notes.txt"
+    out, word = {"root": ("/", "root"), "home": (home, "home"), "repository": (site.COURSE_ROOT, "course"),
+                 "file": (notes, "file"), "below a file": (notes / "book", "file")}[where]
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the build started")
+
+    monkeypatch.setattr(site, "build_site", must_not_run)
+    refused_once(*run_book(capsys, "--out", out, "--no-handouts"), "--out", word)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "notes.txt"] and not list(home.iterdir())
+    assert (tmp_path / "notes.txt").read_text() == "mine" and not Path("/_static").exists()
+
+
+@pytest.mark.parametrize("chapters", ["empty", "missing", "a file"])
+def test_book_checks_the_chapters_folder_before_writing_anything(tmp_path, fake_run, capsys, chapters):
+    """Issue 33 (16): a --chapters folder without chapters was found only after 5.7 MiB were copied into DIR."""
+    folder = tmp_path / "ch"
+    if chapters == "empty":
+        folder.mkdir()
+    elif chapters == "a file":
+        folder.write_text("not a folder")
+    refused_once(*run_book(capsys, "--out", tmp_path / "book", "--chapters", folder, "--no-handouts"), "--chapters")
+    assert not (tmp_path / "book").exists() and fake_run == []
+    assert [p.name for p in tmp_path.iterdir()] == (["ch"] if chapters != "missing" else [])
+
+
+def test_book_rebuilds_a_site_it_made_marked_by_a_manifest_or_by_the_old_layout(tmp_path, fake_run, capsys):
+    """Issue 33 (2): the site lists what it wrote; a site built before the manifest is known by its layout and
+    markers; either is rebuilt, but not once the user has put a file of their own in it."""
+    from kvlab.book.site import MANIFEST
+
+    out, chapters = tmp_path / "book", tiny_chapters(tmp_path / "ch")
+    args = ("--out", out, "--chapters", chapters, "--no-handouts")
+    assert run_book(capsys, *args)[0] == 0
+    files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    assert set(manifest["files"]) == files - {MANIFEST} and "01_tiny.html" in files and "index.html" in files
+    (out / "index.html").write_text("an earlier build")
+    assert run_book(capsys, *args)[0] == 0 and "kvlab-toc" in (out / "index.html").read_text(encoding="utf-8")
+    (out / MANIFEST).unlink()  # as the builder before the manifest left it, a failed print's page included
+    shutil.copy(out / "01_tiny.html", out / "_print_01_tiny.html")
+    assert run_book(capsys, *args)[0] == 0 and (out / MANIFEST).exists()
+    assert not (out / "_print_01_tiny.html").exists()
+    for marked in (True, False):  # the user's own file in a site, with or without the manifest
+        (out / "notes.txt").write_text("mine")
+        if not marked:
+            (out / MANIFEST).unlink()
+        refused_once(*run_book(capsys, *args), "--out", "notes.txt")
+        assert (out / "notes.txt").read_text() == "mine"
+        (out / "notes.txt").unlink()
+    (out / "index.html").write_text("<html>my own page</html>")  # the old layout, but not the old builder's page
+    refused_once(*run_book(capsys, *args), "--out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["book", "ch"]
+
+
+def test_a_failed_or_interrupted_build_leaves_the_old_site_as_it_was(tmp_path, fake_run, monkeypatch, capsys):
+    """Issue 33 (2, 16): the site is built beside DIR and swapped in only when done; Ctrl-C is one line, exit 130."""
+    from kvlab.book import build
+
+    out, chapters = tmp_path / "book", tiny_chapters(tmp_path / "ch")
+    assert run_book(capsys, "--out", out, "--chapters", chapters, "--no-handouts")[0] == 0
+    before = snapshot(out)
+    for stop in (RuntimeError("a cell failed"), KeyboardInterrupt()):
+        def run(path, replay, log=print):
+            raise stop
+
+        monkeypatch.setattr(site, "run_with_one_retry", run)
+        tiny_chapters(chapters).joinpath("02_more.ipynb").write_bytes((chapters / "01_tiny.ipynb").read_bytes())
+        if isinstance(stop, RuntimeError):
+            for target in (out, tmp_path / "new"):
+                with pytest.raises(RuntimeError, match="a cell failed"):
+                    build(target, chapters, handouts=False)
+        else:
+            code, err = run_book(capsys, "--out", out, "--chapters", chapters, "--no-handouts")
+            assert code == 130 and err.strip().count("\n") == 0 and "interrupted" in err, err
+        assert snapshot(out) == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["book", "ch"]  # no new DIR, no folder beside it
+
+
+def test_what_a_killed_build_left_beside_the_site_goes_with_the_next_build(tmp_path, fake_run, capsys):
+    """SIGKILL leaves the folder being built beside DIR: the next build removes it (its process is gone), and
+    nothing else beside DIR."""
+    out, chapters = tmp_path / "book", tiny_chapters(tmp_path / "ch")
+    left = tmp_path / ".book.kvlab-build-999999999-0a1b2c3d"  # (no process has that id)
+    left.mkdir()
+    (left / "index.html").write_text("half a site")
+    (tmp_path / ".book.notes").write_text("mine")
+    assert run_book(capsys, "--out", out, "--chapters", chapters, "--no-handouts")[0] == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".book.notes", "book", "ch"]
+
+
+def test_a_failed_pdf_print_leaves_no_print_pages(tmp_path, monkeypatch):
+    """Issue 33 (16): the pages Chromium prints from are removed even when printing fails."""
+    import sys
+    import types
+
+    from kvlab.book import handouts
+
+    class NoChromium:
+        def __enter__(self):
+            raise RuntimeError("Chromium did not start")
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(handouts, "chromium_missing", lambda: None)
+    monkeypatch.setitem(sys.modules, "playwright.sync_api", types.SimpleNamespace(sync_playwright=NoChromium))
+    chapter = site.Chapter(Path("01_tiny.ipynb"))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 3.9 小章")])
+    with pytest.raises(RuntimeError, match="Chromium"):
+        handouts.write_handouts(tmp_path, [chapter], {"01_tiny": nb}, "run info", log=lambda *a: None)
+    assert list(tmp_path.glob("_print_*")) == []
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_during_a_chapter_stops_the_build_in_one_line_with_the_old_site_intact(tmp_path, fake_run, capsys,
+                                                                                        sig):
+    """Ctrl-C (the terminal signals the builder's process group) or SIGTERM while a chapter runs in its kernel: one
+    line (besides the kernel's own start-up warning), exit 128 + the signal, the old site as it was, no folder
+    beside it, the kernel gone."""
+    import signal
+    import sys
+    import time
+
+    out, chapters = tmp_path / "book", tiny_chapters(tmp_path / "ch")
+    assert run_book(capsys, "--out", out, "--chapters", chapters, "--no-handouts")[0] == 0
+    before = snapshot(out)
+    flag = tmp_path / "kernel.pid"
+    tiny_chapters(chapters, f"import os, time\nopen({str(flag)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)")
+    proc = subprocess.Popen([sys.executable, "-m", "kvlab.book", "--out", str(out), "--chapters", str(chapters),
+                             "--no-handouts"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (flag.exists() and flag.read_text()) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert flag.exists(), proc.communicate(timeout=60)
+        number = getattr(signal, sig)
+        if number == signal.SIGINT:
+            os.killpg(proc.pid, number)
+        else:
+            proc.send_signal(number)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    ours = [line for line in err.splitlines() if line.strip() and not line.startswith("[IPKernelApp] WARNING")]
+    assert proc.returncode == 128 + number and len(ours) == 1 and "interrupted" in ours[0], err  # (and no traceback)
+    assert snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["book", "ch", "kernel.pid"]
+    kernel = int(flag.read_text())
+    for _ in range(50):
+        try:
+            os.kill(kernel, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"the chapter's kernel (pid {kernel}) still runs")
 
 
 # -- the whole build ----------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ printable handouts.
 - :mod:`kvlab.book.capture` (kernel side): a panel's or quiz's static form, its precomputed states rendered by the
   panel's own render function;
 - :mod:`kvlab.book.site`: runs every chapter in ``chapters/`` and writes one page per chapter (nbconvert, template
-  in ``templates/kvlab``), the table of contents and the shared files (plotly.js, MathJax, CSS, ``static/book.js``);
+  in ``templates/kvlab``), the table of contents and the shared files (plotly.js, MathJax, CSS, ``static/book.js``),
+  into a folder it checked first, built beside ``--out`` and swapped in only when the build succeeded;
 - :mod:`kvlab.book.mpl`: the course's plotly figures drawn with matplotlib (print, slides);
 - :mod:`kvlab.book.handouts`: key figures as PNG/SVG and a PDF per chapter (Chromium prints the page).
 """
@@ -29,16 +30,23 @@ class BuildReport:
 
 
 def build(out, chapters_dir=None, handouts: bool = True, replay=None, log=print) -> BuildReport:
-    """Run the chapters and write the site (and the handouts) into ``out``."""
+    """Run the chapters and write the site (and the handouts) into ``out``.
+
+    ``chapters_dir`` and ``out`` are checked before any chapter runs (:class:`kvlab.book.site.Refused`); the
+    site is built beside ``out`` and replaces it only when the build succeeded (:func:`kvlab.book.site.staged`).
+    """
+    from . import site
     from .handouts import write_handouts
-    from .site import RunInfo, build_site, static_notebooks, write_pages
 
     start = time.perf_counter()
-    out = Path(out)
-    info = RunInfo.here()
-    chapters = build_site(out, chapters_dir, replay=replay, log=log)
+    site.chapters_in(chapters_dir)
+    target = site.check_out(out)
+    info = site.RunInfo.here()
+    with site.staged(target) as tmp:
+        chapters = site.build_site(tmp, chapters_dir, replay=replay, log=log)
+        static_nbs = site.static_notebooks(chapters)
+        pdfs = write_handouts(tmp, chapters, static_nbs, info.html(), log) if handouts else {}
+        site.write_pages(tmp, chapters, static_nbs, info, pdfs)
+    pdfs = {stem: target / path.relative_to(tmp) for stem, path in pdfs.items()}
     run_seconds = sum(ch.seconds for ch in chapters)
-    static_nbs = static_notebooks(chapters)
-    pdfs = write_handouts(out, chapters, static_nbs, info.html(), log) if handouts else {}
-    write_pages(out, chapters, static_nbs, info, pdfs)
-    return BuildReport(out, chapters, pdfs, time.perf_counter() - start, run_seconds)
+    return BuildReport(Path(out), chapters, pdfs, time.perf_counter() - start, run_seconds)

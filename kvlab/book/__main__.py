@@ -2,19 +2,42 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
+from ..cli import usage_error
 from ..memory import format_bytes
 from . import build
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the build is, so that it cleans up as it does on Ctrl-C."""
+
+
+def _terminate(signum, frame):
+    raise Terminated
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kvlab.book", description=__doc__)
-    parser.add_argument("--out", default="book", help="folder to write the site into (default: ./book)")
-    parser.add_argument("--chapters", default=None, help="folder of chapter notebooks (default: the course's)")
+    parser.add_argument("--out", default="book", help="folder to write the site into (default: ./book); a new or "
+                        "empty folder, or a site kvlab.book built, which is replaced only once the build succeeded")
+    parser.add_argument("--chapters", dest="chapters_dir", default=None,
+                        help="folder of chapter notebooks (default: the course's)")
     parser.add_argument("--no-handouts", action="store_true", help="skip the PDF handouts and slide figures")
     args = parser.parse_args(argv)
-    report = build(args.out, args.chapters, handouts=not args.no_handouts)
+    from .site import Refused
+
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        report = build(args.out, args.chapters_dir, handouts=not args.no_handouts)
+    except Refused as exc:
+        usage_error(parser, exc)
+    except KeyboardInterrupt as exc:
+        print(f"kvlab.book: interrupted; {args.out} is as it was", file=sys.stderr)
+        return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(f"kvlab.book: {len(report.chapters)} chapters, {len(report.pdfs)} handouts, "
           f"{format_bytes(report.size_bytes)} in {report.out}/ ({report.seconds:.0f} s, of which running the "
           f"chapters {report.run_seconds:.0f} s); open {report.out}/index.html")

@@ -116,27 +116,29 @@ def write_handouts(out: Path, chapters, static_nbs: dict, info_html: str, log=pr
     out = Path(out)
     (out / "handouts").mkdir(parents=True, exist_ok=True)
     prints = {}
-    for ch in chapters:
-        drawn = key_figures(ch, out, log)
-        page = export_page(print_notebook(static_nbs[ch.stem], drawn),
-                           {"nav": "", "run_info": info_html, "mathjax_config": MATHJAX_CONFIG}, exclude_input=True)
-        page = page.replace("</head>", PRINT_CSS + "</head>", 1)
-        path = out / f"_print_{ch.stem}.html"  # beside _static/ and figures/, which it links to; removed after
-        path.write_text(page, encoding="utf-8")
-        prints[ch.stem] = path
-    missing = chromium_missing()
     pdfs: dict[str, Path] = {}
-    if missing:
-        log(f"kvlab.book: 讲义 PDF 没有生成 / handout PDFs not written: {missing}")
-    else:
-        from playwright.sync_api import sync_playwright
+    try:
+        for ch in chapters:
+            drawn = key_figures(ch, out, log)
+            page = export_page(print_notebook(static_nbs[ch.stem], drawn),
+                               {"nav": "", "run_info": info_html, "mathjax_config": MATHJAX_CONFIG}, exclude_input=True)
+            page = page.replace("</head>", PRINT_CSS + "</head>", 1)
+            path = out / f"_print_{ch.stem}.html"  # beside _static/ and figures/, which it links to; removed after
+            prints[ch.stem] = path
+            path.write_text(page, encoding="utf-8")
+        missing = chromium_missing()
+        if missing:
+            log(f"kvlab.book: 讲义 PDF 没有生成 / handout PDFs not written: {missing}")
+        else:
+            from playwright.sync_api import sync_playwright
 
-        with sync_playwright() as p:
-            browser = p.chromium.launch(headless=True, executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            for stem, path in prints.items():
-                pdfs[stem] = out / "handouts" / f"{stem}.pdf"
-                write_pdf(path, pdfs[stem], browser)
-            browser.close()
-    for path in prints.values():
-        path.unlink()
+            with sync_playwright() as p:
+                browser = p.chromium.launch(headless=True, executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                for stem, path in prints.items():
+                    pdfs[stem] = out / "handouts" / f"{stem}.pdf"
+                    write_pdf(path, pdfs[stem], browser)
+                browser.close()
+    finally:  # the print pages go even when printing failed
+        for path in prints.values():
+            path.unlink(missing_ok=True)
     return pdfs

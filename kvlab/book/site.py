@@ -6,17 +6,30 @@ what only a kernel can show into what a page can: a panel or quiz output into it
 :mod:`kvlab.book.capture`), a plotly figure into data drawn by the site's plotly.js, an exercise's check into "run
 it live to check" with the reference solution folded away. Colab badges become plain links (the badge image would
 be fetched from outside the site).
+
+Where the site goes: ``--out`` is built into only when it is new, empty, or a site this builder made. One whose
+manifest (``MANIFEST``) lists every file in it, or, for a site built before the manifest, one whose every file is
+where that builder put it, with its ``_static/book.js`` and pages carrying the builder's markers; anything else is
+refused, so a user's own files are never replaced. The new site is written into a hidden sibling folder (same
+parent, since a rename across file systems fails) and renamed into place only once the build succeeded: a failed or
+interrupted build leaves the old site as it was, and what a killed build left beside it goes with the next build.
 """
 from __future__ import annotations
 
+import asyncio
 import copy
 import html
 import json
 import os
 import platform
 import re
+import secrets
 import shutil
+import signal
+import stat
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,6 +59,10 @@ MathJax.Hub.Queue(function () { window.kvlabMathDone = true; });"""
 # MathJax 2 from the jupyter-server-mathjax package: TeX in, the browser's own MathML out (no web fonts, which a
 # page opened from file:// may not load); only the files that configuration loads are copied.
 MATHJAX_FILES = ("MathJax.js", "config/TeX-AMS-MML_HTMLorMML-full.js", "extensions", "jax/input", "jax/element")
+
+
+class Refused(ValueError):
+    """A build refused before anything ran; the message starts with the argument's name (``out: ...``)."""
 
 
 def cpu_name() -> str:
@@ -112,19 +129,65 @@ def chapter_notebooks(chapters_dir: Path) -> list[Path]:
     return sorted(p for p in Path(chapters_dir).glob("*.ipynb") if re.match(r"\d+_", p.name))
 
 
+def chapters_in(chapters_dir=None) -> list[Path]:
+    """The chapter notebooks of ``chapters_dir`` (default: the course's), or :class:`Refused` saying why none."""
+    folder = Path(chapters_dir) if chapters_dir is not None else COURSE_ROOT / "chapters"
+    if not folder.is_dir():
+        raise Refused(f"chapters_dir: {folder} {'is not a folder' if folder.exists() else 'does not exist'}")
+    found = chapter_notebooks(folder)
+    if not found:
+        raise Refused(f"chapters_dir: no chapter notebooks (NN_name.ipynb) in {folder}")
+    return found
+
+
+def _kill_kernel(client) -> None:
+    """Kill the kernel ``client`` started, with whatever it started (its own process group), if it has one yet."""
+    process = getattr(getattr(client.km, "provisioner", None), "process", None)
+    if process is not None and process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except OSError:
+            process.kill()
+
+
 def run_chapter(path: Path, timeout: int = 600, replay: Path | None = None):
-    """Execute one chapter top to bottom in a fresh kernel with the static edition on; the executed notebook."""
+    """Execute one chapter top to bottom in a fresh kernel with the static edition on; the executed notebook.
+
+    The kernel is driven from a worker thread, so that Ctrl-C and SIGTERM stay with this one (nbclient would take
+    them over in the main thread and end in a traceback): on an interrupt the kernel is killed and, once the
+    worker has cleaned up, the interrupt is raised here."""
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
     env = {"KVLAB_STATIC_EDITION": "1", PAGE_ENV: path.stem}
     if replay is not None:
         env[REPLAY_ENV] = str(replay)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    failed: list = []
+    done = threading.Event()  # (not Thread.join: an interrupted join can mark a running thread as ended)
+
+    def execute():
+        try:
+            asyncio.run(client.async_execute())  # (its own event loop, closed when done)
+        except BaseException as exc:  # raised in the calling thread
+            failed.append(exc)
+        finally:
+            done.set()
+
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the kernel inherits the environment
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        threading.Thread(target=execute, name=f"kvlab.book {path.name}", daemon=True).start()
+        try:
+            done.wait()
+        except KeyboardInterrupt:
+            while not done.is_set():  # (the kernel may still be starting)
+                _kill_kernel(client)
+                done.wait(0.2)
+            raise
+        if failed:
+            raise failed[0]
     finally:
         for k, v in saved.items():
             if v is None:
@@ -335,12 +398,10 @@ def index_html(chapters: list[Chapter], info: RunInfo, handouts: dict) -> str:
 
 def build_site(out: Path, chapters_dir: Path | None = None, replay: Path | None = None, log=print) -> list[Chapter]:
     """Run every chapter and write its page into ``out``; returns the chapters (with their figures) for the handouts."""
+    chapters = [Chapter(p) for p in chapters_in(chapters_dir)]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     copy_assets(out)
-    chapters = [Chapter(p) for p in chapter_notebooks(chapters_dir or COURSE_ROOT / "chapters")]
-    if not chapters:
-        raise ValueError(f"chapters_dir: no chapter notebooks (NN_name.ipynb) in {chapters_dir}")
     for ch in chapters:
         start = time.perf_counter()
         ch.executed = run_with_one_retry(ch.notebook, replay, log)
@@ -364,3 +425,161 @@ def write_pages(out: Path, chapters: list[Chapter], static_nbs: dict, info: RunI
                                                 + f"　本章运行 {ch.seconds:.0f} 秒。", "mathjax_config": MATHJAX_CONFIG})
         (Path(out) / ch.page).write_text(page, encoding="utf-8")
     (Path(out) / "index.html").write_text(index_html(chapters, info, handouts), encoding="utf-8")
+
+
+# -- where the site goes: checked before any chapter runs, built beside it, swapped in ---------------------------------
+MANIFEST = ".kvlab-book.json"
+MARKER = "kvlab.book static edition"
+# What the builder wrote before the manifest: pages, the shared files, slide figures, handouts, and the print
+# pages a failed PDF print left behind. Its book.js and every page carry a marker only it wrote.
+OLD_LAYOUT = re.compile(r"index\.html|_print_\d+_[^/]*\.html|\d+_[^/]*\.html|figures/\d+_[^/]*-\d+\.(png|svg)"
+                        r"|handouts/\d+_[^/]*\.pdf|_static/(plotly\.min\.js|book\.js|book\.css|lab\.css|mathjax/.+)")
+OLD_SCRIPT_MARK = "kvlabFiguresDrawn"
+OLD_PAGE_MARK = re.compile(r'<body class="[^"]*\bkvlab-book\b')
+OLD_INDEX_MARK = '<ol class="kvlab-toc">'
+STAGED = re.compile(r"\.(?P<name>.+)\.kvlab-(?P<kind>build|old)-(?P<pid>\d+)-[0-9a-f]+")
+
+
+def files_in(folder: Path) -> list[str]:
+    """Every file (and link) under ``folder``, as sorted relative POSIX paths."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        rel = Path(root).relative_to(folder)
+        found += [(rel / n).as_posix() for n in files + [d for d in dirs if os.path.islink(Path(root, d))]]
+    return sorted(found)
+
+
+def _listing(names: list[str], most: int = 4) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _has(path: Path, mark) -> bool:
+    """Whether the plain file ``path`` holds ``mark`` (a string or a pattern)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() and not path.is_symlink() else ""
+    except OSError:
+        return False
+    return bool(mark.search(text)) if isinstance(mark, re.Pattern) else mark in text
+
+
+def _old_site(folder: Path, files: list[str]) -> bool:
+    """Whether ``files`` are a site built before the manifest: the old layout, its book.js and its pages' markers."""
+    if "_static/book.js" not in files or not _has(folder / "_static/book.js", OLD_SCRIPT_MARK):
+        return False
+    pages = [f for f in files if "/" not in f and f.endswith(".html")]
+    return all(_has(folder / f, OLD_PAGE_MARK) for f in pages) and (
+        "index.html" not in files or _has(folder / "index.html", OLD_INDEX_MARK))
+
+
+def not_ours(folder: Path) -> str | None:
+    """Why the existing folder ``folder`` may not be built into, or None (empty, or a site this builder made)."""
+    files = files_in(folder)
+    if not files:
+        return None
+    if MANIFEST in files:
+        try:
+            manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+            listed = set(manifest["files"]) if manifest.get("kvlab") == MARKER else None
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            listed = None
+        if listed is None:
+            return f"holds a {MANIFEST} that kvlab.book did not write"
+        extra = [f for f in files if f != MANIFEST and f not in listed]
+    elif _old_site(folder, files):
+        extra = [f for f in files if not OLD_LAYOUT.fullmatch(f)]
+    else:
+        return f"is not empty and is not a site built by kvlab.book (it holds {_listing(files)})"
+    return f"holds files kvlab.book did not write ({_listing(extra)})" if extra else None
+
+
+def check_out(out) -> Path:
+    """``out`` resolved, if a site may be built there; else :class:`Refused`, saying why."""
+    given, out = out, Path(out).expanduser().resolve()
+    if out == Path(out.anchor):
+        raise Refused(f"out: {given} is the root of the file system; choose a new or empty folder")
+    if out == Path.home().resolve():
+        raise Refused(f"out: {given} is your home folder; choose a new or empty folder, e.g. {out / 'book'}")
+    if COURSE_ROOT == out or out in COURSE_ROOT.parents:
+        raise Refused(f"out: {given} holds the kvlab course itself ({COURSE_ROOT}); choose a folder inside it, "
+                      "e.g. book")
+    if out.exists() and not out.is_dir():
+        raise Refused(f"out: {given} is a file, not a folder")
+    parent = out.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise Refused(f"out: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise Refused(f"out: cannot write into {parent}")
+    problem = not_ours(out) if out.is_dir() else None
+    if problem:
+        raise Refused(f"out: {given} {problem}; choose a new or empty folder, or move those files away")
+    return out
+
+
+def _sibling(out: Path, kind: str) -> Path:
+    return out.parent / f".{out.name}.kvlab-{kind}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # (another user's process)
+    return True
+
+
+def remove_stale(out: Path) -> None:
+    """Remove the folders a killed build left beside ``out`` (its process is gone); an old site is kept if ``out``
+    itself is missing (killed between the two renames of :func:`swap`)."""
+    for path in out.parent.iterdir():
+        m = STAGED.fullmatch(path.name)
+        if m and m["name"] == out.name and not _running(int(m["pid"])) and (m["kind"] == "build" or out.exists()):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def write_manifest(folder: Path) -> None:
+    files = [f for f in files_in(folder) if f != MANIFEST]
+    (folder / MANIFEST).write_text(json.dumps({"kvlab": MARKER, "files": files}, indent=1), encoding="utf-8")
+
+
+def swap(new: Path, out: Path) -> None:
+    """Put the folder ``new`` where ``out`` is (its permissions kept); the old ``out`` is removed once replaced."""
+    if not out.exists():
+        os.rename(new, out)
+        return
+    os.chmod(new, stat.S_IMODE(out.stat().st_mode))
+    old = _sibling(out, "old")
+    os.rename(out, old)
+    try:
+        os.rename(new, out)
+    except BaseException:
+        os.rename(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def staged(out: Path):
+    """A new folder beside ``out`` to build into: on success it replaces ``out`` (checked again, in case files were
+    put there meanwhile); on an error or an interrupt it is removed and ``out`` stays as it was."""
+    created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]  # (deepest first)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(out)
+    tmp = _sibling(out, "build")
+    tmp.mkdir()
+    try:
+        yield tmp
+        write_manifest(tmp)
+        check_out(out)
+        swap(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        for folder in created:  # the parents made for it, while still empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise

@@ -19,7 +19,7 @@ ORIGINAL_CODE_MARKER = "# 原文代码"  # a code cell that runs the original ch
 FORBIDDEN = [
     (re.compile(f"[{CJK}]token|token[{CJK}]"), "「token」 needs a space on each side next to Chinese: 「1 个 token」"),
     (re.compile("动态扩容|扩容"), "the concatenating cache is 「逐步拼接」"),
-    (re.compile("KV缓存|KV头|kv 头|kv头"), "write 「KV Cache」 and 「KV 头」"),
+    (re.compile("KV ?缓存|KV头|kv 头|kv头"), "write 「KV Cache」 and 「KV 头」"),
     (re.compile(f"[{CJK}] ?\\("), "a half-width bracket right after Chinese: use 「（…）」"),
     (re.compile("）\\s*\\("), "mixed brackets 「（…） (…)」"),
     (re.compile(f"[{CJK}][:,;]|[:,;][{CJK}]"), "half-width colon, comma or semicolon in a Chinese sentence"),

@@ -117,7 +117,7 @@ def review_questions() -> list:
             C("不用多做：V 可以从缓存的 K 换算出来", False, "K = h W_K 和 V = h W_V 是同一个 h 的两个不同投影，"
               "一般不能从一个换算出另一个。"),
             C("要重算的是旧 token 的 Q", False, "旧 token 的 Q 以后再也用不到（误区 2 的实验：把它们换成噪声，最后一行不变）。"))),
-        ChoiceQuestion("3.5", "两台服务器：A 用按需分页的 KV 缓存（vLLM），B 给每条序列固定预留一段缓存。先预测：把 A 的 "
+        ChoiceQuestion("3.5", "两台服务器：A 用按需分页的 KV Cache（vLLM），B 给每条序列固定预留一段缓存。先预测：把 A 的 "
                               "gpu_memory_utilization 从 0.9 调到 0.95（权重和激活都没变），与把 B 每条序列固定预留的 token 数"
                               "翻一倍相比，各会怎样？", (
             C("调高比例：缓存池变大，能同时服务的序列变多；预留翻倍：每条占得更多，能同时服务的变少", True,

@@ -1,7 +1,20 @@
-"""A notebook's checks, named in Chinese: each claim the page makes is a (说明, condition) pair; ``confirm``
-prints one ✓ line per claim that holds and fails with an AssertionError naming the first that does not.
-The conditions stay real asserts (nbval fails the notebook when one is false); the learner reads what was checked."""
+"""Claims a notebook makes, two kinds.
+
+- ``confirm``: the page's named asserts, in Chinese: each (说明, condition) pair prints a ✓ line, the first false one
+  fails with an AssertionError (nbval fails the notebook); the learner reads what was checked.
+- Claims chosen from measurements: a :class:`Chooser` picks the first :class:`Rule` whose predicate holds on the
+  numbers as printed (:class:`Number`: text, unit, absolute or difference), else its "can't tell, rerun" rule; a
+  :class:`Catalog` (key -> template, one per language) writes the sentence; :func:`show` displays it with the
+  claims in the output's metadata; :func:`check_recorded` re-evaluates every predicate from an executed notebook.
+  Such claims never fail a run: they say what is true.
+"""
 from __future__ import annotations
+
+import math
+import string
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 
 def confirm(*checks: tuple[str, bool], title: str = "本格检查了") -> None:
@@ -19,3 +32,199 @@ def confirm(*checks: tuple[str, bool], title: str = "本格检查了") -> None:
             raise AssertionError(f"没有通过：{what}")
         lines.append(f"  ✓ {what}")
     print("\n".join(lines))
+
+
+# -- claims chosen from measurements (issue 31) ----------------------------------------------------------------
+# A sentence that interprets a measurement is never written by hand: a Chooser picks a claim key whose predicate
+# holds on the numbers as they will be printed, a Catalog turns the claim into a sentence of one language, and
+# show() displays the sentences with the claims in the output's metadata, where check_recorded() reads them back.
+
+ABSOLUTE = "absolute"  # a time, a rate, a size, a count: printed finite and >= 0, or not at all
+DIFFERENCE = "difference"  # a difference, a fitted slope, an exponent: may be negative (never NaN or infinite)
+METADATA_KEY = "kvlab_claims"  # where show() records claims in a display_data output's metadata
+
+
+@dataclass(frozen=True)
+class Number:
+    """One printed quantity: its digits exactly as printed (``"1,234.5"``, ``"nan"``), its unit and kind."""
+
+    text: str
+    unit: str = ""
+    kind: str = ABSOLUTE
+
+    def __post_init__(self):
+        if self.kind not in (ABSOLUTE, DIFFERENCE):
+            raise ValueError(f"kind must be {ABSOLUTE!r} or {DIFFERENCE!r}, got {self.kind!r}")
+
+    @property
+    def value(self) -> float:
+        """The number as printed, read back (what predicates and the checker see)."""
+        return float(self.text.replace(",", ""))
+
+    @property
+    def sound(self) -> bool:
+        """Finite, and not negative when absolute."""
+        v = self.value
+        return math.isfinite(v) and (self.kind == DIFFERENCE or v >= 0)
+
+
+def number(x: float, digits: int = 2, unit: str = "", kind: str = ABSOLUTE) -> Number:
+    """``x`` as it will be printed: ``digits`` decimals, thousands separated (``nan``/``inf`` kept as such)."""
+    x = float(x)
+    text = f"{x:,.{digits}f}" if math.isfinite(x) else str(x)
+    return Number(text.lstrip("-") if math.isfinite(x) and float(text.replace(",", "")) == 0 else text, unit, kind)
+
+
+def ratio(a: float, b: float) -> float:
+    """a / b, with inf or nan instead of an exception when b is 0 (a chooser then skips the claims that show it)."""
+    return a / b if b else (math.copysign(math.inf, a) if a else math.nan)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim key plus the printed numbers it was decided on, and terms (words of a fixed vocabulary, e.g. a
+    cache mode) that a catalog translates."""
+
+    key: str
+    fields: Mapping[str, Number]
+    terms: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def sound(self) -> bool:
+        return all(n.sound for n in self.fields.values())
+
+    def values(self) -> Mapping[str, float]:
+        """The printed numbers by name, read-only: a predicate reading a field the claim does not show fails."""
+        return MappingProxyType({name: n.value for name, n in self.fields.items()})
+
+    def record(self) -> dict:
+        """JSON for the output's metadata: key, terms and each field's printed text, unit and kind."""
+        return {"key": self.key, "terms": dict(self.terms),
+                "fields": {name: {"text": n.text, "unit": n.unit, "kind": n.kind} for name, n in self.fields.items()}}
+
+    @classmethod
+    def from_record(cls, record: Mapping) -> "Claim":
+        return cls(record["key"], {name: Number(f["text"], f["unit"], f["kind"]) for name, f in record["fields"].items()},
+                   dict(record.get("terms", {})))
+
+
+def always(values: Mapping[str, float]) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One claim key: the fields its sentence shows, and the predicate over them under which it may be said.
+    ``substantive=False`` marks a "can't tell, rerun" key."""
+
+    key: str
+    shows: tuple[str, ...] = ()
+    holds: Callable[[Mapping[str, float]], bool] = always
+    substantive: bool = True
+
+    def admits(self, claim: Claim) -> bool:
+        """The claim shows exactly this rule's fields, every one sound, and the predicate holds on them."""
+        return (claim.key == self.key and tuple(claim.fields) == self.shows and claim.sound
+                and self.holds_on(claim.values()))
+
+    def holds_on(self, values: Mapping[str, float]) -> bool:
+        """The predicate on printed numbers; arithmetic that fails on them (a division by 0) means it does not hold."""
+        try:
+            return bool(self.holds(values))
+        except ArithmeticError:
+            return False
+
+
+@dataclass(frozen=True)
+class Chooser:
+    """Rules tried in order; the first whose predicate holds on the printed numbers is the claim."""
+
+    name: str
+    rules: tuple[Rule, ...]
+
+    def __post_init__(self):
+        keys = self.keys
+        if not keys or len(set(keys)) != len(keys) or not all(k.startswith(self.name + ".") for k in keys):
+            raise ValueError(f"rules: {self.name} needs distinct keys starting with {self.name + '.'!r}, got {keys}")
+
+    @property
+    def keys(self) -> list[str]:
+        return [r.key for r in self.rules]
+
+    def rule(self, key: str) -> Rule:
+        return next(r for r in self.rules if r.key == key)
+
+    def choose(self, numbers: Mapping[str, Number], terms: Mapping[str, str] | None = None) -> Claim:
+        """The claim of the first rule that admits ``numbers`` (each rule takes the fields it shows)."""
+        for rule in self.rules:
+            claim = Claim(rule.key, {name: numbers[name] for name in rule.shows}, dict(terms or {}))
+            if rule.admits(claim):
+                return claim
+        raise ValueError(f"{self.name}: no rule holds on {dict(numbers)} (the last rule should be one that always can)")
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Sentence templates of one language, key -> ``str.format`` template over the claim's fields and terms;
+    ``words`` writes unit symbols and terms in this language (a unit not listed is written as it is)."""
+
+    language: str
+    templates: Mapping[str, str]
+    words: Mapping[str, str] = field(default_factory=dict)
+
+    def quantity(self, n: Number) -> str:
+        unit = self.words.get(n.unit, n.unit)
+        return n.text + ("" if unit in ("", "%", "×") else " ") + unit
+
+    def say(self, claim: Claim) -> str:
+        parts = {name: self.quantity(n) for name, n in claim.fields.items()}
+        parts.update({name: self.words.get(term, term) for name, term in claim.terms.items()})
+        return self.templates[claim.key].format(**parts)
+
+    def placeholders(self, key: str) -> set[str]:
+        """The names a template fills in (to check that it shows what its rule shows)."""
+        return {name for _, name, _, _ in string.Formatter().parse(self.templates[key]) if name}
+
+
+def show(claims: Sequence[Claim], catalog: Catalog) -> None:
+    """Display the claims' sentences, one a line, as plain text carrying the claims in the output's metadata
+    (``{"kvlab_claims": [record, ...]}``) for :func:`check_recorded`."""
+    from IPython.display import display
+
+    display({"text/plain": "\n".join(catalog.say(c) for c in claims)}, raw=True,
+            metadata={METADATA_KEY: [c.record() for c in claims]})
+
+
+def recorded(nb) -> list[tuple[int, Claim, str]]:
+    """Every claim recorded in an executed notebook: (cell index, claim, the text shown with it)."""
+    out = []
+    for i, cell in enumerate(nb["cells"]):
+        for output in cell.get("outputs", []):
+            records = output.get("metadata", {}).get(METADATA_KEY, [])
+            text = "".join(output.get("data", {}).get("text/plain", ""))
+            out += [(i, Claim.from_record(r), text) for r in records]
+    return out
+
+
+def check_recorded(nb, choosers: Sequence[Chooser]) -> list[str]:
+    """Problems with the claims an executed notebook recorded, found again from their printed numbers (never from
+    a chooser's verdict): an unknown key, fields other than its rule shows, a number not in the shown text, a
+    number NaN or infinite, an absolute one negative, a predicate that does not hold. Empty when all is well."""
+    rules = {r.key: r for c in choosers for r in c.rules}
+    problems = []
+    for cell, claim, text in recorded(nb):
+        where = f"cell {cell}, {claim.key}"
+        rule = rules.get(claim.key)
+        if rule is None:
+            problems.append(f"{where}: no chooser has this key")
+            continue
+        if tuple(claim.fields) != rule.shows:
+            problems.append(f"{where}: records {tuple(claim.fields)}, its rule shows {rule.shows}")
+            continue
+        problems += [f"{where}: {name} = {n.text} is not in the text shown" for name, n in claim.fields.items()
+                     if n.text not in text]
+        problems += [f"{where}: {name} = {n.text} {n.unit} ({n.kind}) is {'not finite' if not math.isfinite(n.value) else 'negative'}"
+                     for name, n in claim.fields.items() if not n.sound]
+        if claim.sound and not rule.holds_on(claim.values()):
+            problems.append(f"{where}: its predicate does not hold on {dict(claim.values())}")
+    return problems

@@ -4,6 +4,8 @@ the expression kvlab computes it with."""
 from __future__ import annotations
 
 import importlib
+import re
+from itertools import combinations
 import json
 import subprocess
 import sys
@@ -226,6 +228,14 @@ def test_run_time_and_printed_characters_of_an_executed_notebook():
     assert output_characters(nb) == len("测得读数")  # the folded reference solution is not counted
 
 
+def test_printed_characters_count_claims_shown_with_their_metadata():
+    """kvlab.claims.show displays sentences as display_data (text/plain, the claims in the metadata): still read."""
+    nb = nbformat.from_dict(_nb(("code", "lesson.show_claims(claims)")))
+    nb.cells[0].outputs = [nbformat.v4.new_output("display_data", data={"text/plain": "有缓存 1.00 ms，快 3.0×。"},
+                                                  metadata={"kvlab_claims": [{"key": "k", "terms": {}, "fields": {}}]})]
+    assert output_characters(nb) == len("有缓存快")
+
+
 def _measurement(loads):
     return Measurement("2026-01-01 00:00 UTC", "CPU，2 核，Linux x86_64", [0.5, 0.5, 0.5], [0.5, 0.5, 0.5], "",
                        [ChapterRuns("01.ipynb", [30.0, 20.0], 100, list(loads))])
@@ -373,3 +383,213 @@ def test_the_guide_has_the_class_section_with_measured_numbers(generated):
     text = generated["GUIDE.md"]
     assert "## 给一个班开课：JupyterHub" in text and "python -m kvlab.teacher.link" in text
     assert "内核峰值内存" in text and "singleuser:" in text, "run python -m kvlab.teacher --measure"
+
+
+# -- objectives and their exercises (issue 31 part 6) ------------------------------------------------------------
+def _exercises(chapter):
+    module = guide.exercise_module_for(chapter.notebook)
+    return {ex.key: ex for ex in module.EXERCISES} if module else {}
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda g: g.notebook[:2])
+def test_objectives_name_the_exercises_of_their_own_chapter(chapter):
+    """An objective names exercises by key (the guide renders their titles): every key named is an exercise of this
+    chapter, and every exercise of the chapter is named by an objective or listed in ``unpractised`` with why."""
+    exercises = _exercises(chapter)
+    named = [k for o in chapter.objectives for k in o.exercises]
+    assert not set(named) - set(exercises), f"{chapter.notebook}: no such exercise in its module: {set(named) - set(exercises)}"
+    assert not set(chapter.unpractised) - set(exercises), f"{chapter.notebook}: unpractised names no exercise"
+    assert all(chapter.unpractised.values()), "say why an exercise practises no objective"
+    assert not set(named) & set(chapter.unpractised), "an exercise is either practised or deliberately not"
+    assert set(named) | set(chapter.unpractised) == set(exercises), \
+        f"{chapter.notebook}: exercises no objective names: {set(exercises) - set(named) - set(chapter.unpractised)}"
+    for o in chapter.objectives:
+        assert not re.search(r"练习\s*\d", o.text), f"name the exercise by key, not by number: {o.text!r}"
+        assert o.text and o.text[-1] not in "；。，", "the guide adds the punctuation"
+
+
+def _grams(text: str) -> set[str]:
+    """Two-character words of the Chinese runs and the Latin words of ``text`` (code spans left out)."""
+    text = re.sub(r"`[^`]*`", " ", text)
+    han = re.findall(r"[\u4e00-\u9fff]+", text)
+    return {w[i:i + 2] for w in han for i in range(len(w) - 1)} | {w.lower() for w in re.findall(r"[A-Za-z]{2,}", text)}
+
+
+def _overlap(objective: str, exercise) -> float:
+    words = _grams(objective)
+    return len(words & _grams(exercise.title + exercise.task)) / len(words)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda g: g.notebook[:2])
+def test_an_objective_and_its_exercises_are_about_the_same_thing(chapter):
+    """A coarse guard on the meaning of a link: the objective shares at least a tenth of its words with the exercise's
+    title and task (the old 「3.4 objective 1 → 练习 1」, the original's estimate linked to the sliding-window formula,
+    shared 4 %), and swapping the exercises of two objectives never fits them better."""
+    exercises = _exercises(chapter)
+    links = [(o.text, k) for o in chapter.objectives for k in o.exercises]
+    for text, key in links:
+        assert _overlap(text, exercises[key]) >= 0.1, f"{key} does not look like {text!r}"
+    for (t1, k1), (t2, k2) in combinations(links, 2):
+        if k1 != k2 and t1 != t2:
+            assert (_overlap(t1, exercises[k1]) + _overlap(t2, exercises[k2])
+                    > _overlap(t1, exercises[k2]) + _overlap(t2, exercises[k1])), f"{k1} and {k2} look swapped"
+
+
+def test_the_guide_shows_each_objectives_exercise_by_its_title(generated):
+    text = generated["GUIDE.md"]
+    for chapter in CHAPTERS:
+        exercises = _exercises(chapter)
+        section = text.split(f"notebook：`chapters/{chapter.notebook}`")[1].split("**课堂讨论**")[0]
+        for o in chapter.objectives:
+            practised = f"（{'；'.join(exercises[k].title for k in o.exercises)}）" if o.exercises else ""
+            assert f"{o.text}{practised}" in section
+
+
+# -- discussion prompts -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda g: g.notebook[:2])
+def test_every_chapter_has_two_or_three_discussion_prompts(chapter, generated):
+    assert 2 <= len(chapter.discussion) <= 3
+    for prompt in chapter.discussion:
+        assert minutes.han_characters(prompt) >= 20 and "？" in prompt, prompt  # a question, in Chinese
+    assert sum(any(w in p for w in ("预测", "猜", "解释", "为什么")) for p in chapter.discussion) >= 2, \
+        "most prompts make learners predict or explain"
+    assert all(p in generated["GUIDE.md"] for p in chapter.discussion)
+
+
+# -- lesson plans ---------------------------------------------------------------------------------------------
+def _main_reports():
+    return [r for r in guide.reports() if not r.guide.optional_chapter]
+
+
+@pytest.fixture(scope="module")
+def main_reports():
+    return _main_reports()
+
+
+def test_the_lesson_plan_fits_its_classes_and_assigns_every_minute_once(main_reports):
+    from kvlab.teacher import plans
+
+    plan = plans.lesson_plan(main_reports, guide.PLAN_CLASSES, guide.PLAN_LENGTH)
+    assert len(plan) == guide.PLAN_CLASSES
+    assert [n for p in plan for n in p.chapters] == [r.number for r in main_reports]  # every chapter once, in order
+    for p in plan:
+        assert p.in_class_minutes <= p.length, f"class {p.number} holds {p.in_class_minutes:.1f} minutes in class"
+        assert p.spare >= 0
+    for r in main_reports:
+        m = r.minutes
+        assigned = [a for p in plan for a in p.before + p.in_class + p.after if a.chapter == r.number]
+        discussion = len(r.guide.discussion) * minutes.DISCUSSION_MINUTES
+        assert sum(a.minutes for a in assigned) == pytest.approx(m.total + discussion), r.number
+        before = [a for p in plan for a in p.before if a.chapter == r.number]
+        assert sum(a.minutes for a in before) == pytest.approx(m.core_reading + m.running)
+    assert all(p.in_class[0].minutes == minutes.CLASS_OPENING_MINUTES for p in plan)
+
+
+def test_a_plan_is_cut_where_its_fullest_class_is_least_full(main_reports):
+    from itertools import combinations as cuts_of
+
+    from kvlab.teacher import plans
+
+    plan = plans.lesson_plan(main_reports, 4, 90)
+    load = lambda group: minutes.CLASS_OPENING_MINUTES + sum(a.minutes for r in group for a in plans.in_class(r))
+    best = min(max(load(main_reports[a:b]) for a, b in zip((0, *c), (*c, len(main_reports))))
+               for c in cuts_of(range(1, len(main_reports)), 3))
+    assert max(p.in_class_minutes for p in plan) == pytest.approx(best)
+
+
+def test_a_class_too_short_moves_exercises_after_it_or_refuses(main_reports):
+    from kvlab.teacher import plans
+
+    short = plans.lesson_plan(main_reports[:1], 1, 40)  # 3.1 alone in 40 minutes: its exercises move after it
+    p = short[0]
+    assert p.in_class_minutes <= 40 and any("留作课后" in a.what for a in p.after)
+    total = sum(a.minutes for a in p.before + p.in_class + p.after)
+    assert total == pytest.approx(main_reports[0].minutes.total + minutes.CLASS_OPENING_MINUTES
+                                  + len(main_reports[0].guide.discussion) * minutes.DISCUSSION_MINUTES)
+    with pytest.raises(ValueError, match="without its exercises"):
+        plans.lesson_plan(main_reports[:1], 1, 10)
+    with pytest.raises(ValueError, match="classes must be between"):
+        plans.lesson_plan(main_reports, len(main_reports) + 1, 90)
+
+
+def test_the_guide_carries_the_computed_plan(generated, main_reports):
+    from kvlab.teacher import plans
+
+    text = generated["GUIDE.md"]
+    assert plans.render(plans.lesson_plan(main_reports, guide.PLAN_CLASSES, guide.PLAN_LENGTH)) in text
+    assert f"{guide.PLAN_CLASSES} 次课，每次 {guide.PLAN_LENGTH} 分钟" in text
+
+
+# -- noisy readouts -------------------------------------------------------------------------------------------
+def test_the_guide_says_what_to_do_when_a_readout_cannot_tell(generated):
+    text = generated["GUIDE.md"]
+    section = text.split("## 机器打印「说不准」或读数起伏很大时")[1].split("\n## ")[0]
+    for needed in ("共用的 CPU", "线程配额", "Colab", "KVLAB_THREADS", "Shut Down Kernel", "重复", "对学员说什么"):
+        assert needed in section, needed
+    measurement = Measurement.load()
+    ch = max(measurement.chapters, key=lambda c: max(c.seconds) / c.fastest)
+    assert f"最快一次 {ch.fastest:.1f} 秒" in section and f"最慢一次 {max(ch.seconds):.1f} 秒" in section
+
+
+# -- the run-time claim -------------------------------------------------------------------------------------------
+def test_the_guides_run_time_sentence_comes_from_the_measurement(generated):
+    measurement = Measurement.load()
+    slowest = max(measurement.chapters, key=lambda ch: ch.fastest)
+    text = generated["GUIDE.md"]
+    assert f"最快一次 {slowest.fastest:.1f} 秒" in text
+    assert ("运行不到一分钟" in text) == (slowest.fastest < 60)
+
+
+def test_the_run_time_sentence_follows_the_numbers():
+    rs = guide.reports()
+    quick = _measurement([1.0])
+    assert "不到一分钟" in guide.run_time_sentence(rs, quick) and "20.0 秒" in guide.run_time_sentence(rs, quick)
+    assert "慢得多" not in guide.run_time_sentence(rs, quick)  # 30 s against 20 s: not much slower
+    slow = Measurement("d", "CPU，2 核，Linux x86_64", [1.0] * 3, [1.0] * 3, "",
+                       [ChapterRuns("01_autoregressive_decode.ipynb", [75.0, 300.0], 10, [1.0, 9.0])])
+    said = guide.run_time_sentence(rs, slow)
+    assert "不到一分钟" not in said and "约 2 分钟" in said and "3.1 最快一次 75.0 秒" in said
+    assert "300.0 秒" in said and "4 倍" in said
+    assert "还没有测量" in guide.run_time_sentence(rs, None)
+
+
+RUN_CLAIM = re.compile(r"[^。\n>]*从头到尾运行不到(一|两|三|\d+ ?)分钟[^。\n]*")
+CORES = {"单核": 1, "双核": 2, "四核": 4}
+# Sentences in the notebooks that issue 31 found false against run_times.json; the test below is expected to fail
+# while they are there and runs normally once they are changed.
+KNOWN_FALSE = {
+    "01_autoregressive_decode.ipynb": "默认设置下，在双核 CPU 上从头到尾运行不到一分钟；有 GPU 时会自动使用",
+    "06_paged_cache_and_batching.ipynb": "默认设置下，本笔记本在双核 CPU 上从头到尾运行不到一分钟；有 GPU 时会自动使用",
+}
+
+
+def _run_claims(notebook: str) -> list[str]:
+    nb = minutes.read_notebook(ROOT / "chapters" / notebook)
+    return [m.group(0).strip() for c in nb["cells"] if c["cell_type"] == "markdown"
+            for m in RUN_CLAIM.finditer("".join(c["source"]))]
+
+
+def _still_there(notebook: str) -> bool:
+    return notebook in KNOWN_FALSE and KNOWN_FALSE[notebook] in _run_claims(notebook)
+
+
+@pytest.mark.parametrize("chapter", [
+    pytest.param(g, marks=pytest.mark.xfail(_still_there(g.notebook), strict=True, reason=(
+        f"chapters/{g.notebook} cell 0 says 「{KNOWN_FALSE.get(g.notebook)}」: true of the fastest recorded run only; "
+        "runs on the same machine while it was busy took over a minute (issue 31 part 6)")))
+    for g in CHAPTERS], ids=lambda g: g.notebook[:2])
+def test_a_notebooks_run_time_claim_agrees_with_run_times_json(chapter):
+    """「从头到尾运行不到 N 分钟」 must hold for the chapter's fastest recorded run, on a machine with the cores it
+    names; when some recorded run took longer, the sentence must say that it is for an idle machine (空闲) and that a
+    busy one (忙) takes longer."""
+    runs = Measurement.load().chapter(chapter.notebook)
+    for sentence in _run_claims(chapter.notebook):
+        n = RUN_CLAIM.match(sentence).group(1).strip()
+        bound = 60 * ({"一": 1, "两": 2, "三": 3}.get(n) or int(n))
+        assert runs.fastest < bound, f"{sentence!r}: fastest recorded run {runs.fastest:.1f} s"
+        named = [c for word, c in CORES.items() if word in sentence] + [int(x) for x in re.findall(r"(\d+) 核", sentence)]
+        assert all(c == Measurement.load().cores for c in named), f"{sentence!r}: measured on {Measurement.load().machine}"
+        if max(runs.seconds) >= bound:
+            assert "空闲" in sentence and "忙" in sentence, (
+                f"{sentence!r}: a recorded run took {max(runs.seconds):.1f} s; say 「在空闲的…上」 and that a busy "
+                "machine takes longer")

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from ..exercises import CHAPTER_MODULES, chapter_module
 from . import keys
-from .chapters import CHAPTERS, ChapterGuide
-from .minutes import (CALC_EXERCISE_MINUTES, CODE_EXERCISE_MINUTES, PANEL_MINUTES, QUIZ_MINUTES, READING_SPEED,
-                      Minutes, Section, exercise_minutes, has_quiz, lesson_module_name, panel_cells, read_notebook,
-                      sections)
+from .chapters import CHAPTERS, ChapterGuide, Objective
+from . import plans
+from .minutes import (CALC_EXERCISE_MINUTES, CLASS_OPENING_MINUTES, CODE_EXERCISE_MINUTES, DISCUSSION_MINUTES,
+                      PANEL_MINUTES, QUIZ_MINUTES, READING_SPEED, Minutes, Section, exercise_minutes, has_quiz,
+                      lesson_module_name, panel_cells, read_notebook, sections)
 from .references import REFERENCES
 from .classroom import class_section
 from .run_times import RUN_TIMES, Measurement
@@ -154,6 +155,19 @@ def method(measurement: Measurement | None) -> str:
     return "\n".join(lines)
 
 
+def exercise_titles(r: ChapterReport) -> dict[str, str]:
+    """The chapter's exercises, key -> title as the notebook shows it (「练习 1：……」)."""
+    return {ex.key: ex.title for ex in r.exercise_module.EXERCISES} if r.exercise_module is not None else {}
+
+
+def objective_line(r: ChapterReport, i: int, o: Objective, last: bool) -> str:
+    """One numbered objective, with the titles of the exercises that practise it (KeyError for a key that is not
+    an exercise of this chapter: the test names it first)."""
+    titles = exercise_titles(r)
+    practised = f"（{'；'.join(titles[k] for k in o.exercises)}）" if o.exercises else ""
+    return f"{i}. {o.text}{practised}{'。' if last else '；'}"
+
+
 def chapter_section(r: ChapterReport) -> str:
     g, m = r.guide, r.minutes
     head = f"## {r.number} {r.title}"
@@ -165,7 +179,12 @@ def chapter_section(r: ChapterReport) -> str:
                   f"{_m(m.exercise_minutes)}" + (f"，自测 {_m(m.quiz_minutes)}" if m.quiz_questions else "")
               + f"：合计约 **{_up(m.total)} 分钟**。"]
     lines += ["", "**先修**", ""] + [f"- {p}" for p in g.prerequisites]
-    lines += ["", "**学完后你能……**", ""] + [f"{i}. {o}" for i, o in enumerate(g.objectives, 1)]
+    lines += ["", "**学完后你能……**（括号里是练习它的动手练习）", ""]
+    lines += [objective_line(r, i, o, last=i == len(g.objectives)) for i, o in enumerate(g.objectives, 1)]
+    if g.discussion:
+        lines += ["", f"**课堂讨论**（每个问题约 {DISCUSSION_MINUTES:g} 分钟：先各自写下预测或解释，再两人对照，"
+                      "最后全班和本机的读数比较）", ""]
+        lines += [f"{i}. {q}" for i, q in enumerate(g.discussion, 1)]
     lines += ["", "**小节**（阅读分钟数按上面的速度算；练习见 [KEYS.md](KEYS.md)）", "",
               "| 小节 | 汉字 | 阅读 | 必修/选学 |", "|---|---:|---:|---|",
               f"| （开头：标题与引言） | {r.intro:,} | {_m(r.intro / READING_SPEED)} | 必修 |"]
@@ -189,10 +208,10 @@ def guide_markdown(rs: list[ChapterReport], measurement: Measurement | None) -> 
         GENERATED,
         "# 教师指南：KV Cache 基础（第 3 章，3.1–3.6）",
         "这份指南给考虑把本课程布置给学生的老师：每一章要先会什么、学完能做什么、要多长时间（实测，不是估计）、"
-        "哪些小节必修哪些选学、各章之间的关系，以及每一章的说法出自哪些论文。练习和自测的答案在 [KEYS.md](KEYS.md)。",
+        "哪些小节必修哪些选学、各章之间的关系、每一章的说法出自哪些论文，以及怎样排课、课上讨论什么、机器的读数「说不准」时怎么办。练习和自测的答案在 [KEYS.md](KEYS.md)。",
         "**对象**：学过 Transformer 自注意力、会用 Python 和 PyTorch 的本科高年级学生、研究生和工程师。"
-        "**形式**：每章一个 Jupyter notebook，正文中文，代码英文；所有数字都在学员自己的机器上运行得出（CPU 即可，双核 CPU 上"
-        "每章默认设置下运行不到一分钟）。**没有 Python 环境的课堂**：`python -m kvlab.book --out book` 生成离线的静态网站"
+        "**形式**：每章一个 Jupyter notebook，正文中文，代码英文；所有数字都在学员自己的机器上运行得出。"
+        "**运行时间**：" + run_time_sentence(rs, measurement) + "。**没有 Python 环境的课堂**：`python -m kvlab.book --out book` 生成离线的静态网站"
         "和每章一份 PDF 讲义（见 README）。",
         "## 课程地图",
         course_map(rs),
@@ -201,10 +220,104 @@ def guide_markdown(rs: list[ChapterReport], measurement: Measurement | None) -> 
         "### 这些分钟数怎样算出来",
         method(measurement),
         class_section(measurement),
+        lesson_plans_section(rs),
+        noisy_section(rs, measurement),
     ]
     parts += [chapter_section(r) for r in rs]
     parts += ["## 全部参考文献", "\n".join(f"- {ref.citation()}" for ref in REFERENCES.values())]
     return "\n\n".join(parts) + "\n"
+
+
+def _number(rs: list[ChapterReport], notebook: str) -> str:
+    return next((r.number for r in rs if r.guide.notebook == notebook), notebook)
+
+
+def run_time_sentence(rs: list[ChapterReport], measurement: Measurement | None) -> str:
+    """How long a chapter runs, from ``run_times.json``: the slowest chapter's fastest run, in words and in seconds,
+    and (when some run took much longer) the slowest run of all."""
+    if measurement is None or not measurement.chapters:
+        return "CPU 即可；运行时间还没有测量：`python -m kvlab.teacher --measure`"
+    slowest = max(measurement.chapters, key=lambda ch: ch.fastest)
+    fast = slowest.fastest
+    bound = "不到一分钟" if fast < 60 else f"约 {math.ceil(fast / 60)} 分钟"
+    load = slowest.load[slowest.seconds.index(fast)] if len(slowest.load) == len(slowest.seconds) else None
+    said = (f"CPU 即可，在 {measurement.cores} 核 CPU 上每章默认设置下的代码格运行{bound}（实测最慢的一章 "
+            f"{_number(rs, slowest.notebook)} 最快一次 {fast:.1f} 秒"
+            + (f"，运行后 1 分钟平均负载 {load:.1f}" if load is not None else "") + "）")
+    worst = max(measurement.chapters, key=lambda ch: max(ch.seconds))
+    if max(worst.seconds) >= 2 * worst.fastest:  # at least twice as long: 「慢得多」
+        said += (f"；机器忙时会慢得多（{_number(rs, worst.notebook)} 最慢一次 {max(worst.seconds):.1f} 秒，是它最快一次的 "
+                 f"{max(worst.seconds) / worst.fastest:.0f} 倍；见下文关于「说不准」的一节）")
+    return said
+
+
+PLAN_CLASSES, PLAN_LENGTH = 4, 90  # the example the guide lays out: four classes of 90 minutes for the main line
+
+
+def lesson_plans_section(rs: list[ChapterReport]) -> str:
+    main = [r for r in rs if not r.guide.optional_chapter]
+    extra = [r for r in rs if r.guide.optional_chapter]
+    plan = plans.lesson_plan(main, PLAN_CLASSES, PLAN_LENGTH)
+    parts = [
+        f"## 课时安排：主线 {main[0].number}–{main[-1].number}，{PLAN_CLASSES} 次课，每次 {PLAN_LENGTH} 分钟",
+        "按翻转课堂安排：**课前**学员在自己的机器上运行本次课的各章，读完必修部分；**课上**先用 "
+        f"{CLASS_OPENING_MINUTES:g} 分钟收集课前阅读留下的问题，再一起拖交互面板（先预测再看）、讨论每章的「课堂讨论」"
+        f"（每个问题 {DISCUSSION_MINUTES:g} 分钟）、做动手练习和自测；**课后**读选学小节，并做下一次课的课前部分。"
+        "每一项的分钟数都是上面「每章要多长时间」里同一章的数（同样的规则算出，不另外估计）；各章不拆开、按顺序排，"
+        "在所有排法里取最满的那次课最空的一种；课上剩下的时间留给卡住的学员把练习做完。计时的实验放在课前各自运行，"
+        "课上讨论已经打印出来的读数：全班同时运行计时实验时，共用的机器最忙（见下一节）。",
+        plans.render(plan),
+    ]
+    if extra:
+        more = plans.lesson_plan(extra, len(extra), PLAN_LENGTH)
+        parts += [f"拓展 {'、'.join(r.number for r in extra)}（可选）：主线之后再加 {len(extra)} 次课，同样安排。",
+                  plans.render(more, first_number=PLAN_CLASSES + 1)]
+    return "\n\n".join(parts)
+
+
+def noisy_section(rs: list[ChapterReport], measurement: Measurement | None) -> str:
+    """What to do when a lab machine prints 「说不准」 or a readout that jumps about (Chinese)."""
+    example = ""
+    if measurement is not None and measurement.chapters:
+        ch = max(measurement.chapters, key=lambda c: max(c.seconds) / c.fastest)
+        slow, fast = max(ch.seconds), ch.fastest
+        loads = ch.load if len(ch.load) == len(ch.seconds) else []
+        at = (lambda s: f"（运行后负载 {loads[ch.seconds.index(s)]:.1f}）") if loads else (lambda s: "")
+        example = (f"本指南自己的测量就是一例：同一台 {measurement.cores} 核机器、同一章 {_number(rs, ch.notebook)}，"
+                   f"最快一次 {fast:.1f} 秒{at(fast)}，最慢一次 {slow:.1f} 秒{at(slow)}，相差 {slow / fast:.1f} 倍。")
+    measured = [(r.number, t) for r in rs for k, t in exercise_titles(r).items() if k in keys.MEASURED]
+    counted = ("动手练习里，" + "、".join(f"{n} 的「{t}」" for n, t in measured)
+               + "的答案取自学员自己的那次测量（检查格用同一次测量算出期望值），其余练习都与机器无关。") if measured else ""
+    return "\n\n".join([
+        "## 机器打印「说不准」或读数起伏很大时",
+        "**为什么会这样。** 计时读数都是在学员自己的机器上现场测出来的，而课堂上的机器很少空闲：",
+        "- **共用的 CPU**：JupyterHub 的一个节点上，几十个学员的内核同时在运行；学员自己的电脑上，浏览器、"
+        "Jupyter 服务器和别的程序也在用 CPU。别的程序只会让一次运行变慢，而且时快时慢。" + example + "\n"
+        "- **线程配额**：kvlab 按本进程真正能用的核数开线程（见上面的「线程」）；配额只有 1 核时，内核还要和 notebook "
+        "服务器、面板的更新抢同一个核，任何一步都可能被打断。\n"
+        "- **Colab**：免费的运行时只有 2 个虚拟核，与别的用户共用一台物理机，同一个格子两次运行可能差好几倍；"
+        "分配到 GPU 时，小模型的耗时主要是启动开销（3.3 的选学小节「在 GPU 上会看到什么」）。",
+        "**课程怎样处理。** 解读读数的每一句话都是按打印出来的数字选出来的：数字支持哪个结论就说哪个；波动比要比较的"
+        "差别还大时，就说「说不准」，并说明怎样重测，而不是硬给一个结论。所以「说不准」是正确的输出，不是程序出错。"
+        "数出来的量（运算次数、字节数、token 数、缓存形状）与机器无关，在哪台机器上都一样。" + counted,
+        "**怎样重测。**\n\n"
+        "1. **关掉别的内核和程序**：JupyterLab 左侧栏的「运行中的终端和内核」里关掉其他章的内核（或 Kernel → Shut Down "
+        "Kernel），关掉别的占 CPU 的程序，再从这一小节的开头重新运行。\n"
+        "2. **多重复几次**：面板上有重复次数的控件时调大再运行；读数取中位数，重复越多，偶尔一次被打断的影响越小。\n"
+        "3. **设 `KVLAB_THREADS`**：在 notebook 里运行 `%env KVLAB_THREADS=1`，再重跑计时的格子（或在启动 Jupyter 之前 "
+        "`export KVLAB_THREADS=1`）。只用 1 个线程，就不会有线程互相等待；读数会写明「按 KVLAB_THREADS=1」。在独占的"
+        "多核机器上可以设大一些，kvlab 不会超过本进程能用的核数。\n"
+        "4. **错开时间**：不要让全班同时运行计时实验（上面的课时安排把它放在课前）；或者由老师在空闲的机器上运行一次，"
+        "投影出来讨论。\n"
+        "5. **还是说不准**：就接受它。静态版（`python -m kvlab.book`）里有在一台机器上完整运行过一遍的读数，可以对照。",
+        "**对学员说什么。**\n\n"
+        "- 「说不准」的意思是：这一次测到的波动比要比较的差别还大，这台机器此刻给不出结论。这本身就是一个测量结果，"
+        "不是你做错了什么。\n"
+        "- 本课程的结论不靠某一次计时：先看数出来的量，计时只是在你的机器上印证；换一台空闲的机器或多重复几次，"
+        "通常就能印证。\n"
+        "- 可以借机讨论：读数为什么取中位数而不是平均值？为什么最快的一次最接近机器本身的速度（本指南的运行时间也这样取）？"
+        "邻座两人的读数差多少，差别从哪里来？",
+    ])
 
 
 # -- KEYS.md ---------------------------------------------------------------------------------------------------
@@ -264,7 +377,10 @@ def readme_summary(rs: list[ChapterReport]) -> str:
         "",
         "**Guide and keys.** [`teacher/GUIDE.md`](teacher/GUIDE.md) (in Chinese, 教师指南): per chapter the prerequisites, "
         "outcome objectives (「学完后你能……」), minutes per chapter and section and how they were measured, core and "
-        "optional sections, the course map, and the publications behind each chapter's claims. "
+        "optional sections, the course map, the publications behind each chapter's claims, which exercise practises which "
+        "objective, two or three discussion prompts per chapter, a lesson plan (the main line in "
+        f"{PLAN_CLASSES} classes of {PLAN_LENGTH} minutes, with what to assign before and after each, computed from the "
+        "same minutes) and what to do when a lab machine's readout says it cannot tell (「说不准」). "
         "[`teacher/KEYS.md`](teacher/KEYS.md): every quiz answer (numeric ones with the kvlab expression that computes "
         "them) and every exercise's reference solution and grader. Both are generated by `python -m kvlab.teacher` "
         "from the course's code, never typed; `tests/test_teacher.py` fails when they are out of date. "

@@ -6,7 +6,9 @@
 - **panels**: :data:`PANEL_MINUTES` for each code cell that shows an interactive panel (calls a ``*_panel(``);
 - **exercises**: :data:`CODE_EXERCISE_MINUTES` for an exercise whose stub is a function to write,
   :data:`CALC_EXERCISE_MINUTES` for one answered with values;
-- **quiz**: :data:`QUIZ_MINUTES` per self-check question.
+- **quiz**: :data:`QUIZ_MINUTES` per self-check question;
+- in class (the lesson plans, :mod:`kvlab.teacher.plans`): :data:`DISCUSSION_MINUTES` per discussion prompt and
+  :data:`CLASS_OPENING_MINUTES` at the start of every class.
 
 The sections are the notebook's ``##``/``###`` headings; a section is optional when the chapter guide names it (or
 its ``##`` parent) in ``optional_sections`` (a 拓展 chapter as a whole is marked in the guide, and its sections are
@@ -28,6 +30,8 @@ PANEL_MINUTES = 2.0  # move the controls of one interactive panel and look at wh
 CODE_EXERCISE_MINUTES = 15.0  # write a function and pass the check
 CALC_EXERCISE_MINUTES = 8.0  # work out values (by formula or from a table) and pass the check
 QUIZ_MINUTES = 1.0  # one self-check question
+DISCUSSION_MINUTES = 5.0  # one prompt: a minute to predict alone, two in pairs, two for the class to compare
+CLASS_OPENING_MINUTES = 5.0  # the start of a class: questions left from the reading assigned before it
 
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 HEADING = re.compile(r"^(#{1,3})\s+(.+?)\s*$", re.M)

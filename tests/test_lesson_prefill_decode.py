@@ -1151,3 +1151,15 @@ def test_worked_step_against_the_roofs_chooses_the_longer_bound():
     assert "= 557 µs" in memory and "= 5.58 ms" in memory and "访存受限" in memory
     fast_memory = lesson.Roofs(spread_rate(1e12, 1e12), spread_rate(1e11, 1e11), "cpu", 2)  # ridge 0.1
     assert "算力受限" in lesson.explain_worked_bounds(w, fast_memory)[0]
+
+
+@pytest.mark.parametrize("ttft, itl, says", [(4.0, 2.0, "只用了逐个送进去的 17%"), (15.0, 2.0, "没快到一半"),
+                                             (30.0, 2.0, "这次说不准"), (24.0, 2.0, "这次说不准")])
+def test_prefill_parallel_sentence_follows_its_numbers(ttft, itl, says):
+    """The prefill-vs-one-by-one sentence (it was a confirm() that a class of 6 on 2 cores made false): each branch
+    from synthetic timings of its shape, and the numbers it states are the ones it compared."""
+    import types
+
+    tl = types.SimpleNamespace(prompt_tokens=12, ttft_ms=ttft, itl_ms=lambda q: itl, runs=3)
+    text = lesson.explain_prefill_parallel(tl)
+    assert says in text and f"预填充 {ttft:.2f} ms" in text and f"= {12 * itl:.2f} ms" in text

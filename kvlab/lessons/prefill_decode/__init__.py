@@ -13,7 +13,7 @@ from .roofline import (ROOFLINE_CONFIG, roofline_model, weight_bytes_of, explain
                        measure_roofs, explain_roofs, RooflinePoint, FlopCheck, count_flops)
 from .timeline import (DEFAULT_PROMPT, TIMELINE_TOKENS, TIMELINE_MAX_TOKENS, TIMELINE_REPEATS, PROMPT_LABEL, TOKENS_LABEL, STEP_LABEL,
                        Timeline, run_timeline, regenerate, render_timeline, timeline_panel, StepBudget, step_budget,
-                       explain_step_budget, TAIL_SAMPLES, explain_latency)
+                       explain_step_budget, TAIL_SAMPLES, explain_latency, explain_prefill_parallel)
 from .four_steps import CodePart, FOUR_STEPS, STEP_ARGUMENT, show_step, FourStepCheck, check_four_steps
 from .prefill_sweep import (PREFILL_LENGTHS, PREFILL_DECODE_STEPS, MAX_CUSTOM_LENGTHS, LengthPoint, PrefillSweep,
                             max_prompt_len, measure_prefill_sweep, PrefillLab, LENGTHS_LABEL, PROMPT_LEN_LABEL,
@@ -54,6 +54,6 @@ __all__ = [
     "explain_worked_step", "spread", "roofs_busy", "explain_measured_roofs", "explain_prefill_vs_roof",
     "explain_decode_vs_roof", "explain_batch_vs_prefill", "explain_small_matmul_reads", "explain_worked_bounds", "confirm",
     "last_level_cache", "device_label",
-    "TAIL_SAMPLES", "explain_latency", "explain_prefill_growth", "per_doubling", "STEADY_SPREAD",
+    "TAIL_SAMPLES", "explain_latency", "explain_prefill_parallel", "explain_prefill_growth", "per_doubling", "STEADY_SPREAD",
     "explain_batch_baseline",
 ]

@@ -149,6 +149,23 @@ def explain_latency(tl: Timeline) -> list[str]:
     return [tpot, itl]
 
 
+def explain_prefill_parallel(tl: Timeline) -> str:
+    """Whether the one prefill pass beat feeding the prompt token by token (prompt length × the median ITL), read
+    from the numbers it prints: under half of it, faster but not half (a busy moment slowed the one prefill), or
+    not faster (can't tell from this run)."""
+    per_token = tl.itl_ms(50)
+    sequential = tl.prompt_tokens * per_token
+    head = (f"预填充 {tl.ttft_ms:.2f} ms；把 {tl.prompt_tokens} 个 token 逐个送进去约需 {tl.prompt_tokens} × "
+            f"{per_token:.2f} ms（ITL 中位数）= {sequential:.2f} ms")
+    if tl.ttft_ms < sequential / 2:
+        return head + f"：一次前向处理整段提示词，只用了逐个送进去的 {tl.ttft_ms / sequential:.0%}。"
+    if tl.ttft_ms < sequential:
+        return (head + f"：一次前向还是更快（{tl.ttft_ms / sequential:.0%}），但这次没快到一半——TTFT 只取自 {tl.runs} 次预填充，"
+                "比几十个解码步的中位数更容易被机器上别的程序拖慢；重跑这一格再看。")
+    return (head + "：这次说不准，预填充没有比逐个送进去快，多半是那一刻机器上别的程序占用了处理器；"
+            "关掉别的内核、重跑这一格再看。")
+
+
 def regenerate(model: ToyTransformer, tokenizer, timeline: Timeline, cache: str):
     """The timeline's prompt and number of tokens generated again with another cache mode (a
     :class:`~kvlab.generation.GenerationResult`), with the timing threads."""

@@ -559,7 +559,6 @@ CORES = {"单核": 1, "双核": 2, "四核": 4}
 # while they are there and runs normally once they are changed.
 KNOWN_FALSE = {
     "01_autoregressive_decode.ipynb": "默认设置下，在双核 CPU 上从头到尾运行不到一分钟；有 GPU 时会自动使用",
-    "06_paged_cache_and_batching.ipynb": "默认设置下，本笔记本在双核 CPU 上从头到尾运行不到一分钟；有 GPU 时会自动使用",
 }
 
 

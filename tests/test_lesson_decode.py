@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from kvlab import KVCache
+from kvlab import KVCache, claims
 from kvlab.inputs import InputError
 from kvlab.lessons import decode as lesson
 from kvlab.measure import DecodeTiming
@@ -157,52 +157,136 @@ def test_theil_sen_ignores_a_spike():
     assert a == pytest.approx(1) and b == pytest.approx(2)
 
 
-def _fake(name, t, ms):
-    return DecodeTiming(name=name, seq_len=[t[0] - 1] + list(t), pass_seconds=[[0.01] + [m / 1e3 for m in ms]],
-                        wall_seconds=[1.0], batch_size=1, new_tokens=len(t) + 1,
-                        tokens=torch.zeros(1, 3, dtype=torch.long))
+def _fake(name, t, ms, prefill=None):
+    """A timed run: a prefill pass (default: like the first step), then one decode pass at each t taking ms."""
+    first = ms[0] if prefill is None else prefill
+    return DecodeTiming(name=name, seq_len=[t[0] - 1] + list(t), pass_seconds=[[first / 1e3] + [m / 1e3 for m in ms]],
+                        wall_seconds=[1.0], batch_size=1, new_tokens=len(t), tokens=torch.zeros(1, 3, dtype=torch.long))
 
 
-def test_explain_latency_chooses_words_from_the_numbers():
+T = list(range(5, 197))  # the default run: a prompt of 4, then 192 tokens
+
+
+def _latency_shapes():
+    """Synthetic runs of every shape the chapter meets, {name: (none, kv)}."""
     model = lesson.timing_model()
     flops = lesson.uncached_flops(model.config)
-    t = list(range(5, 197))
-    # fixed 2 ms + 30 GFLOP/s without a cache; flat 2 ms with one
-    none = _fake("none", t, [2 + flops(x) / 30e6 for x in t])
-    kv = _fake("kv", t, [2.0 for _ in t])
-    text = "\n".join(lesson.explain_latency({"none": none, "kv": kv}, model))
-    assert "固定开销 2.00 ms" in text and "30.0 GFLOP/s" in text
-    assert f"单步指数 {none.step_exponent:.2f} {lesson.exponent_phrase(none.step_exponent)}" in text
-    assert "占大头" in text and "约需" in text
-    assert "不到单步的 5%" in text  # the flat cached run
-    # a noisy run where no growth can be fitted says so instead of printing a negative cost
-    noisy = _fake("none", t, [5.0 - 0.001 * x for x in t])
-    assert "计时太乱" in lesson.explain_latency({"none": noisy, "kv": kv}, model)[0]
-    # a run too short to separate the fixed cost from the speed: no speed, no estimate
-    short = _fake("none", t[:28], [50 + flops(x) / 30e6 for x in t[:28]])
-    text = "\n".join(lesson.explain_latency({"none": short, "kv": _fake("kv", t[:28], [2.0] * 28)}, model))
-    assert "太短" in text and "GFLOP/s" not in text and "约需" not in text
+    cpu = [2 + flops(x) / 30e6 for x in T]  # fixed 2 ms + 30 GFLOP/s without a cache
+    slow_start = [12.2, 6.5, 9.9] + [2.5] * (len(T) - 3)  # issue 31's busy run: steps 2-4 slow, then about 2.5 ms
+    return {
+        "idle": (_fake("none", T, cpu), _fake("kv", T, [2 + 0.0005 * x for x in T])),
+        "cached grows": (_fake("none", T, cpu), _fake("kv", T, [2 + 0.01 * x for x in T])),
+        "busy, slow early steps": (_fake("none", T, cpu), _fake("kv", T, slow_start, prefill=8.5)),
+        "fixed cost large": (_fake("none", T, [50 + flops(x) / 30e6 for x in T]), _fake("kv", T, [50.0] * len(T))),
+        "launch-bound GPU": (_fake("none", T, [0.30 + 1e-5 * x for x in T]), _fake("kv", T, [0.25] * len(T))),
+        "negative slope": (_fake("none", T, [5.0 - 0.003 * x for x in T]), _fake("kv", T, [3.0 - 0.005 * x for x in T])),
+        "cached slower": (_fake("none", T, [2.0] * len(T)), _fake("kv", T, [2.5] * len(T))),
+        "no time at all": (_fake("none", T, [0.0] * len(T)), _fake("kv", T, [0.0] * len(T))),
+    }
 
 
-@pytest.mark.parametrize("k,words", [(-0.24, "为负"), (0.1, "接近 0"), (0.6, "在 0 和 1 之间"), (1.0, "接近 1"),
-                                     (1.4, "在 1 和 2 之间"), (2.06, "接近 2")])
-def test_exponent_phrase(k, words):
-    assert lesson.exponent_phrase(k).startswith(words)
+def _said(claims_):
+    """{key: sentence} (the last one of a key said twice, as the exponents are for both modes)."""
+    return {c.key: lesson.ZH.say(c) for c in claims_}
 
 
-@pytest.mark.parametrize("k,words", [(0.68, "小于 1"), (1.0, "接近 1"), (1.42, "在 1 和 2 之间"), (1.9, "接近 2")])
-def test_cumulative_phrase(k, words):
-    assert lesson.cumulative_phrase(k).startswith(words)
+def test_every_template_shows_exactly_what_its_rule_shows():
+    for chooser in lesson.CHOOSERS:
+        for rule in chooser.rules:
+            terms = {"mode"} if chooser in (lesson.STEP_EXPONENT, lesson.CUMULATIVE) else set()
+            assert lesson.ZH.placeholders(rule.key) == set(rule.shows) | terms, rule.key
+    assert set(lesson.ZH.templates) == {k for c in lesson.CHOOSERS for k in c.keys}
+
+
+def test_explain_latency_on_an_idle_run_says_something_substantive_and_true():
+    model = lesson.timing_model()
+    none, kv = _latency_shapes()["idle"]
+    said = lesson.explain_latency({"none": none, "kv": kv}, model)
+    keys = [c.key for c in said]
+    assert keys == ["decode.totals.faster", "decode.uncached.growth_dominates", "decode.crossover.far",
+                    "decode.step_exponent.linear", "decode.cumulative.between", "decode.cached.flat",
+                    "decode.step_exponent.flat", "decode.cumulative.linear", "decode.extrapolation.kv_flat"]
+    rules = {r.key: r for c in lesson.CHOOSERS for r in c.rules}
+    assert all(rules[k].substantive for k in keys)
+    text = "\n".join(lesson.ZH.say(c) for c in said)
+    assert "30.0 GFLOP/s" in text and "t = 16 附近单步耗时的中位数是 5.57 ms" in text  # measured medians, not a fit
+    assert "无缓存的单步指数 1.02 接近 1" in text and "有缓存的累计指数 1.01 接近 1" in text
+
+
+def test_the_sentences_issue_31_found_contradicted_cannot_be_printed():
+    model = lesson.timing_model()
+    none, kv = _latency_shapes()["busy, slow early steps"]
+    said = _said(lesson.explain_latency({"none": none, "kv": kv}, model))
+    # the low cumulative exponent is explained by the slow early steps it came from, with their numbers
+    assert "前 4 次前向计算（含预填充）平均 9.28 ms，比后半段的单步中位数 2.50 ms 慢得多" in said["decode.cumulative.early_slow"]
+    assert "单步耗时的中位数 2.50 ms" in said["decode.cached.flat"]  # the median, not a fit's intercept
+    # a falling cached step time: no slope quoted, no extrapolation from it, no negative time anywhere
+    none, kv = _latency_shapes()["negative slope"]
+    said = _said(lesson.explain_latency({"none": none, "kv": kv}, model))
+    assert {"decode.uncached.noisy", "decode.cached.noisy", "decode.extrapolation.none"} <= set(said)
+    assert "µs/token" not in "".join(said.values())
+    # launch-bound (a GPU): both step times flat, said as such, not as noise
+    none, kv = _latency_shapes()["launch-bound GPU"]
+    assert {"decode.uncached.flat", "decode.cached.flat"} <= set(_said(lesson.explain_latency({"none": none, "kv": kv}, model)))
+
+
+def test_every_key_of_every_chooser_is_reached():
+    model = lesson.timing_model()
+    reached = {}
+    for name, (none, kv) in _latency_shapes().items():
+        for c in lesson.explain_latency({"none": none, "kv": kv}, model):
+            reached.setdefault(c.key, name)
+    num = claims.number
+    # the counted crossover moves only with the model and the length: its other keys from their numbers
+    reached.setdefault(lesson.CROSSOVER.choose({"cross": num(300, 0), "n": num(196, 0)}).key, "near")
+    reached.setdefault(lesson.CROSSOVER.choose({"cross": num(100, 0), "n": num(196, 0)}).key, "passed")
+    for k, early, late in [(2.0, 1.0, 9.0), (1.4, 3.0, 2.0), (0.5, 2.0, 2.0)]:  # t² dominates; noise both ways
+        numbers = {"k": num(k, kind=claims.DIFFERENCE), "early": num(early), "late": num(late)}
+        reached.setdefault(lesson.STEP_EXPONENT.choose(numbers, {"mode": "none"}).key, "k")
+        reached.setdefault(lesson.CUMULATIVE.choose(numbers, {"mode": "none"}).key, "k")
+    # the long cached run (cell 18): growing by a large, a notable and a small share, flat, noisy
+    t = list(range(5, 1029))
+    for name, ms in {"large": [1 + 0.004 * x for x in t], "notable": [2 + 0.001 * x for x in t],
+                     "small": [10 + 0.001 * x for x in t], "flat (GPU)": [0.25] * len(t),
+                     "falling": [3 - 0.001 * x for x in t]}.items():
+        reached.setdefault(lesson.explain_growth(lesson.fit_step_time(_fake("kv", t, ms)), model)[0].key, name)
+    assert set(reached) == {k for c in lesson.CHOOSERS for k in c.keys}, reached
+
+
+def test_every_claim_of_every_shape_passes_the_checker():
+    """What the busy-machine test does to an executed notebook, on the synthetic shapes: the recorded claims,
+    re-evaluated from their printed numbers alone, hold, and no printed absolute is negative or not finite."""
+    model = lesson.timing_model()
+    cells = []
+    for none, kv in _latency_shapes().values():
+        said = lesson.explain_latency({"none": none, "kv": kv}, model)
+        cells.append(("\n".join(lesson.ZH.say(c) for c in said), said))
+    t = list(range(5, 1029))
+    for ms in ([1 + 0.004 * x for x in t], [0.25] * len(t), [3 - 0.001 * x for x in t]):
+        said = lesson.explain_growth(lesson.fit_step_time(_fake("kv", t, ms)), model)
+        cells.append((lesson.ZH.say(said[0]), said))
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {"text/plain": text},
+                                                        "metadata": {"kvlab_claims": [c.record() for c in said]}}]}
+                    for text, said in cells]}
+    assert len(claims.recorded(nb)) == 8 * 9 + 3 and claims.check_recorded(nb, lesson.CHOOSERS) == []
 
 
 def test_explain_growth_by_hand():
     model = lesson.timing_model()
     t = list(range(5, 1029))
     rising = lesson.fit_step_time(_fake("kv", t, [2 + 0.001 * x for x in t]))
-    text = "\n".join(lesson.explain_growth(rising, model))
-    assert "斜率 1.00 µs/token，为正" in text and "8.0 KiB" in text and "8.2 GB/s" in text  # 8 KiB / 1 µs
-    flat = lesson.fit_step_time(_fake("kv", t, [2.0 for _ in t]))
-    assert "没有测出随 t 的增长" in lesson.explain_growth(flat, model)[0]
+    text = lesson.ZH.say(lesson.explain_growth(rising, model)[0])
+    assert "拟合斜率 1.00 µs/token" in text and "8.0 KiB" in text and "8.2 GB/s" in text  # 8 KiB / 1 µs
+    assert "从 2.07 ms 涨到 2.96 ms" in text and "占单步的 30%，已经不小" in text
+    flat = lesson.explain_growth(lesson.fit_step_time(_fake("kv", t, [2.0 for _ in t])), model)[0]
+    assert flat.key == "decode.growth.flat" and "µs/token" not in lesson.ZH.say(flat)
+
+
+def test_step_ends_are_medians_of_the_first_and_last_eighth():
+    ends = lesson.step_ends(list(range(1, 17)), [1.0, 9.0] + [2.0] * 12 + [3.0, 5.0])
+    assert (ends.t0, ends.first_ms, ends.t1, ends.last_ms, ends.median_ms) == (2, 5.0, 16, 4.0, 2.0)
+    with pytest.raises(ValueError, match="t, ms"):
+        lesson.step_ends([], [])
 
 
 def test_cache_rows_figure_outlines_the_new_rows():

@@ -3,6 +3,7 @@ chapter's two formulas checked on real Q/K/V, projections counted from the trace
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -10,6 +11,7 @@ import torch
 
 from .._validate import non_negative_int, positive_int
 from ..cache import KVCache
+from ..claims import DIFFERENCE, Catalog, Chooser, Claim, Number, Rule, number, ratio, show
 from ..config import ModelConfig
 from ..costs import attention_crossover, attention_flops, linear_flops_per_token
 from ..generation import generate
@@ -355,12 +357,6 @@ class StepFit:
     def fit_ms(self) -> list[float]:
         return [self.fixed_ms + self.slope_ms * w for w in self.work]
 
-    @property
-    def growing_share_at_end(self) -> float:
-        """Share of the fitted step time at the last t that the growing part accounts for."""
-        grow = max(0.0, self.slope_ms * self.work[-1])
-        return grow / max(self.fixed_ms + grow, 1e-12)
-
 
 def fit_step_time(timing: DecodeTiming, work=None) -> StepFit:
     """Fit ``fixed + slope * work(t)`` to the decode passes of a timed generation (``work`` default: t)."""
@@ -377,86 +373,251 @@ def uncached_flops(config: ModelConfig):
     return lambda t: t * linear_flops_per_token(config) + attention_flops(config, t)
 
 
-def exponent_phrase(k: float) -> str:
-    """Where a fitted step-time exponent sits, in words chosen from its value."""
-    if k < -0.1:
-        return "为负：后面的步反而更快，这是计时噪声"
-    if k < 0.3:
-        return "接近 0（固定开销为主）"
-    if k < 0.85:
-        return "在 0 和 1 之间（固定开销和线性部分都有份）"
-    if k < 1.15:
-        return "接近 1（线性部分为主）"
-    if k < 1.85:
-        return "在 1 和 2 之间（t² 部分已经显现）"
-    return "接近 2（t² 部分为主）"
+# -- what a timed run says, as claims (kvlab.claims) ----------------------------------------------------------
+# Each sentence below is chosen by a predicate over the very numbers it prints: measured medians (never a fit's
+# intercept as a time), shares and ratios of them, and extrapolations only from a growth this run measured.
+@dataclass(frozen=True)
+class StepEnds:
+    """Measured medians of a run's decode steps: its first and last eighth (at their median t), and all of it."""
+
+    t0: int
+    first_ms: float
+    t1: int
+    last_ms: float
+    median_ms: float
+
+    @property
+    def grows(self) -> bool:
+        """The last eighth is slower than the first by more than a tenth of the median step."""
+        return self.last_ms - self.first_ms > 0.1 * self.median_ms
+
+    @property
+    def share(self) -> float:
+        """Share of the last steps' time that the first steps did not need (what grew with t)."""
+        return ratio(self.last_ms - self.first_ms, self.last_ms)
+
+    @property
+    def slope_ms(self) -> float:
+        """ms per token between the two ends."""
+        return ratio(self.last_ms - self.first_ms, self.t1 - self.t0)
 
 
-def cumulative_phrase(k: float) -> str:
-    if k < 0.85:
-        return "小于 1：第一步（预填充和预热后的第一次计时）的耗时占了大头"
-    if k < 1.15:
-        return "接近 1"
-    return "在 1 和 2 之间" if k < 1.85 else "接近 2"
+def step_ends(t, ms) -> StepEnds:
+    """:class:`StepEnds` of decode steps at lengths ``t`` taking ``ms`` milliseconds each."""
+    if not t or len(t) != len(ms):
+        raise ValueError(f"t, ms: need as many (at least one) step times as lengths, got {len(t)} and {len(ms)}")
+    size = max(1, len(t) // 8)
+    return StepEnds(round(median(t[:size])), median(ms[:size]), round(median(t[-size:])), median(ms[-size:]),
+                    median(ms))
 
 
-def estimated_seconds(fit: StepFit, t_values, work=None) -> float:
-    """What generating through ``t_values`` would take by the fit (for the slider's right end)."""
-    return sum(fit.at(t, None if work is None else work(t)) for t in t_values) / 1e3
+def timing_ends(timing: DecodeTiming) -> StepEnds:
+    """:func:`step_ends` of a timed generation's decode passes (the prefill left out)."""
+    return step_ends(timing.seq_len[1:], [s * 1e3 for s in timing.step_seconds[1:]])
 
 
-def dominant_part(fixed: float, linear: float, quadratic: float) -> str:
-    """Which part of a step's time is largest, in words."""
-    parts = {"固定开销": fixed, "与 t 成正比的部分": linear, "t² 部分": quadratic}
-    name = max(parts, key=parts.get)
-    return f"{name}占大头"
+def _ms(x: float) -> Number:
+    return number(x, 2, "ms")
 
 
-def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> list[str]:
-    """Chinese sentences saying what this run measured: which part of the step time dominates where.
+def _count(x: float) -> Number:
+    return number(x, 0)
 
-    Every phrase is chosen from the numbers, so the sentences stay true on any machine.
-    """
+
+def _pct(share: float) -> Number:
+    return number(100 * share, 0, "%")
+
+
+def _share_agrees(v) -> bool:
+    """The printed share is (last - first) / last of the printed medians, within their rounding."""
+    return abs(v["share"] - 100 * (v["last"] - v["first"]) / v["last"]) <= 1 + 2 / v["last"]
+
+
+def _ends_numbers(ends: StepEnds) -> dict[str, Number]:
+    return {"t0": _count(ends.t0), "first": _ms(ends.first_ms), "t1": _count(ends.t1), "last": _ms(ends.last_ms),
+            "median": _ms(ends.median_ms), "share": _pct(ends.share)}
+
+
+TOTALS = Chooser("decode.totals", (
+    Rule("decode.totals.faster", ("n", "none_s", "kv_s", "speedup"),
+         lambda v: v["kv_s"] < v["none_s"] and v["speedup"] > 1),
+    Rule("decode.totals.unclear", ("n", "none_s", "kv_s"), substantive=False),
+))
+
+UNCACHED = Chooser("decode.uncached", (
+    Rule("decode.uncached.growth_dominates", ("t0", "first", "t1", "last", "share", "rate"),
+         lambda v: v["last"] >= 1.2 * v["first"] and v["share"] >= 50 and v["rate"] > 0 and _share_agrees(v)),
+    Rule("decode.uncached.fixed_dominates", ("t0", "first", "t1", "last", "share", "rate"),
+         lambda v: v["last"] >= 1.2 * v["first"] and v["share"] < 50 and v["rate"] > 0 and _share_agrees(v)),
+    Rule("decode.uncached.flat", ("median", "t0", "first", "t1", "last"),
+         lambda v: abs(v["last"] - v["first"]) <= 0.1 * v["median"]),
+    Rule("decode.uncached.noisy", ("t0", "first", "t1", "last"), substantive=False),
+))
+
+CROSSOVER = Chooser("decode.crossover", (
+    Rule("decode.crossover.far", ("cross", "n"), lambda v: v["cross"] > 2 * v["n"]),
+    Rule("decode.crossover.near", ("cross", "n"), lambda v: v["n"] < v["cross"] <= 2 * v["n"]),
+    Rule("decode.crossover.passed", ("cross", "n"), lambda v: v["cross"] <= v["n"]),
+))
+
+STEP_EXPONENT = Chooser("decode.step_exponent", (
+    Rule("decode.step_exponent.flat", ("k",), lambda v: -0.3 <= v["k"] < 0.3),
+    Rule("decode.step_exponent.mixed", ("k",), lambda v: 0.3 <= v["k"] < 0.85),
+    Rule("decode.step_exponent.linear", ("k",), lambda v: 0.85 <= v["k"] < 1.15),
+    Rule("decode.step_exponent.between", ("k",), lambda v: 1.15 <= v["k"] < 1.85),
+    Rule("decode.step_exponent.quadratic", ("k",), lambda v: 1.85 <= v["k"] < 2.3),
+    Rule("decode.step_exponent.noisy", ("k",), substantive=False),
+    Rule("decode.step_exponent.unfit", substantive=False),
+))
+
+CUMULATIVE = Chooser("decode.cumulative", (
+    Rule("decode.cumulative.early_slow", ("k", "early", "late"),
+         lambda v: v["k"] < 0.85 and v["early"] >= 1.5 * v["late"]),
+    Rule("decode.cumulative.linear", ("k",), lambda v: 0.85 <= v["k"] < 1.15),
+    Rule("decode.cumulative.between", ("k", "late", "early"), lambda v: 1.15 <= v["k"] < 1.85 and v["late"] > v["early"]),
+    Rule("decode.cumulative.quadratic", ("k", "late", "early"), lambda v: 1.85 <= v["k"] < 2.3 and v["late"] > v["early"]),
+    Rule("decode.cumulative.noisy", ("k",), substantive=False),
+    Rule("decode.cumulative.unfit", substantive=False),
+))
+
+CACHED = Chooser("decode.cached", (
+    Rule("decode.cached.flat", ("median", "t0", "first", "t1", "last"),
+         lambda v: abs(v["last"] - v["first"]) <= 0.1 * v["median"]),
+    Rule("decode.cached.grows", ("median", "t0", "first", "t1", "last", "share"),
+         lambda v: v["last"] - v["first"] > 0.1 * v["median"] and _share_agrees(v)),
+    Rule("decode.cached.noisy", ("median", "t0", "first", "t1", "last"), substantive=False),
+))
+
+EXTRAPOLATION = Chooser("decode.extrapolation", (
+    Rule("decode.extrapolation.both", ("rate", "slope", "top", "none_min", "kv_s"),
+         lambda v: v["rate"] > 0 and v["slope"] > 0 and v["kv_s"] > 0 and v["none_min"] * 60 > v["kv_s"]),
+    Rule("decode.extrapolation.kv_flat", ("rate", "top", "none_min", "median", "kv_s"),
+         lambda v: v["rate"] > 0 and v["kv_s"] > 0 and v["none_min"] * 60 > v["kv_s"]
+         and 0.9 <= v["kv_s"] * 1e3 / (v["median"] * v["top"]) <= 1.1),
+    Rule("decode.extrapolation.none", ("top",), substantive=False),
+))
+
+GROWTH_RULES = {"large": lambda s: s >= 50, "notable": lambda s: 20 <= s < 50, "small": lambda s: s < 20}
+
+
+def _growth_holds(size: str):
+    def holds(v) -> bool:
+        measured = (v["last"] - v["first"]) / (v["t1"] - v["t0"]) * 1e3  # µs/token between the two ends
+        return (v["slope"] > 0 and v["last"] > 1.05 * v["first"] and 0.5 <= v["slope"] / measured <= 2
+                and _share_agrees(v) and GROWTH_RULES[size](v["share"]) and v["rate"] > 0)
+    return holds
+
+
+GROWTH = Chooser("decode.growth", (
+    *(Rule(f"decode.growth.{size}", ("t0", "t1", "first", "last", "slope", "share", "per_token", "rate"),
+           _growth_holds(size)) for size in GROWTH_RULES),
+    Rule("decode.growth.flat", ("t0", "t1", "first", "last"), lambda v: abs(v["last"] - v["first"]) <= 0.05 * v["first"]),
+    Rule("decode.growth.noisy", ("t0", "t1", "first", "last"), substantive=False),
+))
+
+CHOOSERS = (TOTALS, UNCACHED, CROSSOVER, STEP_EXPONENT, CUMULATIVE, CACHED, EXTRAPOLATION, GROWTH)
+
+_GROWTH_ZH = ("有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 涨到 {last}，拟合斜率 {slope}：缓存里每多一个 "
+              "token，每一步就多花这么多时间。在 t = {t1} 附近，这部分占单步的 {share}，{size}。每多一个 token 要多读 "
+              "{per_token} 的 K/V，相当于以约 {rate} 读缓存（再加上和它做注意力的计算）。")
+_RERUN = "增加重复次数再测一次。"
+ZH = Catalog("zh", {
+    "decode.totals.faster": "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}，有缓存快 {speedup}。",
+    "decode.totals.unclear": "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}；这一次有缓存没有更快，"
+                             "多半是计时被别的程序打断了，" + _RERUN,
+    "decode.uncached.growth_dominates": "无缓存：t = {t0} 附近单步耗时的中位数是 {first}，到 t = {t1} 附近是 {last}。多出的时间花在"
+                                        "随 t 增长的投影、前馈网络和注意力上，按它们的 FLOP 数折算约 {rate}；在 t = {t1} 处"
+                                        "这部分占单步的 {share}，随 t 增长的部分占大头。",
+    "decode.uncached.fixed_dominates": "无缓存：t = {t0} 附近单步耗时的中位数是 {first}，到 t = {t1} 附近是 {last}。多出的时间"
+                                       "按随 t 增长的 FLOP 数折算约 {rate}；在 t = {t1} 处这部分只占单步的 {share}，固定开销"
+                                       "仍占大头。",
+    "decode.uncached.flat": "无缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}，在这么短的长度内"
+                            "看不出随 t 的增长：固定开销（例如在 GPU 上逐个启动核函数）盖过了随 t 增长的计算；把生成长度"
+                            "调大，才看得出增长从哪里开始。",
+    "decode.uncached.noisy": "无缓存：这一次 t = {t0} 附近（中位数 {first}）和 t = {t1} 附近（{last}）的单步耗时分不出明显的"
+                             "增长，长度太短或计时太乱；把生成长度调大或" + _RERUN,
+    "decode.crossover.far": "按 FLOP 数，t² 项要到 t ≈ {cross} 才追上线性项，远超这次测量的最大长度 t = {n}。",
+    "decode.crossover.near": "按 FLOP 数，t² 项要到 t ≈ {cross} 才追上线性项，已经接近这次测量的最大长度 t = {n}。",
+    "decode.crossover.passed": "按 FLOP 数，t² 项在 t ≈ {cross} 追上线性项，这次测量（最大 t = {n}）已经越过了它。",
+    "decode.step_exponent.flat": "{mode}的单步指数 {k} 接近 0：后半段的单步耗时几乎不随 t 变，固定开销为主。",
+    "decode.step_exponent.mixed": "{mode}的单步指数 {k} 在 0 和 1 之间：固定开销和随 t 增长的部分都有份。",
+    "decode.step_exponent.linear": "{mode}的单步指数 {k} 接近 1：与 t 成正比的部分为主。",
+    "decode.step_exponent.between": "{mode}的单步指数 {k} 在 1 和 2 之间：t² 部分已经显现。",
+    "decode.step_exponent.quadratic": "{mode}的单步指数 {k} 接近 2：t² 部分为主。",
+    "decode.step_exponent.noisy": "{mode}的单步指数 {k} 不在 0 到 2 之间，这是计时噪声；" + _RERUN,
+    "decode.step_exponent.unfit": "{mode}的单步指数这一次拟合不出来；" + _RERUN,
+    "decode.cumulative.early_slow": "{mode}的累计指数 {k} 小于 1：前 4 次前向计算（含预填充）平均 {early}，比后半段的单步"
+                                    "中位数 {late} 慢得多，累计曲线先陡后缓。",
+    "decode.cumulative.linear": "{mode}的累计指数 {k} 接近 1：总时间大致与生成的 token 数 n 成正比。",
+    "decode.cumulative.between": "{mode}的累计指数 {k} 在 1 和 2 之间：后面的步更慢（后半段的单步中位数 {late}，前 4 次前向"
+                                 "计算平均 {early}），总时间增长得比 n 快。",
+    "decode.cumulative.quadratic": "{mode}的累计指数 {k} 接近 2：后面的步慢得多（后半段的单步中位数 {late}，前 4 次前向计算"
+                                   "平均 {early}），总时间接近随 n² 增长。",
+    "decode.cumulative.noisy": "{mode}的累计指数 {k}：这一次的计时太乱，说不清是哪一段拖慢的；" + _RERUN,
+    "decode.cumulative.unfit": "{mode}的累计指数这一次拟合不出来；" + _RERUN,
+    "decode.cached.flat": "有缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}，看不出随 t 的增长："
+                          "读缓存那一项在这么短的长度内淹没在固定开销和计时噪声里。",
+    "decode.cached.grows": "有缓存：单步耗时的中位数 {median}，从 t = {t0} 附近的 {first} 涨到 t = {t1} 附近的 {last}，随 t "
+                           "增长的部分在 t = {t1} 附近约占单步的 {share}。",
+    "decode.cached.noisy": "有缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}：这一次计时噪声太大，"
+                           "说不清随 t 增长了多少；" + _RERUN,
+    "decode.extrapolation.both": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}，有缓存每多一个 token 每步多 {slope}），"
+                                 "把滑块拉到最右（{top} 个 token），无缓存一次约需 {none_min}，有缓存约 {kv_s}。",
+    "decode.extrapolation.kv_flat": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}），把滑块拉到最右（{top} 个 token），"
+                                    "无缓存一次约需 {none_min}；有缓存这次没测出随 t 的增长，按单步中位数 {median} 算约 "
+                                    "{kv_s}（读缓存那一项没算进去，实际会更长一些）。",
+    "decode.extrapolation.none": "这一次没有测出无缓存随 t 的增长，不按它外推到滑块最右（{top} 个 token）；把生成长度调大或"
+                                 + _RERUN,
+    **{f"decode.growth.{size}": _GROWTH_ZH.replace("{size}", word)
+       for size, word in (("large", "占了大头"), ("notable", "已经不小"), ("small", "还不大"))},
+    "decode.growth.flat": "有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 到 {last}，几乎不变：读缓存那一项"
+                          "淹没在固定开销里（在 GPU 上，时间主要花在逐个启动核函数上，常常就是这样）。",
+    "decode.growth.noisy": "有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 到 {last}，这一次没有测出清楚的"
+                           "增长，计时噪声盖过了它；重跑这一格，或者加大 new_tokens 再试。",
+}, words={"none": "无缓存", "kv": "有缓存", "min": "分钟"})
+
+
+def show_claims(claims: list[Claim]) -> None:
+    """Display this chapter's claims in Chinese, recorded in the output's metadata (``kvlab.claims.show``)."""
+    show(claims, ZH)
+
+
+def _exponent_claims(timing: DecodeTiming, mode: str) -> list[Claim]:
+    steps_ms = [s * 1e3 for s in timing.step_seconds]
+    early, late = sum(steps_ms[:4]) / len(steps_ms[:4]), median(steps_ms[1 + (len(steps_ms) - 1) // 2:])
+    k_cum = number(timing.cumulative_exponent, kind=DIFFERENCE)
+    return [STEP_EXPONENT.choose({"k": number(timing.step_exponent, kind=DIFFERENCE)}, {"mode": mode}),
+            CUMULATIVE.choose({"k": k_cum, "early": _ms(early), "late": _ms(late)}, {"mode": mode})]
+
+
+def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> list[Claim]:
+    """What this run measured, as claims (:data:`CHOOSERS`; :func:`show_claims` prints them): the totals, the
+    uncached steps' growth from measured medians, the counted crossover, both modes' exponents, the cached steps,
+    and the slider's right end extrapolated from the growth this run measured (or not at all)."""
     c = model.config
     flops = uncached_flops(c)
-    none, kv = fit_step_time(results["none"], flops), fit_step_time(results["kv"])
-    n, cross = none.t[-1], crossover_length(model)
-    k_none, k_cum = results["none"].step_exponent, results["none"].cumulative_exponent
-    lines = []
-    fitted = none.slope_ms > 0 and none.fixed_ms >= 0
-    if fitted:
-        lin = none.slope_ms * n * linear_flops_per_token(c)
-        quad = none.slope_ms * attention_flops(c, n)
-        turn = none.fixed_ms / (none.slope_ms * linear_flops_per_token(c))
-        fitted = turn < n  # past the turn the run can tell a speed apart from the fixed cost
-    if not fitted:
-        lines.append(f"无缓存：这一次测到的长度太短或计时太乱，分不开「固定开销」和「与计算量成正比的部分」"
-                     f"（拟合：固定 {none.fixed_ms:.2f} ms）；把生成长度调大或增加重复次数再测一次。")
-        lines.append(f"无缓存的单步指数 {k_none:.2f} {exponent_phrase(k_none)}，累计指数 {k_cum:.2f} {cumulative_phrase(k_cum)}。")
-    else:
-        lines.append(
-            f"无缓存：把单步耗时拟合成「固定开销 + 计算量 ÷ 速度」，得到固定开销 {none.fixed_ms:.2f} ms、"
-            f"速度约 {1 / none.slope_ms / 1e6:.1f} GFLOP/s。t 小于约 {turn:.0f} 时固定开销占大头，之后与 t 成正比的投影和"
-            f"前馈网络占大头。在 t = {n} 处三部分约为：固定 {none.fixed_ms:.2f} ms，线性 {lin:.2f} ms，t² 项 {quad:.2f} ms，"
-            f"{dominant_part(none.fixed_ms, lin, quad)}。")
-        lines.append(f"单步指数 {k_none:.2f} {exponent_phrase(k_none)}，累计指数 {k_cum:.2f} {cumulative_phrase(k_cum)}。")
-    lines.append(f"t² 项按 FLOP 数要到 t ≈ {cross} 才追上线性项"
-                 + ("，远超这次测量的长度。" if cross > 2 * n else "，已经接近这次测量的长度。"))
-    k_kv = results["kv"].step_exponent
-    if kv.slope_ms <= 0 or kv.growing_share_at_end < 0.05:
-        grows = (f"单步耗时约 {kv.fixed_ms:.2f} ms，读缓存那一项在 t ≤ {n} 内不到单步的 5%"
-                 f"（拟合斜率 {kv.slope_ms * 1e3:.2f} µs/token），淹没在固定开销和计时噪声里")
-    else:
-        grows = (f"单步耗时 ≈ {kv.fixed_ms:.2f} ms + {kv.slope_ms * 1e3:.2f} µs × t；在 t = {n} 处随 t 增长的部分"
-                 f"占单步的 {kv.growing_share_at_end:.0%}")
-    lines.append(f"有缓存：{grows}。单步指数 {k_kv:.2f} {exponent_phrase(k_kv)}，累计指数 "
-                 f"{results['kv'].cumulative_exponent:.2f} {cumulative_phrase(results['kv'].cumulative_exponent)}。")
-    if fitted:
-        top = c.max_seq_len - 8
-        est = estimated_seconds(none, range(5, top + 4), flops)
-        lines.append(f"按这次的拟合，把滑块拉到最右（{top:,} 个 token），无缓存一次约需 {est / 60:.0f} 分钟，"
-                     f"有缓存约 {estimated_seconds(kv, range(5, top + 4)):.0f} 秒。")
-    return lines
+    none_t, kv_t = results["none"], results["kv"]
+    none, kv = timing_ends(none_t), timing_ends(kv_t)
+    total_none, total_kv = none_t.cumulative_seconds[-1], kv_t.cumulative_seconds[-1]
+    rate = ratio(flops(none.t1) - flops(none.t0), none.last_ms - none.first_ms) / 1e6 if none.grows else math.nan
+    kv_slope = kv.slope_ms if kv.grows else math.nan  # extrapolate the cache only from a growth it measured
+    top = c.max_seq_len - 8
+    lengths = range(5, top + 4)  # the slider's right end: a prompt of 4, then top - 1 decode passes
+    none_s = sum(none.first_ms + (flops(t) - flops(none.t0)) / (rate * 1e6) for t in lengths) / 1e3
+    kv_s = sum(kv.first_ms + kv_slope * (t - kv.t0) for t in lengths) / 1e3 if kv.grows else kv.median_ms * top / 1e3
+    n = none_t.seq_len[-1]
+    return [
+        TOTALS.choose({"n": _count(kv_t.new_tokens), "none_s": number(total_none, 2, "s"),
+                       "kv_s": number(total_kv, 2, "s"), "speedup": number(ratio(total_none, total_kv), 1, "×")}),
+        UNCACHED.choose({**_ends_numbers(none), "rate": number(rate, 1, "GFLOP/s")}),
+        CROSSOVER.choose({"cross": _count(crossover_length(model)), "n": _count(n)}),
+        *_exponent_claims(none_t, "none"),
+        CACHED.choose(_ends_numbers(kv)),
+        *_exponent_claims(kv_t, "kv"),
+        EXTRAPOLATION.choose({"rate": number(rate, 1, "GFLOP/s"), "slope": number(kv_slope * 1e3, 2, "µs/token"),
+                              "top": _count(top), "none_min": number(none_s / 60, 1, "min"),
+                              "median": _ms(kv.median_ms), "kv_s": number(kv_s, 1, "s")}),
+    ]
 
 
 def cached_step_growth(model: ToyTransformer, new_tokens: int = 1024, prompt_len: int = 4,
@@ -470,20 +631,14 @@ def cached_step_growth(model: ToyTransformer, new_tokens: int = 1024, prompt_len
     return fit_step_time(time_generate(model, prompt, new_tokens, ("kv",), repeats=repeats)["kv"])
 
 
-def explain_growth(fit: StepFit, model: ToyTransformer) -> list[str]:
-    """Chinese sentences for the long cached run, chosen from its numbers."""
-    start, end = fit.t[0], fit.t[-1]
-    if fit.slope_ms <= 0:
-        return [f"这一次没有测出随 t 的增长（拟合斜率 {fit.slope_ms * 1e3:.2f} µs/token ≤ 0）：计时噪声盖过了它，"
-                "重跑这一格，或者加大 new_tokens 再试。"]
-    per_token = kv_bytes_per_token(model.config)
-    rate = per_token / (fit.slope_ms / 1e3) / 1e9
-    share = fit.growing_share_at_end
-    size = "占了大头" if share > 0.5 else ("已经不小" if share > 0.2 else "还不大")
-    return [f"有缓存，t 从 {start} 到 {end}：拟合单步耗时从 {fit.at(start):.2f} ms 变为 {fit.at(end):.2f} ms，"
-            f"斜率 {fit.slope_ms * 1e3:.2f} µs/token，为正：缓存里每多一个 token，每一步就多花这么多时间。",
-            f"在 t = {end} 处这一项占单步的 {share:.0%}，{size}。每多一个 token 要多读它 {format_bytes(per_token)} 的 K/V，"
-            f"相当于以约 {rate:.1f} GB/s 的速度读缓存（再加上和它做注意力的计算）。"]
+def explain_growth(fit: StepFit, model: ToyTransformer) -> list[Claim]:
+    """The long cached run as a claim (:data:`GROWTH`): measured medians at both ends, the fitted slope only where
+    it agrees with them, and the cache read rate it implies."""
+    ends = step_ends(fit.t, fit.step_ms)
+    per_token = format_bytes(kv_bytes_per_token(model.config)).split()
+    rate = ratio(kv_bytes_per_token(model.config), fit.slope_ms / 1e3) / 1e9 if fit.slope_ms > 0 else math.nan
+    return [GROWTH.choose({**_ends_numbers(ends), "slope": number(fit.slope_ms * 1e3, 2, "µs/token", DIFFERENCE),
+                           "per_token": Number(per_token[0], per_token[1]), "rate": number(rate, 1, "GB/s")})]
 
 
 def crossover_length(model: ToyTransformer) -> int:

@@ -1,0 +1,74 @@
+"""Issue 31 part 2: every chapter that chooses its sentences from measurements (kvlab.claims), executed while two
+busy processes at the learner's own priority load the cores, as on Colab or a shared class hub. Every recorded
+claim must hold on its recorded (printed) numbers, re-evaluated here from those numbers alone, and no printed time,
+rate or byte count may be negative, NaN or infinite. A chapter joins by adding its lesson's choosers below."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvlab import claims
+from kvlab.lessons import decode
+
+CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"
+CLAIMING = {"01_autoregressive_decode.ipynb": decode.CHOOSERS}  # notebook -> the choosers its lesson uses
+SPIN = "while True:\n    pass"  # pure Python: one core each, at the priority of whoever started it
+UNITS = r"(?:ms|µs/token|s|分钟|GFLOP/s|GB/s|[KMGT]iB|B)\b"
+UNSOUND = re.compile(rf"(?<![\w.])(?:-\d[\d,]*(?:\.\d+)?|nan|inf)\s*{UNITS}", re.IGNORECASE)
+
+
+@pytest.fixture
+def busy_cores(request):
+    """Two spinning processes, started here and killed (by their own ids) when the test ends, however it ends."""
+    spinners = []
+
+    def stop():
+        for p in spinners:
+            p.kill()
+            p.wait(timeout=10)
+
+    request.addfinalizer(stop)
+    spinners += [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(2)]
+    return spinners
+
+
+def execute(path: Path, timeout: int = 1200):
+    """Run a chapter top to bottom in a fresh kernel, as ``kvlab.teacher.run_times.run_once`` does."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    return nb
+
+
+def unsound_printed(nb) -> list[str]:
+    """A negative, NaN or infinite time, rate or size in any text an executed notebook shows."""
+    found = []
+    for i, cell in enumerate(nb["cells"]):
+        for out in cell.get("outputs", []):
+            text = out.get("text", "") + "".join(out.get("data", {}).get("text/plain", ""))
+            found += [f"cell {i}: {m.group(0)!r}" for m in UNSOUND.finditer(text)]
+    return found
+
+
+def test_unsound_printed_finds_negative_and_missing_quantities():
+    nb = {"cells": [{"outputs": [{"output_type": "stream", "text": "约 -12 s，nan ms，慢 inf GB/s"},
+                                 {"data": {"text/plain": "指数 -0.32，差 -1.5 倍，0.25 ms，2,040 个 token"}}]}]}
+    assert unsound_printed(nb) == ["cell 0: '-12 s'", "cell 0: 'nan ms'", "cell 0: 'inf GB/s'"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook", sorted(CLAIMING))
+def test_claims_hold_on_a_busy_machine(notebook, busy_cores):
+    nb = execute(CHAPTERS / notebook)
+    assert all(p.poll() is None for p in busy_cores)  # the load lasted the whole run
+    said = claims.recorded(nb)
+    problems = claims.check_recorded(nb, CLAIMING[notebook]) + unsound_printed(nb)
+    shown = "\n".join(f"cell {cell}: {claim.key}" for cell, claim, _ in said)
+    assert said and not problems, f"{problems}\nrecorded claims:\n{shown}"

@@ -346,15 +346,13 @@ class StepFit:
 
     t: list[int]
     step_ms: list[float]
-    fixed_ms: float  # what a step costs before t matters: many small operations, reading the weights
+    fixed_ms: float  # the line's intercept: drawn, never printed as a step time (explain_* quote measured medians)
     slope_ms: float  # ms per unit of work
     work: list[float]  # work(t) at each measured t
 
-    def at(self, t: float, work: float | None = None) -> float:
-        return self.fixed_ms + self.slope_ms * (t if work is None else work)
-
     @property
     def fit_ms(self) -> list[float]:
+        """The fitted line at each measured t (drawn over the points; never quoted as a time)."""
         return [self.fixed_ms + self.slope_ms * w for w in self.work]
 
 

@@ -386,8 +386,9 @@ class StepEnds:
 
     @property
     def grows(self) -> bool:
-        """The last eighth is slower than the first by more than a tenth of the median step."""
-        return self.last_ms - self.first_ms > 0.1 * self.median_ms
+        """The last eighth is slower than the first by more than a tenth of the median step, and the median step
+        lies in the middle half between them (as a growth with t puts it; a burst of load at one end does not)."""
+        return _grows({"first": self.first_ms, "last": self.last_ms, "median": self.median_ms})
 
     @property
     def share(self) -> float:
@@ -426,6 +427,12 @@ def _pct(share: float) -> Number:
     return number(100 * share, 0, "%")
 
 
+def _grows(v) -> bool:
+    """:attr:`StepEnds.grows` on printed numbers."""
+    rise = v["last"] - v["first"]
+    return rise > 0.1 * v["median"] and v["first"] + 0.25 * rise <= v["median"] <= v["first"] + 0.75 * rise
+
+
 def _share_agrees(v) -> bool:
     """The printed share is (last - first) / last of the printed medians, within their rounding."""
     return abs(v["share"] - 100 * (v["last"] - v["first"]) / v["last"]) <= 1 + 2 / v["last"]
@@ -443,13 +450,15 @@ TOTALS = Chooser("decode.totals", (
 ))
 
 UNCACHED = Chooser("decode.uncached", (
-    Rule("decode.uncached.growth_dominates", ("t0", "first", "t1", "last", "share", "rate"),
-         lambda v: v["last"] >= 1.2 * v["first"] and v["share"] >= 50 and v["rate"] > 0 and _share_agrees(v)),
-    Rule("decode.uncached.fixed_dominates", ("t0", "first", "t1", "last", "share", "rate"),
-         lambda v: v["last"] >= 1.2 * v["first"] and v["share"] < 50 and v["rate"] > 0 and _share_agrees(v)),
+    Rule("decode.uncached.growth_dominates", ("t0", "first", "t1", "last", "median", "share", "rate"),
+         lambda v: v["last"] >= 1.2 * v["first"] and _grows(v) and v["share"] >= 50 and v["rate"] > 0
+         and _share_agrees(v)),
+    Rule("decode.uncached.fixed_dominates", ("t0", "first", "t1", "last", "median", "share", "rate"),
+         lambda v: v["last"] >= 1.2 * v["first"] and _grows(v) and v["share"] < 50 and v["rate"] > 0
+         and _share_agrees(v)),
     Rule("decode.uncached.flat", ("median", "t0", "first", "t1", "last"),
          lambda v: abs(v["last"] - v["first"]) <= 0.1 * v["median"]),
-    Rule("decode.uncached.noisy", ("t0", "first", "t1", "last"), substantive=False),
+    Rule("decode.uncached.noisy", ("t0", "first", "t1", "last", "median"), substantive=False),
 ))
 
 CROSSOVER = Chooser("decode.crossover", (
@@ -482,7 +491,7 @@ CACHED = Chooser("decode.cached", (
     Rule("decode.cached.flat", ("median", "t0", "first", "t1", "last"),
          lambda v: abs(v["last"] - v["first"]) <= 0.1 * v["median"]),
     Rule("decode.cached.grows", ("median", "t0", "first", "t1", "last", "share"),
-         lambda v: v["last"] - v["first"] > 0.1 * v["median"] and _share_agrees(v)),
+         lambda v: _grows(v) and _share_agrees(v)),
     Rule("decode.cached.noisy", ("median", "t0", "first", "t1", "last"), substantive=False),
 ))
 
@@ -523,17 +532,18 @@ ZH = Catalog("zh", {
     "decode.totals.faster": "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}，有缓存快 {speedup}。",
     "decode.totals.unclear": "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}；这一次有缓存没有更快，"
                              "多半是计时被别的程序打断了，" + _RERUN,
-    "decode.uncached.growth_dominates": "无缓存：t = {t0} 附近单步耗时的中位数是 {first}，到 t = {t1} 附近是 {last}。多出的时间花在"
-                                        "随 t 增长的投影、前馈网络和注意力上，按它们的 FLOP 数折算约 {rate}；在 t = {t1} 处"
-                                        "这部分占单步的 {share}，随 t 增长的部分占大头。",
-    "decode.uncached.fixed_dominates": "无缓存：t = {t0} 附近单步耗时的中位数是 {first}，到 t = {t1} 附近是 {last}。多出的时间"
-                                       "按随 t 增长的 FLOP 数折算约 {rate}；在 t = {t1} 处这部分只占单步的 {share}，固定开销"
-                                       "仍占大头。",
+    "decode.uncached.growth_dominates": "无缓存：t = {t0} 附近单步耗时的中位数是 {first}，到 t = {t1} 附近是 {last}（全部步的"
+                                        "中位数 {median}，在两者之间）。多出的时间花在随 t 增长的投影、前馈网络和注意力上，"
+                                        "按它们的 FLOP 数折算约 {rate}；在 t = {t1} 处这部分占单步的 {share}，随 t 增长的部分"
+                                        "占大头。",
+    "decode.uncached.fixed_dominates": "无缓存：t = {t0} 附近单步耗时的中位数是 {first}，到 t = {t1} 附近是 {last}（全部步的"
+                                       "中位数 {median}，在两者之间）。多出的时间按随 t 增长的 FLOP 数折算约 {rate}；在 "
+                                       "t = {t1} 处这部分只占单步的 {share}，固定开销仍占大头。",
     "decode.uncached.flat": "无缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}，在这么短的长度内"
                             "看不出随 t 的增长：固定开销（例如在 GPU 上逐个启动核函数）盖过了随 t 增长的计算；把生成长度"
                             "调大，才看得出增长从哪里开始。",
-    "decode.uncached.noisy": "无缓存：这一次 t = {t0} 附近（中位数 {first}）和 t = {t1} 附近（{last}）的单步耗时分不出明显的"
-                             "增长，长度太短或计时太乱；把生成长度调大或" + _RERUN,
+    "decode.uncached.noisy": "无缓存：t = {t0} 附近单步耗时的中位数 {first}，t = {t1} 附近 {last}，全部步的中位数 {median}："
+                             "这一次计时太乱（或长度太短），说不清随 t 增长了多少；把生成长度调大或" + _RERUN,
     "decode.crossover.far": "按 FLOP 数，t² 项要到 t ≈ {cross} 才追上线性项，远超这次测量的最大长度 t = {n}。",
     "decode.crossover.near": "按 FLOP 数，t² 项要到 t ≈ {cross} 才追上线性项，已经接近这次测量的最大长度 t = {n}。",
     "decode.crossover.passed": "按 FLOP 数，t² 项在 t ≈ {cross} 追上线性项，这次测量（最大 t = {n}）已经越过了它。",
@@ -555,11 +565,11 @@ ZH = Catalog("zh", {
     "decode.cumulative.unfit": "{mode}的累计指数这一次拟合不出来；" + _RERUN,
     "decode.cached.flat": "有缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}，看不出随 t 的增长："
                           "读缓存那一项在这么短的长度内淹没在固定开销和计时噪声里。",
-    "decode.cached.grows": "有缓存：单步耗时的中位数 {median}，从 t = {t0} 附近的 {first} 涨到 t = {t1} 附近的 {last}，随 t "
-                           "增长的部分在 t = {t1} 附近约占单步的 {share}。",
+    "decode.cached.grows": "有缓存：单步耗时从 t = {t0} 附近的 {first} 涨到 t = {t1} 附近的 {last}（全部步的中位数 {median}，"
+                           "在两者之间），随 t 增长的部分在 t = {t1} 附近约占单步的 {share}。",
     "decode.cached.noisy": "有缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}：这一次计时噪声太大，"
                            "说不清随 t 增长了多少；" + _RERUN,
-    "decode.extrapolation.both": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}，有缓存每多一个 token 每步多 {slope}），"
+    "decode.extrapolation.both": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}，有缓存每步的耗时随 t 增长约 {slope}），"
                                  "把滑块拉到最右（{top} 个 token），无缓存一次约需 {none_min}，有缓存约 {kv_s}。",
     "decode.extrapolation.kv_flat": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}），把滑块拉到最右（{top} 个 token），"
                                     "无缓存一次约需 {none_min}；有缓存这次没测出随 t 的增长，按单步中位数 {median} 算约 "

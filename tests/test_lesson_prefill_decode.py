@@ -332,6 +332,13 @@ def test_prefill_sweep_on_a_tiny_model(tiny_model):
     assert points[1].intensity == p8.prefill_cost.intensity and points[1].flops_per_s == p8.prefill_flops_per_s
 
 
+def test_prefill_sweep_lets_each_cache_go(tiny_model):
+    prompts = {P: torch.zeros(1, P, dtype=torch.long) for P in (2, 8)}
+    runs = lesson.prefill_sweep._timed_generations(tiny_model, prompts, 3, 2)
+    assert [len(r) for r in runs.values()] == [2, 2] and all(len(g.trace) == 3 for r in runs.values() for g in r)
+    assert all(g.cache is None for r in runs.values() for g in r)  # 10 prompts of 1,000 tokens × 3 would hold 1 GiB
+
+
 @pytest.mark.parametrize("kwargs,name", [(dict(lengths=()), "lengths"), (dict(lengths=(0,)), "lengths"),
                                          (dict(lengths=(60,)), "lengths"), (dict(repeats=0), "repeats"),
                                          (dict(decode_steps=0), "decode_steps")])
@@ -586,6 +593,49 @@ def test_batch_lab_measures_a_context_once(tiny_model, monkeypatch):
     assert lab.sweep(64).context_len == 64 and lab.sweep(64).context_len == 64 and asked == [([1, 2], 64)]
     with pytest.raises(ValueError, match="^context_len"):
         lesson.BatchLab(first).sweep(256)  # no model to measure with
+
+
+def chapter_batch() -> lesson.BatchSweep:
+    """A sweep shaped as 3.3's (every batch size, the roofline model's config) with made-up times."""
+    c = lesson.ROOFLINE_CONFIG
+    return lesson.BatchSweep([lesson.BatchPoint(B, 0.01, decode_cost(c, 8, 3, B), 3) for B in lesson.BATCH_SIZES],
+                             8, c, "cpu（测试）")
+
+
+def test_batch_lab_refuses_a_context_past_the_memory_bound_before_measuring(monkeypatch):
+    asked = []
+    monkeypatch.setattr(lesson.batching, "measure_batch_sweep", lambda *args: asked.append(args))
+    lab = lesson.BatchLab(chapter_batch(), model=object())
+    # B = 32 sequences of 1,003 tokens, 32 KiB each: 1003 MiB, past what one measurement may allocate
+    assert lab.cache_bytes(1000) == 32 * 1003 * 32 * 2**10 > lesson.BATCH_MAX_CACHE_BYTES >= lab.cache_bytes(256)
+    assert lab.contexts == [8, 64, 256]
+    with pytest.raises(InputError, match=f"^「{CONTEXT}」为 1,000 时，B = 32 的缓存要 1003.0 MiB，超过一次测量可用的 "
+                                         "384.0 MiB（课程按每人 2 GiB 内存设计）：请选较短的上下文$"):
+        lesson.render_batch(lab, ROOFS, fake_sweep(), 32, 1000)
+    with pytest.raises(InputError, match=f"^「{CONTEXT}」只能从 8、64、256 中选择，收到的是 500$"):
+        lab.context(500)
+    assert asked == []  # refused before anything ran
+    panel = lesson.batch_panel(chapter_batch(), ROOFS, fake_sweep())
+    assert list(panel.controls["context_len"].options) == [8, 64, 256]
+    measured = dataclasses.replace(chapter_batch(), context_len=1000)
+    assert lesson.BatchLab(measured).contexts == [8, 64, 256, 1000]  # measured already: nothing to allocate
+
+
+def test_batch_sweep_holds_one_cache_at_a_time(tiny_model, monkeypatch):
+    import weakref
+
+    live, most = set(), []
+
+    def counted_cache(*args, **kwargs):
+        cache = KVCache(*args, **kwargs)
+        live.add(id(cache))
+        weakref.finalize(cache, live.discard, id(cache))
+        most.append(len(live))
+        return cache
+
+    monkeypatch.setattr(lesson.batching, "KVCache", counted_cache)
+    lesson.measure_batch_sweep(tiny_model, batch_sizes=(1, 2, 3), context_len=8, decode_steps=1, repeats=2)
+    assert len(most) == 9 and max(most) == 1  # a warm-up and two runs per batch size, each with its own cache
 
 
 def test_batch_lab_says_which_contexts_a_move_would_measure():

@@ -19,9 +19,9 @@ from .prefill_sweep import (PREFILL_LENGTHS, PREFILL_DECODE_STEPS, MAX_CUSTOM_LE
                             max_prompt_len, measure_prefill_sweep, PrefillLab, LENGTHS_LABEL, PROMPT_LEN_LABEL,
                             render_prefill, prefill_panel, PROPORTIONAL_EXPONENT, proportional_from, explain_prefill,
                             prefill_points, explain_prefill_growth)
-from .batching import (BATCH_SIZES, BATCH_CONTEXTS, BATCH_STEPS, BATCH_REPEATS, BatchPoint, BatchSweep,
-                       measure_batch_sweep, BatchLab, explain_batch, explain_kv_share, BATCH_LABEL, CONTEXT_LABEL,
-                       render_batch, batch_panel, SmallMatmuls, measure_small_matmuls, explain_small_matmuls,
+from .batching import (BATCH_SIZES, BATCH_CONTEXTS, BATCH_STEPS, BATCH_REPEATS, BATCH_MAX_CACHE_BYTES, BatchPoint,
+                       BatchSweep, measure_batch_sweep, BatchLab, explain_batch, explain_kv_share, BATCH_LABEL,
+                       CONTEXT_LABEL, render_batch, batch_panel, SmallMatmuls, measure_small_matmuls, explain_small_matmuls,
                        per_doubling)
 from .engineering import (AllocatorTrace, AllocatorComparison, CPU_ALLOCATOR_REASON, allocator_growth,
                           explain_allocator, explain_reservation, PADDED_LENGTHS, PADDED_NEW_TOKENS,
@@ -44,7 +44,8 @@ __all__ = [
     "MAX_CUSTOM_LENGTHS", "LengthPoint", "PrefillSweep", "max_prompt_len", "measure_prefill_sweep", "PrefillLab",
     "LENGTHS_LABEL", "PROMPT_LEN_LABEL", "render_prefill", "prefill_panel", "PROPORTIONAL_EXPONENT",
     "proportional_from", "explain_prefill", "prefill_points", "BATCH_SIZES", "BATCH_CONTEXTS", "BATCH_STEPS",
-    "BATCH_REPEATS", "BatchPoint", "BatchSweep", "measure_batch_sweep", "BatchLab", "explain_batch",
+    "BATCH_REPEATS", "BATCH_MAX_CACHE_BYTES", "BatchPoint", "BatchSweep", "measure_batch_sweep", "BatchLab",
+    "explain_batch",
     "explain_kv_share", "BATCH_LABEL", "CONTEXT_LABEL", "render_batch", "batch_panel", "SmallMatmuls",
     "measure_small_matmuls", "explain_small_matmuls", "AllocatorTrace", "AllocatorComparison", "CPU_ALLOCATOR_REASON",
     "allocator_growth", "explain_allocator", "explain_reservation", "PADDED_LENGTHS", "PADDED_NEW_TOKENS",

@@ -12,10 +12,10 @@ import torch
 from ..._validate import positive_int
 from ...cache import KVCache
 from ...config import ModelConfig
-from ...inputs import one_of_numbers
+from ...inputs import InputError, choice, one_of_numbers, whole_number
 from ...costs import PassCost, decode_cost, pass_cost
 from ...measure import alternate, device_label, measurement_threads, timed, torch_threads
-from ...memory import format_bytes
+from ...memory import format_bytes, kv_bytes_per_token
 from ...model import ToyTransformer
 from ...stats import median
 from ...viz import prefill_decode_plots as plots
@@ -27,6 +27,8 @@ from .roofline import RooflinePoint, Roofs
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 BATCH_CONTEXTS = (8, 64, 256, 1000)  # tokens already in each sequence's cache, for the batching panel
 BATCH_STEPS, BATCH_REPEATS = 3, 3  # decode passes per timed run, runs per batch size (the fastest counts)
+BATCH_MAX_CACHE_BYTES = 384 * 2**20  # the largest cache one context-length move may allocate: with the passes run
+# on it, within the 512 MiB one measurement may add to the kernel (ARCHITECTURE.md, "What a control value may cost")
 @dataclass
 class BatchPoint:
     batch_size: int
@@ -85,7 +87,9 @@ def measure_batch_sweep(model: ToyTransformer, batch_sizes=BATCH_SIZES, context_
     each B: ``repeats`` runs of ``decode_steps`` passes, the batch sizes interleaved (a burst of load elsewhere
     then spoils one run of each, not every run of one), the fastest run kept. The caches' first rows are left
     as allocated (zeros): their values do not change the work or the time of a step, and filling them by a
-    real prefill of B × context tokens would cost far more than the measurement."""
+    real prefill of B × context tokens would cost far more than the measurement. Each run allocates its cache
+    (outside the timed passes) and lets it go, so the sweep holds one batch size's cache at a time, not all of them
+    (at B = 1 … 32 and 1,000 tokens: 1 GiB for B = 32 instead of 2 GiB)."""
     decode_steps = positive_int("decode_steps", decode_steps)
     repeats = positive_int("repeats", repeats)
     c = model.config
@@ -94,13 +98,15 @@ def measure_batch_sweep(model: ToyTransformer, batch_sizes=BATCH_SIZES, context_
         raise ValueError(f"batch_sizes must be a non-empty list, got {batch_sizes!r}")
     sizes = [positive_int("batch_sizes", b, maximum=4096) for b in batch_sizes]
     gen = torch.Generator().manual_seed(seed)
-    caches = {B: KVCache(c, B, context_len + decode_steps, dtype=model.dtype, device=model.device) for B in sizes}
     feeds = {B: torch.randint(0, c.vocab_size, (B, 1), generator=gen).to(model.device) for B in sizes}
-    run = {B: partial(_decode_passes, model, caches[B], context_len, feeds[B]) for B in sizes}
+
+    def run(B: int, steps: int) -> list[float]:
+        cache = KVCache(c, B, context_len + decode_steps, dtype=model.dtype, device=model.device)
+        return _decode_passes(model, cache, context_len, feeds[B], steps)
+
     with torch_threads(measurement_threads()):
-        runs = alternate({B: partial(run[B], decode_steps) for B in sizes}, repeats,
-                         warmup={B: partial(run[B], 1) for B in sizes})
-    del caches
+        runs = alternate({B: partial(run, B, decode_steps) for B in sizes}, repeats,
+                         warmup={B: partial(run, B, 1) for B in sizes})
     points = [BatchPoint(B, min(median(r) for r in runs[B]), decode_cost(c, context_len, decode_steps, B), decode_steps)
               for B in sizes]
     return BatchSweep(points, context_len, c, device_label(model.device))
@@ -111,10 +117,28 @@ class BatchLab:
 
     def __init__(self, sweep: BatchSweep, model: ToyTransformer | None = None):
         self.model = model
+        self.config = sweep.config
         self.sweeps = {sweep.context_len: sweep}
         self.batch_sizes = sweep.batch_sizes
         room = sweep.config.max_seq_len - BATCH_STEPS  # the longest context the model has room to decode after
-        self.contexts = sorted({C for C in BATCH_CONTEXTS if C <= room} | {sweep.context_len})
+        offered = {C for C in BATCH_CONTEXTS if C <= room} - {sweep.context_len}  # (that one is measured)
+        self.too_large = sorted(C for C in offered if self.cache_bytes(C) > BATCH_MAX_CACHE_BYTES)
+        self.contexts = sorted((offered - set(self.too_large)) | {sweep.context_len})
+
+    def cache_bytes(self, context_len: int) -> int:
+        """The largest cache measuring ``context_len`` allocates: the largest batch's, counted in FP32 (the widest
+        a kvlab model computes in)."""
+        return max(self.batch_sizes) * (context_len + BATCH_STEPS) * kv_bytes_per_token(self.config)
+
+    def context(self, value) -> int:
+        """The context length a learner chose, one of :attr:`contexts`; a length the lesson has but whose
+        measurement would pass the memory bound is refused with its size, before anything runs."""
+        C = whole_number(CONTEXT_LABEL, value, self.contexts[0], max(self.contexts + self.too_large))
+        if C in self.too_large:
+            raise InputError(CONTEXT_LABEL, f"为 {C:,} 时，B = {max(self.batch_sizes)} 的缓存要 "
+                             f"{format_bytes(self.cache_bytes(C))}，超过一次测量可用的 "
+                             f"{format_bytes(BATCH_MAX_CACHE_BYTES)}（课程按每人 2 GiB 内存设计）：请选较短的上下文")
+        return choice(CONTEXT_LABEL, C, self.contexts)
 
     def measuring(self, context_len) -> str | None:
         """What the panel says while a context length not measured yet is measured (None: it was measured)."""
@@ -213,7 +237,7 @@ BATCH_LABEL, CONTEXT_LABEL = "批次 B", "上下文长度（每条序列缓存�
 def render_batch(lab: BatchLab, roofs: Roofs, prefill: PrefillSweep, batch_size, context_len) -> View:
     """The batching panel: one batch size and context length against the sweep, and on this machine's roofline."""
     B = one_of_numbers(BATCH_LABEL, batch_size, lab.batch_sizes)
-    sweep = lab.sweep(one_of_numbers(CONTEXT_LABEL, context_len, lab.contexts))
+    sweep = lab.sweep(lab.context(context_len))
     p = sweep.at(B)
     one = sweep.points[0]
     who = ("为这 1 条序列生成 1 个 token" if p.batch_size == 1

@@ -11,7 +11,7 @@ import torch
 from ..._validate import positive_int
 from ...config import ModelConfig
 from ...costs import PassCost, decode_cost, pass_cost
-from ...generation import generate
+from ...generation import GenerationResult, generate
 from ...inputs import InputError, one_of_numbers, whole_numbers
 from ...measure import alternate, device_label, measurement_threads, torch_threads
 from ...model import ToyTransformer
@@ -82,11 +82,20 @@ class PrefillSweep:
         return self.points[self.lengths.index(prompt_len)]
 
 
+def _generation_without_cache(model, prompt, new_tokens: int) -> GenerationResult:
+    """One timed generation, its cache let go as soon as it ends: the sweep reads only the pass records, and ten
+    prompts of 1,000 tokens run three times would otherwise hold thirty caches (1 GiB) until the sweep ends."""
+    result = generate(model, prompt, new_tokens)
+    result.cache = None
+    return result
+
+
 def _timed_generations(model, prompts: dict, new_tokens: int, repeats: int) -> dict:
-    """``{key: [GenerationResult per repeat]}``: every prompt generated ``repeats`` times, interleaved, with the
-    timing threads of :func:`~kvlab.measure.measurement_threads`, after warming up on the smallest and the
-    largest prompt (allocator, kernels; rerunning every shape first would double the cost of the sweep)."""
-    runners = {k: partial(generate, model, p, new_tokens) for k, p in prompts.items()}
+    """``{key: [GenerationResult per repeat]}`` (without their caches): every prompt generated ``repeats`` times,
+    interleaved, with the timing threads of :func:`~kvlab.measure.measurement_threads`, after warming up on the
+    smallest and the largest prompt (allocator, kernels; rerunning every shape first would double the cost of the
+    sweep)."""
+    runners = {k: partial(_generation_without_cache, model, p, new_tokens) for k, p in prompts.items()}
     sizes = sorted(prompts, key=lambda k: prompts[k].numel())
     with torch_threads(measurement_threads()):
         for k in dict.fromkeys((sizes[0], sizes[-1])):

@@ -44,9 +44,13 @@ DIFFERENCE = "difference"  # a difference, a fitted slope, an exponent: may be n
 METADATA_KEY = "kvlab_claims"  # where show() records claims in a display_data output's metadata
 
 
+SEPARATOR = "、"  # between the numbers of a printed series
+
+
 @dataclass(frozen=True)
 class Number:
-    """One printed quantity: its digits exactly as printed (``"1,234.5"``, ``"nan"``), its unit and kind."""
+    """One printed quantity, or a series of them: the digits exactly as printed (``"1,234.5"``, ``"nan"``,
+    ``"1.77、1.90、2.05"``), their unit and kind."""
 
     text: str
     unit: str = ""
@@ -57,22 +61,34 @@ class Number:
             raise ValueError(f"kind must be {ABSOLUTE!r} or {DIFFERENCE!r}, got {self.kind!r}")
 
     @property
-    def value(self) -> float:
-        """The number as printed, read back (what predicates and the checker see)."""
-        return float(self.text.replace(",", ""))
+    def value(self) -> float | tuple[float, ...]:
+        """The number (a series: the tuple of numbers) as printed, read back: what predicates and the checker see."""
+        values = tuple(float(x.replace(",", "")) for x in self.text.split(SEPARATOR))
+        return values if SEPARATOR in self.text else values[0]
 
     @property
     def sound(self) -> bool:
-        """Finite, and not negative when absolute."""
-        v = self.value
-        return math.isfinite(v) and (self.kind == DIFFERENCE or v >= 0)
+        """Every number finite, and not negative when absolute."""
+        values = self.value if isinstance(self.value, tuple) else (self.value,)
+        return all(math.isfinite(v) and (self.kind == DIFFERENCE or v >= 0) for v in values)
+
+
+def _digits(x: float, digits: int) -> str:
+    x = float(x)
+    text = f"{x:,.{digits}f}" if math.isfinite(x) else str(x)
+    return text.lstrip("-") if math.isfinite(x) and float(text.replace(",", "")) == 0 else text  # never "-0.00"
 
 
 def number(x: float, digits: int = 2, unit: str = "", kind: str = ABSOLUTE) -> Number:
     """``x`` as it will be printed: ``digits`` decimals, thousands separated (``nan``/``inf`` kept as such)."""
-    x = float(x)
-    text = f"{x:,.{digits}f}" if math.isfinite(x) else str(x)
-    return Number(text.lstrip("-") if math.isfinite(x) and float(text.replace(",", "")) == 0 else text, unit, kind)
+    return Number(_digits(x, digits), unit, kind)
+
+
+def series(xs, digits: int = 2, unit: str = "", kind: str = ABSOLUTE) -> Number:
+    """Several numbers printed as one series (``1.77、1.90、2.05 ms``): a predicate reads them as a tuple."""
+    if len(xs) < 2:
+        raise ValueError(f"xs: a series needs at least 2 numbers, got {len(xs)}")
+    return Number(SEPARATOR.join(_digits(x, digits) for x in xs), unit, kind)
 
 
 def ratio(a: float, b: float) -> float:

@@ -29,6 +29,11 @@ def test_a_number_is_what_is_printed():
     assert number(math.nan).text == "nan" and number(-math.inf).text == "-inf"
     with pytest.raises(ValueError, match="kind"):
         Number("1", kind="time")
+    points = claims.series([1.771, 1.9, -0.001], 2, "ms")
+    assert (points.text, points.value, points.sound) == ("1.77、1.90、0.00", (1.77, 1.9, 0.0), True)
+    assert not claims.series([1.0, -2.0]).sound and not claims.series([1.0, math.nan], kind=DIFFERENCE).sound
+    with pytest.raises(ValueError, match="at least 2"):
+        claims.series([1.0])
     assert claims.ratio(1, 0) == math.inf and math.isnan(claims.ratio(0, 0)) and claims.ratio(3, 2) == 1.5
 
 

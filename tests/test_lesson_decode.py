@@ -211,7 +211,7 @@ def test_explain_latency_on_an_idle_run_says_something_substantive_and_true():
     rules = {r.key: r for c in lesson.CHOOSERS for r in c.rules}
     assert all(rules[k].substantive for k in keys)
     text = "\n".join(lesson.ZH.say(c) for c in said)
-    assert "30.0 GFLOP/s" in text and "t = 16 附近单步耗时的中位数是 5.57 ms" in text  # measured medians, not a fit
+    assert "30.0 GFLOP/s" in text and "一段比一段长：5.57、10.89、16.38" in text  # measured medians, not a fit
     assert "无缓存的单步指数 1.02 接近 1" in text and "有缓存的累计指数 1.01 接近 1" in text
 
 
@@ -291,6 +291,8 @@ def test_explain_growth_by_hand():
 def test_step_ends_are_medians_of_the_first_and_last_eighth():
     ends = lesson.step_ends(list(range(1, 17)), [1.0, 9.0] + [2.0] * 12 + [3.0, 5.0])
     assert (ends.t0, ends.first_ms, ends.t1, ends.last_ms, ends.median_ms) == (2, 5.0, 16, 4.0, 2.0)
+    assert ends.eighths_ms == (5.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 4.0)
+    assert lesson.step_ends([5], [1.0]).eighths_ms == (1.0, 1.0)  # one step: a series of two equal medians
     with pytest.raises(ValueError, match="t, ms"):
         lesson.step_ends([], [])
 

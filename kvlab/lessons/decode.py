@@ -11,7 +11,7 @@ import torch
 
 from .._validate import non_negative_int, positive_int
 from ..cache import KVCache
-from ..claims import DIFFERENCE, Catalog, Chooser, Claim, Number, Rule, number, ratio, show
+from ..claims import DIFFERENCE, Catalog, Chooser, Claim, Number, Rule, number, ratio, series, show
 from ..config import ModelConfig
 from ..costs import attention_crossover, attention_flops, linear_flops_per_token
 from ..generation import generate
@@ -376,19 +376,21 @@ def uncached_flops(config: ModelConfig):
 # intercept as a time), shares and ratios of them, and extrapolations only from a growth this run measured.
 @dataclass(frozen=True)
 class StepEnds:
-    """Measured medians of a run's decode steps: its first and last eighth (at their median t), and all of it."""
+    """Measured medians of a run's decode steps: of each eighth of them in order of t, and of all of them; t0 and
+    t1 are the median t of the first and the last eighth."""
 
     t0: int
-    first_ms: float
     t1: int
-    last_ms: float
+    eighths_ms: tuple[float, ...]
     median_ms: float
 
     @property
-    def grows(self) -> bool:
-        """The last eighth is slower than the first by more than a tenth of the median step, and the median step
-        lies in the middle half between them (as a growth with t puts it; a burst of load at one end does not)."""
-        return _grows({"first": self.first_ms, "last": self.last_ms, "median": self.median_ms})
+    def first_ms(self) -> float:
+        return self.eighths_ms[0]
+
+    @property
+    def last_ms(self) -> float:
+        return self.eighths_ms[-1]
 
     @property
     def share(self) -> float:
@@ -397,7 +399,7 @@ class StepEnds:
 
     @property
     def slope_ms(self) -> float:
-        """ms per token between the two ends."""
+        """ms per token between the first and the last eighth."""
         return ratio(self.last_ms - self.first_ms, self.t1 - self.t0)
 
 
@@ -405,9 +407,11 @@ def step_ends(t, ms) -> StepEnds:
     """:class:`StepEnds` of decode steps at lengths ``t`` taking ``ms`` milliseconds each."""
     if not t or len(t) != len(ms):
         raise ValueError(f"t, ms: need as many (at least one) step times as lengths, got {len(t)} and {len(ms)}")
-    size = max(1, len(t) // 8)
-    return StepEnds(round(median(t[:size])), median(ms[:size]), round(median(t[-size:])), median(ms[-size:]),
-                    median(ms))
+    cuts = [round(i * len(t) / 8) for i in range(9)]
+    parts = [(t[a:b], ms[a:b]) for a, b in zip(cuts, cuts[1:]) if b > a]
+    eighths = tuple(median(m) for _, m in parts)
+    return StepEnds(round(median(parts[0][0])), round(median(parts[-1][0])),
+                    eighths if len(eighths) > 1 else eighths * 2, median(ms))
 
 
 def timing_ends(timing: DecodeTiming) -> StepEnds:
@@ -427,20 +431,21 @@ def _pct(share: float) -> Number:
     return number(100 * share, 0, "%")
 
 
-def _grows(v) -> bool:
-    """:attr:`StepEnds.grows` on printed numbers."""
-    rise = v["last"] - v["first"]
-    return rise > 0.1 * v["median"] and v["first"] + 0.25 * rise <= v["median"] <= v["first"] + 0.75 * rise
+def _rising(v) -> bool:
+    """Every eighth's median step slower than the one before: monotone over every printed point."""
+    e = v["eighths"]
+    return all(later > earlier for earlier, later in zip(e, e[1:]))
 
 
 def _share_agrees(v) -> bool:
-    """The printed share is (last - first) / last of the printed medians, within their rounding."""
-    return abs(v["share"] - 100 * (v["last"] - v["first"]) / v["last"]) <= 1 + 2 / v["last"]
+    """The printed share is (last - first) / last of the printed first and last medians, within their rounding."""
+    first, last = (v["eighths"][0], v["eighths"][-1]) if "eighths" in v else (v["first"], v["last"])
+    return abs(v["share"] - 100 * (last - first) / last) <= 1 + 2 / last
 
 
 def _ends_numbers(ends: StepEnds) -> dict[str, Number]:
     return {"t0": _count(ends.t0), "first": _ms(ends.first_ms), "t1": _count(ends.t1), "last": _ms(ends.last_ms),
-            "median": _ms(ends.median_ms), "share": _pct(ends.share)}
+            "median": _ms(ends.median_ms), "eighths": series(ends.eighths_ms, 2, "ms"), "share": _pct(ends.share)}
 
 
 TOTALS = Chooser("decode.totals", (
@@ -450,12 +455,10 @@ TOTALS = Chooser("decode.totals", (
 ))
 
 UNCACHED = Chooser("decode.uncached", (
-    Rule("decode.uncached.growth_dominates", ("t0", "first", "t1", "last", "median", "share", "rate"),
-         lambda v: v["last"] >= 1.2 * v["first"] and _grows(v) and v["share"] >= 50 and v["rate"] > 0
-         and _share_agrees(v)),
-    Rule("decode.uncached.fixed_dominates", ("t0", "first", "t1", "last", "median", "share", "rate"),
-         lambda v: v["last"] >= 1.2 * v["first"] and _grows(v) and v["share"] < 50 and v["rate"] > 0
-         and _share_agrees(v)),
+    Rule("decode.uncached.growth_dominates", ("eighths", "t0", "t1", "rate", "share"),
+         lambda v: _rising(v) and v["share"] >= 50 and v["rate"] > 0 and _share_agrees(v)),
+    Rule("decode.uncached.fixed_dominates", ("eighths", "t0", "t1", "rate", "share"),
+         lambda v: _rising(v) and v["share"] < 50 and v["rate"] > 0 and _share_agrees(v)),
     Rule("decode.uncached.flat", ("median", "t0", "first", "t1", "last"),
          lambda v: abs(v["last"] - v["first"]) <= 0.1 * v["median"]),
     Rule("decode.uncached.noisy", ("t0", "first", "t1", "last", "median"), substantive=False),
@@ -490,8 +493,7 @@ CUMULATIVE = Chooser("decode.cumulative", (
 CACHED = Chooser("decode.cached", (
     Rule("decode.cached.flat", ("median", "t0", "first", "t1", "last"),
          lambda v: abs(v["last"] - v["first"]) <= 0.1 * v["median"]),
-    Rule("decode.cached.grows", ("median", "t0", "first", "t1", "last", "share"),
-         lambda v: _grows(v) and _share_agrees(v)),
+    Rule("decode.cached.grows", ("eighths", "t0", "t1", "share"), lambda v: _rising(v) and _share_agrees(v)),
     Rule("decode.cached.noisy", ("median", "t0", "first", "t1", "last"), substantive=False),
 ))
 
@@ -522,6 +524,7 @@ GROWTH = Chooser("decode.growth", (
     Rule("decode.growth.noisy", ("t0", "t1", "first", "last"), substantive=False),
 ))
 
+GROWING = {"decode.uncached.growth_dominates", "decode.uncached.fixed_dominates", "decode.cached.grows"}
 CHOOSERS = (TOTALS, UNCACHED, CROSSOVER, STEP_EXPONENT, CUMULATIVE, CACHED, EXTRAPOLATION, GROWTH)
 
 _GROWTH_ZH = ("有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 涨到 {last}，拟合斜率 {slope}：缓存里每多一个 "
@@ -532,13 +535,12 @@ ZH = Catalog("zh", {
     "decode.totals.faster": "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}，有缓存快 {speedup}。",
     "decode.totals.unclear": "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}；这一次有缓存没有更快，"
                              "多半是计时被别的程序打断了，" + _RERUN,
-    "decode.uncached.growth_dominates": "无缓存：t = {t0} 附近单步耗时的中位数是 {first}，到 t = {t1} 附近是 {last}（全部步的"
-                                        "中位数 {median}，在两者之间）。多出的时间花在随 t 增长的投影、前馈网络和注意力上，"
-                                        "按它们的 FLOP 数折算约 {rate}；在 t = {t1} 处这部分占单步的 {share}，随 t 增长的部分"
-                                        "占大头。",
-    "decode.uncached.fixed_dominates": "无缓存：t = {t0} 附近单步耗时的中位数是 {first}，到 t = {t1} 附近是 {last}（全部步的"
-                                       "中位数 {median}，在两者之间）。多出的时间按随 t 增长的 FLOP 数折算约 {rate}；在 "
-                                       "t = {t1} 处这部分只占单步的 {share}，固定开销仍占大头。",
+    "decode.uncached.growth_dominates": "无缓存：把各步按 t 分成八段，每段单步耗时的中位数一段比一段长：{eighths}（从 t = {t0} "
+                                        "附近到 t = {t1} 附近）。多出的时间花在随 t 增长的投影、前馈网络和注意力上，按它们的 "
+                                        "FLOP 数折算约 {rate}；在 t = {t1} 附近这部分占单步的 {share}，随 t 增长的部分占大头。",
+    "decode.uncached.fixed_dominates": "无缓存：把各步按 t 分成八段，每段单步耗时的中位数一段比一段长：{eighths}（从 t = {t0} "
+                                       "附近到 t = {t1} 附近）。多出的时间按随 t 增长的 FLOP 数折算约 {rate}；在 t = {t1} "
+                                       "附近这部分只占单步的 {share}，固定开销仍占大头。",
     "decode.uncached.flat": "无缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}，在这么短的长度内"
                             "看不出随 t 的增长：固定开销（例如在 GPU 上逐个启动核函数）盖过了随 t 增长的计算；把生成长度"
                             "调大，才看得出增长从哪里开始。",
@@ -565,8 +567,8 @@ ZH = Catalog("zh", {
     "decode.cumulative.unfit": "{mode}的累计指数这一次拟合不出来；" + _RERUN,
     "decode.cached.flat": "有缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}，看不出随 t 的增长："
                           "读缓存那一项在这么短的长度内淹没在固定开销和计时噪声里。",
-    "decode.cached.grows": "有缓存：单步耗时从 t = {t0} 附近的 {first} 涨到 t = {t1} 附近的 {last}（全部步的中位数 {median}，"
-                           "在两者之间），随 t 增长的部分在 t = {t1} 附近约占单步的 {share}。",
+    "decode.cached.grows": "有缓存：把各步按 t 分成八段，每段单步耗时的中位数一段比一段长：{eighths}（从 t = {t0} 附近到 "
+                           "t = {t1} 附近）；随 t 增长的部分在 t = {t1} 附近约占单步的 {share}。",
     "decode.cached.noisy": "有缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}：这一次计时噪声太大，"
                            "说不清随 t 增长了多少；" + _RERUN,
     "decode.extrapolation.both": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}，有缓存每步的耗时随 t 增长约 {slope}），"
@@ -607,20 +609,25 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
     none_t, kv_t = results["none"], results["kv"]
     none, kv = timing_ends(none_t), timing_ends(kv_t)
     total_none, total_kv = none_t.cumulative_seconds[-1], kv_t.cumulative_seconds[-1]
-    rate = ratio(flops(none.t1) - flops(none.t0), none.last_ms - none.first_ms) / 1e6 if none.grows else math.nan
-    kv_slope = kv.slope_ms if kv.grows else math.nan  # extrapolate the cache only from a growth it measured
+    rate = ratio(flops(none.t1) - flops(none.t0), none.last_ms - none.first_ms) / 1e6
+    uncached = UNCACHED.choose({**_ends_numbers(none), "rate": number(rate, 1, "GFLOP/s")})
+    cached = CACHED.choose(_ends_numbers(kv))
+    if uncached.key not in GROWING:
+        rate = math.nan  # extrapolate only from a growth this run measured and said
+    kv_slope = kv.slope_ms if cached.key in GROWING else math.nan
     top = c.max_seq_len - 8
     lengths = range(5, top + 4)  # the slider's right end: a prompt of 4, then top - 1 decode passes
     none_s = sum(none.first_ms + (flops(t) - flops(none.t0)) / (rate * 1e6) for t in lengths) / 1e3
-    kv_s = sum(kv.first_ms + kv_slope * (t - kv.t0) for t in lengths) / 1e3 if kv.grows else kv.median_ms * top / 1e3
+    kv_s = (sum(kv.first_ms + kv_slope * (t - kv.t0) for t in lengths) / 1e3 if cached.key in GROWING
+            else kv.median_ms * top / 1e3)
     n = none_t.seq_len[-1]
     return [
         TOTALS.choose({"n": _count(kv_t.new_tokens), "none_s": number(total_none, 2, "s"),
                        "kv_s": number(total_kv, 2, "s"), "speedup": number(ratio(total_none, total_kv), 1, "×")}),
-        UNCACHED.choose({**_ends_numbers(none), "rate": number(rate, 1, "GFLOP/s")}),
+        uncached,
         CROSSOVER.choose({"cross": _count(crossover_length(model)), "n": _count(n)}),
         *_exponent_claims(none_t, "none"),
-        CACHED.choose(_ends_numbers(kv)),
+        cached,
         *_exponent_claims(kv_t, "kv"),
         EXTRAPOLATION.choose({"rate": number(rate, 1, "GFLOP/s"), "slope": number(kv_slope * 1e3, 2, "µs/token"),
                               "top": _count(top), "none_min": number(none_s / 60, 1, "min"),

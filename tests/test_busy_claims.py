@@ -4,6 +4,7 @@ claim must hold on its recorded (printed) numbers, re-evaluated here from those 
 rate or byte count may be negative, NaN or infinite. A chapter joins by adding its lesson's choosers below."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -14,7 +15,8 @@ import pytest
 from kvlab import claims
 from kvlab.lessons import decode
 
-CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = ROOT / "chapters"
 CLAIMING = {"01_autoregressive_decode.ipynb": decode.CHOOSERS}  # notebook -> the choosers its lesson uses
 SPIN = "while True:\n    pass"  # pure Python: one core each, at the priority of whoever started it
 UNITS = r"(?:ms|µs/token|s|分钟|GFLOP/s|GB/s|[KMGT]iB|B)\b"
@@ -37,13 +39,16 @@ def busy_cores(request):
 
 
 def execute(path: Path, timeout: int = 1200):
-    """Run a chapter top to bottom in a fresh kernel, as ``kvlab.teacher.run_times.run_once`` does."""
+    """Run a chapter top to bottom in a fresh kernel, as ``kvlab.teacher.run_times.run_once`` does, with this
+    checkout first on the kernel's path (the claims it records are checked against this checkout's choosers)."""
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
+    path_before = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT)] + ([path_before] if path_before else []))}
     NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+                   resources={"metadata": {"path": str(path.parent)}}).execute(env=env)
     return nb
 
 

@@ -227,6 +227,12 @@ def test_the_sentences_issue_31_found_contradicted_cannot_be_printed():
     said = _said(lesson.explain_latency({"none": none, "kv": kv}, model))
     assert {"decode.uncached.noisy", "decode.cached.noisy", "decode.extrapolation.none"} <= set(said)
     assert "µs/token" not in "".join(said.values())
+    # a fitted exponent near 0 next to second-half medians that doubled is not called level (nor a positive one
+    # next to medians that fell a growth): the exponent's words must agree with the medians printed beside it
+    num = claims.number
+    for k, start, end in [(0.1, 10.0, 20.0), (1.0, 20.0, 10.0)]:
+        step = {"k": num(k, kind=claims.DIFFERENCE), "from": num(start, 2, "ms"), "to": num(end, 2, "ms")}
+        assert lesson.STEP_EXPONENT.choose(step, {"mode": "none"}).key == "decode.step_exponent.noisy"
     # load that slowed only the last steps is not a growth with t: the medians' middle gives it away
     none, kv = _latency_shapes()["busy, a burst at the end"]
     said = _said(lesson.explain_latency({"none": none, "kv": kv}, model))
@@ -247,7 +253,8 @@ def test_every_key_of_every_chooser_is_reached():
     reached.setdefault(lesson.CROSSOVER.choose({"cross": num(300, 0), "n": num(196, 0)}).key, "near")
     reached.setdefault(lesson.CROSSOVER.choose({"cross": num(100, 0), "n": num(196, 0)}).key, "passed")
     for k, early, late in [(2.0, 1.0, 9.0), (1.4, 3.0, 2.0), (0.5, 2.0, 2.0)]:  # t² dominates; noise both ways
-        numbers = {"k": num(k, kind=claims.DIFFERENCE), "early": num(early), "late": num(late)}
+        numbers = {"k": num(k, kind=claims.DIFFERENCE), "early": num(early), "late": num(late), "from": num(early),
+                   "to": num(late)}
         reached.setdefault(lesson.STEP_EXPONENT.choose(numbers, {"mode": "none"}).key, "k")
         reached.setdefault(lesson.CUMULATIVE.choose(numbers, {"mode": "none"}).key, "k")
     # the long cached run (cell 18): growing by a large, a notable and a small share, flat, noisy

@@ -470,12 +470,21 @@ CROSSOVER = Chooser("decode.crossover", (
     Rule("decode.crossover.passed", ("cross", "n"), lambda v: v["cross"] <= v["n"]),
 ))
 
+def _exponent_holds(low: float, high: float):
+    """The fitted exponent within [low, high), and the second half's measured medians agreeing: about level for an
+    exponent near 0 (within the rise t^0.3 allows over a doubling of t), rising for a larger one."""
+    def holds(v) -> bool:
+        level = 0.8 * v["from"] <= v["to"] <= 1.25 * v["from"]
+        return low <= v["k"] < high and (level if high <= 0.3 else v["to"] > v["from"])
+    return holds
+
+
 STEP_EXPONENT = Chooser("decode.step_exponent", (
-    Rule("decode.step_exponent.flat", ("k",), lambda v: -0.3 <= v["k"] < 0.3),
-    Rule("decode.step_exponent.mixed", ("k",), lambda v: 0.3 <= v["k"] < 0.85),
-    Rule("decode.step_exponent.linear", ("k",), lambda v: 0.85 <= v["k"] < 1.15),
-    Rule("decode.step_exponent.between", ("k",), lambda v: 1.15 <= v["k"] < 1.85),
-    Rule("decode.step_exponent.quadratic", ("k",), lambda v: 1.85 <= v["k"] < 2.3),
+    Rule("decode.step_exponent.flat", ("k", "from", "to"), _exponent_holds(-0.3, 0.3)),
+    Rule("decode.step_exponent.mixed", ("k", "from", "to"), _exponent_holds(0.3, 0.85)),
+    Rule("decode.step_exponent.linear", ("k", "from", "to"), _exponent_holds(0.85, 1.15)),
+    Rule("decode.step_exponent.between", ("k", "from", "to"), _exponent_holds(1.15, 1.85)),
+    Rule("decode.step_exponent.quadratic", ("k", "from", "to"), _exponent_holds(1.85, 2.3)),
     Rule("decode.step_exponent.noisy", ("k",), substantive=False),
     Rule("decode.step_exponent.unfit", substantive=False),
 ))
@@ -549,12 +558,15 @@ ZH = Catalog("zh", {
     "decode.crossover.far": "按 FLOP 数，t² 项要到 t ≈ {cross} 才追上线性项，远超这次测量的最大长度 t = {n}。",
     "decode.crossover.near": "按 FLOP 数，t² 项要到 t ≈ {cross} 才追上线性项，已经接近这次测量的最大长度 t = {n}。",
     "decode.crossover.passed": "按 FLOP 数，t² 项在 t ≈ {cross} 追上线性项，这次测量（最大 t = {n}）已经越过了它。",
-    "decode.step_exponent.flat": "{mode}的单步指数 {k} 接近 0：后半段的单步耗时几乎不随 t 变，固定开销为主。",
-    "decode.step_exponent.mixed": "{mode}的单步指数 {k} 在 0 和 1 之间：固定开销和随 t 增长的部分都有份。",
-    "decode.step_exponent.linear": "{mode}的单步指数 {k} 接近 1：与 t 成正比的部分为主。",
-    "decode.step_exponent.between": "{mode}的单步指数 {k} 在 1 和 2 之间：t² 部分已经显现。",
-    "decode.step_exponent.quadratic": "{mode}的单步指数 {k} 接近 2：t² 部分为主。",
-    "decode.step_exponent.noisy": "{mode}的单步指数 {k} 不在 0 到 2 之间，这是计时噪声；" + _RERUN,
+    "decode.step_exponent.flat": "{mode}的单步指数 {k} 接近 0（后半段从 {from} 到 {to}）：后半段的单步耗时几乎不随 t 变，"
+                                 "固定开销为主。",
+    "decode.step_exponent.mixed": "{mode}的单步指数 {k} 在 0 和 1 之间（后半段从 {from} 涨到 {to}）：固定开销和随 t 增长的"
+                                  "部分都有份。",
+    "decode.step_exponent.linear": "{mode}的单步指数 {k} 接近 1（后半段从 {from} 涨到 {to}）：与 t 成正比的部分为主。",
+    "decode.step_exponent.between": "{mode}的单步指数 {k} 在 1 和 2 之间（后半段从 {from} 涨到 {to}）：t² 部分已经显现。",
+    "decode.step_exponent.quadratic": "{mode}的单步指数 {k} 接近 2（后半段从 {from} 涨到 {to}）：t² 部分为主。",
+    "decode.step_exponent.noisy": "{mode}的单步指数 {k} 和后半段实测的单步耗时对不上，或者不在 0 到 2 之间：这是计时噪声；"
+                                  + _RERUN,
     "decode.step_exponent.unfit": "{mode}的单步指数这一次拟合不出来；" + _RERUN,
     "decode.cumulative.early_slow": "{mode}的累计指数 {k} 小于 1：前 4 次前向计算（含预填充）平均 {early}，比后半段的单步"
                                     "中位数 {late} 慢得多，累计曲线先陡后缓。",
@@ -593,10 +605,15 @@ def show_claims(claims: list[Claim]) -> None:
 
 
 def _exponent_claims(timing: DecodeTiming, mode: str) -> list[Claim]:
+    """The step exponent (fitted over the second half) beside the medians of that half's first and last eighth;
+    the cumulative exponent beside the first 4 passes' mean and the second half's median step."""
     steps_ms = [s * 1e3 for s in timing.step_seconds]
     early, late = sum(steps_ms[:4]) / len(steps_ms[:4]), median(steps_ms[1 + (len(steps_ms) - 1) // 2:])
+    eighths = timing_ends(timing).eighths_ms
+    step = {"k": number(timing.step_exponent, kind=DIFFERENCE), "from": _ms(eighths[len(eighths) // 2]),
+            "to": _ms(eighths[-1])}
     k_cum = number(timing.cumulative_exponent, kind=DIFFERENCE)
-    return [STEP_EXPONENT.choose({"k": number(timing.step_exponent, kind=DIFFERENCE)}, {"mode": mode}),
+    return [STEP_EXPONENT.choose(step, {"mode": mode}),
             CUMULATIVE.choose({"k": k_cum, "early": _ms(early), "late": _ms(late)}, {"mode": mode})]
 
 

@@ -431,10 +431,17 @@ def _pct(share: float) -> Number:
     return number(100 * share, 0, "%")
 
 
+RISING_DIP, RISING_JUMP = 0.1, 0.5  # of the whole rise: the most one eighth may fall, and rise, from the one before
+
+
 def _rising(v) -> bool:
-    """Every eighth's median step slower than the one before: monotone over every printed point."""
+    """The eighths' medians rise from first to last at every point (what 「基本上一段比一段长」 allows): none falls
+    below the one before by more than RISING_DIP of the whole rise, none jumps by more than RISING_JUMP of it (load
+    that slowed one stretch is not a growth with t)."""
     e = v["eighths"]
-    return all(later > earlier for earlier, later in zip(e, e[1:]))
+    rise = e[-1] - e[0]
+    steps = [later - earlier for earlier, later in zip(e, e[1:])]
+    return rise > 0 and all(-RISING_DIP * rise <= step <= RISING_JUMP * rise for step in steps)
 
 
 def _share_agrees(v) -> bool:
@@ -544,10 +551,10 @@ ZH = Catalog("zh", {
     "decode.totals.faster": "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}，有缓存快 {speedup}。",
     "decode.totals.unclear": "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}；这一次有缓存没有更快，"
                              "多半是计时被别的程序打断了，" + _RERUN,
-    "decode.uncached.growth_dominates": "无缓存：把各步按 t 分成八段，每段单步耗时的中位数一段比一段长：{eighths}（从 t = {t0} "
+    "decode.uncached.growth_dominates": "无缓存：把各步按 t 分成八段，每段单步耗时的中位数基本上一段比一段长：{eighths}（从 t = {t0} "
                                         "附近到 t = {t1} 附近）。多出的时间花在随 t 增长的投影、前馈网络和注意力上，按它们的 "
                                         "FLOP 数折算约 {rate}；在 t = {t1} 附近这部分占单步的 {share}，随 t 增长的部分占大头。",
-    "decode.uncached.fixed_dominates": "无缓存：把各步按 t 分成八段，每段单步耗时的中位数一段比一段长：{eighths}（从 t = {t0} "
+    "decode.uncached.fixed_dominates": "无缓存：把各步按 t 分成八段，每段单步耗时的中位数基本上一段比一段长：{eighths}（从 t = {t0} "
                                        "附近到 t = {t1} 附近）。多出的时间按随 t 增长的 FLOP 数折算约 {rate}；在 t = {t1} "
                                        "附近这部分只占单步的 {share}，固定开销仍占大头。",
     "decode.uncached.flat": "无缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}，在这么短的长度内"
@@ -579,7 +586,7 @@ ZH = Catalog("zh", {
     "decode.cumulative.unfit": "{mode}的累计指数这一次拟合不出来；" + _RERUN,
     "decode.cached.flat": "有缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}，看不出随 t 的增长："
                           "读缓存那一项在这么短的长度内淹没在固定开销和计时噪声里。",
-    "decode.cached.grows": "有缓存：把各步按 t 分成八段，每段单步耗时的中位数一段比一段长：{eighths}（从 t = {t0} 附近到 "
+    "decode.cached.grows": "有缓存：把各步按 t 分成八段，每段单步耗时的中位数基本上一段比一段长：{eighths}（从 t = {t0} 附近到 "
                            "t = {t1} 附近）；随 t 增长的部分在 t = {t1} 附近约占单步的 {share}。",
     "decode.cached.noisy": "有缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}：这一次计时噪声太大，"
                            "说不清随 t 增长了多少；" + _RERUN,

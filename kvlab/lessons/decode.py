@@ -595,8 +595,8 @@ ZH = Catalog("zh", {
     "decode.extrapolation.kv_flat": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}），把滑块拉到最右（{top} 个 token），"
                                     "无缓存一次约需 {none_min}；有缓存这次没测出随 t 的增长，按单步中位数 {median} 算约 "
                                     "{kv_s}（读缓存那一项没算进去，实际会更长一些）。",
-    "decode.extrapolation.none": "这一次没有测出无缓存随 t 的增长，不按它外推到滑块最右（{top} 个 token）；把生成长度调大或"
-                                 + _RERUN,
+    "decode.extrapolation.none": "这一次说不清无缓存的单步耗时随 t 怎样增长，就不按它外推到滑块最右（{top} 个 token）；"
+                                 "把生成长度调大或" + _RERUN,
     **{f"decode.growth.{size}": _GROWTH_ZH.replace("{size}", word)
        for size, word in (("large", "占了大头"), ("notable", "已经不小"), ("small", "还不大"))},
     "decode.growth.flat": "有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 到 {last}，几乎不变：读缓存那一项"

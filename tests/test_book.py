@@ -1,7 +1,7 @@
 """The static edition: ``python -m kvlab.book`` built once per session from the course's chapters, then checked as a
-reader would use it (a real Chromium with the network blocked, every page, every precomputed slider) and as a
-teacher would print it (pdftoppm pages of every handout). Plus the pieces on their own: the static capture of a
-panel and the matplotlib renderer.
+reader would use it (a real Chromium with the network blocked, every page, every precomputed slider, and 3.1 and
+3.6 on a phone's 390 px screen) and as a teacher would print it (pdftoppm pages of every handout). Plus the pieces
+on their own: the static capture of a panel and the matplotlib renderer.
 """
 from __future__ import annotations
 
@@ -472,8 +472,12 @@ def chromium():
         browser.close()
 
 
-def open_offline(browser, path: Path):
-    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+DESKTOP = {"width": 1300, "height": 1000}
+PHONE = {"width": 390, "height": 844}  # a phone in portrait
+
+
+def open_offline(browser, path: Path, viewport: dict = DESKTOP, scale: float = 1):
+    page = browser.new_page(viewport=viewport, device_scale_factor=scale)
     problems = []
     page.on("pageerror", lambda exc: problems.append(f"pageerror: {exc}"))
     page.on("requestfailed", lambda req: problems.append(f"failed: {req.url}"))
@@ -487,7 +491,8 @@ def open_offline(browser, path: Path):
 
     page.route("**/*", route)
     page.goto(path.as_uri())
-    page.wait_for_function("window.kvlabFiguresDrawn === true && window.kvlabMathDone === true", timeout=90_000)
+    page.wait_for_function("window.kvlabFiguresDrawn === true && window.kvlabMathDone === true"
+                           " && window.kvlabMathFitted === true", timeout=90_000)
     return page, problems
 
 
@@ -564,3 +569,135 @@ def check_panel(page, pkl: Path, seen: set) -> None:
         if css == "kvlab-shape" and control["name"] == "filled_pct":
             page.locator(f"#{pid}").screenshot(path=str(shots_dir() / "static_slider_moved.png"))
         move(page, pid, control["name"], control["default"])  # back, so the next control starts from the defaults
+
+
+# -- on a phone: nothing wider than the page, every figure fitted to it -------------------------------------------------
+# What sticks out past the screen's left or right edge, unless it is inside a box that scrolls sideways by itself
+# (code, printed output, a wide table or formula) and that box is on the screen.
+OFF_THE_PAGE = """() => {
+  const width = window.innerWidth, out = [];
+  const onScreen = (r) => r.left >= -0.5 && r.right <= width + 0.5;
+  const scroller = (el) => { for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+    const x = getComputedStyle(p).overflowX; if (x === 'auto' || x === 'scroll') return p; } return null; };
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.closest('#js-plotly-tester')) continue;  // (plotly's own measuring box, placed off the page on purpose)
+    const r = el.getBoundingClientRect();
+    if (!r.width || !r.height || getComputedStyle(el).visibility === 'hidden' || onScreen(r)) continue;
+    const box = scroller(el);
+    if (box && onScreen(box.getBoundingClientRect())) continue;
+    const name = el.tagName.toLowerCase() + '.' + String(el.className.baseVal ?? el.className).trim().split(/\\s+/)[0];
+    out.push(`${name} spans ${Math.round(r.left)}..${Math.round(r.right)} px: ${(el.textContent || '').slice(0, 40)}`);
+  }
+  return {scrollWidth: document.documentElement.scrollWidth, width, out};
+}"""
+# Each figure: drawn, not scrolling sideways, its title, axis titles, subplot titles, labels and legend entries
+# inside the figure and on the screen, and no two of its titles and labels on top of each other.
+FIGURE_TEXT = r"""() => {
+  const width = window.innerWidth, out = [];
+  document.querySelectorAll('.kvlab-plot, .kvlab-figure-static').forEach((box, i) => {
+    const svg = box.querySelector('.main-svg');
+    if (!svg) { out.push(`figure ${i + 1}: not drawn`); return; }
+    const s = svg.getBoundingClientRect();
+    if (box.scrollWidth > box.clientWidth + 1) out.push(`figure ${i + 1}: scrolls sideways`);
+    const texts = Array.from(box.querySelectorAll('text'))
+      .filter((t) => /^(g|[xy]\d*)title$/.test(t.getAttribute('class') || ''))
+      .concat(Array.from(box.querySelectorAll('.annotation-text, .legendtext')));
+    const seen = [];
+    texts.forEach((t) => {
+      const r = t.getBoundingClientRect();
+      if (!r.width) return;
+      const what = `figure ${i + 1}: ${t.getAttribute('class')} 「${t.textContent}」`;
+      if (r.left < Math.max(0, s.left) - 1 || r.right > Math.min(width, s.right) + 1 || r.top < s.top - 1
+          || r.bottom > s.bottom + 1) {
+        out.push(`${what} at x ${Math.round(r.left)}..${Math.round(r.right)}, y ${Math.round(r.top - s.top)}..` +
+                 `${Math.round(r.bottom - s.top)} is cut off (the figure: x ..${Math.round(s.right)}, y 0..${Math.round(s.height)})`);
+      }
+      if (t.classList.contains('legendtext')) return;
+      seen.forEach(([other, q]) => {
+        const w = Math.min(r.right, q.right) - Math.max(r.left, q.left), h = Math.min(r.bottom, q.bottom) - Math.max(r.top, q.top);
+        if (w > 2 && h > 2) out.push(`${what} overlaps ${other}`);
+      });
+      seen.push([`${t.getAttribute('class')} 「${t.textContent}」`, r]);
+    });
+  });
+  return out;
+}"""
+# Per figure: plotly's drawn width, its box's width, and whether its subplots are where the figure put them.
+FITTED = r"""() => Array.from(document.querySelectorAll('.kvlab-plot, .kvlab-figure-static')).map((box) => {
+  const area = box.querySelector('.kvlab-plot-area');
+  const domains = (l) => Object.keys(l).filter((k) => /^xaxis\d*$/.test(k)).sort()
+    .map((k) => String((l[k] || {}).domain || [0, 1])).join(' ');
+  return {drawn: area._fullLayout.width, box: area.clientWidth,
+          asDesigned: domains(area.layout) === domains(box.kvlabFigure.layout)};
+})"""
+
+
+def check_fits(page, where: str) -> list:
+    """Nothing wider than the page, every figure fitted (see OFF_THE_PAGE, FIGURE_TEXT); the figures' FITTED."""
+    page_width = page.evaluate(OFF_THE_PAGE)
+    assert page_width["scrollWidth"] <= page_width["width"], f"{where}: the page scrolls sideways: {page_width}"
+    assert page_width["out"] == [], f"{where}: wider than the page: {page_width['out'][:5]}"
+    assert page.evaluate(FIGURE_TEXT) == [], f"{where}: {page.evaluate(FIGURE_TEXT)[:5]}"
+    fitted = page.evaluate(FITTED)
+    assert all(abs(f["drawn"] - f["box"]) < 1 for f in fitted), f"{where}: a figure is not as wide as its box: {fitted}"
+    return fitted
+
+
+def figures_of(spec: dict, state: dict) -> list:
+    return [{"data": [spec["pool"][i] for i in f["data"]], "layout": spec["pool"][f["layout"]]}
+            for f in state["figures"]]
+
+
+def test_on_a_phone_nothing_is_wider_than_the_page_and_figures_fit_then_side_by_side_again_on_a_wide_screen(
+        book, chromium):
+    """Issue 30 (2b): 3.1 and 3.6 at 390 px. Figures take the screen's width (their side-by-side subplots one above
+    the other, titles wrapped), code and wide tables scroll in their own box; a precomputed slider still shows its
+    states; turned to a wide screen, the figures go back to their design. Screenshots: phone_*.png, desktop_*.png."""
+    report, _ = book
+    for prefix in ("01_", "06_"):  # 3.1, 3.6
+        ch = next(c for c in report.chapters if c.stem.startswith(prefix))
+        page, problems = open_offline(chromium, report.out / ch.page, PHONE, scale=2)
+        fitted = check_fits(page, f"{ch.page} at 390 px")
+        assert any(not f["asDesigned"] for f in fitted), f"{ch.page}: no figure's subplots were put one above the other"
+        page.screenshot(path=str(shots_dir() / f"phone_{ch.stem}_top.png"))
+        boxes = page.locator(".kvlab-plot, .kvlab-figure-static")
+        for n in range(min(2, boxes.count())):
+            boxes.nth(n).screenshot(path=str(shots_dir() / f"phone_{ch.stem}_figure{n + 1}.png"))
+        page.locator(".jp-InputArea-editor").nth(1).scroll_into_view_if_needed()
+        page.screenshot(path=str(shots_dir() / f"phone_{ch.stem}_code.png"))
+        # a precomputed slider moved on the phone: the page shows that state, and it fits
+        pid = page.evaluate("() => Array.from(document.querySelectorAll('.kvlab-static-panel'))"
+                            ".find((el) => el.kvlabSpec.controls.some((c) => c.states)).id")
+        spec = page.evaluate("(id) => document.getElementById(id).kvlabSpec", pid)
+        control = next(c for c in spec["controls"] if "states" in c)
+        last = len(control["states"]) - 1
+        move(page, pid, control["name"], last)
+        shown = page.evaluate(SHOWN, pid)
+        if "error" not in control["states"][last]:
+            assert shown["figures"] == figures_of(spec, control["states"][last]), f"{pid}: not the state moved to"
+        check_fits(page, f"{ch.page} at 390 px, {control['name']} moved to its last value")
+        move(page, pid, control["name"], control["default"])
+        # turned into a wide screen: every figure as designed, as wide as its box
+        page.set_viewport_size(DESKTOP)
+        page.wait_for_function(f"() => ({FITTED})().every((f) => f.asDesigned && Math.abs(f.drawn - f.box) < 1)",
+                               timeout=30_000)
+        check_fits(page, f"{ch.page} widened to 1300 px")
+        page.close()
+        assert problems == [], f"{ch.page}: {problems}"
+    page, problems = open_offline(chromium, report.out / ch.page)  # 3.6 opened on a wide screen
+    fitted = check_fits(page, f"{ch.page} at 1300 px")
+    assert all(f["asDesigned"] for f in fitted) and problems == []
+    page.locator(".kvlab-plot, .kvlab-figure-static").nth(0).scroll_into_view_if_needed()
+    page.screenshot(path=str(shots_dir() / f"desktop_{ch.stem}.png"))
+    page.close()
+
+
+def test_run_info_gives_the_cores_this_process_may_use_not_the_machines(monkeypatch):
+    """Issue 30 (3): the site's header prints kvlab.resources.cpu_budget() (a hub pod's quota), not os.cpu_count()."""
+    from kvlab.resources import Limit
+
+    monkeypatch.setattr(site, "cpu_budget", lambda: Limit(1, "cgroup CPU 配额"))
+    monkeypatch.setattr(site.os, "cpu_count", lambda: 64)
+    info = site.RunInfo.here()
+    assert "可用 1 核（cgroup CPU 配额）" in info.machine and "64 核" not in info.machine
+    assert "可用 1 核（cgroup CPU 配额）" in info.html()

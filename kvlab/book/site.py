@@ -37,6 +37,7 @@ from pathlib import Path
 import nbformat
 
 from ..colab import BADGE_MARKER, SETUP_MARKER, colab_url
+from ..resources import cpu_budget
 from .capture import PAGE_ENV, REPLAY_ENV, STATIC_MIME
 
 HERE = Path(__file__).resolve().parent
@@ -95,8 +96,9 @@ class RunInfo:
         device = pick_device()
         cpu = cpu_name()
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu
+        budget = cpu_budget()  # the cores this process may use (a hub pod's quota), not the node's count
         return cls(date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                   machine=f"{cpu}，{os.cpu_count()} 核，{platform.system()} {platform.machine()}",
+                   machine=f"{cpu}，可用 {budget.value} 核（{budget.source}），{platform.system()} {platform.machine()}",
                    device=f"{device.type}（{name}）", python=platform.python_version(), torch=torch.__version__)
 
     def html(self) -> str:

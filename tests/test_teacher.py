@@ -558,7 +558,6 @@ CORES = {"单核": 1, "双核": 2, "四核": 4}
 # Sentences in the notebooks that issue 31 found false against run_times.json; the test below is expected to fail
 # while they are there and runs normally once they are changed.
 KNOWN_FALSE = {
-    "01_autoregressive_decode.ipynb": "默认设置下，在双核 CPU 上从头到尾运行不到一分钟；有 GPU 时会自动使用",
 }
 
 

@@ -315,6 +315,7 @@ class Kernel:
 
         msg_id = self._send(msg_type, content, channel)
         reply, idle, text, errors = None, msg_type == "kernel_info_request", [], []
+        self.last_outputs = []  # display_data outputs as nbformat stores them (recorded claims ride in their metadata)
         deadline = time.monotonic() + timeout
         while reply is None or not idle:
             if time.monotonic() > deadline:
@@ -336,6 +337,9 @@ class Kernel:
                     text.append(msg["content"]["text"])
                 elif kind == "error":
                     errors.append(msg["content"])
+                elif kind == "display_data":
+                    self.last_outputs.append({"output_type": "display_data", "data": msg["content"].get("data", {}),
+                                              "metadata": msg["content"].get("metadata", {})})
                 elif kind == "status" and msg["content"]["execution_state"] == "idle":
                     idle = True
             elif msg.get("channel") == "shell" and kind.endswith("_reply"):

@@ -38,6 +38,8 @@ pytest.importorskip("websocket", reason="websocket-client is not installed (pip 
 from hub_support import CellError, Hub, Student  # noqa: E402
 
 from kvlab.teacher.link import FIRST_CHAPTER, pull_link  # noqa: E402
+from kvlab import claims  # noqa: E402
+from test_busy_claims import CLAIMING  # noqa: E402  (notebook -> the choosers its lesson uses)
 
 pytestmark = [pytest.mark.slow]
 
@@ -115,6 +117,7 @@ def run_chapter(student: Student, folder: str, chapter: str) -> dict:
     error = None
     try:
         started = time.monotonic()
+        executed = {"cells": []}  # what a run-all shows: the claims recorded with each cell's displays
         for cell in nb.cells:
             if cell.cell_type == "code" and cell.source.strip():
                 try:
@@ -122,13 +125,18 @@ def run_chapter(student: Student, folder: str, chapter: str) -> dict:
                 except CellError as e:
                     error = str(e)
                     break
+                finally:
+                    executed["cells"].append({"outputs": kernel.last_outputs})
         seconds = time.monotonic() - started
         text = kernel.execute(PROBE)
     finally:
         kernel.shutdown()
     probe = json.loads(text.split("KVLAB-HUB-PROBE ", 1)[1])
+    choosers = CLAIMING.get(Path(CHAPTERS[chapter]).name, ())
+    false_claims = claims.check_recorded(executed, choosers) if choosers else []  # re-evaluated, not trusted
     return {"student": student.name, "chapter": chapter, "seconds": seconds, "kernel_start": kernel.start_seconds,
-            "error": error, **probe}
+            "error": error or ("; ".join(false_claims) if false_claims else None),
+            "claims": len(claims.recorded(executed)), **probe}
 
 
 def test_a_class_runs_the_course_on_jupyterhub(hub, course_remote, tmp_path):
@@ -211,6 +219,8 @@ def test_a_class_runs_the_course_on_jupyterhub(hub, course_remote, tmp_path):
     assert not failed, f"{len(failed)} of {len(runs) + len(alone)} chapter runs failed:\n" + "\n\n".join(
         f"{r['student']} {r['chapter']}: {r['error']}" for r in failed)
     assert not killed, f"processes the hub started outlived it and had to be killed: {killed}"
+    for r in [*alone.values(), *runs]:  # a chapter on kvlab.claims recorded its claims (each re-checked above)
+        assert r["claims"] > 0 or Path(CHAPTERS[r["chapter"]]).name not in CLAIMING, f"{r['student']} {r['chapter']}: no claims"
     assert "configurable-http-proxy" in started_kinds and "jupyterhub.singleuser" in started_kinds \
         and "ipykernel" in started_kinds, f"the leftover check saw too little: {sorted(set(hub.seen.values()))}"
     for r in [*alone.values(), *runs]:

@@ -195,7 +195,8 @@ def _said(claims_):
 def test_every_template_shows_exactly_what_its_rule_shows():
     for chooser in lesson.CHOOSERS:
         for rule in chooser.rules:
-            terms = {"mode"} if chooser in (lesson.STEP_EXPONENT, lesson.CUMULATIVE) else set()
+            terms = {"mode"} if chooser in (lesson.STEP_EXPONENT, lesson.STEP_UNREAD, lesson.STEP_STEEP,
+                                            lesson.CUMULATIVE) else set()
             assert lesson.ZH.placeholders(rule.key) == set(rule.shows) | terms, rule.key
     assert set(lesson.ZH.templates) == {k for c in lesson.CHOOSERS for k in c.keys}
 
@@ -264,9 +265,14 @@ def test_every_key_of_every_chooser_is_reached():
                    "to": num(late)}
         reached.setdefault(lesson.STEP_EXPONENT.choose(numbers, {"mode": "none"}).key, "k")
         reached.setdefault(lesson.CUMULATIVE.choose(numbers, {"mode": "none"}).key, "k")
+    # a steep exponent: read as the t² term only where the counted crossover is near (cell 16's review)
+    steep = {"k": num(1.45, kind=claims.DIFFERENCE), "from": num(17.92, 2, "ms"), "to": num(37.75, 2, "ms")}
+    reached.setdefault(lesson.STEP_EXPONENT.choose(steep, {"mode": "none"}).key, "steep, crossover near")
+    reached.setdefault(lesson.STEP_STEEP.choose(steep, {"mode": "none"}).key, "steep, crossover far")
     # the long cached run (cell 18): growing by a large, a notable and a small share, flat, noisy
     t = list(range(5, 1029))
-    for name, ms in {"large": [1 + 0.004 * x for x in t], "notable": [2 + 0.001 * x for x in t],
+    for name, ms in {"large": [1 + 0.004 * x for x in t], "half": [1 + 0.001 * x for x in t],
+                     "notable": [2 + 0.001 * x for x in t],
                      "small": [10 + 0.001 * x for x in t], "flat (GPU)": [0.25] * len(t),
                      "falling": [3 - 0.001 * x for x in t]}.items():
         reached.setdefault(lesson.explain_growth(lesson.fit_step_time(_fake("kv", t, ms)), model)[0].key, name)
@@ -288,7 +294,8 @@ def test_every_claim_of_every_shape_passes_the_checker():
     nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {"text/plain": text},
                                                         "metadata": {"kvlab_claims": [c.record() for c in said]}}]}
                     for text, said in cells]}
-    assert len(claims.recorded(nb)) == 9 * 9 + 3 and claims.check_recorded(nb, lesson.CHOOSERS) == []
+    assert len(claims.recorded(nb)) == 9 * len(_latency_shapes()) + 3
+    assert claims.check_recorded(nb, lesson.CHOOSERS) == []
 
 
 def test_explain_growth_by_hand():
@@ -370,3 +377,45 @@ def test_latency_panel_bounds_the_work_one_click_starts():
     assert lesson.latency_work(6, 1) == 2 * (4 + 5 + 6 + 7 + 8 + 9)  # passes over 4 .. 9 tokens, warm-up and one run
     assert lesson.latency_work(192, 1) < lesson.latency_work(544, 1) <= lesson.LATENCY_MAX_WORK  # default fits
     assert lesson.latency_work(576, 1) > lesson.LATENCY_MAX_WORK >= lesson.latency_work(352, 3)
+
+
+def test_the_exponents_reading_agrees_with_the_sentences_before_it():
+    """Review of a busy run: 「看不出随 t 的增长」 was followed by 「单步指数 1.06 接近 1：与 t 成正比的部分为主」, and
+    「t² 部分已经显现」 stood next to a counted crossover far beyond the lengths measured."""
+    num, d = claims.number, claims.DIFFERENCE
+    far = lesson.CROSSOVER.choose({"cross": num(1568, 0), "n": num(195, 0)})
+    near = lesson.CROSSOVER.choose({"cross": num(300, 0), "n": num(195, 0)})
+    said = {k: lesson.CACHED.choose({"median": num(2.32, 2, "ms"), "t0": num(16, 0), "first": num(f, 2, "ms"),
+                                     "t1": num(184, 0), "last": num(2.91, 2, "ms"), "eighths": claims.series([2.0] * 8, 2, "ms"),
+                                     "share": num(3, 0, "%")})
+            for k, f in (("flat", 2.81), ("noisy", 1.5))}
+    assert said["flat"].key == "decode.cached.flat" and said["noisy"].key == "decode.cached.noisy"
+    timing = _latency_shapes()["idle"][1]  # any timing: the reading is what is tested
+    for growth in said.values():
+        reading = lesson._exponent_claims(timing, "kv", growth, far)[0]
+        assert reading.key in ("decode.step_exponent.flat", "decode.exponent_unread.noisy", "decode.step_exponent.noisy",
+                               "decode.step_exponent.unfit"), reading.key
+    steep = {"k": num(1.45, kind=d), "from": num(17.92, 2, "ms"), "to": num(37.75, 2, "ms")}
+    assert lesson.STEP_EXPONENT.choose(steep, {"mode": "none"}).key == "decode.step_exponent.between"
+    assert lesson.STEP_STEEP.choose(steep, {"mode": "none"}).key == "decode.exponent_steep.not_t2"
+    grows = claims.Claim(lesson.UNCACHED.rules[0].key, {}, {})
+    for name, (none, _kv) in _latency_shapes().items():  # next to a far crossover, never 「t² 部分已经显现」
+        reading = lesson._exponent_claims(none, "none", grows, far)[0]
+        assert reading.key not in ("decode.step_exponent.between", "decode.step_exponent.quadratic"), name
+    assert near.key == "decode.crossover.near"
+    text = lesson.ZH.say(lesson.STEP_STEEP.choose(steep, {"mode": "none"}))
+    assert "不是 t² 项" in text and "1.45" in text
+
+
+def test_a_saved_notebooks_sorted_metadata_still_checks():
+    """nbformat writes metadata with sorted keys: the checker compares the fields as a set."""
+    import nbformat
+
+    model = lesson.timing_model()
+    none, kv = _latency_shapes()["idle"]
+    said = lesson.explain_latency({"none": none, "kv": kv}, model)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])
+    nb.cells[0].outputs = [nbformat.v4.new_output("display_data", data={"text/plain": "\n".join(lesson.ZH.say(c) for c in said)},
+                                                  metadata={"kvlab_claims": [c.record() for c in said]})]
+    again = nbformat.reads(nbformat.writes(nb), as_version=4)
+    assert len(claims.recorded(again)) == len(said) and claims.check_recorded(again, lesson.CHOOSERS) == []

@@ -486,6 +486,13 @@ def _exponent_holds(low: float, high: float):
     return holds
 
 
+# Said instead of the exponent's reading when the mode's growth sentence above says otherwise: no exponent reading
+# beside a "can't tell", only "level" beside "level"; and "t² shows" only where the counted crossover is near.
+STEP_UNREAD = Chooser("decode.exponent_unread", (Rule("decode.exponent_unread.noisy", ("k",), substantive=False),))
+STEP_STEEP = Chooser("decode.exponent_steep", (
+    Rule("decode.exponent_steep.not_t2", ("k", "from", "to"), lambda v: v["k"] >= 1.15 and v["to"] > v["from"]),
+))
+
 STEP_EXPONENT = Chooser("decode.step_exponent", (
     Rule("decode.step_exponent.flat", ("k", "from", "to"), _exponent_holds(-0.3, 0.3)),
     Rule("decode.step_exponent.mixed", ("k", "from", "to"), _exponent_holds(0.3, 0.85)),
@@ -522,7 +529,8 @@ EXTRAPOLATION = Chooser("decode.extrapolation", (
     Rule("decode.extrapolation.none", ("top",), substantive=False),
 ))
 
-GROWTH_RULES = {"large": lambda s: s >= 50, "notable": lambda s: 20 <= s < 50, "small": lambda s: s < 20}
+GROWTH_RULES = {"large": lambda s: s >= 55, "half": lambda s: 45 <= s < 55, "notable": lambda s: 20 <= s < 45,
+                "small": lambda s: s < 20}
 
 
 def _growth_holds(size: str):
@@ -541,12 +549,14 @@ GROWTH = Chooser("decode.growth", (
 ))
 
 GROWING = {"decode.uncached.growth_dominates", "decode.uncached.fixed_dominates", "decode.cached.grows"}
-CHOOSERS = (TOTALS, UNCACHED, CROSSOVER, STEP_EXPONENT, CUMULATIVE, CACHED, EXTRAPOLATION, GROWTH)
+CHOOSERS = (TOTALS, UNCACHED, CROSSOVER, STEP_EXPONENT, STEP_UNREAD, STEP_STEEP, CUMULATIVE, CACHED, EXTRAPOLATION,
+            GROWTH)
 
 _GROWTH_ZH = ("有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 涨到 {last}，拟合斜率 {slope}：缓存里每多一个 "
               "token，每一步就多花这么多时间。在 t = {t1} 附近，这部分占单步的 {share}，{size}。每多一个 token 要多读 "
-              "{per_token} 的 K/V，相当于以约 {rate} 读缓存（再加上和它做注意力的计算）。")
-_RERUN = "增加重复次数再测一次。"
+              "{per_token} 的 K/V；若把这部分时间全算作读缓存，等效读取速度约 {rate}，其中还包括和这些 K/V 做注意力的计算，"
+              "所以真正的读取速度只会更快。")
+_RERUN = "把上面面板里的「重复次数（取中位数）」调大，点「运行测量」，再运行这一格；机器忙时先关掉别的占 CPU 的程序。"
 ZH = Catalog("zh", {
     "decode.totals.faster": "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}，有缓存快 {speedup}。",
     "decode.totals.unclear": "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}；这一次有缓存没有更快，"
@@ -569,7 +579,13 @@ ZH = Catalog("zh", {
                                  "固定开销为主。",
     "decode.step_exponent.mixed": "{mode}的单步指数 {k} 在 0 和 1 之间（后半段从 {from} 涨到 {to}）：固定开销和随 t 增长的"
                                   "部分都有份。",
-    "decode.step_exponent.linear": "{mode}的单步指数 {k} 接近 1（后半段从 {from} 涨到 {to}）：与 t 成正比的部分为主。",
+    "decode.step_exponent.linear": "{mode}的单步指数 {k} 接近 1（后半段从 {from} 涨到 {to}）：后半段的单步耗时大致随 t "
+                                   "成正比地变长。",
+    "decode.exponent_unread.noisy": "{mode}的单步指数 {k}：上一句已经说明，这么短的长度内随 t 增长的那一项分不出来，这个指数"
+                                   "反映的是计时波动，不作解读（下一节用 1,024 个 token 专门测有缓存的增长）。",
+    "decode.exponent_steep.not_t2": "{mode}的单步指数 {k} 大于 1（后半段从 {from} 涨到 {to}），比按 FLOP 数预计"
+                                                 "的更陡：在这个长度上 t² 项还很小（见上面的转折点），多出来的陡度来自计时"
+                                                 "波动和矩阵乘法在不同长度下效率不同，不是 t² 项。",
     "decode.step_exponent.between": "{mode}的单步指数 {k} 在 1 和 2 之间（后半段从 {from} 涨到 {to}）：t² 部分已经显现。",
     "decode.step_exponent.quadratic": "{mode}的单步指数 {k} 接近 2（后半段从 {from} 涨到 {to}）：t² 部分为主。",
     "decode.step_exponent.noisy": "{mode}的单步指数 {k} 和后半段实测的单步耗时对不上，或者不在 0 到 2 之间：这是计时噪声；"
@@ -594,15 +610,15 @@ ZH = Catalog("zh", {
                                  "把滑块拉到最右（{top} 个 token），无缓存一次约需 {none_min}，有缓存约 {kv_s}。",
     "decode.extrapolation.kv_flat": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}），把滑块拉到最右（{top} 个 token），"
                                     "无缓存一次约需 {none_min}；有缓存这次没测出随 t 的增长，按单步中位数 {median} 算约 "
-                                    "{kv_s}（读缓存那一项没算进去，实际会更长一些）。",
+                                    "{kv_s}（读缓存那一项没算进去，实际会更长，长多少见下一节测出的斜率）。",
     "decode.extrapolation.none": "这一次说不清无缓存的单步耗时随 t 怎样增长，就不按它外推到滑块最右（{top} 个 token）；"
                                  "把生成长度调大或" + _RERUN,
     **{f"decode.growth.{size}": _GROWTH_ZH.replace("{size}", word)
-       for size, word in (("large", "占了大头"), ("notable", "已经不小"), ("small", "还不大"))},
+       for size, word in (("large", "占了大头"), ("half", "约占一半"), ("notable", "已经不小"), ("small", "还不大"))},
     "decode.growth.flat": "有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 到 {last}，几乎不变：读缓存那一项"
                           "淹没在固定开销里（在 GPU 上，时间主要花在逐个启动核函数上，常常就是这样）。",
     "decode.growth.noisy": "有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 到 {last}，这一次没有测出清楚的"
-                           "增长，计时噪声盖过了它；重跑这一格，或者加大 new_tokens 再试。",
+                           "增长，计时噪声盖过了它；重跑这一格，或者把这一格里的 new_tokens=1024 改大（最多约 2000）再试。",
 }, words={"none": "无缓存", "kv": "有缓存", "min": "分钟"})
 
 
@@ -611,16 +627,26 @@ def show_claims(claims: list[Claim]) -> None:
     show(claims, ZH)
 
 
-def _exponent_claims(timing: DecodeTiming, mode: str) -> list[Claim]:
+def _exponent_claims(timing: DecodeTiming, mode: str, growth: Claim, crossover: Claim) -> list[Claim]:
     """The step exponent (fitted over the second half) beside the medians of that half's first and last eighth;
-    the cumulative exponent beside the first 4 passes' mean and the second half's median step."""
+    the cumulative exponent beside the first 4 passes' mean and the second half's median step. The exponent's
+    reading agrees with the sentences before it: ``growth`` (this mode's steps: can't tell -> not read; level ->
+    only "level") and the counted ``crossover`` (far -> a steep exponent is not the t² term)."""
     steps_ms = [s * 1e3 for s in timing.step_seconds]
     early, late = sum(steps_ms[:4]) / len(steps_ms[:4]), median(steps_ms[1 + (len(steps_ms) - 1) // 2:])
     eighths = timing_ends(timing).eighths_ms
     step = {"k": number(timing.step_exponent, kind=DIFFERENCE), "from": _ms(eighths[len(eighths) // 2]),
             "to": _ms(eighths[-1])}
     k_cum = number(timing.cumulative_exponent, kind=DIFFERENCE)
-    return [STEP_EXPONENT.choose(step, {"mode": mode}),
+    reading = STEP_EXPONENT.choose(step, {"mode": mode})
+    read = STEP_EXPONENT.rule(reading.key).substantive  # an exponent already said to be noise or unfit stays so
+    if read and (growth.key.endswith(".noisy")
+                 or (growth.key.endswith(".flat") and reading.key != "decode.step_exponent.flat")):
+        reading = STEP_UNREAD.choose(step, {"mode": mode})
+    elif reading.key in ("decode.step_exponent.between", "decode.step_exponent.quadratic") \
+            and crossover.key == "decode.crossover.far":
+        reading = STEP_STEEP.choose(step, {"mode": mode})
+    return [reading,
             CUMULATIVE.choose({"k": k_cum, "early": _ms(early), "late": _ms(late)}, {"mode": mode})]
 
 
@@ -645,14 +671,15 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
     kv_s = (sum(kv.first_ms + kv_slope * (t - kv.t0) for t in lengths) / 1e3 if cached.key in GROWING
             else kv.median_ms * top / 1e3)
     n = none_t.seq_len[-1]
+    crossover = CROSSOVER.choose({"cross": _count(crossover_length(model)), "n": _count(n)})
     return [
         TOTALS.choose({"n": _count(kv_t.new_tokens), "none_s": number(total_none, 2, "s"),
                        "kv_s": number(total_kv, 2, "s"), "speedup": number(ratio(total_none, total_kv), 1, "×")}),
         uncached,
-        CROSSOVER.choose({"cross": _count(crossover_length(model)), "n": _count(n)}),
-        *_exponent_claims(none_t, "none"),
+        crossover,
+        *_exponent_claims(none_t, "none", uncached, crossover),
         cached,
-        *_exponent_claims(kv_t, "kv"),
+        *_exponent_claims(kv_t, "kv", cached, crossover),
         EXTRAPOLATION.choose({"rate": number(rate, 1, "GFLOP/s"), "slope": number(kv_slope * 1e3, 2, "µs/token"),
                               "top": _count(top), "none_min": number(none_s / 60, 1, "min"),
                               "median": _ms(kv.median_ms), "kv_s": number(kv_s, 1, "s")}),

@@ -22,9 +22,8 @@ pytestmark = [pytest.mark.slow]
 
 # Appended to each chapter: where kvlab came from and the kernel's peak resident size, as one JSON line.
 PROBE = """import json as _json, kvlab as _kvlab
-with open("/proc/self/status") as _f:
-    _hwm = next(int(line.split()[1]) * 1024 for line in _f if line.startswith("VmHWM:"))
-print("KVLAB-PROBE " + _json.dumps({"file": _kvlab.__file__, "peak_rss": _hwm}))"""
+from kvlab.resources import peak_resident_bytes as _peak
+print("KVLAB-PROBE " + _json.dumps({"file": _kvlab.__file__, "peak_rss": _peak()}))"""
 
 RUNNER = """import json, sys
 from pathlib import Path

@@ -134,10 +134,9 @@ def output_characters(nb) -> int:
 # Run by the kernel after the chapter's last cell: its peak resident size (VmHWM: no short peak is missed, as
 # polling from outside would) and its CPU time so far, as one line.
 KERNEL_PROBE = """import os as _os
-with open("/proc/self/status") as _f:
-    _hwm = next(int(line.split()[1]) * 1024 for line in _f if line.startswith("VmHWM:"))
+from kvlab.resources import peak_resident_bytes as _peak
 _t = _os.times()
-print("KVLAB-KERNEL", _hwm, round(_t.user + _t.system, 2))"""
+print("KVLAB-KERNEL", _peak(), round(_t.user + _t.system, 2))"""
 
 
 @dataclass

@@ -17,3 +17,22 @@ def pytest_terminal_summary(terminalreporter):
     for path, seconds in sorted(_NOTEBOOK_SECONDS.items()):
         terminalreporter.write_line(f"{path}: {seconds:.1f} s")
     terminalreporter.write_line(f"whole course: {sum(_NOTEBOOK_SECONDS.values()):.1f} s")
+
+
+# -- the quick subset: `python -m pytest -m "not slow"` ----------------------------------
+# Whole-course runs are marked slow here, by where they live, because nbval's items carry no markers of their own
+# and a module-level pytestmark is easy to forget: every notebook under nbval, the browser suite, the static
+# edition built from executed chapters, the wheel and installed-course runs, the busy-machine claims, the hub.
+SLOW_MODULES = {"test_browser.py", "test_hub.py", "test_wheel.py", "test_installed_course.py", "test_busy_claims.py",
+                "test_panel_costs.py"}
+SLOW_FIXTURES = {"book"}  # tests/test_book.py: the fixture builds the whole static edition
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        name = item.path.name
+        if (name.endswith(".ipynb") or name in SLOW_MODULES or "browser" in item.keywords
+                or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.slow)

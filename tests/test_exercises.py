@@ -7,6 +7,7 @@ version of it), then the check cell, all in one namespace. Expected numbers are 
 from __future__ import annotations
 
 import ast
+import html
 import json
 import shutil
 from pathlib import Path
@@ -26,7 +27,8 @@ GIB, MIB = 2**30, 2**20
 
 
 @pytest.fixture(autouse=True)
-def fresh_attempts():
+def fresh_attempts(monkeypatch):
+    monkeypatch.delenv(checker.TEACHER_ENV, raising=False)  # a learner's kernel unless a test says otherwise
     checker.reset_attempts()
     yield
     checker.reset_attempts()
@@ -489,6 +491,81 @@ def test_feedback_html_holds_the_solution_collapsed_and_escaped():
     assert "room // per_sequence" in page and "<details open" not in page  # collapsed until opened
     bug = checker.Feedback(ch04.LARGEST_BATCH, checker.WRONG, "<script>x</script>", ("a<b",), None, "x < y")
     assert "<script>" not in bug._repr_html_() and "&lt;script&gt;" in bug._repr_html_()
+
+
+# -- issue 31 part 5: a solution only after a real attempt -------------------------------------------------------
+def shows_solution(fb: checker.Feedback, key: str) -> bool:
+    """Whether the feedback, as text and as HTML, carries the solution of ``key`` (its last line, distinctive)."""
+    last = SOLUTIONS[key].strip().splitlines()[-1].strip()
+    page = fb._repr_html_()
+    found = html.escape(last) in page
+    assert found == (fb.solution is not None) == ("kvlab-exercise-solution\"" in page), page
+    assert found != ("kvlab-exercise-solution-locked" in page), page  # before: says when it appears
+    return found
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.key)
+def test_no_solution_before_a_real_attempt_not_even_after_checking_the_stub(ex):
+    first = run_cells(ex, ex.stub)
+    assert not shows_solution(first, ex.key) and checker.SOLUTION_LOCKED in first.text
+    again = run_cells(ex, ex.stub)  # a TODO check is not an attempt
+    assert again.status == checker.TODO and not shows_solution(again, ex.key)
+
+
+def test_the_solution_appears_after_one_wrong_real_attempt_and_stays():
+    key = ch04.LARGEST_BATCH.key
+    assert not shows_solution(run_cells(ch04.LARGEST_BATCH, ch04.LARGEST_BATCH.stub), key)
+    wrong = run_cells(ch04.LARGEST_BATCH, "largest_batch = 1")
+    assert wrong.status == checker.WRONG and shows_solution(wrong, key)
+    assert checker.SOLUTION_LOCKED not in wrong.text
+    assert shows_solution(run_cells(ch04.LARGEST_BATCH, ch04.LARGEST_BATCH.stub), key)  # once is enough
+    other = ch04.WINDOW  # an attempt at one exercise unlocks only that one
+    assert not shows_solution(run_cells(other, other.stub), other.key)
+    checker.reset_attempts()  # a restarted kernel starts over
+    assert not shows_solution(run_cells(ch04.LARGEST_BATCH, ch04.LARGEST_BATCH.stub), key)
+
+
+def test_a_partly_filled_answer_that_is_still_todo_is_not_an_attempt():
+    fb = run_cells(ch05.IDENTIFY, 'bug_x = "no_reset"\nbug_y = None')
+    assert fb.status == checker.TODO and not shows_solution(fb, ch05.IDENTIFY.key)
+    fb = run_cells(ch05.IDENTIFY, 'bug_x = "k_as_v"\nbug_y = None')  # a filled field is wrong: a real attempt
+    assert fb.status == checker.WRONG and shows_solution(fb, ch05.IDENTIFY.key)
+
+
+def test_a_right_first_attempt_shows_the_solution_to_compare_with():
+    fb = run_cells(ch04.LARGEST_BATCH, "largest_batch = 15")
+    assert fb.right and shows_solution(fb, ch04.LARGEST_BATCH.key)
+
+
+@pytest.mark.parametrize("value", ["1", "true", " Yes ", "ON"])
+def test_the_teacher_variable_shows_every_solution_at_once(monkeypatch, value):
+    monkeypatch.setenv(checker.TEACHER_ENV, value)
+    for ex in EXERCISES[:3] + [ch04.LARGEST_BATCH]:
+        assert shows_solution(run_cells(ex, ex.stub), ex.key)
+
+
+@pytest.mark.parametrize("value", ["", "0", "false", "no", "off", "maybe"])
+def test_the_teacher_variable_off_or_unreadable_keeps_them_withheld(monkeypatch, value):
+    monkeypatch.setenv(checker.TEACHER_ENV, value)
+    assert not shows_solution(run_cells(ch04.LARGEST_BATCH, ch04.LARGEST_BATCH.stub), ch04.LARGEST_BATCH.key)
+
+
+def test_show_solutions_turns_teacher_mode_on_and_off_in_the_kernel(monkeypatch, capsys):
+    import kvlab.exercises
+
+    ex = ch04.LARGEST_BATCH
+    kvlab.exercises.show_solutions()
+    assert "附上参考答案" in capsys.readouterr().out
+    assert shows_solution(run_cells(ex, ex.stub), ex.key)
+    kvlab.exercises.show_solutions(False)  # hidden again, whatever the environment says
+    monkeypatch.setenv(checker.TEACHER_ENV, "1")
+    assert not shows_solution(run_cells(ex, ex.stub), ex.key)
+    kvlab.exercises.show_solutions(None)  # the environment decides again
+    assert shows_solution(run_cells(ex, ex.stub), ex.key)
+    assert "附上参考答案" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="True, False or None"):
+        kvlab.exercises.show_solutions("yes")
+    assert checker.SOLUTION_GATE.teacher is None  # a bad value changes nothing
 
 
 def test_a_bug_in_a_grader_is_reported_not_raised():

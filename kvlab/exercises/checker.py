@@ -7,8 +7,15 @@ it runs the grader, counts wrong attempts (the hint appears from the second one)
 :class:`Feedback` that Jupyter and Colab render as plain HTML (``_repr_html_``) and a terminal as text.
 
 Learner code is called through :func:`call`, which turns an exception into :class:`LearnerError` naming the
-case; an answer left as the stub gave it is 「还没有完成」, never an error. The reference solutions are in
-:mod:`kvlab.exercises.solutions` and are shown only when the learner opens 「显示参考答案」.
+case; an answer left as the stub gave it is 「还没有完成」, never an error.
+
+Reference solutions (:mod:`kvlab.exercises.solutions`) are withheld until an attempt: an exercise's feedback carries
+its solution, folded under 「显示参考答案」, only once this kernel has checked a real attempt at it (a check whose
+status is not TODO: the stub was changed), and says so before. :data:`SOLUTION_GATE` remembers those attempts (per
+exercise key, in this kernel's memory; a restarted kernel starts over). A teacher shows every solution at once:
+``KVLAB_TEACHER=1`` in the environment JupyterLab (and so the kernel) starts in, or
+``kvlab.exercises.show_solutions()`` in a running kernel (``show_solutions(False)`` hides them again until an
+attempt, whatever the environment says; ``show_solutions(None)`` lets ``KVLAB_TEACHER`` decide again).
 
 What comes from the ecosystem: nbgrader's pairing of a solution cell (here the learner's stub) with a test
 cell right below it, and its rule that an untouched stub is recognised and never counted as an answer;
@@ -21,8 +28,7 @@ from __future__ import annotations
 import dis
 import html
 import inspect
-import math
-import numbers
+import os
 import re
 import traceback
 import unicodedata
@@ -32,8 +38,11 @@ from fractions import Fraction
 from typing import Callable
 
 from ..memory import format_bytes
+from ..questions import (MAX_ANSWER_CHARS, RIGHT, TODO, WRONG, AnswerError, Choice, Verdict, clip, close,  # noqa: F401
+                         parse_number, right, wrong)
+from ..questions import normalize_answer as _normalize, typed_number as _typed_number
 
-TODO, RIGHT, WRONG, BUG = "todo", "right", "wrong", "bug"
+BUG = "bug"  # TODO, RIGHT and WRONG are kvlab.questions'
 NOT_DONE = "还没有完成"
 
 
@@ -57,26 +66,8 @@ class Exercise:
         return self.key.split(".")[1]
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What a grader found: ``status`` (TODO, RIGHT or WRONG), one Chinese sentence, and detail lines
-    (the failing case, expected and got)."""
-
-    status: str
-    message: str
-    details: tuple[str, ...] = ()
-
-
 def todo(message: str = "") -> Verdict:
     return Verdict(TODO, f"{NOT_DONE}：{message}" if message else f"{NOT_DONE}。")
-
-
-def right(message: str, *details: str) -> Verdict:
-    return Verdict(RIGHT, message, tuple(details))
-
-
-def wrong(message: str, *details: str) -> Verdict:
-    return Verdict(WRONG, message, tuple(details))
 
 
 class LearnerError(Exception):
@@ -103,11 +94,6 @@ def call(fn: Callable, *args, case: str = "", extra: str = ""):
         where = f"（{case}）" if case else ""
         line = clip("".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1], 300)
         raise LearnerError(wrong(f"你的代码出错了{where}：{line}", *([extra] if extra else []))) from None
-
-
-def clip(text: str, limit: int = 40) -> str:
-    """``text`` shortened to ``limit`` characters (an answer or an error echoed back is never a page long)."""
-    return text if len(text) <= limit else f"{text[:limit - 1]}…（共 {len(text):,} 个字符）"
 
 
 # -- answers that merely call the reference ------------------------------------------------------------------
@@ -182,9 +168,53 @@ def refuses_reference(fn, references: dict[str, object]) -> Verdict | None:
 # -- attempts and feedback ----------------------------------------------------------------------------
 ATTEMPTS: Counter = Counter()  # wrong attempts per exercise key, in this kernel
 
+TEACHER_ENV = "KVLAB_TEACHER"
+TEACHER_ON = ("1", "true", "yes", "on")  # what KVLAB_TEACHER may say to show every solution (any case)
+SOLUTION_LOCKED = "参考答案会在你第一次检查自己写的答案之后出现：先改上面的代码格，再运行这一格。"
+
+
+@dataclass
+class SolutionGate:
+    """Which reference solutions this kernel shows: an exercise's once a real attempt at it was checked, every one
+    in teacher mode (``teacher``, set by :func:`show_solutions`; None: the ``KVLAB_TEACHER`` variable decides)."""
+
+    attempted: set = field(default_factory=set)  # exercise keys with a checked real attempt
+    teacher: bool | None = None
+
+    def teaching(self) -> bool:
+        if self.teacher is not None:
+            return self.teacher
+        return os.environ.get(TEACHER_ENV, "").strip().lower() in TEACHER_ON
+
+    def record(self, key: str, status: str) -> None:
+        """Note a check of ``key``: any status but TODO means the learner's own answer was checked."""
+        if status != TODO:
+            self.attempted.add(key)
+
+    def shows(self, key: str) -> bool:
+        return self.teaching() or key in self.attempted
+
+
+# Module state, on purpose: the kernel's memory of the learner's checks (wrong attempts for the hints, real
+# attempts for the solutions). Check cells are separate calls with nothing else to carry it; listed in ARCHITECTURE.md.
+SOLUTION_GATE = SolutionGate()
+
+
+def show_solutions(show: bool | None = True) -> None:
+    """Teacher mode for this kernel: True shows every exercise's reference solution in its check cell's feedback,
+    False withholds each until a real attempt (even under ``KVLAB_TEACHER=1``), None lets ``KVLAB_TEACHER`` decide."""
+    if show is not None and not isinstance(show, bool):
+        raise ValueError(f"show_solutions: show must be True, False or None, got {show!r}")
+    SOLUTION_GATE.teacher = show
+    state = "每个练习的检查结果都附上参考答案" if SOLUTION_GATE.teaching() else "参考答案在第一次检查了自己的答案之后出现"
+    print(f"kvlab：从现在起，这个 kernel 里{state}（重新运行检查格生效）。")
+
 
 def reset_attempts() -> None:
+    """Forget every check this kernel has seen: wrong attempts, real attempts and a :func:`show_solutions` setting."""
     ATTEMPTS.clear()
+    SOLUTION_GATE.attempted.clear()
+    SOLUTION_GATE.teacher = None
 
 
 STYLES = {  # (text colour, background, mark): marks from common text fonts, not emoji (no missing-glyph boxes)
@@ -204,7 +234,8 @@ class Feedback:
     message: str
     details: tuple[str, ...] = ()
     hint: str | None = None
-    solution: str | None = field(default=None, repr=False)
+    solution: str | None = field(default=None, repr=False)  # None until shown (see SolutionGate)
+    solution_locked: bool = False  # a solution exists but is withheld until a real attempt: say when it appears
 
     @property
     def right(self) -> bool:
@@ -216,6 +247,8 @@ class Feedback:
         lines = [f"{self.exercise.title}：{self.message}", *(f"  {d}" for d in self.details)]
         if self.hint:
             lines.append(f"提示：{self.hint}")
+        if self.solution_locked:
+            lines.append(SOLUTION_LOCKED)
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -237,6 +270,9 @@ class Feedback:
                          '<summary style="cursor:pointer">显示参考答案</summary>'
                          f'<pre style="background:#f7f7f7;padding:6px;margin:4px 0">{html.escape(self.solution)}</pre>'
                          '</details>')
+        elif self.solution_locked:
+            parts.append('<div class="kvlab-exercise-solution-locked" style="margin-top:4px;color:#555">'
+                         f'{html.escape(SOLUTION_LOCKED)}</div>')
         return (f'<div class="kvlab-exercise-feedback kvlab-exercise-{self.status}" '
                 f'data-exercise="{self.exercise.key}" '
                 f'style="background:{bg};color:{fg};padding:6px 10px;border-radius:4px;margin:4px 0">'
@@ -266,7 +302,11 @@ def check(exercise: Exercise, grade: Callable[..., Verdict], *answers, **named) 
             hint = " ".join(exercise.hints[:failures - 1])
     elif verdict.status == RIGHT:
         ATTEMPTS.pop(exercise.key, None)
-    return Feedback(exercise, verdict.status, verdict.message, verdict.details, hint, SOLUTIONS.get(exercise.key))
+    SOLUTION_GATE.record(exercise.key, verdict.status)
+    solution = SOLUTIONS.get(exercise.key)
+    shown = solution is not None and SOLUTION_GATE.shows(exercise.key)
+    return Feedback(exercise, verdict.status, verdict.message, verdict.details, hint, solution if shown else None,
+                    solution_locked=solution is not None and not shown)
 
 
 # -- is it still the stub? ------------------------------------------------------------------------------
@@ -310,10 +350,6 @@ UNIT_NAMES = {"B": "B", "KIB": "KiB", "MIB": "MiB", "GIB": "GiB", "TIB": "TiB", 
 QUANTITY = re.compile(r"^([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z字节]*)$")
 
 
-class AnswerError(ValueError):
-    """An answer that cannot be read (the message says how to write it)."""
-
-
 @dataclass(frozen=True)
 class Quantity:
     """A size the learner wrote: ``value`` in ``unit`` (as written), ``bytes`` exact."""
@@ -336,96 +372,6 @@ class Quantity:
 
 def _fraction_text(x: Fraction) -> str:
     return f"{int(x):,}" if x.denominator == 1 else f"{float(x):.10g}"  # 4.0000001 must not read as 4
-
-
-MAX_ANSWER_CHARS = 60  # a number typed as an answer is never longer (longer text is refused at once)
-MAX_DIGITS = 40  # digits of a typed number (each side of a fraction)
-MAX_EXPONENT = 300  # answers lie within 1e-300 .. 1e300 of zero: Fractions stay small, floats finite
-NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)(?:[eE]([-+]?\d+))?$")
-RATIO = re.compile(r"^([-+]?\d+)\s*/\s*([-+]?\d+)$")
-THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:([,_， ])\d{3})(?:\1\d{3})*(?:\.\d*)?(?:[eE][-+]?\d+)?$")
-
-
-LEADING = re.compile(r"[-+]?\d[\d,_， ]*(?:\.\d*)?(?:[eE][-+]?\d+)?")
-
-
-def _normalize(text: str) -> str:
-    """Full-width digits made ASCII; thousands separators (, ， _ or spaces, every three digits) removed from the
-    number (a unit may follow). A comma anywhere else is a decimal comma or a typo: :class:`AnswerError` (never read
-    as a bigger whole number: 0,5 is not 5)."""
-    text = unicodedata.normalize("NFKC", text).strip()
-    m = LEADING.match(text)
-    number = m.group(0).strip() if m else ""
-    if number and THOUSANDS.match(number):
-        return re.sub(r"[,_， ]", "", number) + text[len(number):]
-    if "," in text or "，" in text:
-        raise AnswerError(f"「{clip(text)}」里的逗号读不懂：小数点请写成「.」，例如 0.5；千位分隔符要每三位一个，"
-                          "例如 131,072")
-    return text
-
-
-def _bounded(value: Fraction, shown: str) -> Fraction:
-    if value and not Fraction(1, 10**MAX_EXPONENT) <= abs(value) <= 10**MAX_EXPONENT:
-        raise AnswerError(f"「{clip(shown)}」超出了可以比较的范围（绝对值在 1e-{MAX_EXPONENT} 到 1e{MAX_EXPONENT} 之间）")
-    return value
-
-
-def _typed_number(text: str) -> Fraction:
-    """A number typed as text: "1024", "0.5", "1.5e9", "3/4" (bounded digits and exponent), else AnswerError."""
-    what = clip(text)
-    if len(text) > MAX_ANSWER_CHARS:
-        raise AnswerError(f"答案太长了（{len(text):,} 个字符）：请只写一个数，例如 1024 或 0.5")
-    ratio = RATIO.match(text)
-    if ratio:
-        top, bottom = ratio.groups()
-        if max(len(top), len(bottom)) > MAX_DIGITS + 1:
-            raise AnswerError(f"「{what}」的位数太多：请写成小数或用 e 表示，例如 1.5e9")
-        if int(bottom) == 0:
-            raise AnswerError(f"「{what}」的分母是 0：这不是一个数")
-        return _bounded(Fraction(int(top), int(bottom)), text)
-    m = NUMBER.match(text)
-    if not m:
-        raise AnswerError(f"「{what}」不是一个数：请只写数字，例如 1024 或 0.5")
-    if len(m.group(1).replace(".", "").lstrip("0")) > MAX_DIGITS:
-        raise AnswerError(f"「{what}」的位数太多：请写成小数或用 e 表示，例如 1.5e9")
-    exponent = m.group(2)
-    if exponent is not None and len(exponent.lstrip("+-").lstrip("0")) > 4:
-        raise AnswerError(f"「{what}」超出了可以比较的范围（绝对值在 1e-{MAX_EXPONENT} 到 1e{MAX_EXPONENT} 之间）")
-    return _bounded(Fraction(text), text)
-
-
-def _subject(what: str) -> str:
-    """「答案」 as it is; an identifier such as ttft_ms gets the space GLOSSARY.md asks for before Chinese."""
-    return f"{what} " if what and what[-1].isascii() else what
-
-
-def parse_number(answer, what: str = "答案") -> Fraction:
-    """Any real number (int, float, numpy's, a 0-d tensor or array, Fraction) or numeric string as an exact
-    Fraction (floats as their shortest decimal). The value is read from the object's own type (a float subclass
-    cannot change what it is worth); digits and exponents are bounded, so any answer is read at once."""
-    what = _subject(what)
-    if isinstance(answer, bool) or answer is None:
-        raise AnswerError(f"{what}需要一个数，收到的是 {answer!r}")
-    if isinstance(answer, str):
-        if not answer.strip():
-            raise AnswerError("还没有填答案：请输入一个数")
-        return _typed_number(_normalize(answer))
-    if isinstance(answer, int):
-        return _bounded(Fraction(int.__int__(answer)), "这个整数")
-    if isinstance(answer, Fraction):
-        return _bounded(Fraction(answer.numerator, answer.denominator), "这个分数")
-    if isinstance(answer, numbers.Integral):
-        return _bounded(Fraction(int(answer)), "这个整数")
-    if isinstance(answer, numbers.Real):
-        value = float.__float__(answer) if isinstance(answer, float) else float(answer)
-        if not math.isfinite(value):
-            raise AnswerError(f"{what}需要一个有限的数，收到的是 {value!r}")
-        return _bounded(Fraction(repr(value)), repr(value))
-    if getattr(answer, "shape", None) == () or (hasattr(answer, "numel") and getattr(answer, "ndim", 1) == 0):
-        item = answer.item()  # a 0-d tensor or array: its one number
-        if isinstance(item, (int, float)) and not isinstance(item, bool):
-            return parse_number(item, what.strip() or "答案")
-    raise AnswerError(f"{what}需要一个数，收到的是 {type(answer).__name__}：{clip(repr(answer))}")
 
 
 def parse_bytes(answer) -> Quantity:
@@ -500,23 +446,6 @@ def grade_count(answer, expected: int, known: dict[int, str] | None = None, what
     return wrong(f"不对：你的{what}是 {n:,}。")
 
 
-@dataclass(frozen=True)
-class Choice:
-    """One option: of an exercise (the learner writes its ``key``) or of a quiz question (``key`` is the text shown)."""
-
-    key: str  # what the learner writes ("A", "rope_offset" ...) or, in a quiz, the option's text
-    correct: bool
-    feedback: str
-    aliases: tuple[str, ...] = ()  # other spellings accepted for the same choice
-
-    def matches(self, text: str) -> bool:
-        return text.lower() in (k.lower() for k in (self.key, *self.aliases))
-
-    def verdict(self) -> Verdict:
-        """What picking this choice earns: right or wrong, with the feedback written for it."""
-        return (right if self.correct else wrong)(("正确！" if self.correct else "不对。") + self.feedback)
-
-
 def pick(answer, choices: list[Choice], what: str = "选项") -> Choice | Verdict:
     """The choice ``answer`` names (keys case-insensitive, spaces and quotes ignored), or the verdict saying why
     there is none (TODO for None)."""
@@ -537,6 +466,3 @@ def grade_choice(answer, choices: list[Choice], what: str = "选项") -> Verdict
     found = pick(answer, choices, what)
     return found if isinstance(found, Verdict) else found.verdict()
 
-
-def close(got: float, expected: float, rel: float) -> bool:
-    return math.isfinite(got) and abs(got - expected) <= rel * abs(expected)

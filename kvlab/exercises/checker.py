@@ -28,8 +28,6 @@ from __future__ import annotations
 import dis
 import html
 import inspect
-import math
-import numbers
 import os
 import re
 import traceback
@@ -40,8 +38,11 @@ from fractions import Fraction
 from typing import Callable
 
 from ..memory import format_bytes
+from ..questions import (MAX_ANSWER_CHARS, RIGHT, TODO, WRONG, AnswerError, Choice, Verdict, clip, close,  # noqa: F401
+                         parse_number, right, wrong)
+from ..questions import normalize_answer as _normalize, typed_number as _typed_number
 
-TODO, RIGHT, WRONG, BUG = "todo", "right", "wrong", "bug"
+BUG = "bug"  # TODO, RIGHT and WRONG are kvlab.questions'
 NOT_DONE = "还没有完成"
 
 
@@ -65,26 +66,8 @@ class Exercise:
         return self.key.split(".")[1]
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What a grader found: ``status`` (TODO, RIGHT or WRONG), one Chinese sentence, and detail lines
-    (the failing case, expected and got)."""
-
-    status: str
-    message: str
-    details: tuple[str, ...] = ()
-
-
 def todo(message: str = "") -> Verdict:
     return Verdict(TODO, f"{NOT_DONE}：{message}" if message else f"{NOT_DONE}。")
-
-
-def right(message: str, *details: str) -> Verdict:
-    return Verdict(RIGHT, message, tuple(details))
-
-
-def wrong(message: str, *details: str) -> Verdict:
-    return Verdict(WRONG, message, tuple(details))
 
 
 class LearnerError(Exception):
@@ -111,11 +94,6 @@ def call(fn: Callable, *args, case: str = "", extra: str = ""):
         where = f"（{case}）" if case else ""
         line = clip("".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1], 300)
         raise LearnerError(wrong(f"你的代码出错了{where}：{line}", *([extra] if extra else []))) from None
-
-
-def clip(text: str, limit: int = 40) -> str:
-    """``text`` shortened to ``limit`` characters (an answer or an error echoed back is never a page long)."""
-    return text if len(text) <= limit else f"{text[:limit - 1]}…（共 {len(text):,} 个字符）"
 
 
 # -- answers that merely call the reference ------------------------------------------------------------------
@@ -372,10 +350,6 @@ UNIT_NAMES = {"B": "B", "KIB": "KiB", "MIB": "MiB", "GIB": "GiB", "TIB": "TiB", 
 QUANTITY = re.compile(r"^([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z字节]*)$")
 
 
-class AnswerError(ValueError):
-    """An answer that cannot be read (the message says how to write it)."""
-
-
 @dataclass(frozen=True)
 class Quantity:
     """A size the learner wrote: ``value`` in ``unit`` (as written), ``bytes`` exact."""
@@ -398,96 +372,6 @@ class Quantity:
 
 def _fraction_text(x: Fraction) -> str:
     return f"{int(x):,}" if x.denominator == 1 else f"{float(x):.10g}"  # 4.0000001 must not read as 4
-
-
-MAX_ANSWER_CHARS = 60  # a number typed as an answer is never longer (longer text is refused at once)
-MAX_DIGITS = 40  # digits of a typed number (each side of a fraction)
-MAX_EXPONENT = 300  # answers lie within 1e-300 .. 1e300 of zero: Fractions stay small, floats finite
-NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)(?:[eE]([-+]?\d+))?$")
-RATIO = re.compile(r"^([-+]?\d+)\s*/\s*([-+]?\d+)$")
-THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:([,_， ])\d{3})(?:\1\d{3})*(?:\.\d*)?(?:[eE][-+]?\d+)?$")
-
-
-LEADING = re.compile(r"[-+]?\d[\d,_， ]*(?:\.\d*)?(?:[eE][-+]?\d+)?")
-
-
-def _normalize(text: str) -> str:
-    """Full-width digits made ASCII; thousands separators (, ， _ or spaces, every three digits) removed from the
-    number (a unit may follow). A comma anywhere else is a decimal comma or a typo: :class:`AnswerError` (never read
-    as a bigger whole number: 0,5 is not 5)."""
-    text = unicodedata.normalize("NFKC", text).strip()
-    m = LEADING.match(text)
-    number = m.group(0).strip() if m else ""
-    if number and THOUSANDS.match(number):
-        return re.sub(r"[,_， ]", "", number) + text[len(number):]
-    if "," in text or "，" in text:
-        raise AnswerError(f"「{clip(text)}」里的逗号读不懂：小数点请写成「.」，例如 0.5；千位分隔符要每三位一个，"
-                          "例如 131,072")
-    return text
-
-
-def _bounded(value: Fraction, shown: str) -> Fraction:
-    if value and not Fraction(1, 10**MAX_EXPONENT) <= abs(value) <= 10**MAX_EXPONENT:
-        raise AnswerError(f"「{clip(shown)}」超出了可以比较的范围（绝对值在 1e-{MAX_EXPONENT} 到 1e{MAX_EXPONENT} 之间）")
-    return value
-
-
-def _typed_number(text: str) -> Fraction:
-    """A number typed as text: "1024", "0.5", "1.5e9", "3/4" (bounded digits and exponent), else AnswerError."""
-    what = clip(text)
-    if len(text) > MAX_ANSWER_CHARS:
-        raise AnswerError(f"答案太长了（{len(text):,} 个字符）：请只写一个数，例如 1024 或 0.5")
-    ratio = RATIO.match(text)
-    if ratio:
-        top, bottom = ratio.groups()
-        if max(len(top), len(bottom)) > MAX_DIGITS + 1:
-            raise AnswerError(f"「{what}」的位数太多：请写成小数或用 e 表示，例如 1.5e9")
-        if int(bottom) == 0:
-            raise AnswerError(f"「{what}」的分母是 0：这不是一个数")
-        return _bounded(Fraction(int(top), int(bottom)), text)
-    m = NUMBER.match(text)
-    if not m:
-        raise AnswerError(f"「{what}」不是一个数：请只写数字，例如 1024 或 0.5")
-    if len(m.group(1).replace(".", "").lstrip("0")) > MAX_DIGITS:
-        raise AnswerError(f"「{what}」的位数太多：请写成小数或用 e 表示，例如 1.5e9")
-    exponent = m.group(2)
-    if exponent is not None and len(exponent.lstrip("+-").lstrip("0")) > 4:
-        raise AnswerError(f"「{what}」超出了可以比较的范围（绝对值在 1e-{MAX_EXPONENT} 到 1e{MAX_EXPONENT} 之间）")
-    return _bounded(Fraction(text), text)
-
-
-def _subject(what: str) -> str:
-    """「答案」 as it is; an identifier such as ttft_ms gets the space GLOSSARY.md asks for before Chinese."""
-    return f"{what} " if what and what[-1].isascii() else what
-
-
-def parse_number(answer, what: str = "答案") -> Fraction:
-    """Any real number (int, float, numpy's, a 0-d tensor or array, Fraction) or numeric string as an exact
-    Fraction (floats as their shortest decimal). The value is read from the object's own type (a float subclass
-    cannot change what it is worth); digits and exponents are bounded, so any answer is read at once."""
-    what = _subject(what)
-    if isinstance(answer, bool) or answer is None:
-        raise AnswerError(f"{what}需要一个数，收到的是 {answer!r}")
-    if isinstance(answer, str):
-        if not answer.strip():
-            raise AnswerError("还没有填答案：请输入一个数")
-        return _typed_number(_normalize(answer))
-    if isinstance(answer, int):
-        return _bounded(Fraction(int.__int__(answer)), "这个整数")
-    if isinstance(answer, Fraction):
-        return _bounded(Fraction(answer.numerator, answer.denominator), "这个分数")
-    if isinstance(answer, numbers.Integral):
-        return _bounded(Fraction(int(answer)), "这个整数")
-    if isinstance(answer, numbers.Real):
-        value = float.__float__(answer) if isinstance(answer, float) else float(answer)
-        if not math.isfinite(value):
-            raise AnswerError(f"{what}需要一个有限的数，收到的是 {value!r}")
-        return _bounded(Fraction(repr(value)), repr(value))
-    if getattr(answer, "shape", None) == () or (hasattr(answer, "numel") and getattr(answer, "ndim", 1) == 0):
-        item = answer.item()  # a 0-d tensor or array: its one number
-        if isinstance(item, (int, float)) and not isinstance(item, bool):
-            return parse_number(item, what.strip() or "答案")
-    raise AnswerError(f"{what}需要一个数，收到的是 {type(answer).__name__}：{clip(repr(answer))}")
 
 
 def parse_bytes(answer) -> Quantity:
@@ -562,23 +446,6 @@ def grade_count(answer, expected: int, known: dict[int, str] | None = None, what
     return wrong(f"不对：你的{what}是 {n:,}。")
 
 
-@dataclass(frozen=True)
-class Choice:
-    """One option: of an exercise (the learner writes its ``key``) or of a quiz question (``key`` is the text shown)."""
-
-    key: str  # what the learner writes ("A", "rope_offset" ...) or, in a quiz, the option's text
-    correct: bool
-    feedback: str
-    aliases: tuple[str, ...] = ()  # other spellings accepted for the same choice
-
-    def matches(self, text: str) -> bool:
-        return text.lower() in (k.lower() for k in (self.key, *self.aliases))
-
-    def verdict(self) -> Verdict:
-        """What picking this choice earns: right or wrong, with the feedback written for it."""
-        return (right if self.correct else wrong)(("正确！" if self.correct else "不对。") + self.feedback)
-
-
 def pick(answer, choices: list[Choice], what: str = "选项") -> Choice | Verdict:
     """The choice ``answer`` names (keys case-insensitive, spaces and quotes ignored), or the verdict saying why
     there is none (TODO for None)."""
@@ -599,6 +466,3 @@ def grade_choice(answer, choices: list[Choice], what: str = "选项") -> Verdict
     found = pick(answer, choices, what)
     return found if isinstance(found, Verdict) else found.verdict()
 
-
-def close(got: float, expected: float, rel: float) -> bool:
-    return math.isfinite(got) and abs(got - expected) <= rel * abs(expected)

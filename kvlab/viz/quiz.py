@@ -1,10 +1,15 @@
-"""The self-check quiz as ipywidgets: questions one under another, immediate feedback with an explanation,
-a running score, and the answer on request after repeated wrong answers.
+"""The self-check quiz and the checkpoints as ipywidgets: questions one under another, immediate feedback with an
+explanation, a running score.
 
-The questions and their grading are :mod:`kvlab.exercises.quiz` (a client of the exercises' checker: one
-number parser, one verdict type); this module only wires them to widgets. A response that cannot be graded
-(empty, not a number) gets a message saying what to type and does not count. After ``REVEAL_AFTER`` wrong
-answers to a question a 「显示答案」 button appears under it; a revealed answer earns no point.
+The questions, their grading and the score are :mod:`kvlab.questions` (:class:`~kvlab.questions.QuizState`,
+:class:`~kvlab.questions.CheckpointState`); this module only wires them to widgets. A response that cannot be graded
+(empty, not a number) gets a message saying what to type and does not count.
+
+- :class:`Quiz`: answer as often as you like; after ``REVEAL_AFTER`` wrong answers to a question a 「显示答案」 button
+  appears under it; a revealed answer earns no point.
+- :class:`Checkpoint`: predict, then read why. The first gradable answer to each question is the learner's
+  prediction: it is graded, the explanation (and, if it was wrong, the answer) appears at once, and the question's
+  controls are locked.
 
 Why not ``jupyterquiz`` (the ecosystem's quiz renderer, tried first for chapter 3.5): its numeric box is
 labelled in fixed English ("Type numeric answer here:"); an empty answer is graded wrong with no message; it
@@ -12,23 +17,20 @@ keeps no score; in JupyterLab 4 every answer throws ``pageerror: MathJax.typeset
 browser suite counts page errors as failures); and its answers live only in the browser's JavaScript, so
 neither the kernel nor pytest can check them against kvlab.
 
-CSS hooks (for the browser tests): ``.kvlab-quiz`` on the whole quiz, ``.kvlab-quiz-q{n}`` on question n
-(1-based), and inside it ``.kvlab-quiz-choices`` (radio buttons) or ``.kvlab-quiz-input`` (text box) with
-``.kvlab-quiz-check`` (button), then ``.kvlab-quiz-feedback`` and ``.kvlab-quiz-reveal`` (the 「显示答案」
-button, hidden until needed); ``.kvlab-quiz-score`` on the score line.
+CSS hooks (for the browser tests): ``.kvlab-quiz`` on the whole quiz (and ``.kvlab-checkpoint`` on a checkpoint),
+``.kvlab-quiz-q{n}`` on question n (1-based), and inside it ``.kvlab-quiz-choices`` (radio buttons) or
+``.kvlab-quiz-input`` (text box) with ``.kvlab-quiz-check`` (button), then ``.kvlab-quiz-feedback`` and
+``.kvlab-quiz-reveal`` (the 「显示答案」 button, hidden until needed); ``.kvlab-quiz-score`` on the score line.
 """
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
 
 import ipywidgets as W
 
-from ..exercises.checker import RIGHT, WRONG, Verdict
-from ..exercises.quiz import ChoiceQuestion, Question, answer_verdict, grade, graded, response_key
+from ..questions import (REVEAL_AFTER, RIGHT, ChoiceQuestion, CheckpointState, Question, QuizState,  # noqa: F401
+                         Verdict, graded)
 from .widgets import message_html, show
-
-REVEAL_AFTER = 2  # wrong answers to one question before its answer can be shown
 
 
 def feedback_html(verdict: Verdict, revealed: bool = False) -> str:
@@ -42,50 +44,36 @@ def feedback_html(verdict: Verdict, revealed: bool = False) -> str:
             f'border-radius:4px;margin:4px 0">{"✓" if is_right else "✗"} {html.escape(verdict.message)}</div>')
 
 
-@dataclass
-class QuizState:
-    """The latest graded result of each question (``None``: not answered yet, or the answer was not valid), the
-    wrong answers given to each, and which answers were shown."""
-
-    results: list = field(default_factory=list)
-    wrong: list = field(default_factory=list)
-    revealed: list = field(default_factory=list)
-
-    @property
-    def right(self) -> int:
-        return sum(1 for r in self.results if r is True)
-
-    @property
-    def answered(self) -> int:
-        return sum(1 for r in self.results if r is not None)
-
-
 class Quiz:
     """The questions one under another, each graded as soon as it is answered, and a score at the bottom."""
 
+    state_type = QuizState
+    css_class = "kvlab-quiz"
+
     def __init__(self, questions, title: str = "自测"):
-        self.questions = list(questions)
-        if not self.questions:
-            raise ValueError("questions: a quiz needs at least one question")
-        n = len(self.questions)
-        self.state = QuizState([None] * n, [0] * n, [False] * n)
-        self._last_graded = [None] * n  # the latest graded (valid) response to each question
+        self.state = self.state_type(questions)
+        self.questions = list(self.state.questions)
         self.feedback = [W.HTML() for _ in self.questions]
         self.reveal_buttons = [W.Button(description="显示答案", icon="eye", layout=W.Layout(display="none"))
                                for _ in self.questions]
         for fb in self.feedback:
             fb.add_class("kvlab-quiz-feedback")
-        self.inputs = []
+        self.inputs, self.buttons = [], []
         boxes = [self._question_box(i, q) for i, q in enumerate(self.questions)]
         self.score = W.HTML()
         self.score.add_class("kvlab-quiz-score")
         self._update_score()
-        self.widget = W.VBox([W.HTML(f"<h3>{html.escape(title)}</h3>"), *boxes, self.score])
+        self.widget = W.VBox([W.HTML(f"<h3>{html.escape(title)}</h3>"), *self._intro(), *boxes, self.score])
         self.widget.add_class("kvlab-quiz")
+        self.widget.add_class(self.css_class)
+
+    def _intro(self) -> list:
+        return []
 
     def _question_box(self, i: int, q: Question) -> W.VBox:
         prompt = W.HTML(f"<b>第 {i + 1} 题（{html.escape(q.section)}）</b> {html.escape(q.prompt)}",
                         layout=W.Layout(width="100%"))
+        button = None
         if isinstance(q, ChoiceQuestion):
             box = W.RadioButtons(options=[(c.key, k) for k, c in enumerate(q.choices)], value=None,
                                  layout=W.Layout(width="100%"))
@@ -102,6 +90,7 @@ class Quiz:
             button.on_click(lambda _b, i=i, box=box: self.answer(i, box.value))
             row = W.HBox([box, button])
         self.inputs.append(box)
+        self.buttons.append(button)
         reveal = self.reveal_buttons[i]
         reveal.add_class("kvlab-quiz-reveal")
         reveal.on_click(lambda _b, i=i: self.reveal(i))
@@ -111,41 +100,56 @@ class Quiz:
 
     def answer(self, index: int, response) -> Verdict:
         """Grade ``response`` to question ``index`` (0-based), show the feedback and update the score."""
-        fb = grade(self.questions[index], response)
-        if self.state.revealed[index]:  # the answer was shown: graded as feedback, no point
-            self.feedback[index].value = feedback_html(fb)
-            return fb
-        self.state.results[index] = fb.status == RIGHT if graded(fb) else None
-        if graded(fb):
-            # the same answer graded again (Enter, then 检查; or a click that reached the kernel before the box's
-            # new text) repeats its feedback but is not another wrong attempt
-            key = response_key(self.questions[index], response)
-            again = key == self._last_graded[index]
-            self._last_graded[index] = key
-            self.state.wrong[index] += fb.status == WRONG and not again
+        fb = self.state.answer(index, response)
         self.feedback[index].value = feedback_html(fb)
-        if graded(fb):  # offered after the second wrong answer, withdrawn once it is right
-            offer = self.state.wrong[index] >= REVEAL_AFTER and fb.status != RIGHT
-            self.reveal_buttons[index].layout.display = "" if offer else "none"
+        if not self.state.revealed[index]:
+            self.reveal_buttons[index].layout.display = "" if self.state.offered[index] else "none"
         self._update_score()
         return fb
 
     def reveal(self, index: int) -> Verdict:
         """Show question ``index``'s answer and why; it then counts as not answered right."""
-        fb = answer_verdict(self.questions[index])
-        self.state.revealed[index] = True
-        self.state.results[index] = False
+        fb = self.state.reveal(index)
         self.feedback[index].value = feedback_html(fb, revealed=True)
         self.reveal_buttons[index].layout.display = "none"
         self._update_score()
         return fb
 
-    def _update_score(self) -> None:
-        n = len(self.questions)
-        done = "全部答对！" if self.state.right == n else ""
-        shown = sum(self.state.revealed)
+    def _score_html(self) -> str:
+        n, state = len(self.questions), self.state
+        done = "全部答对！" if state.right == n else ""
+        shown = sum(state.revealed)
         seen = f"，看了 {shown} 题的答案" if shown else ""
-        self.score.value = (f"<b>得分：{self.state.right} / {n}</b>（已作答 {self.state.answered} 题{seen}）{done}")
+        return f"<b>得分：{state.right} / {n}</b>（已作答 {state.answered} 题{seen}）{done}"
+
+    def _update_score(self) -> None:
+        self.score.value = self._score_html()
 
     def _ipython_display_(self):
         show(self, self.widget)  # (with its static form while the static edition is built)
+
+
+class Checkpoint(Quiz):
+    """A chapter's checkpoint: predict each answer first; the prediction is graded, explained, and kept (the
+    question's controls are then locked, so the explanation follows the learner's own prediction)."""
+
+    state_type = CheckpointState
+    css_class = "kvlab-checkpoint"
+
+    def __init__(self, questions, title: str = "检查点：先预测，再看解释"):
+        super().__init__(questions, title)
+
+    def _intro(self) -> list:
+        return [W.HTML("每题只算第一次作答：先想好再提交。提交后马上判分，并给出解释。")]
+
+    def answer(self, index: int, response) -> Verdict:
+        fb = super().answer(index, response)
+        if self.state.committed(index):  # the prediction is in: lock the question
+            self.inputs[index].disabled = True
+            if self.buttons[index] is not None:
+                self.buttons[index].disabled = True
+        return fb
+
+    def _score_html(self) -> str:
+        n, state = len(self.questions), self.state
+        return f"<b>预测对了 {state.right} / {n} 题</b>（已预测 {state.answered} 题）"

@@ -5,8 +5,7 @@ chapter 3.4's exercise 2; it is not asked again here."""
 from __future__ import annotations
 
 from ...costs import pass_cost
-from ...exercises.checker import Choice
-from ...exercises.quiz import ChoiceQuestion, NumberQuestion
+from ...questions import Choice, ChoiceQuestion, NumberQuestion
 from ...memory import format_bytes
 from ...presets import MODEL_PRESETS
 from ..storage import padding_waste

@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from ...paging import blocks_for, paged_slots, shared_prefix_blocks
-from ...exercises.checker import Choice
-from ...exercises.quiz import ChoiceQuestion, NumberQuestion
+from ...questions import Choice, ChoiceQuestion, NumberQuestion
 
 QUIZ_LENGTHS = (37, 16, 90, 5)
 QUIZ_BLOCK = 16

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from kvlab import MODEL_PRESETS, ModelConfig, format_bytes, generate
+from kvlab import claims as claims_mod
 from kvlab.inputs import InputError
 from kvlab.lessons import storage as lesson
 from kvlab.device import LastLevelCache
@@ -206,7 +207,7 @@ def test_cache_growth_with_transformers_sees_the_same_tokens_and_reallocations()
     assert torch.equal(hf_dyn.tokens, new) and torch.equal(hf_static.tokens, new)
     assert hf_dyn.layer0_k_tensors == [1, 2, 3, 4, 5, 6] and hf_static.layer0_k_tensors == [1] * 6
     assert hf_dyn.attended == [4, 5, 6, 7, 8, 9] and hf_static.attended == [9] * 6  # K's length: all of it, masked
-    assert hf_dyn.allocations is None and len(growth.transformers_sentences()) == 2
+    assert hf_dyn.allocations is None and len(growth.claims()) == 3
     assert len(hf_dyn.repeat_ms) == len(hf_static.repeat_ms) == 3
     assert "缓存张量的长度从 4 个位置长到 9 个" in growth.readout_html()
 
@@ -223,7 +224,7 @@ def test_cache_growth_without_transformers_says_why(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_transformers)
     growth = lesson.compare_cache_growth(lesson.wide_cache_model(), new_tokens=2, prompt_len=2)
-    assert set(growth.runs) == {"kv", "dynamic"} and growth.transformers_sentences() == []
+    assert set(growth.runs) == {"kv", "dynamic"} and len(growth.claims()) == 1
     assert "transformers" in growth.transformers_skipped and "%pip install" in growth.transformers_skipped
     assert html.escape(growth.transformers_skipped) in growth.readout_html()
 
@@ -254,25 +255,33 @@ def test_growth_medians_by_hand():
     assert run.smoothed_ms(3) == [26, 2, 2, 2, 4, 5, 6, 6, 6.5]  # medians of [50, 2], [50, 2, 2], ... [7, 6]
 
 
-@pytest.mark.parametrize("base,other,expected", [
-    ([10, 10, 10], [15, 15, 15], "每一轮都慢 10% 以上：B 慢了 50%。"),
-    ([7.82, 7.9, 7.7], [11.76, 11.5, 12.0], "每一轮都慢 10% 以上：B 慢了 50%。"),
-    ([10, 10, 10], [8, 8, 8], "每一轮都快 10% 以上：B 快了 20%。"),
-    ([10, 10, 10], [10.5, 10.3, 10.6], "每一轮都是 B 更慢，但最少的一轮只差 3%，不到 10%：差别太小，在这台机器上说不准。"),
-    ([10, 10, 10], [13, 13, 10.5], "每一轮都是 B 更慢，但最少的一轮只差 5%，不到 10%：差别太小，在这台机器上说不准。"),
-    ([10, 10, 10], [12, 9, 11], "快慢不一致：在这台机器上分不出快慢。"),
-    ([10, 10, 10], [13, 13, 9.9], "快慢不一致：在这台机器上分不出快慢。"),  # a big median gap, one round the other way
+@pytest.mark.parametrize("base,other,key,said", [
+    ([10, 10, 10], [15, 15, 15], "storage.pace.slower", "每一轮都慢 10% 以上：「B」慢了 50%。"),
+    ([7.82, 7.9, 7.7], [11.76, 11.5, 12.0], "storage.pace.slower", "「B」慢了 50%。"),
+    ([10, 10, 10], [8, 8, 8], "storage.pace.faster", "每一轮都快 10% 以上：「B」快了 20%。"),
+    ([10, 10, 10], [10.2, 9.9, 10.4], "storage.pace.same", "每一轮都在 ±5% 以内：两者几乎一样快。"),
+    ([10, 10, 10], [10.5, 10.3, 10.6], "storage.pace.unclear", "有的轮相差不到 10%"),  # one way, but 3-6 %
+    ([10, 10, 10], [13, 13, 10.5], "storage.pace.unclear", "有的轮相差不到 10%"),  # one way, one round too close
+    ([10, 10, 10], [12, 9, 11], "storage.pace.unclear", "或者各轮快慢方向不一致"),
+    ([10, 10, 10], [13, 13, 9.9], "storage.pace.unclear", "这一次分不出快慢"),  # a big median gap, one round the other way
+    ([0, 0, 0], [0, 0, 0], "storage.pace.untimed", "没有测到可以比较的耗时"),
 ])
-def test_pace_sentence_follows_the_repeats(base, other, expected):
-    sentence = lesson.pace_sentence("A", base, "B", other)
-    assert sentence.endswith(expected), sentence
-    assert f"B {np.median(other):.2f} ms，A {np.median(base):.2f} ms（3 轮各取中位数" in sentence
-    assert " ，" not in sentence and "， " not in sentence
+def test_pace_claim_follows_the_repeats(base, other, key, said):
+    claim = lesson.pace_claim("A", base, "B", other, "late", (36, 64))
+    text = lesson.ZH.say(claim)
+    assert claim.key == key and said in text, text
+    if key != "storage.pace.untimed":
+        assert f"B {np.median(other):.2f} ms，A {np.median(base):.2f} ms" in text and "3 轮各取中位数" in text
+    assert lesson.PACE.rule(key).admits(claim)
 
 
-def test_pace_sentence_lists_every_repeat():
-    sentence = lesson.pace_sentence("A", [10, 10, 10], "B", [12, 9, 10.02])
-    assert "3 轮里，B 比 A 分别慢 20%、快 10%、几乎一样" in sentence
+def test_pace_claim_lists_every_repeat():
+    text = lesson.ZH.say(lesson.pace_claim("A", [10, 10, 10], "B", [12, 9, 10.02], "late", (36, 64)))
+    assert "每一轮「B」比「A」多用的时间：20、-10、0%（负数表示更快）" in text
+    one = lesson.pace_claim("A", [10], "B", [12], "late", (36, 64))  # a single round is printed as one number
+    assert "多用的时间：20%" in lesson.ZH.say(one) and one.key == "storage.pace.slower"
+    with pytest.raises(ValueError, match="^base_ms, other_ms"):
+        lesson.pace_claim("A", [10, 10], "B", [12], "late", (36, 64))
 
 
 def _comparison(per_token=1000, peak_tokens=64, llc=None, device="cpu", weights=10):
@@ -284,10 +293,71 @@ def _comparison(per_token=1000, peak_tokens=64, llc=None, device="cpu", weights=
                             llc, "这次没有要求运行 transformers")
 
 
-def test_kvlab_sentence_uses_this_chapters_names():
-    sentence = _comparison().kvlab_sentence()
-    assert lesson.CHAPTER_LABELS["dynamic"] in sentence and "预分配（kv）" in sentence and "慢了 100%" in sentence
-    assert sentence.startswith("后半程（缓存里 36–64 个 token）每次前向")  # t = 8 .. 64: the second half from 36
+def _timed(kv, dyn, static=None, hf_dyn=None, passes=57):
+    """A comparison whose rounds took these times per pass (ms; one list per round), the same at every pass."""
+    t = list(range(8, 8 + passes))
+    runs = {m: CacheGrowth(m, t, [[x] * len(t) for x in times], [1] * len(t), None, [2] * len(t), [0] * len(t),
+                           [1000 * t[-1]] * len(t)) for m, times in (("kv", kv), ("dynamic", dyn))}
+    if static is not None:
+        runs |= {f"transformers:{m}": CacheGrowth(f"transformers:{m}", t, [[x] * len(t) for x in times], [1] * len(t),
+                                                  None) for m, times in (("static", static), ("dynamic", hf_dyn))}
+    return GrowthComparison(runs, 8, len(kv), 1000, 10, lesson.wide_cache_model().config, torch.device("cpu"), 1,
+                            None, None if static is not None else "这次没有要求运行 transformers")
+
+
+GROWTH_SHAPES = {  # per round: kvlab preallocated, concatenating, transformers StaticCache, DynamicCache
+    "idle CPU, copies visible": ([2.0, 2.0, 2.1], [3.0, 3.1, 3.0], [4.0, 4.1, 4.0], [5.0, 5.2, 5.1]),
+    "idle CPU, fits in L3": ([2.0, 2.0, 2.1], [2.05, 2.0, 2.1], [4.0, 4.1, 4.0], [3.0, 3.1, 3.0]),
+    "launch-bound GPU": ([0.25, 0.25, 0.25], [0.25, 0.26, 0.25], [0.40, 0.40, 0.41], [0.40, 0.41, 0.40]),
+    "busy": ([2.0, 6.0, 2.1], [5.0, 2.2, 2.0], [4.0, 9.1, 4.0], [8.0, 4.2, 4.1]),
+    "noisy, one way": ([2.0, 2.0, 2.0], [2.6, 2.1, 2.7], [4.0, 4.0, 4.0], [4.1, 4.6, 4.9]),
+    "no time": ([0.0] * 3, [0.0] * 3, [0.0] * 3, [0.0] * 3),
+}
+
+
+def _said(growth):
+    claims = growth.claims()
+    return claims, "\n".join(lesson.ZH.say(c) for c in claims)
+
+
+def test_growth_claims_use_this_chapters_names_and_windows():
+    claims, text = _said(_timed([1.0] * 3, [2.0] * 3))
+    assert [c.key for c in claims] == ["storage.pace.slower"]
+    assert text.startswith("后半程（缓存里 36–64 个 token）每次前向的耗时") and "「逐步拼接（dynamic）」慢了 100%" in text
+    assert "「逐步拼接（dynamic）」比「预分配（kv）」多用的时间：100、100、100%" in text
+    claims, text = _said(_timed([1.0] * 3, [2.0] * 3, [1.0] * 3, [2.0] * 3))
+    assert [c.key for c in claims] == ["storage.pace.slower", "storage.pace.faster", "storage.pace.slower"]
+    assert "前四分之一的解码步（缓存里 9–22 个 token）" in text and "「StaticCache」快了 50%" in text
+    assert "「DynamicCache」慢了 100%" in text
+    assert "下一格" in _timed([1.0] * 3, [2.0] * 3).readout_html()  # the panel points to the claims, says none
+
+
+def test_every_template_shows_exactly_what_its_rule_shows():
+    for chooser in lesson.CHOOSERS:
+        for rule in chooser.rules:
+            assert lesson.ZH.placeholders(rule.key) == set(rule.shows) | {"other", "base", "when"} - (
+                set() if rule.key != "storage.pace.untimed" else {"other", "base"}), rule.key
+    assert set(lesson.ZH.templates) == {k for c in lesson.CHOOSERS for k in c.keys}
+
+
+def test_growth_claims_on_an_idle_run_are_substantive():
+    for name in ("idle CPU, copies visible", "idle CPU, fits in L3", "launch-bound GPU"):
+        claims, _ = _said(_timed(*GROWTH_SHAPES[name]))
+        assert all(lesson.PACE.rule(c.key).substantive for c in claims), (name, [c.key for c in claims])
+    assert [c.key for c in _timed(*GROWTH_SHAPES["launch-bound GPU"]).claims()] == ["storage.pace.same"] * 3
+
+
+def test_every_key_of_the_growth_chooser_is_reached_and_every_claim_checks():
+    reached, cells = set(), []
+    for shape in GROWTH_SHAPES.values():
+        claims, text = _said(_timed(*shape))
+        reached |= {c.key for c in claims}
+        cells.append({"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {"text/plain": text},
+                                                        "metadata": {"kvlab_claims": [c.record() for c in claims]}}]})
+    assert reached == set(lesson.PACE.keys)
+    nb = {"cells": cells}
+    assert len(claims_mod.recorded(nb)) == 3 * len(GROWTH_SHAPES)
+    assert claims_mod.check_recorded(nb, lesson.CHOOSERS) == []
 
 
 def test_llc_sentence_fits_exceeds_or_unknown():

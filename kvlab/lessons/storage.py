@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 import math
-import re
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -15,6 +14,7 @@ import torch
 
 from .._validate import non_negative_int, positive_int
 from ..cache import DynamicKVCache, KVCache
+from ..claims import DIFFERENCE, Catalog, Chooser, Claim, Rule, number, ratio, series, show
 from ..config import ModelConfig
 from ..device import LastLevelCache, last_level_cache
 from ..generation import generate
@@ -311,41 +311,80 @@ class CacheGrowth:
         return [median(r[1:][: max(1, (len(r) - 1) // 4)]) for r in self.repeat_ms]
 
 
-def _spaced(label: str) -> str:
-    """A label inside a Chinese sentence: a space on a side where it begins or ends with a Latin letter."""
-    return (" " if label[0].isascii() else "") + label + (" " if label[-1].isascii() else "")
+# -- what the growth run says about time, as claims (kvlab.claims) ---------------------------------------------
+# Two ways timed in the same rounds are compared on the numbers printed: both medians, each round's difference in
+# per cent (printed as a series) and the overall difference. "Slower" or "faster" only when every round differs by
+# PACE_APART % or more the same way (three rounds pointing the same way by chance alone happens one time in four;
+# by 10 % each, far more rarely); "about the same" only when every round is within PACE_SAME %.
+PACE_APART, PACE_SAME = 10, 5  # per cent
+PACE_FIELDS = ("t_from", "t_to", "n", "other_ms", "base_ms", "rounds")
 
 
-def _difference(ratio: float) -> str:
-    """「慢 12%」, 「快 3%」 or 「几乎一样」 for one round's ratio of two times."""
-    if abs(ratio - 1) < 0.005:
-        return "几乎一样"
-    return ("慢" if ratio > 1 else "快") + f" {abs(ratio - 1):.0%}"
+def _rounds(v) -> tuple[float, ...]:
+    r = v["rounds"]
+    return r if isinstance(r, tuple) else (r,)
 
 
-def pace_sentence(base_label: str, base_ms: list[float], other_label: str, other_ms: list[float],
-                  when: str = "后半程") -> str:
-    """Chinese sentences comparing two ways timed in the same rounds (one value per round each): their medians,
-    each round's difference, and a verdict only when every round differs by 10 % or more the same way (three
-    rounds pointing the same way by chance alone happens one time in four; by 10 % each, far more rarely)."""
-    base, other = median(base_ms), median(other_ms)
-    ratios = [o / b for o, b in zip(other_ms, base_ms)]
-    b_, o_ = _spaced(base_label), _spaced(other_label)
-    n = len(ratios)
-    text = (f"{when}每次前向：{o_}{other:.2f} ms，{b_}{base:.2f} ms（{n} 轮各取中位数，再取中位数）。"
-            f"{n} 轮里，{o_}比{b_}分别" + "、".join(_difference(r) for r in ratios))
-    ratio = other / base
-    if min(ratios) >= 1.1:
-        text += f"，每一轮都慢 10% 以上：{o_}慢了 {ratio - 1:.0%}。"
-    elif max(ratios) <= 1 / 1.1:
-        text += f"，每一轮都快 10% 以上：{o_}快了 {1 - ratio:.0%}。"
-    elif min(ratios) > 1 or max(ratios) < 1:
-        smallest = min(abs(r - 1) for r in ratios)
-        text += (f"，每一轮都是{o_}更{'慢' if ratio > 1 else '快'}，但最少的一轮只差 {smallest:.0%}，不到 10%："
-                 "差别太小，在这台机器上说不准。")
-    else:
-        text += "，快慢不一致：在这台机器上分不出快慢。"
-    return re.sub(r" *([，。：；、（）]) *", r"\1", text)  # no space next to full-width punctuation
+def _diff_agrees(v, sign: int) -> bool:
+    """The printed overall difference ``diff`` (per cent; ``sign`` +1: slower by, -1: faster by) is the printed
+    medians' ``other / base - 1``, within the rounding of all three."""
+    o, b = v["other_ms"], v["base_ms"]
+    if b <= 0.005:
+        return False
+    lo, hi = max(o - 0.005, 0) / (b + 0.005), (o + 0.005) / (b - 0.005)
+    return 100 * (lo - 1) - 0.5 <= sign * v["diff"] <= 100 * (hi - 1) + 0.5
+
+
+def _same(v) -> bool:
+    o, b = v["other_ms"], v["base_ms"]
+    return all(abs(r) <= PACE_SAME for r in _rounds(v)) and abs(o - b) <= PACE_SAME / 100 * b + 0.01
+
+
+PACE = Chooser("storage.pace", (
+    Rule("storage.pace.slower", (*PACE_FIELDS, "diff"),
+         lambda v: min(_rounds(v)) >= PACE_APART and v["diff"] >= PACE_APART and _diff_agrees(v, 1)),
+    Rule("storage.pace.faster", (*PACE_FIELDS, "diff"),
+         lambda v: max(_rounds(v)) <= -PACE_APART and v["diff"] >= PACE_APART and _diff_agrees(v, -1)),
+    Rule("storage.pace.same", PACE_FIELDS, _same),
+    Rule("storage.pace.unclear", PACE_FIELDS, substantive=False),
+    Rule("storage.pace.untimed", ("t_from", "t_to"), substantive=False),
+))
+CHOOSERS = (PACE,)
+
+_PACE_HEAD = ("{when}（缓存里 {t_from}–{t_to} 个 token）每次前向的耗时（{n} 轮各取中位数，再取中位数）：{other} {other_ms}，"
+              "{base} {base_ms}。每一轮「{other}」比「{base}」多用的时间：{rounds}（负数表示更快）")
+_PACE_RERUN = ("：在这台机器上，这一次分不出快慢。点上面面板的「运行测量」再测一次（先关掉别的占 CPU 的程序），或者在下拉框里"
+               "选更长的 256 个 token，测完再运行这一格。")
+ZH = Catalog("zh", {
+    "storage.pace.slower": _PACE_HEAD + f"，每一轮都慢 {PACE_APART}% 以上：「{{other}}」慢了 {{diff}}。",
+    "storage.pace.faster": _PACE_HEAD + f"，每一轮都快 {PACE_APART}% 以上：「{{other}}」快了 {{diff}}。",
+    "storage.pace.same": _PACE_HEAD + f"，每一轮都在 ±{PACE_SAME}% 以内：两者几乎一样快。",
+    "storage.pace.unclear": _PACE_HEAD + f"，有的轮相差不到 {PACE_APART}%，或者各轮快慢方向不一致" + _PACE_RERUN,
+    "storage.pace.untimed": "{when}（缓存里 {t_from}–{t_to} 个 token）：这一次没有测到可以比较的耗时（有一方是 0）"
+                            + _PACE_RERUN,
+}, words={"kv": CHAPTER_LABELS["kv"], "dynamic": CHAPTER_LABELS["dynamic"], "transformers:dynamic": "DynamicCache",
+          "transformers:static": "StaticCache", "early": "前四分之一的解码步", "late": "后半程"})
+
+
+def pace_claim(base: str, base_ms: list[float], other: str, other_ms: list[float], when: str,
+               window: tuple[int, int]) -> Claim:
+    """:data:`PACE`'s claim on two ways timed in the same rounds (one value per round each, in ms): ``other``
+    against ``base`` (mode names, as :data:`ZH` writes them) over ``window`` (first and last cached length)."""
+    if not base_ms or len(base_ms) != len(other_ms):
+        raise ValueError(f"base_ms, other_ms: one time per round each, got {len(base_ms)} and {len(other_ms)}")
+    b, o = median(base_ms), median(other_ms)
+    rounds = [100 * (ratio(x, y) - 1) for x, y in zip(other_ms, base_ms)]
+    rounds_number = series(rounds, 0, "%", DIFFERENCE) if len(rounds) > 1 else number(rounds[0], 0, "%", DIFFERENCE)
+    slower = 100 * (ratio(o, b) - 1)
+    numbers = {"t_from": number(window[0], 0), "t_to": number(window[1], 0), "n": number(len(rounds), 0),
+               "other_ms": number(o, 2, "ms"), "base_ms": number(b, 2, "ms"), "rounds": rounds_number,
+               "diff": number(abs(slower), 0, "%")}
+    return PACE.choose(numbers, {"other": other, "base": base, "when": when})
+
+
+def show_claims(claims: list[Claim]) -> None:
+    """Display this chapter's claims in Chinese, recorded in the output's metadata (``kvlab.claims.show``)."""
+    show(claims, ZH)
 
 
 @dataclass
@@ -381,24 +420,26 @@ class GrowthComparison:
             return None
         return max(0.0, (self.llc.bytes - self.weight_bytes) / (2 * self.per_token_bytes))
 
-    def _late_window(self) -> str:
+    def _windows(self) -> dict[str, tuple[int, int]]:
+        """The cached lengths of the passes :meth:`CacheGrowth.early_ms` and :meth:`CacheGrowth.late_ms` take."""
         t = self.runs["kv"].t
-        return f"后半程（缓存里 {t[len(t) // 2]}–{t[-1]} 个 token）"
+        early = t[1:][: max(1, (len(t) - 1) // 4)]
+        return {"early": (early[0], early[-1]), "late": (t[len(t) // 2], t[-1])}
 
-    def kvlab_sentence(self) -> str:
-        """How kvlab's concatenating cache measured against its preallocated one, late in the run."""
+    def claims(self) -> list[Claim]:
+        """What the times say (:data:`PACE`): kvlab's concatenating cache against its preallocated one late in the
+        run; with transformers, StaticCache against DynamicCache early (short caches) and DynamicCache against
+        StaticCache late. :func:`show_claims` prints them."""
+        w = self._windows()
         kv, dyn = self.runs["kv"], self.runs["dynamic"]
-        return pace_sentence(CHAPTER_LABELS["kv"], kv.late_ms(), CHAPTER_LABELS["dynamic"], dyn.late_ms(),
-                             self._late_window())
-
-    def transformers_sentences(self) -> list[str]:
-        """StaticCache against DynamicCache, early (short caches) and late in the run."""
-        if "transformers:static" not in self.runs:
-            return []
-        static, dynamic = self.runs["transformers:static"], self.runs["transformers:dynamic"]
-        return [pace_sentence("DynamicCache", dynamic.early_ms(), "StaticCache", static.early_ms(),
-                              "前四分之一的解码步"),
-                pace_sentence("StaticCache", static.late_ms(), "DynamicCache", dynamic.late_ms(), self._late_window())]
+        said = [pace_claim("kv", kv.late_ms(), "dynamic", dyn.late_ms(), "late", w["late"])]
+        if "transformers:static" in self.runs:
+            static, dynamic = self.runs["transformers:static"], self.runs["transformers:dynamic"]
+            said += [pace_claim("transformers:dynamic", dynamic.early_ms(), "transformers:static", static.early_ms(),
+                                "early", w["early"]),
+                     pace_claim("transformers:static", static.late_ms(), "transformers:dynamic", dynamic.late_ms(),
+                                "late", w["late"])]
+        return said
 
     def llc_sentence(self) -> str:
         """The cache's peak size against the last-level cache, and what that means for the copies."""
@@ -434,7 +475,6 @@ class GrowthComparison:
             f"第 0 层的 K 始终是同一块（{kv.layer0_k_tensors[-1]} 块）。",
             f"{CHAPTER_LABELS['dynamic']}：共 {dyn.allocations[-1]:,} 次分配，写入 {format_bytes(dyn.bytes_copied[-1])}，"
             f"第 0 层的 K 换了 {dyn.layer0_k_tensors[-1]} 块。",
-            f"<b>{self.kvlab_sentence()}</b>",
         ]
         if self.transformers_skipped:
             lines.append(self.transformers_skipped)
@@ -444,8 +484,9 @@ class GrowthComparison:
                       f"{hf_dyn.attended[0]} 个位置长到 {hf_dyn.attended[-1]} 个。",
                       f"transformers StaticCache：第 0 层的 K 始终是 {hf_static.layer0_k_tensors[-1]} 块，缓存张量从第一步起"
                       f"就是全部 {hf_static.attended[0]} 个位置（没填的位置在注意力里用掩码遮住）。",
-                      *self.transformers_sentences()]
-        return "<br>".join(html.escape(line) if not line.startswith("<b>") else line for line in lines)
+                      ]
+        lines.append("各种缓存每次前向的耗时谁快谁慢，按这次测到的数字写在下一格的输出里（重新测量之后，再运行下一格）。")
+        return "<br>".join(html.escape(line) for line in lines)
 
     def figure(self):
         llc = None
@@ -557,7 +598,8 @@ def growth_choices(model: ToyTransformer, lengths=GROWTH_LENGTHS) -> list[tuple[
 
 
 def render_growth(model: ToyTransformer, tokens) -> View:
-    """The growth panel: run the comparison up to ``tokens`` cached tokens; counts, times and the verdicts."""
+    """The growth panel: run the comparison up to ``tokens`` cached tokens; counts and times (the claims about
+    the times are shown by the next cell: :meth:`GrowthComparison.claims`)."""
     tokens = choice(GROWTH_LABEL, tokens, GROWTH_LENGTHS)
     start = time.perf_counter()
     growth = compare_cache_growth(model, tokens - GROWTH_PROMPT + 1, GROWTH_PROMPT)

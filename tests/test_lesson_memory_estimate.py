@@ -388,10 +388,13 @@ def test_gpu_table_and_device_memory_text():
     assert lesson.device_memory("cpu") is None
     assert "不是 CUDA GPU" in lesson.device_memory_text(None, "cpu")
     t4 = GPU_PRESETS[T4]
-    more = lesson.device_memory_text(lesson.DeviceMemory("Tesla T4", 15360 * MIB + 2 * MIB, GIB, t4), "cuda")
-    assert "比它多 2.0 MiB" in more  # ECC off, say: more than the table's total, and no error
-    less = lesson.device_memory_text(lesson.DeviceMemory("Tesla T4", 15360 * MIB - 251 * MIB, GIB, t4), "cuda")
-    assert "比它少 251.0 MiB" in less
+    more = lesson.DeviceMemory("Tesla T4", 15360 * MIB + 2 * MIB, GIB, t4)  # ECC off, say: more than the table
+    assert lesson.device_memory_text(more, "cuda").endswith("表里 nvidia-smi 的总量是 15,360 MiB。")
+    assert "比它多 2.0 MiB" in _say(lesson.explain_device_memory(more))  # and no error
+    less = lesson.DeviceMemory("Tesla T4", 15360 * MIB - 251 * MIB, GIB, t4)
+    assert "比它少 251.0 MiB" in _say(lesson.explain_device_memory(less))
+    assert lesson.explain_device_memory(None) == [] and lesson.explain_device_memory(
+        lesson.DeviceMemory("X", GIB, GIB, None)) == []
     assert "表里没有这张卡" in lesson.device_memory_text(lesson.DeviceMemory("X", GIB, GIB, None), "cuda")
 
 
@@ -439,7 +442,8 @@ def test_summary():
     assert "0.50 GB 上乘 4" in text and "恰好少了一半" in text and "约 7%" in text and "1/8" in text
     assert "PagedAttention" in text and "并不是分配器的实测" in text
     gpu = lesson.AllocationCheck("cuda:0", "", (1,), "fp16", 512, 512, 512, (256, 256))
-    assert "分配器实测的字节数与公式完全一致" in lesson.summary_html(gpu)
+    assert "结果见上一节按实测数字写出的说明" in lesson.summary_html(gpu)  # the measured result: only as a claim
+    assert "一致" not in lesson.summary_html(gpu)
 
 
 # -- plot builders, read back -----------------------------------------------------------------------
@@ -574,3 +578,70 @@ def test_every_fit_control_moves_the_growth_figure(change):
     before = panel.views[1].figure.to_plotly_json()["data"]
     panel.set(**change)
     assert not panel.stale and panel.views[1].figure.to_plotly_json()["data"] != before
+
+# -- claims about what was measured (kvlab.claims) -------------------------------------------------------------
+def _say(claims):
+    return "\n".join(lesson.ZH.say(c) for c in claims)
+
+
+ALLOCATION_SHAPES = {  # (formula, measured, released, K's and V's bytes): what a device may report
+    "GPU, exact": (2**25, 2**25, 2**25, (2**24, 2**24)),
+    "GPU, rounded to 512 B": (514, 1536, 1536, (1, 513)),
+    "GPU, another tensor at the same time (busy)": (2**25, 2**25 + 2 * MIB, 2**25, (2**24, 2**24)),
+    "GPU, not all released": (2**25, 2**25, 2**25 - 512, (2**24, 2**24)),
+}
+
+
+def _allocation_claims():
+    cpu = lesson.measure_cache_allocation("GPT-2 (124M)", seq_len=4, device="cpu")
+    yield "CPU (idle)", lesson.explain_allocation(cpu)
+    for name, (formula, measured, released, sizes) in ALLOCATION_SHAPES.items():
+        yield name, lesson.explain_allocation(lesson.AllocationCheck("cuda:0", "", (1,), "fp16", formula, measured,
+                                                                     released, sizes))
+
+
+def _device_claims():
+    t4 = GPU_PRESETS[T4]
+    for name, total in {"less": 15360 * MIB - 251 * MIB, "more": 15360 * MIB + 2 * MIB, "equal": 15360 * MIB}.items():
+        yield name, lesson.explain_device_memory(lesson.DeviceMemory("Tesla T4", total, GIB, t4))
+    h200 = GPU_PRESETS["H200 141 GB"]
+    yield "H200", lesson.explain_device_memory(lesson.DeviceMemory("NVIDIA H200", 150_121_545_728, GIB, h200))
+
+
+def test_every_template_shows_exactly_what_its_rule_shows():
+    for chooser in lesson.CHOOSERS:
+        for rule in chooser.rules:
+            assert lesson.ZH.placeholders(rule.key) == set(rule.shows), rule.key
+    assert set(lesson.ZH.templates) == {k for c in lesson.CHOOSERS for k in c.keys}
+
+
+def test_allocation_claims_by_hand():
+    said = dict(_allocation_claims())
+    assert [c.key for c in said["CPU (idle)"]] == ["memory_estimate.allocation.storage"]
+    assert "并不是分配器的实测" in _say(said["CPU (idle)"]) and "147,456 B" in _say(said["CPU (idle)"])
+    assert [c.key for c in said["GPU, exact"]] == ["memory_estimate.allocation.exact"]
+    assert "相差 33,554,432 B，与公式的 33,554,432 B 一个字节都不差" in _say(said["GPU, exact"])
+    assert "向上取整到 512 字节的倍数之后的 1,536 B" in _say(said["GPU, rounded to 512 B"])
+    for name in ("GPU, another tensor at the same time (busy)", "GPU, not all released"):
+        assert [c.key for c in said[name]] == ["memory_estimate.allocation.differs"] and "重新运行" in _say(said[name])
+
+
+def test_every_key_is_reached_and_every_claim_checks():
+    from kvlab import claims as claims_mod
+
+    shapes = [*_allocation_claims(), *_device_claims()]
+    unread = {"total": claims_mod.number(16 * GIB, 0, "B"), "table": claims_mod.number(15360, 0, "MiB"),
+              "diff": claims_mod.number(3, 1, "MiB")}  # a difference printed that the totals do not give
+    shapes.append(("a difference that does not add up", [lesson.DEVICE_MEMORY.choose(unread)]))
+    reached = {c.key for _, said in shapes for c in said}
+    assert reached == {k for c in lesson.CHOOSERS for k in c.keys}
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data",
+                                                       "data": {"text/plain": _say(said)},
+                                                       "metadata": {"kvlab_claims": [c.record() for c in said]}}]}
+                    for _, said in shapes]}
+    assert len(claims_mod.recorded(nb)) == len(shapes) and claims_mod.check_recorded(nb, lesson.CHOOSERS) == []
+    idle = dict(shapes)
+    for name in ("CPU (idle)", "GPU, exact", "H200"):  # an idle run of either device says something substantive
+        assert idle[name]
+        assert all((lesson.ALLOCATION if "allocation" in c.key else lesson.DEVICE_MEMORY).rule(c.key).substantive
+                   for c in idle[name]), name

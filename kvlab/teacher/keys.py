@@ -1,5 +1,6 @@
-"""The answer keys outside the widgets, for a teacher: every self-check question and every exercise, generated from
-the code that grades them (``kvlab/lessons/*/review.py``, ``kvlab/exercises/chNN.py`` and ``solutions.py``).
+"""The answer keys outside the widgets, for a teacher: every self-check question, checkpoint, in-text 小任务 and
+exercise, generated from the code that grades them (``kvlab/lessons/*/review.py``, ``kvlab/lessons/checkpoints.py``,
+``kvlab/exercises/chNN.py`` and ``solutions.py``).
 
 A numeric key shows how kvlab computes it: the ``answer`` expression of its ``NumberQuestion(...)`` in the quiz's
 source, the statements it uses, and the value. An exercise shows its reference solution, the values that solution
@@ -17,6 +18,7 @@ from fractions import Fraction
 from ..exercises import CHAPTER_MODULES, chapter_module
 from ..exercises.quiz import ChoiceQuestion, NumberQuestion, answer_verdict
 from ..exercises.solutions import SOLUTIONS
+from ..lessons.checkpoints import CHECKPOINTS, TASKS
 
 # Exercises whose answer is checked against this page's own measurement: their values differ from machine to
 # machine, so the key gives the method, not a number.
@@ -55,7 +57,11 @@ def answer_expressions(function) -> tuple[list[str], list[str]]:
 
 def quiz_keys(module) -> str:
     """The keys of one lesson's ``review_questions()`` as markdown."""
-    function = module.review_questions
+    return question_keys(module.review_questions)
+
+
+def question_keys(function) -> str:
+    """The keys of the questions ``function()`` returns (a quiz's or a checkpoint's) as markdown."""
     questions = function()
     setup, exprs = answer_expressions(function)
     numbers = [q for q in questions if isinstance(q, NumberQuestion)]
@@ -63,7 +69,7 @@ def quiz_keys(module) -> str:
     where = f"{inspect.getmodule(function).__name__}.{function.__name__}"
     lines = [f"题目与答案都由 `{where}()` 生成；数字题的标准答案是 kvlab 算出来的（下面写出算式）。"]
     if setup and numbers:
-        lines += ["", _fold("数字题用到的变量（`review_questions` 里的定义）", _code("\n".join(setup)))]
+        lines += ["", _fold(f"数字题用到的变量（`{function.__name__}` 里的定义）", _code("\n".join(setup)))]
     for i, q in enumerate(questions, 1):
         lines += ["", f"**{i}.（{q.section}）** {q.prompt}", ""]
         if isinstance(q, ChoiceQuestion):
@@ -84,6 +90,34 @@ def quiz_keys(module) -> str:
                 lines.append(f"- kvlab 的算法：`{paired[id(q)]}` = `{q.answer!r}`")
             lines += [f"- 讲解：{q.explanation}", f"- 答错时的提示：{q.hint}"]
     return "\n".join(lines)
+
+
+# -- the checkpoints and the in-text 小任务 -------------------------------------------------------------------------
+def checkpoint_keys(section: str) -> str:
+    """The keys of chapter ``section``'s checkpoint (:data:`kvlab.lessons.checkpoints.CHECKPOINTS`) as markdown."""
+    return ("检查点的每题只算第一次作答（学员的预测）：提交后马上判分并给出解释，答错时同时给出答案。\n\n"
+            + question_keys(CHECKPOINTS[section]))
+
+
+def task_keys(notebook: str) -> str | None:
+    """The keys of ``notebook``'s in-text 小任务 (:data:`kvlab.lessons.checkpoints.TASKS`) as markdown, None when
+    it has none."""
+    tasks = [t for t in TASKS if t.notebook == notebook]
+    if not tasks:
+        return None
+    return "\n\n".join(f"**小任务**：「{t.quote}」\n\n- 答案：{t.key()}" for t in tasks)
+
+
+def chapter_extra_sections(number: str, notebook: str) -> list[str]:
+    """KEYS.md's sections for one chapter besides its quiz and exercises: the checkpoint's keys (when the chapter has
+    one) and its 小任务' keys (when it has any), each a ``##`` heading then its body."""
+    parts = []
+    if number in CHECKPOINTS:
+        parts += [f"## {number} 检查点", checkpoint_keys(number)]
+    tasks = task_keys(notebook)
+    if tasks:
+        parts += [f"## {number} 小任务", tasks]
+    return parts
 
 
 # -- the exercises -----------------------------------------------------------------------------------------

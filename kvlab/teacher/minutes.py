@@ -6,7 +6,7 @@
 - **panels**: :data:`PANEL_MINUTES` for each code cell that shows an interactive panel (calls a ``*_panel(``);
 - **exercises**: :data:`CODE_EXERCISE_MINUTES` for an exercise whose stub is a function to write,
   :data:`CALC_EXERCISE_MINUTES` for one answered with values;
-- **quiz**: :data:`QUIZ_MINUTES` per self-check question;
+- **quiz**: :data:`QUIZ_MINUTES` per self-check question, a checkpoint's questions included (:func:`quiz_questions`);
 - in class (the lesson plans, :mod:`kvlab.teacher.plans`): :data:`DISCUSSION_MINUTES` per discussion prompt and
   :data:`CLASS_OPENING_MINUTES` at the start of every class.
 
@@ -106,6 +106,24 @@ def lesson_module_name(nb: dict) -> str | None:
 
 def has_quiz(nb: dict) -> bool:
     return any(c["cell_type"] == "code" and "review_questions(" in "".join(c["source"]) for c in nb["cells"])
+
+
+CHECKPOINT_CALL = re.compile(r"\bcheckpoint\(\s*[\"'](\d+\.\d+)[\"']\s*\)")
+
+
+def checkpoint_sections(nb: dict) -> list[str]:
+    """The chapters whose checkpoint the notebook shows: ``checkpoint("3.1")`` in a code cell."""
+    return [m.group(1) for c in nb["cells"] if c["cell_type"] == "code"
+            for m in CHECKPOINT_CALL.finditer("".join(c["source"]))]
+
+
+def quiz_questions(nb: dict, quiz_module=None) -> int:
+    """The questions a learner answers in the chapter (:data:`QUIZ_MINUTES` each): its lesson's
+    ``review_questions()`` (``quiz_module``, when the notebook has that quiz) and every checkpoint it shows."""
+    from ..lessons.checkpoints import checkpoint_questions
+
+    review = len(quiz_module.review_questions()) if quiz_module is not None else 0
+    return review + sum(len(checkpoint_questions(s)) for s in checkpoint_sections(nb))
 
 
 def exercise_minutes(exercise) -> float:

@@ -137,46 +137,84 @@ def test_one_aggregate_for_the_times_and_the_verdict():
     timings = {"none": slow, "k_only": repeats_timing("k_only", [[9.0] + [6.1] * 8] * 3), "kv": t}
     text = lesson.tail_times_text(timings)
     assert "有缓存 2000.00 ms" in text and "无缓存 6000.00 ms" in text
-    assert "有缓存 2000.00 ms" in lesson.judge_k_only(timings, "cpu").sentence
+    assert "单步中位数 2,000.00 ms" in "".join(lesson.ZH.say(c) for c in lesson.explain_k_only(timings))
 
 
-@pytest.mark.parametrize("none, k_only, kv, gpu, kind, kv_kind", [
-    ([5.0, 5.2, 5.1], [5.1, 5.3, 4.9], [1.0, 1.1, 1.0], False, "same", "far"),  # idle CPU
-    ([5.0, 5.2, 5.1], [5.1, 9.0, 4.6], [1.0, 1.1, 1.0], False, "same", "far"),  # one noisy repeat is outvoted
-    ([5.0, 5.2, 5.1], [3.9, 4.0, 4.1], [1.0, 1.1, 1.0], False, "k_faster", "far"),
-    ([5.0, 5.2, 5.1], [6.5, 7.0, 6.9], [1.0, 1.1, 1.0], False, "k_slower", "far"),
-    ([5.8, 5.0, 9.0], [13.3, 4.1, 7.0], [1.0, 1.1, 6.0], False, "unclear", "faster"),  # busy: the repeats disagree
-    ([5.8], [13.3], [1.0], False, "few_repeats", "far"),  # the run issue 20 saw: 1 repeat says nothing
-    ([0.9, 0.9, 0.95], [0.92, 0.9, 0.9], [0.85, 0.86, 0.9], True, "gpu_flat", "unclear"),  # launch-bound GPU
-    ([0.9, 0.9, 0.95], [0.92, 0.9, 0.9], [0.3, 0.3, 0.3], True, "same", "far"),  # a GPU where compute shows
-    ([5.0, 5.2, 5.1], [5.1, 5.3, 4.9], [4.8, 5.5, 4.9], False, "same", "unclear"),
-    ([5.0, 5.2, 5.1], [5.1, 5.3, 4.9], [3.9, 4.0, 3.8], False, "same", "faster"),  # 1.3x: only 'a little faster'
-])
-def test_k_only_verdict_branches(none, k_only, kv, gpu, kind, kv_kind):
-    v = lesson.k_only_verdict(none, k_only, kv, gpu=gpu)
-    assert (v.kind, v.kv) == (kind, kv_kind)
-    phrase = {"same": "一样慢", "k_faster": "快", "k_slower": "反而比不缓存慢", "unclear": "说不准",
-              "few_repeats": "只重复了 1 次", "gpu_flat": "GPU"}[kind]
-    assert phrase in v.sentence
-    if kind != "gpu_flat":
-        faster = "明显快" if v.kv_speedup >= 1.5 else "快一些"  # 5.3x measured is not 'a little'
-        assert {"far": "快得多", "faster": faster, "unclear": "分不出"}[kv_kind] in v.sentence
-    assert len(v.repeat_ratios) == len(none)
+def _modes(none, k_only, kv):
+    """A run of the three modes whose repeats' tails took these times (ms, one per repeat)."""
+    return {m: repeats_timing(m, [[9.0] + [x / 1e3] * 8 for x in times])
+            for m, times in (("none", none), ("k_only", k_only), ("kv", kv))}
 
 
-def test_k_only_verdict_rejects_mismatched_repeats():
-    with pytest.raises(ValueError, match="^none_ms"):
-        lesson.k_only_verdict([1.0, 2.0], [1.0], [1.0, 1.0])
+K_ONLY_SHAPES = {  # name: (per-repeat tail medians of none, k_only, kv), the keys expected
+    "idle CPU": (([5.0, 5.2, 5.1], [5.1, 5.3, 4.9], [1.0, 1.1, 1.0]), ("same", "far")),
+    "one noisy repeat is outvoted": (([5.0, 5.2, 5.1], [5.1, 9.0, 4.6], [1.0, 1.1, 1.0]), ("same", "far")),
+    "K-only faster": (([5.0, 5.2, 5.1], [3.9, 4.0, 4.1], [1.0, 1.1, 1.0]), ("faster", "far")),
+    "K-only slower": (([5.0, 5.2, 5.1], [6.5, 7.0, 6.9], [1.0, 1.1, 1.0]), ("slower", "far")),
+    "busy: the repeats disagree": (([5.8, 5.0, 9.0], [13.3, 4.1, 7.0], [1.0, 1.1, 6.0]), ("unclear", "clearly")),
+    "one repeat (issue 20's run)": (([5.8], [13.3], [1.0]), ("few_repeats", "far")),
+    "launch-bound GPU": (([0.9, 0.9, 0.95], [0.92, 0.9, 0.9], [0.85, 0.86, 0.9]), ("flat", "unclear")),
+    "a GPU where compute shows": (([0.9, 0.9, 0.95], [0.92, 0.9, 0.9], [0.3, 0.3, 0.3]), ("same", "far")),
+    "K+V no faster (noisy CPU)": (([5.0, 5.2, 5.1], [5.1, 5.3, 4.9], [4.8, 5.5, 4.9]), ("flat", "unclear")),
+    "K+V 1.3x": (([5.0, 5.2, 5.1], [5.1, 5.3, 4.9], [3.9, 4.0, 3.8]), ("same", "a_little")),
+    "no time": (([0.0] * 3, [0.0] * 3, [0.0] * 3), ("unclear", "unclear")),
+}
 
 
-def test_repeat_tail_ms_and_judge():
-    def t(name, reps):
-        base = timing(name, reps[0])
-        return DecodeTiming(name, base.seq_len, reps, [sum(r) for r in reps], 1, len(reps[0]), base.tokens)
-    runs = {"none": t("none", [[9, 4e-3, 5e-3, 5e-3, 5e-3]] * 3), "k_only": t("k_only", [[9, 4e-3, 5e-3, 5e-3, 5e-3]] * 3),
-            "kv": t("kv", [[9, 1e-3, 1e-3, 1e-3, 1e-3]] * 3)}
-    assert lesson.repeat_tail_ms(runs["none"]) == pytest.approx([5.0] * 3)
-    assert lesson.judge_k_only(runs, "cpu").kind == "same"
+@pytest.mark.parametrize("name", K_ONLY_SHAPES)
+def test_k_only_claims_follow_the_repeats(name):
+    times, (k_key, kv_key) = K_ONLY_SHAPES[name]
+    said = lesson.explain_k_only(_modes(*times))
+    assert [c.key for c in said] == [f"misconceptions.k_only.{k_key}", f"misconceptions.kv.{kv_key}"]
+    text = "".join(lesson.ZH.say(c) for c in said)
+    phrase = {"same": "一样慢", "faster": "只缓存 K 比不缓存快", "slower": "反而比不缓存慢", "unclear": "说不准",
+              "few_repeats": "只重复了 1 次", "flat": "逐个启动核函数"}[k_key]
+    kv_phrase = {"far": "快得多", "clearly": "明显快", "a_little": "快一些", "unclear": "分不出"}[kv_key]
+    assert phrase in text and kv_phrase in text, text
+    assert "-" not in text.replace("K ÷", "")  # no negative number, no nan anywhere
+
+
+def test_k_only_claims_print_the_repeats_and_reject_mismatched_runs():
+    text = "".join(lesson.ZH.say(c) for c in lesson.explain_k_only(_modes(*K_ONLY_SHAPES["idle CPU"][0])))
+    assert "单步中位数 5.10 ms 对 5.10 ms，相差 0%" in text and "（只缓存 K ÷ 无缓存）：1.02、1.02、0.96" in text
+    assert "不缓存（5.10 ms）是它的 5.1×；各次重复里不缓存都是它的 2 倍以上（5.0、4.7、5.1×）" in text
+    runs = _modes([5.0, 5.2], [5.1, 5.3], [1.0, 1.1])
+    runs["kv"] = repeats_timing("kv", [[9.0] + [1e-3] * 8] * 3)
+    with pytest.raises(ValueError, match="^timings"):
+        lesson.explain_k_only(runs)
+
+
+def test_every_template_shows_exactly_what_its_rule_shows():
+    for chooser in lesson.CHOOSERS:
+        for rule in chooser.rules:
+            assert lesson.ZH.placeholders(rule.key) == set(rule.shows), rule.key
+    assert set(lesson.ZH.templates) == {k for c in lesson.CHOOSERS for k in c.keys}
+
+
+def _prefill_shapes():
+    return {"idle CPU": lesson.PrefillDecode(128, 6.4e-3, 2e-3), "launch-bound GPU": lesson.PrefillDecode(128, 0.3e-3, 0.25e-3),
+            "busy: the prefill interrupted": lesson.PrefillDecode(128, 400e-3, 2e-3),
+            "no time": lesson.PrefillDecode(128, 0.0, 0.0)}
+
+
+def test_every_key_is_reached_and_every_claim_checks():
+    from kvlab import claims as claims_mod
+
+    shapes = [lesson.explain_k_only(_modes(*times)) for times, _ in K_ONLY_SHAPES.values()]
+    shapes += [lesson.explain_prefill(p) for p in _prefill_shapes().values()]
+    assert {c.key for said in shapes for c in said} == {k for c in lesson.CHOOSERS for k in c.keys}
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data",
+                                                       "data": {"text/plain": "\n".join(lesson.ZH.say(c) for c in said)},
+                                                       "metadata": {"kvlab_claims": [c.record() for c in said]}}]}
+                    for said in shapes]}
+    assert len(claims_mod.recorded(nb)) == 2 * len(K_ONLY_SHAPES) + len(_prefill_shapes())
+    assert claims_mod.check_recorded(nb, lesson.CHOOSERS) == []
+    idle = lesson.explain_k_only(_modes(*K_ONLY_SHAPES["idle CPU"][0])) + lesson.explain_prefill(_prefill_shapes()["idle CPU"])
+    rules = {r.key: r for c in lesson.CHOOSERS for r in c.rules}
+    assert all(rules[c.key].substantive for c in idle)  # an idle run says something substantive in every chooser
+    said = lesson.ZH.say(idle[-1])
+    assert "平均每个 token 0.050 ms，比一步解码（2.00 ms）少" in said
+    assert lesson.explain_prefill(_prefill_shapes()["launch-bound GPU"])[0].key == "misconceptions.prefill.cheaper"
 
 
 def test_step_flops_by_hand(tiny_model):

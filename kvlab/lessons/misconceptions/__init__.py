@@ -17,8 +17,8 @@ from .common import DEFAULT_PROMPT, NEW_TOKENS_LABEL, leave_a_core, corpus_promp
 from .weights import (WeightsSnapshot, weights_snapshot, CacheRun, run_with_cache, M1_LIMITS, PROMPT_LEN_LABEL,
                       BATCH_LABEL, render_weights_vs_cache, weights_panel)
 from .k_only import (K_ONLY_MODES, K_ONLY_NAMES, K_ONLY_MINIMAL, FLOP_MODES, FLOP_NAMES, LLAMA_7B_SHAPE,
-                     compare_k_only, tail_step_ms, repeat_tail_ms, BAND, FAR, MIN_REPEATS,
-                     KOnlyVerdict, k_only_verdict, judge_k_only, step_flops, StepFlops, count_step, tail_times_text, same_tokens,
+                     compare_k_only, tail_step_ms, repeat_tail_ms, BAND, FAR, CLEAR, MIN_REPEATS,
+                     K_ONLY, KV_SPEEDUP, explain_k_only, step_flops, StepFlops, count_step, tail_times_text, same_tokens,
                      REPEATS_LABEL, COUNTING, tail_range, render_k_only, k_only_panel, Dependency, prefix_dependency,
                      QueryCheck, past_queries_unused)
 from .budget import (BUDGET_MODELS, DEFAULT_GPU, DEFAULT_MODEL, GPU_LABEL, MODEL_LABEL, SPREAD_LABEL, RESERVE_LABEL,
@@ -32,8 +32,8 @@ from .lab import (LAB_PROMPT, PREVIOUS_PROMPT, LAB_NEW_TOKENS, LOGIT_TOLERANCE, 
                   make_lab_cache, run_lab_cache, lab_line, MAX_LAB_PROMPT, MAX_LAB_TOKENS, render_lab,
                   tokens_table_html, methods_html, lab_html, lab_panel, run_all_lab_caches)
 from .review import uncached_over_cached, batch_intensity_gain, review_questions
-from .summary import (PrefillDecode, prefill_vs_decode, SummaryRow, chapter_rows, scenario_plans, scenario_row,
-                      summary_rows, summary_html)
+from .summary import (PrefillDecode, prefill_vs_decode, PREFILL, explain_prefill, CHOOSERS, ZH, show_claims,
+                      SummaryRow, chapter_rows, scenario_plans, scenario_row, summary_rows, summary_html)
 
 from ...measure import device_label  # every readout's device and timing threads, as the notebook prints it
 
@@ -41,8 +41,8 @@ __all__ = [
     "DEFAULT_PROMPT", "NEW_TOKENS_LABEL", "leave_a_core", "corpus_prompts", "WeightsSnapshot", "weights_snapshot",
     "CacheRun", "run_with_cache", "M1_LIMITS", "PROMPT_LEN_LABEL", "BATCH_LABEL", "render_weights_vs_cache",
     "weights_panel", "K_ONLY_MODES", "K_ONLY_NAMES", "K_ONLY_MINIMAL", "FLOP_MODES", "FLOP_NAMES", "LLAMA_7B_SHAPE",
-    "compare_k_only", "tail_step_ms", "repeat_tail_ms", "BAND", "FAR", "MIN_REPEATS", "KOnlyVerdict",
-    "k_only_verdict", "judge_k_only", "step_flops", "StepFlops", "count_step", "tail_times_text", "same_tokens",
+    "compare_k_only", "tail_step_ms", "repeat_tail_ms", "BAND", "FAR", "CLEAR", "MIN_REPEATS", "K_ONLY",
+    "KV_SPEEDUP", "explain_k_only", "step_flops", "StepFlops", "count_step", "tail_times_text", "same_tokens",
     "REPEATS_LABEL", "COUNTING", "tail_range", "render_k_only", "k_only_panel", "Dependency", "prefix_dependency",
     "QueryCheck", "past_queries_unused", "BUDGET_MODELS", "DEFAULT_GPU", "DEFAULT_MODEL", "GPU_LABEL", "MODEL_LABEL",
     "SPREAD_LABEL", "RESERVE_LABEL", "CONCURRENT_LABEL", "MAX_CONCURRENT", "PAGE_TOKENS", "TOO_LONG_LIMIT",
@@ -54,6 +54,7 @@ __all__ = [
     "BugRun", "cache_class", "make_lab_cache", "run_lab_cache", "lab_line", "MAX_LAB_PROMPT", "MAX_LAB_TOKENS",
     "render_lab", "tokens_table_html", "methods_html", "lab_html", "lab_panel", "run_all_lab_caches", "uncached_over_cached",
     "batch_intensity_gain",
-    "review_questions", "PrefillDecode", "prefill_vs_decode", "SummaryRow", "chapter_rows", "scenario_plans",
+    "review_questions", "PrefillDecode", "prefill_vs_decode", "PREFILL", "explain_prefill", "CHOOSERS", "ZH",
+    "show_claims", "SummaryRow", "chapter_rows", "scenario_plans",
     "scenario_row", "summary_rows", "summary_html", "device_label",
 ]

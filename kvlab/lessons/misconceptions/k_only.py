@@ -10,6 +10,7 @@ import torch
 from ... import inputs
 from ..._validate import positive_int
 from ...attention import attention, attention_mask
+from ...claims import Chooser, Claim, Rule, number, ratio, series
 from ...config import ModelConfig
 from ...costs import linear_flops_per_token, pass_cost
 from ...measure import DecodeTiming, device_label, time_generate
@@ -102,84 +103,124 @@ def repeat_tail_ms(t: DecodeTiming, fraction: float = 0.25) -> list[float]:
     return out
 
 
+REPEATS_LABEL = "重复次数（取中位数）"
 BAND = 0.15  # a ratio within 1 ± 15 % is "about the same"
 FAR = 2.0  # K+V at least this many times faster than no cache (in every repeat): "far faster"
+CLEAR = 1.5  # K+V this many times faster (the medians): "clearly faster", below it "a little faster"
 MIN_REPEATS = 3  # fewer repeats cannot show how much the machine moves the times
 
 
-@dataclass(frozen=True)
-class KOnlyVerdict:
-    """What the timings of misconception 2 say, chosen from the per-repeat medians (see :func:`k_only_verdict`).
-
-    ``kind``: "same" (K-only within ±15 % of no cache, most repeats agreeing), "k_faster" / "k_slower" (beyond the
-    band, every repeat the same way), "unclear" (the repeats disagree), "few_repeats" (under 3 repeats),
-    "gpu_flat" (on a GPU, all three modes within the band: launch-bound). ``kv``: "far" (K+V at least 2x faster
-    than no cache in every repeat), "faster" (beyond the band), "unclear"."""
-
-    kind: str
-    kv: str
-    ratio: float  # median K-only step / median uncached step
-    repeat_ratios: tuple  # the same ratio, repeat by repeat
-    kv_speedup: float  # median uncached step / median K+V step
-    sentence: str
+# -- what the timings say, as claims (kvlab.claims) -----------------------------------------------------------
+# Each sentence is chosen by a predicate over the numbers it prints: the three modes' medians (of each repeat's
+# tail median), each repeat's ratio, the ratio of the medians. A verdict needs the repeats to agree.
+def _series(v, name: str) -> tuple[float, ...]:
+    x = v[name]
+    return x if isinstance(x, tuple) else (x,)
 
 
-def _kv_part(kv: str, speedup: float) -> str:
-    if kv == "far":
-        return f"缓存 K 和 V 的一步快得多：只有不缓存的 1/{speedup:.1f}，每次重复都是如此。"
-    if kv == "faster":
-        return f"缓存 K 和 V 的一步{'明显快' if speedup >= 1.5 else '快一些'}（不缓存是它的 {speedup:.2f} 倍）。"
-    return "缓存 K 和 V 的一步这次也分不出比不缓存快多少：几次重复不一致，或相差在 ±15% 之内。"
+def _ratio_agrees(printed: float, a: float, b: float, half: float) -> bool:
+    """``printed`` (rounded to ``half`` either way) is a / b of the printed a and b (2 decimals), within rounding."""
+    if b <= 0.005:
+        return False
+    lo, hi = max(a - 0.005, 0) / (b + 0.005), (a + 0.005) / (b - 0.005)
+    return lo - half <= printed <= hi + half
 
 
-def k_only_verdict(none_ms, k_only_ms, kv_ms, gpu: bool = False) -> KOnlyVerdict:
-    """Choose the sentence about step times from per-repeat tail medians (ms) of each mode, in repeat order."""
-    n = len(none_ms)
-    if not n or len(k_only_ms) != n or len(kv_ms) != n:
-        raise ValueError("none_ms, k_only_ms, kv_ms: one median per repeat each, the same number of repeats")
-    mid = {m: median(v) for m, v in (("none", none_ms), ("k_only", k_only_ms), ("kv", kv_ms))}
-    ratio = mid["k_only"] / mid["none"]
-    rr = tuple(k / u for k, u in zip(k_only_ms, none_ms))
-    speedups = [u / v for u, v in zip(none_ms, kv_ms)]
-    speedup = mid["none"] / mid["kv"]
-    kv = ("far" if min(speedups) >= FAR else "faster" if min(speedups) >= 1 + BAND and speedup >= 1 + BAND
-          else "unclear")
-    times = f"各次重复的中位数：无缓存 {mid['none']:.2f} ms，只缓存 K {mid['k_only']:.2f} ms，有缓存 {mid['kv']:.2f} ms"
-    if gpu and max(mid.values()) <= (1 + BAND) * min(mid.values()):
-        kind = "gpu_flat"
-        text = (f"在这块 GPU 上三种方式的一步几乎一样快（{times}）：演示模型太小，一步的时间主要花在逐个启动核函数上，"
-                "计算量的差别显不出来。起作用的是上面按 FLOP 的计数：模型一大，时间就跟着计算量走。")
-        return KOnlyVerdict(kind, kv, ratio, rr, speedup, text)
-    within = [abs(r - 1) < BAND for r in rr]
-    if n < MIN_REPEATS:
-        kind = "few_repeats"
-        head = (f"只重复了 {n} 次（{times}）：看不出这台机器让耗时波动多大，说不准只缓存 K 和不缓存是不是一样快；"
-                f"把「{REPEATS_LABEL}」调到 {MIN_REPEATS} 以上再运行。")
-    elif abs(ratio - 1) < BAND and sum(within) * 2 > n:
-        kind = "same"
-        head = (f"只缓存 K 和不缓存差不多一样慢（{times}）：相差 {abs(ratio - 1):.0%}，在 ±{BAND:.0%} 之内，"
-                f"{n} 次重复里有 {sum(within)} 次也在这个范围内。")
-    elif ratio <= 1 / (1 + BAND) and all(r < 1 for r in rr):
-        kind = "k_faster"
-        head = (f"这次只缓存 K 比不缓存快 {1 - ratio:.0%}（{times}，每次重复都是它快）：按计数它只少做几个百分点的计算，"
-                "快出的这么多不能用少算的那一点解释；"
-                f"原因在计算量以外，这里没有查明：kvlab 的只缓存 K 走的是另一段代码（把 W_qkv 拆成三次矩阵乘），{n} 次重复方向一致也可能是凑巧（重复越多越可信）。")
-    elif ratio >= 1 + BAND and all(r > 1 for r in rr):
-        kind = "k_slower"
-        head = (f"这次只缓存 K 反而比不缓存慢 {ratio - 1:.0%}（{times}，每次重复都是它慢）：按计数它只少做几个百分点的计算，却"
-                "还要多读写一次缓存；慢这么多，超出了多读写一次缓存能解释的范围；"
-                f"原因在计算量以外，这里没有查明：kvlab 的只缓存 K 走的是另一段代码（把 W_qkv 拆成三次矩阵乘），{n} 次重复方向一致也可能是凑巧（重复越多越可信）。")
-    else:
-        kind = "unclear"
-        head = (f"几次重复的结论不一致（只缓存 K ÷ 无缓存：{min(rr):.2f}–{max(rr):.2f}；{times}）："
-                "这台机器太忙，这次说不准只缓存 K 和不缓存谁快。")
-    return KOnlyVerdict(kind, kv, ratio, rr, speedup, head + _kv_part(kv, speedup))
+def _diff_agrees(v, sign: int) -> bool:
+    """The printed per-cent difference ``diff`` is ``sign`` x (K-only / uncached - 1) of the printed medians."""
+    return _ratio_agrees(1 + sign * v["diff"] / 100, v["k_only_ms"], v["none_ms"], 0.005)
 
 
-def judge_k_only(timings: dict[str, DecodeTiming], device) -> KOnlyVerdict:
-    """:func:`k_only_verdict` on a run of :func:`compare_k_only`."""
+def _flat(v) -> bool:
+    times = (v["none_ms"], v["k_only_ms"], v["kv_ms"])
+    return min(times) > 0 and max(times) <= (1 + BAND) * min(times)
+
+
+def _same(v) -> bool:
+    within = [abs(r - 1) < BAND for r in _series(v, "rounds")]
+    return v["diff"] < 100 * BAND and _diff_agrees(v, 1 if v["k_only_ms"] >= v["none_ms"] else -1) \
+        and 2 * sum(within) > len(within)
+
+
+K_ONLY_FIELDS = ("n", "none_ms", "k_only_ms", "rounds", "diff")
+K_ONLY = Chooser("misconceptions.k_only", (
+    Rule("misconceptions.k_only.few_repeats", ("n", "none_ms", "k_only_ms"), lambda v: v["n"] < MIN_REPEATS,
+         substantive=False),
+    Rule("misconceptions.k_only.flat", ("none_ms", "k_only_ms", "kv_ms"), _flat),
+    Rule("misconceptions.k_only.same", K_ONLY_FIELDS, _same),
+    Rule("misconceptions.k_only.faster", K_ONLY_FIELDS,
+         lambda v: v["diff"] >= 100 * BAND and all(r < 1 for r in _series(v, "rounds")) and _diff_agrees(v, -1)),
+    Rule("misconceptions.k_only.slower", K_ONLY_FIELDS,
+         lambda v: v["diff"] >= 100 * BAND and all(r > 1 for r in _series(v, "rounds")) and _diff_agrees(v, 1)),
+    Rule("misconceptions.k_only.unclear", ("n", "none_ms", "k_only_ms"), substantive=False),
+))
+
+
+def _kv_faster(every: float, low: float, high: float = float("inf")):
+    """Every repeat's speedup at least ``every``, the medians' in [low, high) and agreeing with them."""
+    def holds(v) -> bool:
+        return (min(_series(v, "speedups")) >= every and low <= v["speedup"] < high
+                and _ratio_agrees(v["speedup"], v["none_ms"], v["kv_ms"], 0.05))
+    return holds
+
+
+KV_FIELDS = ("none_ms", "kv_ms", "speedup", "speedups")
+KV_SPEEDUP = Chooser("misconceptions.kv", (
+    Rule("misconceptions.kv.far", KV_FIELDS, _kv_faster(FAR, FAR)),
+    Rule("misconceptions.kv.clearly", KV_FIELDS, _kv_faster(1 + BAND, CLEAR)),
+    Rule("misconceptions.kv.a_little", KV_FIELDS, _kv_faster(1 + BAND, 1 + BAND, CLEAR)),
+    Rule("misconceptions.kv.unclear", ("none_ms", "kv_ms"), substantive=False),  # medians: never NaN or negative
+))
+
+_K_ONLY_RERUN = "把上面面板的「重复次数（取中位数）」调大，点「运行测量」，再运行这一格；机器忙时先关掉别的占 CPU 的程序。"
+_ROUNDS = "各次重复的比值（只缓存 K ÷ 无缓存）：{rounds}"
+_NOT_EXPLAINED = ("按计数它只少做几个百分点的计算，相差这么多不能用计算量解释；原因在计算量以外，这里没有查明：kvlab 的只缓存 K "
+                  "走的是另一段代码（把 W_qkv 拆成三次矩阵乘），{n} 次重复方向一致也可能是凑巧（重复越多越可信）。")
+K_ONLY_TEMPLATES = {
+    "misconceptions.k_only.few_repeats": f"只重复了 {{n}} 次（单步中位数：无缓存 {{none_ms}}，只缓存 K {{k_only_ms}}）：看不出这台机器"
+                                         f"让耗时波动多大，说不准只缓存 K 和不缓存是不是一样快；把「{REPEATS_LABEL}」调到 "
+                                         f"{MIN_REPEATS} 以上，点「运行测量」，再运行这一格。",
+    "misconceptions.k_only.flat": f"三种方式的一步几乎一样快（单步中位数：无缓存 {{none_ms}}，只缓存 K {{k_only_ms}}，有缓存 "
+                                  f"{{kv_ms}}，彼此相差不到 {BAND:.0%}）：演示模型太小，一步的时间主要花在固定开销上（在 GPU 上是"
+                                  "逐个启动核函数），计算量的差别显不出来。起作用的是下面按 FLOP 的计数：模型一大，时间就跟着"
+                                  "计算量走。",
+    "misconceptions.k_only.same": f"只缓存 K 和不缓存差不多一样慢：单步中位数 {{k_only_ms}} 对 {{none_ms}}，相差 {{diff}}，在 "
+                                  f"±{BAND:.0%} 之内；{_ROUNDS}，{{n}} 次里多数也在这个范围内。",
+    "misconceptions.k_only.faster": f"这次只缓存 K 比不缓存快 {{diff}}（单步中位数 {{k_only_ms}} 对 {{none_ms}}；{_ROUNDS}，每次都"
+                                    "是它快）：" + _NOT_EXPLAINED,
+    "misconceptions.k_only.slower": f"这次只缓存 K 反而比不缓存慢 {{diff}}（单步中位数 {{k_only_ms}} 对 {{none_ms}}；{_ROUNDS}，"
+                                    "每次都是它慢）：它还要多读写一次缓存，但" + _NOT_EXPLAINED,
+    "misconceptions.k_only.unclear": "只缓存 K 的单步中位数 {k_only_ms}，无缓存 {none_ms}：{n} 次重复的结论不一致（或者差别不够大），"
+                                     "这台机器太忙，这次说不准只缓存 K 和不缓存谁快；" + _K_ONLY_RERUN,
+    "misconceptions.kv.far": "缓存 K 和 V 的一步快得多：单步中位数 {kv_ms}，不缓存（{none_ms}）是它的 {speedup}；各次重复里"
+                             "不缓存都是它的 {FAR} 倍以上（{speedups}）。".replace("{FAR}", f"{FAR:g}"),
+    "misconceptions.kv.clearly": f"缓存 K 和 V 的一步明显快：单步中位数 {{kv_ms}}，不缓存（{{none_ms}}）是它的 {{speedup}}；各次"
+                                 f"重复都快 {BAND:.0%} 以上（不缓存是它的 {{speedups}}）。",
+    "misconceptions.kv.a_little": f"缓存 K 和 V 的一步快一些：单步中位数 {{kv_ms}}，不缓存（{{none_ms}}）是它的 {{speedup}}；各次"
+                                  f"重复都快 {BAND:.0%} 以上（不缓存是它的 {{speedups}}）。",
+    "misconceptions.kv.unclear": f"缓存 K 和 V 的一步（单步中位数 {{kv_ms}}）这次也分不出比不缓存（{{none_ms}}）快多少：几次重复"
+                                 f"不一致，或相差在 ±{BAND:.0%} 之内；" + _K_ONLY_RERUN,
+}
+
+
+def _numbers(xs, digits: int, unit: str = ""):
+    return series(xs, digits, unit) if len(xs) > 1 else number(xs[0], digits, unit)
+
+
+def explain_k_only(timings: dict[str, DecodeTiming]) -> list[Claim]:
+    """What a run of :func:`compare_k_only` measured, as two claims (:data:`K_ONLY`, :data:`KV_SPEEDUP`) over each
+    mode's tail medians (:func:`repeat_tail_ms`, their median as :func:`tail_step_ms` prints it)."""
     per = {m: repeat_tail_ms(timings[m]) for m in K_ONLY_MODES}
-    return k_only_verdict(per["none"], per["k_only"], per["kv"], gpu=torch.device(device).type == "cuda")
+    if len({len(v) for v in per.values()}) != 1:
+        raise ValueError("timings: every mode needs the same number of repeats")
+    mid = {m: median(v) for m, v in per.items()}
+    numbers = {"n": number(len(per["none"]), 0), "none_ms": number(mid["none"], 2, "ms"),
+               "k_only_ms": number(mid["k_only"], 2, "ms"), "kv_ms": number(mid["kv"], 2, "ms"),
+               "rounds": _numbers([ratio(k, u) for k, u in zip(per["k_only"], per["none"])], 2),
+               "diff": number(100 * abs(ratio(mid["k_only"], mid["none"]) - 1), 0, "%"),
+               "speedup": number(ratio(mid["none"], mid["kv"]), 1, "×"),
+               "speedups": _numbers([ratio(u, v) for u, v in zip(per["none"], per["kv"])], 1, "×")}
+    return [K_ONLY.choose(numbers), KV_SPEEDUP.choose(numbers)]
 
 
 def tail_times_text(timings: dict[str, DecodeTiming]) -> str:
@@ -192,7 +233,6 @@ def same_tokens(timings: dict[str, DecodeTiming]) -> bool:
     return all(torch.equal(t.tokens, first) for t in timings.values())
 
 
-REPEATS_LABEL = "重复次数（取中位数）"
 COUNTING = "按 kvlab.costs 的计数（一次乘加记 2 FLOP，掩码遮住的一半也算）"
 
 
@@ -210,10 +250,10 @@ def render_k_only(model: ToyTransformer, prompt_ids, new_tokens, repeats) -> Vie
     timings = compare_k_only(model, prompt_ids, n, r)
     counted = count_step(model, timings["none"].seq_len[-1])
     tokens = "三种方式生成的 token 完全相同" if same_tokens(timings) else '<span style="color:#b00">token 不同！</span>'
-    verdict = judge_k_only(timings, model.device)
     readout = (
         f"生成 {n} 个 token：{tokens}。最后 1/4 的解码步（t = {tail_range(timings)}）单步耗时中位数"
-        f"（每次重复各取一个，再取 {r} 次的中位数）：<b>{tail_times_text(timings)}</b>（{device_label(model.device)}，重复 {r} 次）<br>{verdict.sentence}<br>"
+        f"（每次重复各取一个，再取 {r} 次的中位数）：<b>{tail_times_text(timings)}</b>（{device_label(model.device)}，重复 {r} 次）<br>这些耗时说明了什么，按这次测到的数字写在下一格的输出里"
+        f"（重新测量之后，再运行下一格）。<br>"
         f"trace 记录的每步投影（序列长度为 t 的那一步）：无缓存 K = V = t；只缓存 K：K = 1，<b>V = t</b>；有缓存：K = V = 1。"
         f"{COUNTING}，t = {counted.seq_len} 时只缓存 K 的一步仍要做无缓存的 <b>{counted.share('k_only'):.1%}</b> 的计算"
         f"（有缓存：{counted.share('kv'):.2%}）"

@@ -5,6 +5,7 @@ import html
 from dataclasses import dataclass
 
 from ..._validate import positive_int
+from ...claims import Catalog, Chooser, Claim, Rule, number, show
 from ...measure import DecodeTiming, time_generate
 from ...memory import dtype_name, format_bytes, kv_cache_bytes
 from ...model import ToyTransformer
@@ -12,7 +13,7 @@ from ...presets import MODEL_PRESETS
 from ...stats import median
 from .budget import DEFAULT_GPU, DEFAULT_MODEL, ReservationPlan, SPREADS, plan_reservation
 from .common import corpus_prompts, leave_a_core
-from .k_only import tail_range, tail_step_ms, tail_times_text
+from .k_only import K_ONLY, K_ONLY_TEMPLATES, KV_SPEEDUP, tail_range, tail_step_ms, tail_times_text
 from .lab import BUG_CARDS, BugRun, REFERENCE
 from .weights import CacheRun
 
@@ -37,6 +38,42 @@ def prefill_vs_decode(model: ToyTransformer, tokenizer, prompt_len: int = 128, n
     prompt = corpus_prompts(tokenizer, prompt_len, 1)
     t = time_generate(model, prompt, positive_int("new_tokens", new_tokens), ("kv",), repeats=repeats)["kv"]
     return PrefillDecode(prompt_len, t.step_seconds[0], median(t.step_seconds[1:]))
+
+
+def _per_token_agrees(v) -> bool:
+    """The printed time per token is the printed prefill time over the prompt's tokens, within their rounding."""
+    return abs(v["per_token_ms"] - v["prefill_ms"] / v["prompt_len"]) <= 0.0005 + 0.005 / v["prompt_len"]
+
+
+PREFILL = Chooser("misconceptions.prefill", (
+    Rule("misconceptions.prefill.cheaper", ("prompt_len", "prefill_ms", "per_token_ms", "decode_ms"),
+         lambda v: v["per_token_ms"] < v["decode_ms"] and _per_token_agrees(v)),
+    Rule("misconceptions.prefill.unclear", ("prompt_len", "prefill_ms", "decode_ms"), substantive=False),
+))
+
+
+def explain_prefill(p: PrefillDecode) -> list[Claim]:
+    """The summary's prefill against a decode step, as a claim (:data:`PREFILL`): per token, the prefill costs
+    less than a decode step, said only when the printed numbers show it."""
+    return [PREFILL.choose({"prompt_len": number(p.prompt_len, 0), "prefill_ms": number(p.prefill_seconds * 1e3, 2, "ms"),
+                            "per_token_ms": number(p.prefill_per_token * 1e3, 3, "ms"),
+                            "decode_ms": number(p.decode_seconds * 1e3, 2, "ms")})]
+
+
+CHOOSERS = (K_ONLY, KV_SPEEDUP, PREFILL)
+ZH = Catalog("zh", {
+    **K_ONLY_TEMPLATES,
+    "misconceptions.prefill.cheaper": "预填充 {prompt_len} 个 token 一次前向 {prefill_ms}，平均每个 token {per_token_ms}，比一步"
+                                      "解码（{decode_ms}）少：整段提示词在一次前向里并行处理，每个 token 分到的开销小得多。",
+    "misconceptions.prefill.unclear": "预填充 {prompt_len} 个 token 一次前向 {prefill_ms}，一步解码 {decode_ms}：这一次的计时"
+                                      "说不清平均每个 token 谁多谁少（多半是计时被别的程序打断了）；关掉别的占 CPU 的程序，"
+                                      "再运行这一格。",
+})
+
+
+def show_claims(claims: list[Claim]) -> None:
+    """Display this chapter's claims in Chinese, recorded in the output's metadata (``kvlab.claims.show``)."""
+    show(claims, ZH)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@ steps mapped to kvlab's code and checked on a real cache, prefill against decode
 machine, decode batching (and how each sequence's own K/V limits it), and the engineering notes
 (preallocation, unequal lengths, FP16/INT8) as experiments.
 
-Sentences whose content depends on this machine's numbers are chosen here (``explain_*`` functions
-returning lines to print), so that the notebook's prose only says what holds on any machine.
+Sentences that read this machine's measurements are claims (issue 31): the ``explain_*`` functions return
+:class:`~kvlab.claims.Claim` s chosen by the choosers of :mod:`.sentences` (:data:`CHOOSERS`) over the numbers they
+print, and :func:`show_claims` displays them with their record; readouts and counted facts stay plain lines
+(the ``*_lines`` functions), so that the notebook's prose only says what holds on any machine.
 
 A package with one module per section; every public name is re-exported here, so
 ``from kvlab.lessons import prefill_decode as lesson; lesson.render_timeline(...)`` works as before.
@@ -13,24 +15,27 @@ from .roofline import (ROOFLINE_CONFIG, roofline_model, weight_bytes_of, explain
                        measure_roofs, explain_roofs, RooflinePoint, FlopCheck, count_flops)
 from .timeline import (DEFAULT_PROMPT, TIMELINE_TOKENS, TIMELINE_MAX_TOKENS, TIMELINE_REPEATS, PROMPT_LABEL, TOKENS_LABEL, STEP_LABEL,
                        Timeline, run_timeline, regenerate, render_timeline, timeline_panel, StepBudget, step_budget,
-                       explain_step_budget, TAIL_SAMPLES, explain_latency, explain_prefill_parallel)
+                       explain_step_budget, TAIL_SAMPLES, explain_latency, explain_prefill_parallel, latency_lines,
+                       explain_panel, step_budget_lines)
 from .four_steps import CodePart, FOUR_STEPS, STEP_ARGUMENT, show_step, FourStepCheck, check_four_steps
 from .prefill_sweep import (PREFILL_LENGTHS, PREFILL_DECODE_STEPS, MAX_CUSTOM_LENGTHS, LengthPoint, PrefillSweep,
                             max_prompt_len, measure_prefill_sweep, PrefillLab, LENGTHS_LABEL, PROMPT_LEN_LABEL,
                             render_prefill, prefill_panel, PROPORTIONAL_EXPONENT, proportional_from, explain_prefill,
-                            prefill_points, explain_prefill_growth)
+                            prefill_points, explain_prefill_growth, explain_prefill_rates)
 from .batching import (BATCH_SIZES, BATCH_CONTEXTS, BATCH_STEPS, BATCH_REPEATS, BATCH_MAX_CACHE_BYTES, BatchPoint,
                        BatchSweep, measure_batch_sweep, BatchLab, explain_batch, explain_kv_share, BATCH_LABEL,
                        CONTEXT_LABEL, render_batch, batch_panel, SmallMatmuls, measure_small_matmuls, explain_small_matmuls,
-                       per_doubling)
+                       per_doubling, batch_ridge_lines)
 from .engineering import (AllocatorTrace, AllocatorComparison, CPU_ALLOCATOR_REASON, allocator_growth,
                           explain_allocator, explain_reservation, PADDED_LENGTHS, PADDED_NEW_TOKENS,
                           PADDED_LENGTHS_LABEL, BLOCK_LABEL, corpus_text, corpus_prompts, PaddedBatch,
                           run_padded_batch, paged_text, render_padded_batch, padded_batch_panel, PRECISION_LABELS,
-                          CachePrecision, compare_cache_precision, explain_precision)
+                          CachePrecision, compare_cache_precision, explain_precision,
+                          allocator_lines, precision_lines)
 from .readings import (STEADY_SPREAD, BUSY_SPREAD, SAME_BAND, explain_batch_baseline, WorkedStep, worked_decode_step, explain_worked_step, spread,
                        roofs_busy, explain_measured_roofs, explain_prefill_vs_roof, explain_decode_vs_roof,
-                       explain_batch_vs_prefill, explain_small_matmul_reads, explain_worked_bounds)
+                       explain_batch_vs_prefill, explain_small_matmul_reads, explain_worked_bounds, roof_lines)
+from .sentences import CHOOSERS, ZH, show_claims
 from ...claims import confirm  # the page's checks, a Chinese ✓ line each
 from ...device import last_level_cache  # the notebook reads the last-level cache through the lesson
 from ...measure import device_label  # every readout's device, as the notebook prints it
@@ -56,5 +61,6 @@ __all__ = [
     "explain_decode_vs_roof", "explain_batch_vs_prefill", "explain_small_matmul_reads", "explain_worked_bounds", "confirm",
     "last_level_cache", "device_label",
     "TAIL_SAMPLES", "explain_latency", "explain_prefill_parallel", "explain_prefill_growth", "per_doubling", "STEADY_SPREAD",
-    "explain_batch_baseline",
+    "explain_batch_baseline", "latency_lines", "explain_panel", "step_budget_lines", "explain_prefill_rates",
+    "batch_ridge_lines", "allocator_lines", "precision_lines", "roof_lines", "CHOOSERS", "ZH", "show_claims",
 ]

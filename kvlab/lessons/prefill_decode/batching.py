@@ -11,6 +11,7 @@ import torch
 
 from ..._validate import positive_int
 from ...cache import KVCache
+from ...claims import Claim, Number, number, ratio
 from ...config import ModelConfig
 from ...inputs import InputError, choice, one_of_numbers, whole_number
 from ...costs import PassCost, decode_cost, pass_cost
@@ -22,6 +23,8 @@ from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, View, selection_slider
 from .prefill_sweep import PrefillSweep, prefill_points
 from .roofline import RooflinePoint, Roofs
+from .sentences import (BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, INVERTED_ROWS, MATMUL_ROWS, MATMUL_SLOWDOWN, _decimals,
+                        count, counts, ms_series, pct, some, times)
 
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
@@ -155,69 +158,61 @@ class BatchLab:
         return self.sweeps[context_len]
 
 
-def explain_batch(sweep: BatchSweep, roofs: Roofs) -> list[str]:
-    """How the step time moved while the batch stayed left of the ridge, and after it crossed."""
-    ridge, one = roofs.ridge, sweep.points[0]
+def explain_batch(sweep: BatchSweep, roofs: Roofs) -> list[Claim]:
+    """How the step time moved while the batch stayed left of the ridge (:data:`~.sentences.BATCH_LEFT`: every
+    point), whether it ever fell as B grew (:data:`~.sentences.BATCH_ORDER`), and the growth per doubling of B on
+    both sides of the ridge (:data:`~.sentences.BATCH_SHAPE`)."""
+    ridge, pts = roofs.ridge, sweep.points
+    left = [p for p in pts if p.cost.intensity < ridge]
+    right = [p for p in pts if p.cost.intensity >= ridge]
+    claims = []
+    if len(left) >= 2:
+        ts = ms_series([p.step_seconds for p in left])
+        r = ratio(ts.value[-1], ts.value[0])
+        claims.append(BATCH_LEFT.choose(
+            {"Bs": counts([p.batch_size for p in left]), "ts": ts, "I": number(left[-1].cost.intensity, 2),
+             "ridge": number(ridge, 1), "ratio": times(r), "rise": pct(r - 1),
+             "B": count(left[-1].batch_size)},
+            {"why": "gpu_launch" if roofs.threads is None else "cpu"}))
+    elif right:
+        first_right = right[0]
+        claims.append(BATCH_LEFT.choose({"B": count(first_right.batch_size), "I": number(first_right.cost.intensity, 2),
+                                         "ridge": number(ridge, 1), "Bs": counts(sweep.batch_sizes),
+                                         "ts": some([p.step_seconds * 1e3 for p in pts], 2, "ms"),
+                                         "ratio": times(math.nan), "rise": pct(math.nan)}))
+    if len(pts) >= 2:
+        ts = ms_series([p.step_seconds for p in pts])
+        inverted = next((i for i in range(len(pts) - 1) if ts.value[i] > 1.02 * ts.value[i + 1]), 0)
+        digits = _decimals(ts.value)
+        claims.append(BATCH_ORDER.choose({
+            "Bs": counts(sweep.batch_sizes), "ts": ts, "Ba": count(pts[inverted].batch_size),
+            "ta": number(ts.value[inverted], digits, "ms"), "Bb": count(pts[inverted + 1].batch_size),
+            "tb": number(ts.value[inverted + 1], digits, "ms")}))
+    if len(left) >= 2 and len(right) >= 2:
+        claims.append(BATCH_SHAPE.choose({"gl": times(per_doubling(pts[0], left[-1])),
+                                          "gr": times(per_doubling(right[0], right[-1]))}))
+    return claims
+
+
+def batch_ridge_lines(sweep: BatchSweep, roofs: Roofs) -> list[str]:
+    """The step time and throughput after the batch crossed the ridge (readouts)."""
+    ridge = roofs.ridge
     left = [p for p in sweep.points if p.cost.intensity < ridge]
     right = [p for p in sweep.points if p.cost.intensity >= ridge]
-    lines = []
-    if len(left) >= 2:
-        p = left[-1]
-        r = p.step_seconds / one.step_seconds
-        flat = ("几乎不变：GPU 上这个小模型一步解码主要是内核启动的固定开销，多几条序列几乎不加时间"
-                if roofs.threads is None else "几乎不变，和理想的 roofline 一样")
-        how = flat if r < 1.15 else (
-            f"增加了 {r - 1:.0%}：实际的机器达不到屋顶，单步耗时并不完全由读的字节决定（下面的矩阵乘实验检查其中一个可能的原因）")
-        lines.append(f"B = {one.batch_size} 到 B = {p.batch_size}（算术强度 {p.cost.intensity:.2f}，还在转折点 {ridge:.1f} "
-                     f"左边）：单步耗时 ×{r:.2f}，{how}。")
-    elif left:
-        lines.append(f"B = {sweep.points[1].batch_size} 时算术强度就已越过本机的转折点 {ridge:.1f}。")
-    else:
-        lines.append(f"连 B = {one.batch_size} 的算术强度也不低于本机的转折点 {ridge:.1f}。")
     if len(right) >= 2:
         a, b = right[0], right[-1]
-        lines.append(f"越过转折点以后（B = {a.batch_size} 到 B = {b.batch_size}，B 大了 {b.batch_size / a.batch_size:g} 倍）："
-                     f"单步耗时 ×{b.step_seconds / a.step_seconds:.2f}，吞吐 ×{b.tokens_per_s / a.tokens_per_s:.2f}。")
-    elif right and left:
+        return [f"越过转折点以后（B = {a.batch_size} 到 B = {b.batch_size}，B 大了 {b.batch_size / a.batch_size:g} 倍）："
+                f"单步耗时 ×{b.step_seconds / a.step_seconds:.2f}，吞吐 ×{b.tokens_per_s / a.tokens_per_s:.2f}。"]
+    if right and left:
         a, b = left[-1], right[0]
-        lines.append(f"越过转折点的那一步（B = {a.batch_size} 到 B = {b.batch_size}）：单步耗时 "
-                     f"×{b.step_seconds / a.step_seconds:.2f}，吞吐 ×{b.tokens_per_s / a.tokens_per_s:.2f}。")
-    elif not right:
-        lines.append(f"到 B = {sweep.points[-1].batch_size} 都还在转折点左边。")
-    pairs = zip(sweep.points, sweep.points[1:])
-    slower = next(((a, b) for a, b in pairs if a.step_seconds > b.step_seconds * 1.02), None)  # more rows, faster step
-    if slower is not None:
-        a, b = slower
-        lines.append(f"B = {a.batch_size} 的一步（{a.step_seconds * 1e3:.2f} ms）反而比 B = {b.batch_size} 的"
-                     f"（{b.step_seconds * 1e3:.2f} ms）慢：多一倍的序列不该更快，这是测量的起伏或不同行数选了不同的计算方式；"
-                     "上面的平均倍数把这样的起伏抹平了。")
-    return lines + _inverted_shape(one, left, right)
-
-
-INVERTED_MIN = 1.05  # per-doubling growth of the step time under this is flat: no shape to compare
-SAME_GROWTH = 1.10  # per-doubling growths within 10 % of each other count as about the same
+        return [f"越过转折点的那一步（B = {a.batch_size} 到 B = {b.batch_size}）：单步耗时 "
+                f"×{b.step_seconds / a.step_seconds:.2f}，吞吐 ×{b.tokens_per_s / a.tokens_per_s:.2f}。"]
+    return [f"到 B = {sweep.points[-1].batch_size} 都还在转折点（{ridge:.1f}）左边。"] if not right else []
 
 
 def per_doubling(a: BatchPoint, b: BatchPoint) -> float:
     """How many times the step time grows, on average, each time B doubles from ``a`` to ``b``."""
     return (b.step_seconds / a.step_seconds) ** (1 / math.log2(b.batch_size / a.batch_size))
-
-
-def _inverted_shape(one: BatchPoint, left: list, right: list) -> list[str]:
-    """One line when the step time grew about as fast (within ``SAME_GROWTH``) or faster per doubling of B left
-    of the ridge as right of it: the ideal roofline has it flat on the left."""
-    if len(left) < 2 or len(right) < 2:
-        return []
-    gl, gr = per_doubling(one, left[-1]), per_doubling(right[0], right[-1])
-    if gl < INVERTED_MIN or gl < gr / SAME_GROWTH:
-        return []
-    why = ("左边的增长不是越过转折点造成的：运算和读数据不一定能完全重叠，一步的时间可能比两者中较长的那个更接近两者之和（见本节末尾）；"
-           "行数很少的矩阵乘本身也可能更慢（下面的矩阵乘实验检查这一种）。")
-    if gl <= gr * SAME_GROWTH:
-        return [f"转折点两边的增长差不多：左边 B 每翻一倍，单步耗时平均 ×{gl:.2f}，越过转折点以后 ×{gr:.2f}"
-                f"（相差不到 {SAME_GROWTH - 1:.0%}）。理想的 roofline 里左边应当几乎不涨。" + why]
-    return [f"这和理想的 roofline 反过来了：转折点左边 B 每翻一倍，单步耗时平均 ×{gl:.2f}；越过转折点以后只 ×{gr:.2f}。"
-            + why]
 
 
 def explain_kv_share(config: ModelConfig, batch_size: int, contexts=(8, 256, 1000)) -> list[str]:
@@ -316,37 +311,21 @@ def _expected_step_growth(m: SmallMatmuls, batch: BatchSweep | None, r: float):
     return matmul_s, share, share * r + (1 - share), batch.at(hi).step_seconds / first.step_seconds
 
 
-INVERTED_ROWS = 1.08  # fewer rows taking this much longer than more rows gets its own line (best of 15 each)
-
-
-def explain_small_matmuls(m: SmallMatmuls, batch: BatchSweep | None = None) -> list[str]:
-    """The row counts' times, and whether a few rows read W slower than one; with ``batch``, whether that can
-    explain the batch sweep at all (it cannot when the step grew less than the slowdown implies: the probe's W is
-    far larger than the model's matrices), and a line when fewer rows took longer than more."""
-    times = "，".join(f"{r} 行 {s * 1e3:.2f} ms" for r, s in zip(m.rows, m.seconds))
-    lines = [f"x @ W，W 是 {format_bytes(m.weight_bytes)} 的 FP32 矩阵：{times}（{m.device}，每种测 {m.repeats} 次、"
-             "交替进行，取最快的一次）。"]
-    timed = list(zip(m.rows, m.seconds))
-    inverted = [(a, b) for i, (a, sa) in enumerate(timed) for b, sb in timed[i + 1:] if sa > sb * INVERTED_ROWS]
-    if inverted:
-        a, b = inverted[0]
-        lines.append(f"{a} 行反而比 {b} 行慢：矩阵乘的库对不同的行数会选不同的计算方式，这里量到的是这个库在这个形状上"
-                     "的表现，不是一条「行数越多越慢」的规律。")
-    top, r = m.rows[-1], m.slowdown(m.rows[-1])
-    expected = _expected_step_growth(m, batch, r) if r >= 1.3 else None
-    if expected is not None and expected[2] > expected[3] * (1 + 0.15):
-        matmul_s, share, predicted, measured = expected
-        lines.append(f"要读的权重一样多，{top} 行却要 {m.rows[0]} 行的 {r:.1f} 倍时间。可这解释不了上面的批处理扫描：按 1 行的速度，"
-                     f"一步解码里读权重的矩阵乘约要 {matmul_s * 1e3:.1f} ms，占 B = {m.rows[0]} 一步的 {share:.0%}；这部分若慢 "
-                     f"×{r:.1f}，B = {top} 的一步至少要慢 ×{predicted:.2f}，实测只慢了 ×{measured:.2f}。这个实验的 W 比模型的"
-                     "任何一个矩阵都大得多（模型每个矩阵只有几 MiB，放得进最后一级缓存：同一次矩阵乘里要把它读好几遍时，第二遍起读的是缓存；"
-                     f"{format_bytes(m.weight_bytes)} 的 W 每遍都得从内存读），而矩阵乘的库对不同的行数"
-                     "和形状会选不同的计算方式：大 W 上量到的倍数不能直接搬到模型的一步上。")
-    elif r >= 1.3:
-        lines.append(f"要读的权重一样多，{top} 行却要 {m.rows[0]} 行的 {r:.1f} 倍时间：在这台机器上，行数很少的"
-                     "矩阵乘读权重的速度不如矩阵乘向量，这可能是 B 增大时单步耗时增长的原因之一（这个 W 比模型的矩阵大得多，"
-                     "倍数不能原样搬到模型的一步上）。")
-    else:
-        lines.append(f"{top} 行只要 {m.rows[0]} 行的 {r:.1f} 倍时间：这台机器上读权重的速度几乎不受行数影响，"
-                     "单步耗时随 B 的增长主要来自运算次数和每条序列自己的 K/V。")
-    return lines
+def explain_small_matmuls(m: SmallMatmuls, batch: BatchSweep | None = None) -> list[Claim]:
+    """The row counts' times, said with whether fewer rows ever took longer than more (:data:`~.sentences.MATMUL_ROWS`),
+    and whether a few rows read W slower than one (:data:`~.sentences.MATMUL_SLOWDOWN`); with ``batch``, whether that
+    can explain the batch sweep at all (it cannot when the step grew less than the slowdown implies: the probe's W
+    is far larger than the model's matrices)."""
+    ts = ms_series(m.seconds)
+    t = ts.value
+    inverted = next(((i, j) for i in range(len(t)) for j in range(i + 1, len(t)) if t[i] > t[j] * INVERTED_ROWS), (0, 1))
+    claims = [MATMUL_ROWS.choose({"mib": Number(*format_bytes(m.weight_bytes).split()), "rows": counts(m.rows), "ts": ts,
+                                  "repeats": count(m.repeats), "a": count(m.rows[inverted[0]]),
+                                  "b": count(m.rows[min(inverted[1], len(m.rows) - 1)])})]
+    r = m.slowdown(m.rows[-1])
+    expected = _expected_step_growth(m, batch, r) or (math.nan,) * 4
+    matmul_s, share, predicted, measured = expected
+    claims.append(MATMUL_SLOWDOWN.choose({
+        "top": count(m.rows[-1]), "first": count(m.rows[0]), "r": number(r, 1), "matmul": number(matmul_s * 1e3, 1, "ms"),
+        "share": pct(share), "predicted": times(predicted), "measured": times(measured)}))
+    return claims

@@ -10,6 +10,7 @@ import torch
 
 from ... import assets
 from ..._validate import positive_int
+from ...claims import Claim, Number, number, ratio
 from ...config import ModelConfig
 from ...costs import PassCost, decode_cost, pass_cost
 from ...generation import generate, make_cache
@@ -21,6 +22,7 @@ from ...paging import paged_slots
 from ...stats import median
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, View, int_slider, recent_run, text_box
+from .sentences import ALLOCATOR, PRECISION
 from .timeline import Timeline
 
 
@@ -95,20 +97,21 @@ def _cuda_counters(device) -> tuple[int, int]:
     return torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
 
 
-def explain_allocator(alloc: AllocatorComparison) -> list[str]:
-    """What the allocator counters showed, the sentence chosen from the measured bytes held unused."""
+def allocator_lines(alloc: AllocatorComparison) -> list[str]:
+    """What the allocator counters showed for each mode (readouts), or why nothing was measured."""
     if not alloc.available:
         return [alloc.reason]
-    lines = [f"{mode}：最后 allocated {format_bytes(t.allocated[-1])}，reserved {format_bytes(t.reserved[-1])}，"
-             f"保留未用最多 {format_bytes(max(t.held_unused))}" for mode, t in alloc.traces.items()]
-    grow, pre = (max(alloc.traces[m].held_unused) for m in ("dynamic", "kv"))
-    if grow >= 2**20 and grow > 2 * pre:
-        lines.append(f"这次测量里，逐步拼接的缓存最多有 {format_bytes(grow)} 保留着却没有张量在用，预分配的只有 "
-                     f"{format_bytes(pre)}：释放掉的旧块没能全部用来放新的、更大的缓存，这就是碎片（{alloc.device}）。")
-    else:
-        lines.append(f"这次测量里，两者保留未用的显存相差不大（逐步拼接最多 {format_bytes(grow)}，预分配 {format_bytes(pre)}）："
-                     f"分配器把释放的块合并、复用了，这一次没有积累出碎片（{alloc.device}）。")
-    return lines
+    return [f"{mode}：最后 allocated {format_bytes(t.allocated[-1])}，reserved {format_bytes(t.reserved[-1])}，"
+            f"保留未用最多 {format_bytes(max(t.held_unused))}（{alloc.device}）" for mode, t in alloc.traces.items()]
+
+
+def explain_allocator(alloc: AllocatorComparison) -> list[Claim]:
+    """Whether the growing cache left more memory reserved but unused than the preallocated one
+    (:data:`~.sentences.ALLOCATOR`); nothing when the counters were not available."""
+    if not alloc.available:
+        return []
+    grow, pre = (max(alloc.traces[m].held_unused) / 2**20 for m in ("dynamic", "kv"))
+    return [ALLOCATOR.choose({"grow": number(grow, 2, "MiB"), "pre": number(pre, 2, "MiB")})]
 
 
 def explain_reservation(timeline: Timeline, config: ModelConfig) -> str:
@@ -339,13 +342,16 @@ def compare_cache_precision(model: ToyTransformer, prompt, new_tokens: int = 200
     return out
 
 
-def explain_precision(results: dict[str, CachePrecision], config: ModelConfig) -> list[str]:
-    """Bytes per element and the two errors against each other, for the model the comparison ran on."""
-    fp16, int8 = results["fp16"], results["int8"]
+def precision_lines(config: ModelConfig) -> list[str]:
+    """INT8's bytes per element, counted for the demo model and for a large model's head dimension."""
     D = config.head_dim
-    return [
-        f"INT8 缓存每个元素占 1 + 4/D 字节：演示模型 D = {D}，是 {1 + 4 / D:g} 字节；D = 128（LLaMA 等大模型的头维度）时"
-        f"是 {1 + 4 / 128:.2f} 字节，约为 FP16 的一半。",
-        f"INT8 的最大 logit 误差是 FP16 的 {int8.max_logit_error / fp16.max_logit_error:.0f} 倍"
-        f"（在一个 {config.n_params() / 1e6:.2f} M 参数的小模型上）。",
-    ]
+    return [f"INT8 缓存每个元素占 1 + 4/D 字节：演示模型 D = {D}，是 {1 + 4 / D:g} 字节；D = 128（LLaMA 等大模型的头维度）时"
+            f"是 {1 + 4 / 128:.2f} 字节，约为 FP16 的一半。"]
+
+
+def explain_precision(results: dict[str, CachePrecision], config: ModelConfig) -> list[Claim]:
+    """INT8's largest logit error against FP16's (:data:`~.sentences.PRECISION`), on the model the comparison ran on."""
+    fp16, int8 = results["fp16"], results["int8"]
+    a, b = Number(f"{int8.max_logit_error:.2e}"), Number(f"{fp16.max_logit_error:.2e}")
+    return [PRECISION.choose({"int8": a, "fp16": b, "ratio": number(ratio(a.value, b.value), 0),
+                              "params": Number(f"{config.n_params() / 1e6:.2f}", "M")})]

@@ -3,12 +3,14 @@ prefill meets this machine's compute roof."""
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass
 from functools import partial
 
 import torch
 
 from ..._validate import positive_int
+from ...claims import DIFFERENCE, Claim, Number, number, ratio, series
 from ...config import ModelConfig
 from ...costs import PassCost, decode_cost, pass_cost
 from ...generation import GenerationResult, generate
@@ -19,6 +21,8 @@ from ...stats import growth_exponent, median
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, View, selection_slider, text_box
 from .roofline import RooflinePoint, Roofs
+from .sentences import (LAUNCH_TIME, LAUNCH_WORK, PREFILL_GROWTH, PREFILL_RATES, PREFILL_TAIL, RIDGE, SPEEDUP,
+                        _decimals, count, counts, exponents, ms, ms_series, pct, some, times)
 
 
 PREFILL_LENGTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -209,7 +213,6 @@ def prefill_panel(sweep: PrefillSweep, model: ToyTransformer | None = None, prom
 
 
 PROPORTIONAL_EXPONENT = 0.8  # a segment of the prefill curve grows "about in proportion to P" from this exponent
-SPEEDING_EXPONENT = 0.5  # below PROPORTIONAL_EXPONENT but from this one: the growth is speeding up, not yet proportional
 
 
 def proportional_from(sweep: PrefillSweep) -> int | None:
@@ -225,79 +228,81 @@ def proportional_from(sweep: PrefillSweep) -> int | None:
     return start
 
 
-def explain_prefill(sweep: PrefillSweep, roofs: "Roofs") -> list[str]:
-    """Where prefill crosses this machine's ridge, from when its time grows with P, and the speedup's ceiling."""
+def _launch_numbers(sweep: PrefillSweep) -> dict:
+    a, z = sweep.points[0], sweep.points[-1]
+    t0, tn = ms(a.prefill_seconds), ms(z.prefill_seconds)
+    return {"P0": count(a.prompt_len), "Pn": count(z.prompt_len), "t0": t0, "tn": tn,
+            "ratio_all": times(ratio(tn.value, t0.value))}
+
+
+def explain_prefill(sweep: PrefillSweep, roofs: "Roofs") -> list[Claim]:
+    """Where prefill crosses this machine's ridge (:data:`~.sentences.RIDGE`), from when its time grows about in
+    proportion to P (:data:`~.sentences.PREFILL_TAIL`: every segment's exponent checked on the printed times), and
+    the speedup's ceiling (:data:`~.sentences.SPEEDUP`)."""
     ridge = roofs.ridge
-    crossing = next((p.prompt_len for p in sweep.points if p.prefill_cost.intensity >= ridge), None)
-    where = (f"测过的长度里，从 P = {crossing} 起预填充的算术强度不低于转折点" if crossing is not None
-             else "测过的长度都还在转折点左边")
-    lines = [f"预填充的算术强度约为 P / 2：P 超过约 2 × 转折点 = {2 * ridge:.0f} 时就越过本机的转折点（K/V 和嵌入也要读写，"
-             f"实际的强度比 P / 2 略低；{where}）。"]
-    start = proportional_from(sweep)
-    P, t = sweep.lengths, [p.prefill_seconds for p in sweep.points]
-    last_exponent = growth_exponent(P[-2:], t[-2:]) if len(P) > 1 else 0.0
-    if start is None and last_exponent >= SPEEDING_EXPONENT:
-        lines.append(f"实测：最后一段 P = {P[-2]} → {P[-1]}，预填充耗时的增长指数是 {last_exponent:.2f}（完全成正比时是 1，"
-                     f"不涨是 0）：涨得已经不慢，但还没有与 P 成正比：开始接近算力的限制，还没有完全被卡住。")
-    elif start is None:
-        lines.append("实测：在测过的长度里，预填充的耗时一直比 P 涨得慢得多，还没有被算力卡住。")
-    else:
-        lines.append(f"实测：从 P = {start} 起，预填充的耗时与 P 差不多成正比地增长（之后每一段的增长指数都不低于 "
-                     f"{PROPORTIONAL_EXPONENT}，完全成正比时是 1）：它开始被算力卡住了。")
+    crossing = next((p for p in sweep.points if p.prefill_cost.intensity >= ridge), sweep.points[-1])
+    claims = [RIDGE.choose({"twice": number(2 * ridge, 0), "ridge": number(ridge, 1), "P": count(crossing.prompt_len),
+                            "I": number(crossing.prefill_cost.intensity, 1)})]
+    if len(sweep.points) < 2:
+        return claims
+    times_ = ms_series([p.prefill_seconds for p in sweep.points])
+    Ps, ts = sweep.lengths, list(times_.value)
+    ks = exponents(Ps, ts) if all(t > 0 for t in ts) else [math.nan] * (len(Ps) - 1)
+    start = len(ks)  # the tail of segments within the proportional band, from the end
+    while start > 0 and 0.8 <= ks[start - 1] <= 1.25:
+        start -= 1
+    tail = min(start, len(Ps) - 2)
+    digits = _decimals(ts)
+    claims.append(PREFILL_TAIL.choose({
+        **_launch_numbers(sweep), "start": count(Ps[tail]), "Pt": counts(Ps[tail:]),
+        "tt": series(ts[tail:], digits, "ms"), "kt": some(ks[tail:], 2, "", DIFFERENCE),
+        "Pa": count(Ps[-2]), "Pb": count(Ps[-1]), "ta": number(ts[-2], digits, "ms"), "tb": number(ts[-1], digits, "ms"),
+        "k": number(ks[-1], 2, kind=DIFFERENCE), "Ps": counts(Ps), "ts": times_, "ks": some(ks, 2, "", DIFFERENCE)}))
     best = max(sweep.points, key=lambda p: p.speedup)
     last = sweep.points[-1]
-    ceiling = last.prefill_flops_per_s / last.decode_flops_per_s
-    lines.append(f"倍数（逐个送入 ÷ 一次预填充）最大是 {best.speedup:.1f}（P = {best.prompt_len}）。倍数约等于预填充与解码"
-                 f"每秒运算数之比（P = {last.prompt_len} 时 {ceiling:.1f}）；预填充碰到矩阵乘屋顶时，倍数最多约为 矩阵乘速率 ÷ "
-                 f"解码每秒运算数 = {roofs.flops.best / last.decode_flops_per_s:.0f}。")
-    return lines
-
-
-FLAT = 1.3  # a time that grows less than this while the work grows ≥ FLAT_WORK times is flat (launch-bound)
-FLAT_WORK = 16
+    claims.append(SPEEDUP.choose({"best": number(best.speedup, 1), "best_P": count(best.prompt_len),
+                                  "bound": number(ratio(roofs.flops.best, last.decode_flops_per_s), 0)}))
+    return claims
 
 
 def launch_bound(first_seconds: float, last_seconds: float, work_ratio: float) -> bool:
     """The work grew ``work_ratio`` times and the time barely moved: a fixed cost per pass dominates (a GPU)."""
-    return work_ratio >= FLAT_WORK and last_seconds < FLAT * first_seconds
+    return work_ratio >= LAUNCH_WORK and last_seconds < LAUNCH_TIME * first_seconds
 
 
 SMALL_P = 8  # "at first": the prompt lengths up to this many times the shortest one measured
-GROWTH_BAND = 0.15  # a step of the sweep whose time drops by more than this is noise, not a trend
-SLOW_EXPONENT, FLAT_EXPONENT = 0.75, 0.25  # time ~ P^k at small P: under 0.25 barely grows, 0.25–0.75 slower than P
 
 
-def explain_prefill_growth(sweep: PrefillSweep) -> list[str]:
-    """How the prefill time grew over the first lengths of the sweep (P up to 8 × the shortest), from the
-    numbers: barely, slower than P, about in proportion to P, flat over the whole sweep (a GPU's launch-bound
-    shape), or too noisy to tell (the time dropped by more than 15 % while P grew)."""
+def explain_prefill_growth(sweep: PrefillSweep) -> list[Claim]:
+    """How the prefill time grew over the first lengths of the sweep (P up to 8 × the shortest), checked on every
+    printed step (:data:`~.sentences.PREFILL_GROWTH`): barely, slower than P, about in proportion to P, flat over
+    the whole sweep (a GPU's launch-bound shape), or too noisy to tell (a drop, or steps that disagree)."""
     pts = sweep.points
     if len(pts) < 2:
         return []
     a = pts[0]
     small = [p for p in pts if p.prompt_len <= SMALL_P * a.prompt_len]
-    b, last = small[-1], pts[-1]
-    if launch_bound(a.prefill_seconds, last.prefill_seconds, last.prompt_len / a.prompt_len):
-        return [f"P 从 {a.prompt_len} 增加到 {last.prompt_len}，预填充的耗时只 ×{last.prefill_seconds / a.prefill_seconds:.2f}："
-                "几乎不随 P 变化。一次前向的时间几乎全是固定开销（GPU 上是几百次内核启动），P 个 token 的运算藏在里面。"]
     if len(small) < 2:
+        small = pts[:2]
+    Ps = [p.prompt_len for p in small]
+    ts_n = ms_series([p.prefill_seconds for p in small])
+    ts = ts_n.value
+    drop = next((i for i in range(len(ts) - 1) if ts[i + 1] < 0.85 * ts[i]), 0)
+    return [PREFILL_GROWTH.choose({
+        **_launch_numbers(sweep), "Ps": counts(Ps), "ts": ts_n, "tokens": number(Ps[-1] / Ps[0], 1),
+        "ratio": times(ratio(ts[-1], ts[0])), "p": count(Ps[drop]), "q": count(Ps[drop + 1]),
+        "drop": pct(1 - ratio(ts[drop + 1], ts[drop]))})]
+
+
+def explain_prefill_rates(sweep: PrefillSweep) -> list[Claim]:
+    """The prefill rates the roofline plots, read over every point (:data:`~.sentences.PREFILL_RATES`): rising at
+    every step, rising then level, or irregular (can't tell)."""
+    if len(sweep.points) < 2:
         return []
-    drops = [(p, q) for p, q in zip(small, small[1:]) if q.prefill_seconds < (1 - GROWTH_BAND) * p.prefill_seconds]
-    ratio = b.prefill_seconds / a.prefill_seconds
-    head = (f"实测：P 从 {a.prompt_len} 到 {b.prompt_len}（token 多了 {b.prompt_len / a.prompt_len:g} 倍），预填充的耗时 "
-            f"×{ratio:.2f}")
-    if drops:
-        p, q = drops[0]
-        return [head + f"，但中间 P = {p.prompt_len} 到 {q.prompt_len} 反而快了 {1 - q.prefill_seconds / p.prefill_seconds:.0%}："
-                "这次的数字起伏太大（机器忙），看不出起初的走势。机器空闲时重新运行上面的格子再看。"]
-    k = growth_exponent([a.prompt_len, b.prompt_len], [a.prefill_seconds, b.prefill_seconds])
-    if k < FLAT_EXPONENT:
-        return [head + "：只涨了一点，远比 token 数涨得慢，正是理想的情形——权重只读一遍，就供 P 个 token 一起用。"]
-    if k < SLOW_EXPONENT:
-        return [head + "：涨得比 token 数慢得多，和理想的情形一致——权重只读一遍，就供 P 个 token 一起用；"
-                "但也不是不涨，这台机器上短提示词的运算和别的开销已经占了一部分时间。"]
-    return [head + "：差不多和 token 数成正比，不是理想的「起初涨得很慢」。这台机器上，连很短的提示词也已经被运算"
-            "（或别的随 P 增长的开销）卡住；也可能是测量受了机器忙闲的干扰。"]
+    rates = series([p.prefill_flops_per_s / 1e9 for p in sweep.points], 1, "GFLOP/s")
+    peak = max(range(len(sweep.points)), key=lambda i: rates.value[i])
+    return [PREFILL_RATES.choose({"Ps": counts(sweep.lengths), "rates": rates,
+                                  "P_peak": count(sweep.points[peak].prompt_len)})]
 
 
 def prefill_points(sweep: PrefillSweep) -> list[RooflinePoint]:

@@ -3,10 +3,12 @@ and the demo model's decode step against this machine's roofs."""
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass, field, replace
 from functools import partial
 
 from ..._validate import positive_int
+from ...claims import Claim, number, ratio
 from ...config import ModelConfig
 from ...costs import PassCost, pass_cost
 from ...generation import PassRecord, generate
@@ -18,6 +20,7 @@ from ...stats import median, percentile
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, View, int_slider, play_slider, recent_run, text_box
 from .roofline import Roofs
+from .sentences import ITL_TAIL, PANEL, PARALLEL, STEP_BUDGET, count, pct, signed_pct, times, us
 
 
 DEFAULT_PROMPT = "人工智能模型处理一个请求，通常分为两个阶段："
@@ -135,35 +138,43 @@ def run_timeline(model: ToyTransformer, tokenizer, prompt: str = DEFAULT_PROMPT,
 TAIL_SAMPLES = 100  # under this many samples a p99 is about the largest one
 
 
-def explain_latency(tl: Timeline) -> list[str]:
-    """TPOT (per generation, the median over the generations) and the inter-token latency's percentiles, with
-    what a p99 of few samples is."""
+def latency_lines(tl: Timeline) -> list[str]:
+    """TPOT (per generation, the median over the generations) and the inter-token latency's percentiles: readouts."""
     tpot = (f"TPOT = {tl.tpot_median_ms:.2f} ms（每遍各算一次（总时间 − TTFT）÷ {tl.passes - 1} 个解码步，"
             f"取 {len(tl.tpot_runs) or 1} 遍的中位数；图上那一遍是 {tl.tpot_ms:.2f} ms）")
-    n = tl.decode_samples
-    top = sorted(tl.itl_samples)[-2:]
-    tail = (f"；{n} 个样本的 p99 只由最大的两个样本决定（{top[0] * 1e3:.2f} ms 和 {top[1] * 1e3:.2f} ms 之间），"
-            f"不到 {TAIL_SAMPLES} 个样本时它反映的是一两次卡顿，不是稳定的分位数" if 2 <= n < TAIL_SAMPLES else "")
     itl = (f"ITL：中位数 {tl.itl_ms(50):.2f} ms，p90 {tl.itl_ms(90):.2f} ms，p99 {tl.itl_ms(99):.2f} ms"
-           f"（{tl.runs} 遍共 {n} 个解码步{tail}；{tl.device}）")
+           f"（{tl.runs} 遍共 {tl.decode_samples} 个解码步；{tl.device}）")
     return [tpot, itl]
 
 
-def explain_prefill_parallel(tl: Timeline) -> str:
+def explain_latency(tl: Timeline) -> list[Claim]:
+    """What the p99 of the inter-token latency is (:data:`~.sentences.ITL_TAIL`): with fewer than
+    :data:`TAIL_SAMPLES` samples, a value between the two largest."""
+    n = tl.decode_samples
+    top = sorted(tl.itl_samples)[-2:] if n >= 2 else [math.nan, math.nan]
+    return [ITL_TAIL.choose({"n": count(n), "p99": number(tl.itl_ms(99) if n else math.nan, 2, "ms"),
+                             "low": number(top[0] * 1e3, 2, "ms"), "high": number(top[1] * 1e3, 2, "ms")})]
+
+
+def explain_prefill_parallel(tl: Timeline) -> list[Claim]:
     """Whether the one prefill pass beat feeding the prompt token by token (prompt length × the median ITL), read
-    from the numbers it prints: under half of it, faster but not half (a busy moment slowed the one prefill), or
-    not faster (can't tell from this run)."""
+    from the numbers it prints (:data:`~.sentences.PARALLEL`): under half of it, faster but not half (a busy moment
+    slowed the one prefill), or not faster (can't tell from this run)."""
     per_token = tl.itl_ms(50)
     sequential = tl.prompt_tokens * per_token
-    head = (f"预填充 {tl.ttft_ms:.2f} ms；把 {tl.prompt_tokens} 个 token 逐个送进去约需 {tl.prompt_tokens} × "
-            f"{per_token:.2f} ms（ITL 中位数）= {sequential:.2f} ms")
-    if tl.ttft_ms < sequential / 2:
-        return head + f"：一次前向处理整段提示词，只用了逐个送进去的 {tl.ttft_ms / sequential:.0%}。"
-    if tl.ttft_ms < sequential:
-        return (head + f"：一次前向还是更快（{tl.ttft_ms / sequential:.0%}），但这次没快到一半——TTFT 只取自 {tl.runs} 次预填充，"
-                "比几十个解码步的中位数更容易被机器上别的程序拖慢；重跑这一格再看。")
-    return (head + "：这次说不准，预填充没有比逐个送进去快，多半是那一刻机器上别的程序占用了处理器；"
-            "关掉别的内核、重跑这一格再看。")
+    return [PARALLEL.choose({"ttft": number(tl.ttft_ms, 2, "ms"), "P": count(tl.prompt_tokens),
+                             "itl": number(per_token, 2, "ms"), "sequential": number(sequential, 2, "ms"),
+                             "share": pct(ratio(tl.ttft_ms, sequential)), "runs": count(tl.runs)})]
+
+
+def explain_panel(panel: Timeline, run: Timeline) -> list[Claim]:
+    """The timeline panel as it opened (its own timing of the prompt) against the run printed above it: both
+    TTFTs and both shown generations' TPOTs, and their relative differences (:data:`~.sentences.PANEL`)."""
+    a, b = number(panel.ttft_ms, 2, "ms"), number(run.ttft_ms, 2, "ms")
+    c, d = number(panel.tpot_ms, 2, "ms"), number(run.tpot_ms, 2, "ms")
+    return [PANEL.choose({"n": count(panel.passes), "ttft_panel": a, "ttft_run": b,
+                          "ttft_diff": signed_pct(ratio(a.value, b.value) - 1), "tpot_panel": c, "tpot_run": d,
+                          "tpot_diff": signed_pct(ratio(c.value, d.value) - 1)})]
 
 
 def regenerate(model: ToyTransformer, tokenizer, timeline: Timeline, cache: str):
@@ -263,16 +274,17 @@ def step_budget(config: ModelConfig, timeline: Timeline, roofs: "Roofs") -> Step
     return StepBudget(cost, cost.flops / roofs.flops.best, cost.bytes / roofs.bandwidth.best, timeline.itl_ms(50) / 1e3)
 
 
-def explain_step_budget(budget: StepBudget) -> list[str]:
+def step_budget_lines(budget: StepBudget) -> list[str]:
+    """The counted work of one decode step and the least time each roof allows for it: readouts."""
     c = budget.cost
-    lines = [f"演示模型一步解码：{c.flops / 1e6:.2f} MFLOP（1 MFLOP = 10⁶ 次浮点运算），按本机的矩阵乘速率只要 "
-             f"{budget.compute_seconds * 1e6:.1f} µs；读写 {c.bytes / 1e6:.2f} MB，按本机的内存带宽只要 "
-             f"{budget.read_seconds * 1e6:.1f} µs。"]
-    if budget.overhead_ratio >= 3:
-        lines.append(f"实测一步解码（ITL 的中位数）{budget.measured_seconds * 1e3:.2f} ms，是两者中较长那个的 {budget.overhead_ratio:.0f} 倍："
-                     "这个模型太小，一次前向的时间绝大部分不是花在运算和读写本身，而是花在固定开销上"
-                     "（Python、逐个算子的调度；在 GPU 上还有每个内核的启动）。")
-    else:
-        lines.append(f"实测一步解码（ITL 的中位数）{budget.measured_seconds * 1e3:.2f} ms，只是两者中较长那个的 {budget.overhead_ratio:.1f} 倍："
-                     "这台机器上，连这么小的模型也接近两道屋顶。")
-    return lines
+    return [f"演示模型一步解码：{c.flops / 1e6:.2f} MFLOP（1 MFLOP = 10⁶ 次浮点运算），按本机的矩阵乘速率只要 "
+            f"{budget.compute_seconds * 1e6:.1f} µs；读写 {c.bytes / 1e6:.2f} MB，按本机的内存带宽只要 "
+            f"{budget.read_seconds * 1e6:.1f} µs。"]
+
+
+def explain_step_budget(budget: StepBudget) -> list[Claim]:
+    """The measured step against the longer of the two bounds (:data:`~.sentences.STEP_BUDGET`)."""
+    bound = us(budget.bound_seconds)
+    measured = number(budget.measured_seconds * 1e3, 2, "ms")
+    r = ratio(measured.value * 1e3, bound.value)
+    return [STEP_BUDGET.choose({"measured": measured, "bound": bound, "ratio": times(r, 0 if r >= 3 else 1)})]

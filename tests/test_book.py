@@ -5,6 +5,7 @@ on their own: the static capture of a panel and the matplotlib renderer.
 """
 from __future__ import annotations
 
+import copy
 import html
 import json
 import os
@@ -325,6 +326,83 @@ def test_a_failed_pdf_print_leaves_no_print_pages(tmp_path, monkeypatch):
     assert list(tmp_path.glob("_print_*")) == []
 
 
+# -- issue 31 part 5: exercise solutions only in a teacher's build -------------------------------------------------
+SOLVED = "ch04.largest_batch"
+
+
+def solution_line() -> str:
+    """A distinctive line of one exercise's reference solution (its last)."""
+    from kvlab.exercises.solutions import SOLUTIONS
+
+    return SOLUTIONS[SOLVED].strip().splitlines()[-1].strip()
+
+
+def exercise_chapter(folder: Path) -> Path:
+    """A --chapters folder with a chapter ending in one exercise, its check cell's output as a kernel in teacher mode
+    leaves it (the solution folded inside the feedback)."""
+    from kvlab.exercises import ch04, checker
+
+    checker.show_solutions(True)
+    try:
+        feedback = ch04.check_largest_batch(None)._repr_html_()
+    finally:
+        checker.reset_attempts()
+    assert html.escape(solution_line()) in feedback
+    folder.mkdir(parents=True, exist_ok=True)
+    check = nbformat.v4.new_code_cell(ch04.LARGEST_BATCH.check, metadata={"kvlab_exercises": f"{SOLVED}/check"})
+    check.outputs = [nbformat.v4.new_output("display_data", data={"text/html": feedback})]
+    stub = nbformat.v4.new_code_cell(ch04.LARGEST_BATCH.stub, metadata={"kvlab_exercises": f"{SOLVED}/stub"})
+    cells = [nbformat.v4.new_markdown_cell("# 3.9 小章"), nbformat.v4.new_markdown_cell(ch04.LARGEST_BATCH.task),
+             stub, check]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), folder / "01_tiny.ipynb")
+    return folder
+
+
+def site_text(out: Path) -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for p in sorted(out.rglob("*.html")))
+
+
+def test_the_static_edition_has_no_solution_unless_built_for_a_teacher(tmp_path, fake_run, capsys):
+    chapters = exercise_chapter(tmp_path / "ch")
+    line = solution_line()
+    assert run_book(capsys, "--out", tmp_path / "book", "--chapters", chapters, "--no-handouts")[0] == 0
+    text = site_text(tmp_path / "book")
+    assert "kvlab-run-to-check" in text and site.SOLUTION_WITHHELD in text
+    assert line not in text and html.escape(line) not in text and "kvlab-exercise-solution" not in text
+    assert "教师版" not in text
+    assert run_book(capsys, "--out", tmp_path / "teacher", "--chapters", chapters, "--no-handouts", "--teacher")[0] == 0
+    page = (tmp_path / "teacher" / "01_tiny.html").read_text(encoding="utf-8")
+    assert page.count('<details class="kvlab-exercise-solution">') == 1 and html.escape(line) in page
+    assert site.SOLUTION_WITHHELD not in page
+    assert "教师版" in (tmp_path / "teacher" / "index.html").read_text(encoding="utf-8")
+
+
+def test_a_handout_has_no_solution_unless_built_for_a_teacher(tmp_path):
+    from kvlab.book.handouts import print_notebook
+
+    nb = nbformat.read(exercise_chapter(tmp_path) / "01_tiny.ipynb", as_version=4)
+    line = html.escape(solution_line())
+    for teacher in (False, True):
+        static, _ = site.static_cells(copy.deepcopy(nb), "01_tiny.ipynb", teacher)
+        printed = nbformat.writes(print_notebook(static, {}, teacher))
+        assert (line in printed) == teacher and ("参考答案" in printed) == teacher
+        assert "largest_batch = None" not in printed  # the stub (code) is never printed
+
+
+def test_a_chapter_runs_with_teacher_mode_off_even_in_a_teachers_shell(tmp_path, monkeypatch):
+    """The build's kernels run with KVLAB_TEACHER=0: a checked real attempt in a chapter would show the solution in
+    a teacher's kernel, never in the site's run."""
+    code = "from kvlab.exercises import ch04\nch04.check_largest_batch(1)  # a real, wrong attempt"
+    monkeypatch.setenv("KVLAB_TEACHER", "1")
+    nb = site.run_chapter(tiny_chapters(tmp_path, code) / "01_tiny.ipynb", timeout=300)
+    shown = json.dumps(nb.cells[1].outputs, ensure_ascii=False)
+    assert "kvlab-exercise-wrong" in shown and "kvlab-exercise-solution" in shown  # unlocked by the attempt ...
+    nb = site.run_chapter(tiny_chapters(tmp_path, "from kvlab.exercises import ch04\nch04.check_largest_batch(None)")
+                          / "01_tiny.ipynb", timeout=300)
+    shown = json.dumps(nb.cells[1].outputs, ensure_ascii=False)
+    assert "kvlab-exercise-todo" in shown and "kvlab-exercise-solution\\\"" not in shown  # ... but not by teacher mode
+
+
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_a_signal_during_a_chapter_stops_the_build_in_one_line_with_the_old_site_intact(tmp_path, fake_run, capsys,
                                                                                         sig):
@@ -408,13 +486,19 @@ def test_plotly_js_and_mathjax_are_shipped_once_and_nothing_points_outside(book)
         assert not [s for s in sources if re.match(r"[a-z]+:", s) and not s.startswith("data:")], page.name
 
 
-def test_every_exercise_and_quiz_says_run_it_live_with_the_solution_folded(book):
+def test_every_exercise_and_quiz_says_run_it_live_with_no_solution_on_the_page(book):
+    from kvlab.exercises.solutions import SOLUTIONS
+
     out = book[0].out
     for stem in (ch.stem for ch in book[0].chapters):
         page = (out / f"{stem}.html").read_text(encoding="utf-8")
         checks = page.count("kvlab-run-to-check")
-        assert checks >= 1 and page.count('<details class="kvlab-exercise-solution">') == checks
+        assert checks >= 1 and page.count(site.SOLUTION_WITHHELD) == checks
+        assert "kvlab-exercise-solution" not in page  # a default build: no reference solution (issue 31, part 5)
         assert "kvlab-exercise-todo" not in page  # no 「还没有完成」 feedback from the run
+    text = site_text(out)
+    for solution in SOLUTIONS.values():
+        assert html.escape(solution.strip().splitlines()[-1].strip()) not in text
     quiz_pages = [p for p in out.glob("*.html") if "kvlab-static-quiz" in p.read_text(encoding="utf-8")]
     assert quiz_pages and "显示答案" in quiz_pages[0].read_text(encoding="utf-8")
 

@@ -8,6 +8,8 @@ printable handouts.
   into a folder it checked first, built beside ``--out`` and swapped in only when the build succeeded;
 - :mod:`kvlab.book.mpl`: the course's plotly figures drawn with matplotlib (print, slides);
 - :mod:`kvlab.book.handouts`: key figures as PNG/SVG and a PDF per chapter (Chromium prints the page).
+
+Exercise solutions are in neither unless built with ``teacher=True`` (``--teacher``): a teacher's copy.
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ class BuildReport:
         return sum(p.stat().st_size for p in self.out.rglob("*") if p.is_file())
 
 
-def build(out, chapters_dir=None, handouts: bool = True, replay=None, log=print) -> BuildReport:
-    """Run the chapters and write the site (and the handouts) into ``out``.
+def build(out, chapters_dir=None, handouts: bool = True, replay=None, log=print, teacher: bool = False) -> BuildReport:
+    """Run the chapters and write the site (and the handouts) into ``out``; the exercises' reference solutions only
+    with ``teacher``.
 
     ``chapters_dir`` and ``out`` are checked before any chapter runs (:class:`kvlab.book.site.Refused`); the
     site is built beside ``out`` and replaces it only when the build succeeded (:func:`kvlab.book.site.staged`).
@@ -44,9 +47,9 @@ def build(out, chapters_dir=None, handouts: bool = True, replay=None, log=print)
     info = site.RunInfo.here()
     with site.staged(target) as tmp:
         chapters = site.build_site(tmp, chapters_dir, replay=replay, log=log)
-        static_nbs = site.static_notebooks(chapters)
-        pdfs = write_handouts(tmp, chapters, static_nbs, info.html(), log) if handouts else {}
-        site.write_pages(tmp, chapters, static_nbs, info, pdfs)
+        static_nbs = site.static_notebooks(chapters, teacher)
+        pdfs = write_handouts(tmp, chapters, static_nbs, info.html(), log, teacher) if handouts else {}
+        site.write_pages(tmp, chapters, static_nbs, info, pdfs, teacher)
     pdfs = {stem: target / path.relative_to(tmp) for stem, path in pdfs.items()}
     run_seconds = sum(ch.seconds for ch in chapters)
     return BuildReport(Path(out), chapters, pdfs, time.perf_counter() - start, run_seconds)

@@ -1,4 +1,4 @@
-"""``python -m kvlab.book [--out DIR] [--no-handouts]``: build the static edition (see :mod:`kvlab.book`)."""
+"""``python -m kvlab.book [--out DIR] [--no-handouts] [--teacher]``: build the static edition (see :mod:`kvlab.book`)."""
 from __future__ import annotations
 
 import argparse
@@ -25,12 +25,14 @@ def main(argv=None) -> int:
     parser.add_argument("--chapters", dest="chapters_dir", default=None,
                         help="folder of chapter notebooks (default: the course's)")
     parser.add_argument("--no-handouts", action="store_true", help="skip the PDF handouts and slide figures")
+    parser.add_argument("--teacher", action="store_true", help="a teacher's copy: every exercise's reference solution "
+                        "on the pages (folded) and in the handouts; without it the site has none")
     args = parser.parse_args(argv)
     from .site import Refused
 
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        report = build(args.out, args.chapters_dir, handouts=not args.no_handouts)
+        report = build(args.out, args.chapters_dir, handouts=not args.no_handouts, teacher=args.teacher)
     except Refused as exc:
         usage_error(parser, exc)
     except KeyboardInterrupt as exc:
@@ -38,7 +40,8 @@ def main(argv=None) -> int:
         return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    print(f"kvlab.book: {len(report.chapters)} chapters, {len(report.pdfs)} handouts, "
+    edition = "teacher's edition (with the exercises' solutions), " if args.teacher else ""
+    print(f"kvlab.book: {edition}{len(report.chapters)} chapters, {len(report.pdfs)} handouts, "
           f"{format_bytes(report.size_bytes)} in {report.out}/ ({report.seconds:.0f} s, of which running the "
           f"chapters {report.run_seconds:.0f} s); open {report.out}/index.html")
     return 0

@@ -4,16 +4,20 @@ figures as PNG and SVG for slides.
 The figures are the chapter's own plotly figures as the run left them (a panel's default state, or a figure cell),
 drawn by :mod:`kvlab.book.mpl`: the first ``KEY_FIGURES`` that it can draw, one per output. The PDF is the same
 chapter page without code, panels or widgets, printed by headless Chromium (the one the browser tests use), which
-typesets the Chinese text and the MathJax formulas; ``pdftoppm`` can turn it into pages to look at.
+typesets the Chinese text and the MathJax formulas; ``pdftoppm`` can turn it into pages to look at. Exercises need a
+kernel, so a handout keeps their tasks only; a teacher's build (``teacher=True``) prints each reference solution
+under its task.
 """
 from __future__ import annotations
 
 import copy
+import html
 import os
 from pathlib import Path
 
 import nbformat
 
+from ..exercises.solutions import SOLUTIONS
 from . import mpl
 from .site import MATHJAX_CONFIG, export_page
 
@@ -54,14 +58,27 @@ def key_figures(chapter, out: Path, log=print) -> dict[int, str]:
     return drawn
 
 
-def print_notebook(static_nb, drawn: dict[int, str]):
-    """The chapter for print: no code, the key figures (as SVG) where they were, no other figure or panel."""
+def solution_output(key: str):
+    """An exercise's reference solution, open, for a teacher's handout (print has no folds)."""
+    return nbformat.v4.new_output("display_data", data={"text/html": '<div class="kvlab-exercise-solution">'
+                                  f'<b>参考答案</b><pre>{html.escape(SOLUTIONS[key])}</pre></div>'})
+
+
+def print_notebook(static_nb, drawn: dict[int, str], teacher: bool = False):
+    """The chapter for print: no code, the key figures (as SVG) where they were, no other figure or panel; with
+    ``teacher``, each exercise's reference solution under its task."""
     nb = copy.deepcopy(static_nb)
     n = -1
     cells = []
     for cell in nb.cells:
         if cell.cell_type == "code":
-            if cell.metadata.get("kvlab_exercises"):
+            tag = cell.metadata.get("kvlab_exercises", "")
+            key = tag.rsplit("/", 1)[0]
+            if teacher and tag.endswith("/check") and key in SOLUTIONS:
+                cell.outputs, cell.source = [solution_output(key)], ""
+                cells.append(cell)
+                continue
+            if tag:
                 continue  # exercises need a kernel: the task stays (markdown), the stub and check go
             kept = []
             for o in cell.outputs:
@@ -111,8 +128,10 @@ def chromium_missing() -> str | None:
     return None
 
 
-def write_handouts(out: Path, chapters, static_nbs: dict, info_html: str, log=print) -> dict[str, Path]:
-    """Key figures (PNG, SVG) and a PDF for every chapter; {chapter stem: PDF path}."""
+def write_handouts(out: Path, chapters, static_nbs: dict, info_html: str, log=print,
+                   teacher: bool = False) -> dict[str, Path]:
+    """Key figures (PNG, SVG) and a PDF for every chapter; {chapter stem: PDF path}. Exercise solutions only with
+    ``teacher``."""
     out = Path(out)
     (out / "handouts").mkdir(parents=True, exist_ok=True)
     prints = {}
@@ -120,7 +139,7 @@ def write_handouts(out: Path, chapters, static_nbs: dict, info_html: str, log=pr
     try:
         for ch in chapters:
             drawn = key_figures(ch, out, log)
-            page = export_page(print_notebook(static_nbs[ch.stem], drawn),
+            page = export_page(print_notebook(static_nbs[ch.stem], drawn, teacher),
                                {"nav": "", "run_info": info_html, "mathjax_config": MATHJAX_CONFIG}, exclude_input=True)
             page = page.replace("</head>", PRINT_CSS + "</head>", 1)
             path = out / f"_print_{ch.stem}.html"  # beside _static/ and figures/, which it links to; removed after

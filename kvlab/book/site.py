@@ -4,8 +4,12 @@ Pages are made by nbconvert's HTML exporter with the template in ``templates/kvl
 script it would fetch replaced by the site's own copy in ``_static/``). Before export, :func:`static_cells` turns
 what only a kernel can show into what a page can: a panel or quiz output into its static form (from
 :mod:`kvlab.book.capture`), a plotly figure into data drawn by the site's plotly.js, an exercise's check into "run
-it live to check" with the reference solution folded away. Colab badges become plain links (the badge image would
-be fetched from outside the site).
+it live to check". Colab badges become plain links (the badge image would be fetched from outside the site).
+
+Reference solutions: a page has none, as a learner's notebook shows one only after a checked attempt, which a page
+cannot take (the chapters run with ``KVLAB_TEACHER=0``, and a check cell's output is replaced); built with
+``teacher=True`` (``python -m kvlab.book --teacher``, a teacher's copy) every check cell carries its exercise's
+solution folded under 「显示参考答案」, and the table of contents says it is the teacher's edition.
 
 Where the site goes: ``--out`` is built into only when it is new, empty, or a site this builder made. One whose
 manifest (``MANIFEST``) lists every file in it, or, for a site built before the manifest, one whose every file is
@@ -38,6 +42,7 @@ import nbformat
 
 from ..colab import BADGE_MARKER, SETUP_MARKER, colab_url
 from ..resources import cpu_budget
+from ..exercises.checker import TEACHER_ENV
 from .capture import PAGE_ENV, REPLAY_ENV, STATIC_MIME
 
 HERE = Path(__file__).resolve().parent
@@ -161,7 +166,7 @@ def run_chapter(path: Path, timeout: int = 600, replay: Path | None = None):
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    env = {"KVLAB_STATIC_EDITION": "1", PAGE_ENV: path.stem}
+    env = {"KVLAB_STATIC_EDITION": "1", PAGE_ENV: path.stem, TEACHER_ENV: "0"}  # no solution in any output
     if replay is not None:
         env[REPLAY_ENV] = str(replay)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
@@ -251,15 +256,20 @@ def panel_html(spec: dict, notebook: str) -> str:
             + live_line(notebook))
 
 
-def check_cell_html(key: str) -> str:
-    """An exercise's check cell on a page without a kernel: how to check, and the reference solution folded away."""
+SOLUTION_WITHHELD = "参考答案在 notebook 里第一次检查了你自己的答案之后出现，静态版里没有。"
+
+
+def check_cell_html(key: str, teacher: bool = False) -> str:
+    """An exercise's check cell on a page without a kernel: how to check; with ``teacher``, the reference solution
+    folded away, else where it appears."""
     from ..exercises.solutions import SOLUTIONS
 
-    solution = SOLUTIONS.get(key)
+    solution = SOLUTIONS.get(key) if teacher else None
     folded = (f'<details class="kvlab-exercise-solution"><summary>显示参考答案</summary>'
               f"<pre>{html.escape(solution)}</pre></details>" if solution else "")
+    withheld = "" if teacher else SOLUTION_WITHHELD
     return (f'<div class="kvlab-run-to-check">✎ 在 notebook 里把答案写进上面的代码格，再运行这一格来检查'
-            f"（命令：<code>{LIVE_COMMAND}</code>）。</div>{folded}")
+            f"（命令：<code>{LIVE_COMMAND}</code>）。{withheld}</div>{folded}")
 
 
 def _html_output(text: str) -> dict:
@@ -291,8 +301,9 @@ def static_outputs(outputs: list, notebook: str, figures: list) -> list:
 BADGE = re.compile(r"\[!\[[^\]]*\]\([^)]*\)\]\(([^)]*)\)\s*(" + re.escape(BADGE_MARKER) + r")?")
 
 
-def static_cells(nb, notebook: str) -> tuple[object, list]:
-    """The executed notebook as the page shows it (see the module docstring), and its figures in order."""
+def static_cells(nb, notebook: str, teacher: bool = False) -> tuple[object, list]:
+    """The executed notebook as the page shows it (see the module docstring), and its figures in order; reference
+    solutions only with ``teacher``."""
     figures: list = []
     cells = []
     for cell in nb.cells:
@@ -303,7 +314,7 @@ def static_cells(nb, notebook: str) -> tuple[object, list]:
                 continue  # installs kvlab on Colab: nothing for a reader
             tag = cell.metadata.get("kvlab_exercises", "")
             if tag.endswith("/check"):
-                cell.outputs = [_html_output(check_cell_html(tag.rsplit("/", 1)[0]))]
+                cell.outputs = [_html_output(check_cell_html(tag.rsplit("/", 1)[0], teacher))]
             else:
                 cell.outputs = static_outputs(cell.outputs, notebook, figures)
         cells.append(cell)
@@ -374,7 +385,11 @@ def lab_static() -> Path:
     raise FileNotFoundError("nbconvert's lab template (static/index.css) is not installed")
 
 
-def index_html(chapters: list[Chapter], info: RunInfo, handouts: dict) -> str:
+TEACHER_NOTE = ("<p class=\"kvlab-teacher-edition\"><b>教师版</b>：每个练习的检查格下都附有参考答案（折叠），讲义里也有。"
+                "请不要发给学员：学员的 notebook 只在检查过一次自己的答案之后才给出参考答案。</p>")
+
+
+def index_html(chapters: list[Chapter], info: RunInfo, handouts: dict, teacher: bool = False) -> str:
     items = []
     for ch in chapters:
         extra = ""
@@ -390,7 +405,7 @@ def index_html(chapters: list[Chapter], info: RunInfo, handouts: dict) -> str:
 <p>这是 kvlab 课程运行之后的样子：每一章的文字、表格、打印出的结果和图（可以悬停、缩放）都在这里，不需要安装任何东西，也不需要联网。
 部分面板的滑块在静态版里仍然可以拖动（构建时预先算好）；要拖动全部控件、在自己的机器上测量，请在 JupyterLab 中运行
 <code>{LIVE_COMMAND}</code>，或从每章开头的链接在 Colab 中打开。</p>
-<div class="kvlab-runinfo">{info.html()}</div>
+<div class="kvlab-runinfo">{info.html()}</div>{TEACHER_NOTE if teacher else ""}
 <h2>目录</h2>
 <ol class="kvlab-toc">{"".join(items)}</ol>
 <p>讲义（PDF，可打印）在 <code>handouts/</code>，讲义中的图（PNG 与 SVG，可放进幻灯片）在 <code>figures/</code>。</p>
@@ -413,20 +428,21 @@ def build_site(out: Path, chapters_dir: Path | None = None, replay: Path | None 
     return chapters
 
 
-def static_notebooks(chapters: list[Chapter]) -> dict:
+def static_notebooks(chapters: list[Chapter], teacher: bool = False) -> dict:
     """Each chapter's executed notebook as its page shows it (and its figures kept on the chapter)."""
     out = {}
     for ch in chapters:
-        out[ch.stem], ch.figures = static_cells(copy.deepcopy(ch.executed), ch.notebook.name)
+        out[ch.stem], ch.figures = static_cells(copy.deepcopy(ch.executed), ch.notebook.name, teacher)
     return out
 
 
-def write_pages(out: Path, chapters: list[Chapter], static_nbs: dict, info: RunInfo, handouts: dict) -> None:
+def write_pages(out: Path, chapters: list[Chapter], static_nbs: dict, info: RunInfo, handouts: dict,
+                teacher: bool = False) -> None:
     for i, ch in enumerate(chapters):
         page = export_page(static_nbs[ch.stem], {"nav": nav_html(chapters, i), "run_info": info.html()
                                                 + f"　本章运行 {ch.seconds:.0f} 秒。", "mathjax_config": MATHJAX_CONFIG})
         (Path(out) / ch.page).write_text(page, encoding="utf-8")
-    (Path(out) / "index.html").write_text(index_html(chapters, info, handouts), encoding="utf-8")
+    (Path(out) / "index.html").write_text(index_html(chapters, info, handouts, teacher), encoding="utf-8")
 
 
 # -- where the site goes: checked before any chapter runs, built beside it, swapped in ---------------------------------

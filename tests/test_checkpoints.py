@@ -247,3 +247,16 @@ def test_a_checkpoints_questions_count_as_quiz_minutes(banks):
     assert minutes.quiz_questions(review, misconceptions) == len(misconceptions.review_questions())
     both = {"cells": nb["cells"] + review["cells"]}  # a chapter with a quiz and a checkpoint counts both
     assert minutes.quiz_questions(both, misconceptions) == len(banks["3.1"]) + len(misconceptions.review_questions())
+
+
+def test_a_checkpoints_static_form_shows_every_question_with_its_answer_folded(banks):
+    """The static edition (no kernel) shows a checkpoint like a quiz: each question, its options, the answer folded."""
+    import html
+
+    from kvlab.book.capture import STATIC_MIME, static_bundle
+
+    for qs in banks.values():
+        form = static_bundle(Checkpoint(qs))[STATIC_MIME]
+        assert form["kind"] == "quiz" and form["html"].count('class="kvlab-static-question"') == len(qs)
+        assert "检查点" in form["html"]
+        assert all(html.escape(Q.answer_verdict(q).message) in form["html"] for q in qs)

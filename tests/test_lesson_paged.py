@@ -2,6 +2,8 @@
 sentences chosen from the numbers (fed synthetic timings)."""
 import pytest
 
+from kvlab import claims
+from kvlab.lessons import paged as lesson
 from kvlab.lessons.paged import batching, cost, runs
 from kvlab.lessons.paged.cost import PagingCost, StepCost
 from kvlab.paging import padded_slots, paged_slots, reserved_slots
@@ -43,86 +45,167 @@ def test_waste_on_a_run_follows_the_three_rules(animation):
     assert tl.cut == 0 and runs.waste_timeline(animation, 4, 8).cut > 0
 
 
-# -- the sentences ----------------------------------------------------------------------------------------------
-def tp(ratio, rounds, gpu=False):
-    return batching.throughput_sentence(ratio, rounds, 100.0, 100.0 * ratio, 3.0, 6.0, gpu, 174, 110)
-
-
-def test_throughput_sentence_branches():
-    assert "连续批处理快了 30%" in tp(1.3, [1.3, 1.25])
-    assert "反而慢了" in tp(0.7, [0.7, 0.8])
-    assert "分不出" in tp(1.05, [1.05, 0.97])
-    assert "说不准" in tp(1.3, [1.3, 0.95])  # fast on the best times, but one round disagrees
-    assert "在 GPU 上" in tp(1.3, [1.3, 1.25]) and "这是在 GPU 上测的" in tp(1.3, [1.3, 1.25], gpu=True)
-    assert "步数之比 174 ÷ 110 = 1.58" in tp(1.3, [1.3, 1.25]) and "= 1.58" in tp(1.3, [1.3, 1.25], gpu=True)
-
-
-def test_ttft_sentence_branches():
-    assert "尾部延迟最长" in batching.ttft_sentence(40, 8, 0.8, 0.2, 1.5, 0.4)
-    assert "反而更短" in batching.ttft_sentence(4, 8, 0.1, 0.3, 0.2, 0.5)
-    assert "分不出" in batching.ttft_sentence(10, 9, 0.30, 0.29, 0.5, 0.6)
-
-
-def tpot(ratio, rounds, gpu=False):
-    return batching.tpot_sentence(0.010, 0.010 * ratio, rounds, 0.012, 0.012 * ratio, 3.0, 6.0, gpu)
-
-
-def test_tpot_sentence_branches():
-    assert "连续批处理每个 token 慢了 40%" in tpot(1.4, [1.4, 1.3]) and "平均 6.0 条对 3.0 条" in tpot(1.4, [1.4, 1.3])
-    assert "反而快了" in tpot(0.7, [0.7, 0.8])
-    assert "相差不到 15%" in tpot(1.05, [1.05, 0.98]) and "启动内核" in tpot(1.05, [1.05, 0.98], gpu=True)
-    assert "说不准" in tpot(1.4, [1.4, 0.9])  # the best times say slower, one round says quicker
-    assert "说不准" in tpot(1.05, [1.3, 0.9])  # within the band on the best times, the rounds far apart
-    text = tpot(1.4, [1.4, 1.3])
-    assert "静态批处理 10.0 ms，连续批处理 14.0 ms" in text and "90% 分位，静态批处理 12.0 ms，连续批处理 16.8 ms" in text
-    assert text.index("按 TPOT，连续批处理每个 token 慢了 40%") < text.index("ITL")  # the 40 % is TPOT's, said first
-
-
-def cells(contiguous, paged, gather=(0.1, 0.1, 0.1)):
-    """Three cells of growing gather bytes; ``contiguous``/``paged``: per cell, the per-round times."""
+# -- the claims (kvlab.claims), fed synthetic timings ------------------------------------------------------------
+def cells(contiguous, paged, gather=(0.1, 0.1, 0.1), device="cpu"):
+    """Cells of growing gather bytes; ``contiguous``/``paged``: per cell, the per-round times in ms."""
+    grid = [(1, 32), (1, 128), (1, 224), (8, 32), (8, 128), (8, 224)][:len(contiguous)]
     return PagingCost([StepCost(b, n, tuple(c), tuple(p), tuple(gather), (k + 1) * 2**20)
-                       for k, ((b, n), c, p) in enumerate(zip([(1, 32), (8, 128), (8, 224)], contiguous, paged))],
-                      16, "cpu", 1, "cpu，计时用 1 个线程")
+                       for k, ((b, n), c, p) in enumerate(zip(grid, contiguous, paged))],
+                      16, device, 1, "cpu，计时用 1 个线程")
 
 
-def test_cost_sentence_branches():
-    same = [(4.0, 4.1, 4.0)] * 3
-    grows = cells(same, [(4.2, 4.3, 4.2), (5.0, 5.1, 5.0), (6.0, 6.1, 6.2)])
-    assert "要收集的字节越多慢得越多" in cost.cost_sentence(grows, gpu=False)
-    assert "大部分就在这里" in cost.cost_sentence(cells(same, [(4.2,) * 3, (5.0,) * 3, (6.0,) * 3], (1.5,) * 3), False)
-    assert "只占多出的时间的 5%" in cost.cost_sentence(grows, gpu=False)  # 0.1 ms of gather in 2.0 ms more
-    fixed = cells(same, [(4.8, 4.9, 4.8)] * 3)
-    assert "不随要收集的字节增长" in cost.cost_sentence(fixed, gpu=False)
-    # the extra time rises with the bytes, but only the smaller cells are beyond the band: no 'fixed cost' claim
-    rising = cells([(4.0,) * 3, (4.0,) * 3, (8.0,) * 3], [(4.8,) * 3, (4.9,) * 3, (9.0,) * 3])
-    sentence = cost.cost_sentence(rising, gpu=False)
-    assert "说不准多出的时间是否随收集的字节增长" in sentence and "不随要收集的字节增长" not in sentence
-    equal = cells(same, [(4.05, 4.0, 4.1)] * 3)
-    assert "看不出分页的代价" in cost.cost_sentence(equal, gpu=False)
-    noisy = cells(same, [(6.0, 3.0, 4.0)] * 3)
-    assert "说不准" in cost.cost_sentence(noisy, gpu=False)
-    flat_gpu = cells([(1.0, 1.01, 1.0)] * 3, [(1.3, 1.31, 1.3)] * 3)
-    assert "主要花在逐个启动内核上" in cost.cost_sentence(flat_gpu, gpu=True)
-    assert "慢了的格子多 0.30–0.30 ms" in cost.cost_sentence(flat_gpu, gpu=True)
-    assert "不比连续缓存慢" in cost.cost_sentence(cells(same, [(3.0, 3.1, 3.0)] * 3), gpu=False)
-    assert "在 GPU 上" in cost.why_sentence(False) and "在 GPU 上" not in cost.why_sentence(True)
+def level(xs, rounds=3):
+    return [(x,) * rounds for x in xs]
 
 
-def test_cost_sentence_never_calls_a_quicker_step_slower():
-    """Failed before the fix: a busy run (one cell's paged step clearly slower, the biggest clearly quicker on its
-    fastest round) got the fixed-cost sentence with "1.15 ms 到 -12.94 ms" in it."""
-    same = [(4.0, 4.0, 4.0)]
-    busy = cells(same * 2 + [(20.0, 21.0, 22.0)], [(5.2, 5.0, 5.1), (4.1, 4.0, 4.1), (7.0, 25.0, 26.0)])
-    assert [cost.cell_verdict(c) for c in busy.cells] == ["slower", "same", "unclear"]
-    text = cost.cost_sentence(busy, gpu=False)
-    assert "互相矛盾" in text and "说不准" in text and "0.35–1.25" in text and "-" not in text.split("（")[0]
-    fixed = cells(same * 3, [(3.9,) * 3, (5.0,) * 3, (4.2,) * 3])  # slower only in the middle: no growth
-    text = cost.cost_sentence(fixed, gpu=False)
-    assert "在 1 个格子里慢了 15% 以上（多 1.00 ms）" in text and "收集最少的格子少 0.10 ms，最多的多 0.20 ms" in text
-    grows = cells(same * 3, [(3.8,) * 3, (4.1,) * 3, (6.0,) * 3])
-    assert "B = 1、32 个 token 时少 0.20 ms，B = 8、224 个 token 时多 2.00 ms" in cost.cost_sentence(grows, gpu=False)
-    flat_same = cells([(1.0,) * 3] * 3, [(1.05,) * 3] * 3)  # a GPU where paging costs nothing visible
-    assert "看不出分页的代价" in cost.cost_sentence(flat_same, gpu=True)
+CONTIGUOUS = [1.0, 1.2, 1.4, 1.6, 2.0, 2.6]
+COST_SHAPES = {  # name -> the grid, and the key its cost claim must take
+    "idle CPU, gather most of it": (cells(level(CONTIGUOUS), level([c + e for c, e in zip(CONTIGUOUS, [.1, .3, .5, .7, 1.1, 1.6])]),
+                                          (1.2,) * 3), "paged.cost.grows_gather"),
+    "idle CPU, gather a part": (cells(level(CONTIGUOUS), level([c + e for c, e in zip(CONTIGUOUS, [.1, .3, .5, .7, 1.1, 1.6])])),
+                                "paged.cost.grows_elsewhere"),
+    "GPU launch-bound": (cells(level([0.8] * 6), level([1.1] * 6), device="cuda:0"), "paged.cost.fixed_flat"),
+    "fixed cost": (cells(level(CONTIGUOUS), level([c + 0.5 for c in CONTIGUOUS])), "paged.cost.fixed"),
+    "no visible cost": (cells(level(CONTIGUOUS), level([c * 1.03 for c in CONTIGUOUS])), "paged.cost.same"),
+    # issue 31's busy run: +2.17 ms at 2.25 MiB, +1.76 ms at 3.75 MiB: slower, but not "the more bytes, the slower"
+    "busy, not monotone": (cells(level([4.0] * 6), level([4.8, 5.2, 5.0, 5.4, 6.17, 5.76])), "paged.cost.slower"),
+    "busy, spiky": (cells(level([4.0] * 6), level([5.0, 2.9, 5.0, 5.0, 5.0, 5.0])), "paged.cost.contradicts"),
+    "noisy rounds": (cells(level([4.0] * 6), [(6.0, 3.0, 4.0)] * 6), "paged.cost.noisy"),
+    "no numbers": (cells(level([float("nan")] * 6), level([float("nan")] * 6)), "paged.cost.unmeasured"),
+}
+
+
+def test_every_cost_shape_gets_its_claim_and_the_gather_is_measured():
+    for name, (grid, key) in COST_SHAPES.items():
+        said = lesson.explain_cost(grid)
+        assert said[1].key == key, (name, said[1].key)
+        assert said[0].key == ("paged.gather.measured" if "numbers" not in name else "paged.gather.measured")
+    text = lesson.ZH.say(lesson.explain_cost(COST_SHAPES["idle CPU, gather a part"][0])[1])
+    assert "0.10、0.30、0.50、0.70、1.10、1.60 ms" in text and "只占多出的时间的 6%" in text  # 0.1 of 1.6 ms
+    assert "(1, 32)、(1, 128)、(1, 224)、(8, 32)、(8, 128)、(8, 224)" in text
+    busy = lesson.ZH.say(lesson.explain_cost(COST_SHAPES["busy, not monotone"][0])[1])
+    assert "越多" not in busy and "6/6 个格子里比连续缓存慢 15% 以上" in busy
+    gpu = lesson.ZH.say(lesson.explain_cost(COST_SHAPES["GPU launch-bound"][0])[1])
+    assert "几乎不随 B 和长度变（各格子 0.80、0.80" in gpu and "逐个启动内核" in gpu
+
+
+def test_the_more_bytes_the_slower_needs_a_rise_at_every_cell():
+    """Issue 31: 「要收集的字节越多慢得越多」 was said next to +2.17 ms at 2.25 MiB and +1.76 ms at 3.75 MiB. A rise
+    from the first cell to the last is not enough: every cell must take more than the one before."""
+    up_down = [c + e for c, e in zip(CONTIGUOUS, [.3, .5, .7, .9, 1.2, 1.1])]  # last two fall: still "slower"?
+    said = lesson.explain_cost(cells(level(CONTIGUOUS), level(up_down), (0.9,) * 3))[1]
+    assert not said.key.startswith("paged.cost.grows")
+
+
+def _said(claims_):
+    return {c.key: lesson.ZH.say(c) for c in claims_}
+
+
+@pytest.fixture(scope="module")
+def small_batching(demo):
+    """A small workload served both ways, twice: the schedules the synthetic timings below are put on."""
+    from kvlab.serving import Workload
+
+    model, tok = demo
+    requests = runs.demo_requests(model, tok, Workload(count=8, mean_gap=1.0, prompt_median=8, new_median=8))
+    return batching.compare_batching(model, requests, max_batch=3, rounds=2)
+
+
+def timed_like(c, seconds):
+    """The same schedules with each step's seconds = ``seconds(policy, round, step)``."""
+    import dataclasses
+
+    return dataclasses.replace(c, runs={p: [dataclasses.replace(r, steps=[dataclasses.replace(s, seconds=seconds(p, k, s))
+                                                                          for s in r.steps])
+                                            for k, r in enumerate(rs)] for p, rs in c.runs.items()})
+
+
+BATCHING_SHAPES = {  # name -> a step's seconds (policy, round, step)
+    # idle CPU: a fixed cost per step plus a part per sequence decoded and per prompt prefilled
+    "idle CPU": lambda p, k, s: 0.5e-3 + 0.3e-3 * len(s.decoded) + 0.4e-3 * len(s.prefilled),
+    # a small model on a GPU: every step the same time, whatever the batch
+    "GPU launch-bound": lambda p, k, s: 1e-3,
+    # a step costs as much as the tokens it makes: batching does not pay, nor lose
+    "proportional": lambda p, k, s: 1e-3 * (len(s.decoded) + len(s.prefilled)),
+    # a step costs the square of its batch: fuller batches do not pay
+    "superlinear": lambda p, k, s: 1e-3 * (len(s.decoded) + len(s.prefilled)) ** 2,
+    # the continuous rounds ran while the machine was free, the static ones while it was loaded
+    "busy during static": lambda p, k, s: (3e-3 if p == "static" else 1e-3),
+    # the rounds disagree: each policy is slowed in one round
+    "busy, rounds disagree": lambda p, k, s: 1e-3 * (3 if (p == "static") == (k == 0) else 1),
+    # spikes: every fifth step of a round slowed ten times, at different steps in each round
+    "busy, spiky": lambda p, k, s: 1e-3 * (10 if (s.step + k) % 5 == 0 else 1) * (1 + 0.1 * len(s.decoded)),
+}
+
+
+def test_batching_idle_run_says_something_substantive_and_true(small_batching):
+    rules = {r.key: r for c in lesson.CHOOSERS for r in c.rules}
+    said = lesson.explain_batching(timed_like(small_batching, BATCHING_SHAPES["idle CPU"]))
+    assert all(rules[c.key].substantive for c in said), [c.key for c in said]
+    assert [c.key for c in said] == ["paged.throughput.faster", "paged.step_time.grows",
+                                     "paged.ttft.continuous_shorter", "paged.tpot.slower"]
+    text = "\n".join(map(lesson.ZH.say, said))
+    assert "比值 1.18；每一轮单独算的比值 1.18、1.18。连续批处理快了 18%" in text, text
+    gpu = _said(lesson.explain_batching(timed_like(small_batching, BATCHING_SHAPES["GPU launch-bound"])))
+    assert {"paged.step_time.flat", "paged.tpot.same"} <= set(gpu)
+    assert "接近两种调度的步数之比" in gpu["paged.step_time.flat"]
+
+
+def test_every_key_of_every_chooser_is_reached(small_batching):
+    reached = {}
+    for name, seconds in BATCHING_SHAPES.items():
+        for claim in lesson.explain_batching(timed_like(small_batching, seconds)):
+            reached.setdefault(claim.key, name)
+    for name, (grid, _) in COST_SHAPES.items():
+        for claim in lesson.explain_cost(grid):
+            reached.setdefault(claim.key, name)
+    num, nan = claims.number, float("nan")
+    # keys no schedule of this small workload reaches on its own, from their numbers
+    steps = {"static_steps": num(40, 0), "cont_steps": num(25, 0), "bound": num(1.6, 2)}
+    for static, cont, r in [(1.0, 1.05, 1.0), (nan, 1.0, 1.0)]:  # level steps, tokens/s far from the step counts
+        reached.setdefault(batching.STEP_TIME.choose({**steps, "static_step": num(static, 2, "ms"),
+                                                      "cont_step": num(cont, 2, "ms"), "ratio": num(r, 2)}).key, "x")
+    ttft = {"static_steps": num(4.0, 1), "cont_steps": num(6.0, 1)}
+    for s_mean, c_mean in [(10.0, 20.0), (10.0, 10.5), (10.0, 5.0), (nan, 1.0)]:  # sparse arrivals; same; seconds vs steps
+        reached.setdefault(batching.TTFT.choose({**ttft, "static_mean": num(s_mean, 1, "ms"), "static_tail": num(s_mean, 1, "ms"),
+                                                 "cont_mean": num(c_mean, 1, "ms"), "cont_tail": num(c_mean, 1, "ms")}).key, "x")
+    reached.setdefault(batching.THROUGHPUT.choose({"cont_tps": num(nan), "static_tps": num(1.0), "ratio": num(nan),
+                                                   "rounds": num(nan), "gain": num(nan), "cont_batch": num(2.0, 1),
+                                                   "static_batch": num(1.0, 1)}).key, "x")
+    reached.setdefault(batching.TPOT.choose({k: num(nan) for k in ("static_tpot", "cont_tpot", "ratio", "rounds", "static_itl",
+                                                                   "cont_itl", "gain", "cont_batch", "static_batch")}).key, "x")
+    reached.setdefault(cost.GATHER.choose({"batch": num(8, 0), "length": num(224, 0), "big_mib": num(3.75, 2, "MiB"),
+                                           "gather": num(nan, 2, "ms")}).key, "x")
+    assert set(reached) == {k for c in lesson.CHOOSERS for k in c.keys}, reached
+
+
+def test_every_claim_of_every_shape_passes_the_checker(small_batching):
+    """What the busy-machine test does to an executed notebook, on the synthetic shapes: every recorded claim,
+    re-evaluated from its printed numbers alone, holds, and nothing printed is a negative or missing quantity."""
+    from tests.test_busy_claims import unsound_printed
+
+    said = [lesson.explain_batching(timed_like(small_batching, f)) for f in BATCHING_SHAPES.values()]
+    said += [lesson.explain_cost(grid) for grid, _ in COST_SHAPES.values()]
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data",
+                                                        "data": {"text/plain": "\n".join(map(lesson.ZH.say, cs))},
+                                                        "metadata": {"kvlab_claims": [c.record() for c in cs]}}]}
+                    for cs in said]}
+    assert len(claims.recorded(nb)) == 4 * len(BATCHING_SHAPES) + 2 * len(COST_SHAPES)
+    assert claims.check_recorded(nb, lesson.CHOOSERS) == [] and unsound_printed(nb) == []
+
+
+def test_every_template_shows_exactly_what_its_rule_shows():
+    for chooser in lesson.CHOOSERS:
+        assert chooser.rules[-1].substantive is False  # each ends with "can't tell, how to rerun"
+        for rule in chooser.rules:
+            assert lesson.ZH.placeholders(rule.key) - {"order"} == set(rule.shows), rule.key
+            if not rule.substantive:  # a "can't tell" says how to rerun
+                assert "重跑" in lesson.ZH.templates[rule.key], rule.key
+
+
+def test_why_sentence_names_the_other_device():
+    assert "在 GPU 上" in cost.why_sentence(cells(level([1.0]), level([1.2])))
+    assert "在 GPU 上" not in cost.why_sentence(cells(level([1.0]), level([1.2]), device="cuda:0"))
 
 
 def test_cell_verdicts():
@@ -227,9 +310,9 @@ def test_batching_comparison_on_a_small_workload(demo):
     assert all(a <= b for a, b in zip(c.step_seconds("static"), (s.seconds for s in c.runs["static"][1].steps)))
     assert c.first("continuous").ttft_steps_mean < c.first("static").ttft_steps_mean
     assert len(c.ttfts("static")) == 8 and all(t > 0 for t in c.ttfts("static"))
-    sentences = batching.batching_sentences(c)
-    assert len(sentences) == 3 and sentences[0].startswith("吞吐") and sentences[1].startswith("首 token 延迟")
-    assert sentences[2].startswith("每个 token 的时间（TPOT）")
+    sentences = [lesson.ZH.say(claim) for claim in batching.explain_batching(c)]
+    assert len(sentences) == 4 and sentences[0].startswith("吞吐") and sentences[2].startswith("首 token 延迟")
+    assert sentences[3].startswith("每个 token 的时间（TPOT）")
     for policy in ("static", "continuous"):  # TPOT = (end to end - TTFT) / (tokens - 1), on each round's own times
         for i, run in enumerate(c.runs[policy]):
             times = c.token_times(policy, i)
@@ -251,7 +334,8 @@ def test_paging_cost_on_a_small_grid(demo):
     assert [(x.batch, x.length) for x in c.cells] == [(1, 16), (1, 40), (2, 16), (2, 40)]
     assert c.cell(2, 40).gather_bytes == 2 * c.cell(1, 40).gather_bytes  # twice the rows, twice the copy
     assert all(len(x.paged_ms) == 2 and min(x.paged_ms) > 0 for x in c.cells)
-    assert len(cost.cost_sentences(c)) == 2 and len(plots.cost_figure(c).data) == 6
+    assert len(cost.explain_cost(c)) == 2 and len(plots.cost_figure(c).data) == 6
+    assert c.cell(2, 40).gather_bytes == cost.gather_bytes(demo[0].config, 2, 40, c.block_size, 4)
     with pytest.raises(ValueError, match="^batches"):
         cost.paging_cost(*demo, batches=(17,))
     with pytest.raises(ValueError, match="^lengths"):

@@ -1,5 +1,5 @@
-"""Static against continuous batching on the same requests, timed in alternating rounds, and the sentences
-that say what the numbers show (a decision band, a "cannot tell" branch, the GPU's shape)."""
+"""Static against continuous batching on the same requests, timed in alternating rounds, and the claims that say
+what the numbers show (kvlab.claims: a decision band, a "cannot tell, rerun" key, the GPU's launch-bound shape)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,7 +8,8 @@ import torch
 
 from ..._validate import positive_int
 from ...measure import alternate, device_label, measurement_threads, torch_threads
-from ...stats import cumulative
+from ...claims import Chooser, Claim, Number, Rule, number, ratio, series
+from ...stats import cumulative, median
 from ...model import ToyTransformer
 from ...serving import Request, ServeRun, quantile, serve
 from .runs import BLOCK_SIZE, MAX_BATCH
@@ -121,85 +122,177 @@ def compare_batching(model: ToyTransformer, requests: list[Request], max_batch: 
     return BatchingComparison(runs, str(model.device), threads, device_label(model.device, threads))
 
 
-# -- the sentences --------------------------------------------------------------------------------------------
-def throughput_sentence(ratio: float, round_ratios: list[float], static_tps: float, continuous_tps: float,
-                        static_batch: float, continuous_batch: float, gpu: bool, static_steps: int,
-                        continuous_steps: int) -> str:
-    """What the measured tokens/s say: a verdict beyond the ±15 % band only when every round points the same way."""
-    head = (f"吞吐：连续批处理每秒 {continuous_tps:,.0f} 个 token，静态批处理 {static_tps:,.0f} 个（每一步取 "
-            f"{len(round_ratios)} 轮里最快的一次）：比值 {ratio:.2f}；每一轮单独算的比值 "
-            + "、".join(f"{r:.2f}" for r in round_ratios) + "。"
-            f"解码时一批平均 {continuous_batch:.1f} 条序列，静态批处理 {static_batch:.1f} 条")
-    if ratio >= 1 + BAND and min(round_ratios) > 1:
-        tail = (f"：连续批处理快了 {ratio - 1:.0%}。走得早的请求一结束，等待的请求就补进批次，"
-                "每次解码前向都算更多条序列。")
-    elif ratio <= 1 / (1 + BAND) and max(round_ratios) < 1:
-        tail = (f"：这一次连续批处理反而慢了 {1 - ratio:.0%}。它的批次更满，而在这台机器上一步的耗时"
-                "随批次增长得几乎和批次一样快：算更多条序列并不比分开算便宜。")
-    elif abs(ratio - 1) < BAND:
-        tail = f"：相差不到 {BAND:.0%}，在这台机器上分不出哪种吞吐更高。"
-    else:
-        tail = "：几轮的结论不一致，这台机器太忙（或太吵），这次说不准哪种吞吐更高。"
-    return head + tail + _gpu_note(gpu, static_steps, continuous_steps)
+# -- what the comparison measured, as claims (kvlab.claims) ----------------------------------------------------
+# Each claim is chosen by a predicate over the very numbers it prints: the tokens/s and their ratio (which must agree),
+# every round's own ratio, the TTFT and TPOT means and tails, each schedule's step counts (the same on every machine).
+def _all(x) -> tuple[float, ...]:
+    """A printed number or series as a tuple."""
+    return x if isinstance(x, tuple) else (x,)
 
 
-def _gpu_note(gpu: bool, static_steps: int, continuous_steps: int) -> str:
-    """On a launch-bound device every step takes about the same time, so the throughput ratio tends to the ratio
-    of the two schedules' step counts (the same on every machine)."""
-    bound = static_steps / continuous_steps
-    if gpu:
-        return (f"（这是在 GPU 上测的：演示模型这么小，一步的耗时几乎不随批次变化，吞吐之比接近两种调度的步数之比 "
-                f"{static_steps} ÷ {continuous_steps} = {bound:.2f}。）")
-    return ("（在 GPU 上，演示模型的一步几乎不随批次变慢：一步的时间主要花在逐个启动内核上，每一步的时间差不多，"
-            f"吞吐之比就接近两种调度的步数之比 {static_steps} ÷ {continuous_steps} = {bound:.2f}。）")
+def _ratio_of(r: float, a: float, b: float, a_step: float, b_step: float) -> bool:
+    """The printed ratio ``r`` is a / b of the printed a and b, within their rounding (half a step each)."""
+    q = a / b
+    return abs(r - q) <= 0.005 + q * (a_step / 2 / a + b_step / 2 / b) + 1e-9
 
 
-def ttft_sentence(static_steps: float, continuous_steps: float, static_mean: float, continuous_mean: float,
-                  static_tail: float, continuous_tail: float) -> str:
-    """Time to first token, on the step clock (the same on every machine) and in measured seconds."""
-    text = (f"首 token 延迟（TTFT）：按步数平均，静态批处理 {static_steps:.1f} 步，连续批处理 {continuous_steps:.1f} 步"
-            f"（步数由调度决定，每台机器都一样）。按秒：平均 {static_mean * 1e3:,.0f} ms 对 {continuous_mean * 1e3:,.0f} ms，"
-            f"90% 分位 {static_tail * 1e3:,.0f} ms 对 {continuous_tail * 1e3:,.0f} ms")
-    if continuous_tail * (1 + BAND) <= static_tail and continuous_mean * (1 + BAND) <= static_mean:
-        return text + ("：静态批处理里，批次跑起来之后到达的请求要等整批最长的那条写完才能开始，所以尾部延迟最长；"
-                       "连续批处理在下一个步的边界就让它们加入。")
-    if static_tail * (1 + BAND) <= continuous_tail and static_mean * (1 + BAND) <= continuous_mean:
-        return text + "：这一次静态批处理的延迟反而更短：请求来得太稀，几乎没有请求需要等整批结束。"
-    return text + f"：两者的平均或尾部相差不到 {BAND:.0%}，或者方向不一致，这组请求上分不出哪种延迟更短。"
+def _gain(v, ratio: float) -> bool:
+    """The printed percentage is |ratio - 1| of the printed ratio (both rounded)."""
+    return abs(v["gain"] - 100 * abs(ratio - 1)) <= 1.0 + 1e-9
 
 
-def tpot_sentence(static_tpot: float, continuous_tpot: float, round_ratios: list[float], static_itl_tail: float,
-                  continuous_itl_tail: float, static_batch: float, continuous_batch: float, gpu: bool) -> str:
-    """Time per output token (TPOT) and the inter-token latency's tail (ITL): what continuous batching costs each
-    running request, with a ±15 % band, a "rounds disagree" branch and the GPU's launch-bound shape."""
-    ratio = continuous_tpot / static_tpot
-    text = (f"每个 token 的时间（TPOT）：平均静态批处理 {static_tpot * 1e3:.1f} ms，连续批处理 {continuous_tpot * 1e3:.1f} ms"
-            f"（比值 {ratio:.2f}；每一轮单独算 " + "、".join(f"{r:.2f}" for r in round_ratios) + "）")
-    itl = (f"（另看尾部：token 间延迟（ITL）的 90% 分位，静态批处理 {static_itl_tail * 1e3:.1f} ms，"
-           f"连续批处理 {continuous_itl_tail * 1e3:.1f} ms。）")
-    if ratio >= 1 + BAND and min(round_ratios) > 1:
-        return text + (f"：按 TPOT，连续批处理每个 token 慢了 {ratio - 1:.0%}。它的批次更满（平均 {continuous_batch:.1f} 条对 "
-                       f"{static_batch:.1f} 条），在这台机器上一步随批次变慢；新请求的预填充也和别人的解码挤在同一步里，"
-                       "正在生成的请求要多等这一下。这是连续批处理付出的代价，它换来的是什么，见上面的吞吐和首 token 延迟。") + itl
-    if ratio <= 1 / (1 + BAND) and max(round_ratios) < 1:
-        return text + (f"：这一次连续批处理每个 token 反而快了 {1 - ratio:.0%}，与它更满的批次（{continuous_batch:.1f} 条对 "
-                       f"{static_batch:.1f} 条）方向相反：多半是机器忙，静态批处理那一段的步被拖慢了。") + itl
-    if abs(ratio - 1) < BAND and all(abs(r - 1) < BAND for r in round_ratios):
-        why = ("GPU 上小模型的一步主要花在启动内核上，批次多几条序列，一步几乎不变" if gpu else
-               "批次多几条序列，这个小模型的一步几乎不变慢")
-        return text + f"：相差不到 {BAND:.0%}。{why}：连续批处理在吞吐和首 token 延迟上的变化（见上面）几乎不用拿每个 token 的速度来换。" + itl
-    return text + "：几轮的结论不一致，这台机器太忙，这次说不准哪种每个 token 更快。" + itl
+def _within(r: float) -> bool:
+    return abs(r - 1) < BAND
 
 
-def batching_sentences(c: BatchingComparison) -> list[str]:
-    """The three sentences of the comparison (throughput, TTFT, TPOT/ITL), chosen from its numbers."""
+TPS = ("cont_tps", "static_tps", "ratio", "rounds")
+THROUGHPUT = Chooser("paged.throughput", (
+    Rule("paged.throughput.faster", (*TPS, "gain", "cont_batch", "static_batch"),
+         lambda v: v["ratio"] >= 1 + BAND and min(_all(v["rounds"])) > 1 and _gain(v, v["ratio"])
+         and _ratio_of(v["ratio"], v["cont_tps"], v["static_tps"], 1, 1) and v["cont_batch"] > v["static_batch"]),
+    Rule("paged.throughput.slower", (*TPS, "gain", "cont_batch", "static_batch"),
+         lambda v: v["ratio"] * (1 + BAND) <= 1 and max(_all(v["rounds"])) < 1 and _gain(v, v["ratio"])
+         and _ratio_of(v["ratio"], v["cont_tps"], v["static_tps"], 1, 1) and v["cont_batch"] > v["static_batch"]),
+    Rule("paged.throughput.same", TPS,
+         lambda v: _within(v["ratio"]) and _ratio_of(v["ratio"], v["cont_tps"], v["static_tps"], 1, 1)),
+    Rule("paged.throughput.unclear", TPS, substantive=False),
+    Rule("paged.throughput.unmeasured", substantive=False),
+))
+
+STEPS = ("static_step", "cont_step", "ratio", "static_steps", "cont_steps", "bound")
+
+
+def _bound(v) -> bool:
+    return abs(v["bound"] - v["static_steps"] / v["cont_steps"]) <= 0.005 + 1e-9
+
+
+STEP_TIME = Chooser("paged.step_time", (
+    Rule("paged.step_time.flat", STEPS, lambda v: _bound(v) and _within(v["cont_step"] / v["static_step"])
+         and _within(v["ratio"] / v["bound"])),
+    Rule("paged.step_time.grows", STEPS, lambda v: _bound(v) and v["cont_step"] >= (1 + BAND) * v["static_step"]
+         and v["ratio"] < v["bound"]),
+    Rule("paged.step_time.unclear", STEPS, lambda v: _bound(v), substantive=False),
+    Rule("paged.step_time.unmeasured", ("static_steps", "cont_steps", "bound"), substantive=False),
+))
+
+TTFTS = ("static_steps", "cont_steps", "static_mean", "cont_mean", "static_tail", "cont_tail")
+TTFT = Chooser("paged.ttft", (
+    Rule("paged.ttft.continuous_shorter", TTFTS,
+         lambda v: v["cont_tail"] * (1 + BAND) <= v["static_tail"] and v["cont_mean"] * (1 + BAND) <= v["static_mean"]
+         and v["cont_steps"] < v["static_steps"]),
+    Rule("paged.ttft.static_shorter", TTFTS,
+         lambda v: v["static_tail"] * (1 + BAND) <= v["cont_tail"] and v["static_mean"] * (1 + BAND) <= v["cont_mean"]
+         and v["static_steps"] <= v["cont_steps"]),
+    Rule("paged.ttft.same", TTFTS,
+         lambda v: _within(v["cont_mean"] / v["static_mean"]) and _within(v["cont_tail"] / v["static_tail"])),
+    Rule("paged.ttft.unclear", TTFTS, substantive=False),
+    Rule("paged.ttft.unmeasured", ("static_steps", "cont_steps"), substantive=False),
+))
+
+TPOTS = ("static_tpot", "cont_tpot", "ratio", "rounds", "static_itl", "cont_itl")
+
+
+def _tpot_ratio(v) -> bool:
+    return _ratio_of(v["ratio"], v["cont_tpot"], v["static_tpot"], 0.01, 0.01)
+
+
+TPOT = Chooser("paged.tpot", (
+    Rule("paged.tpot.slower", (*TPOTS, "gain", "cont_batch", "static_batch"),
+         lambda v: v["ratio"] >= 1 + BAND and min(_all(v["rounds"])) > 1 and _gain(v, v["ratio"]) and _tpot_ratio(v)
+         and v["cont_batch"] > v["static_batch"]),
+    Rule("paged.tpot.faster", (*TPOTS, "gain", "cont_batch", "static_batch"),
+         lambda v: v["ratio"] * (1 + BAND) <= 1 and max(_all(v["rounds"])) < 1 and _gain(v, v["ratio"])
+         and _tpot_ratio(v) and v["cont_batch"] > v["static_batch"]),
+    Rule("paged.tpot.same", (*TPOTS, "cont_batch", "static_batch"),
+         lambda v: _within(v["ratio"]) and all(map(_within, _all(v["rounds"]))) and _tpot_ratio(v)
+         and v["cont_batch"] > v["static_batch"]),
+    Rule("paged.tpot.unclear", TPOTS, substantive=False),
+    Rule("paged.tpot.unmeasured", substantive=False),
+))
+
+CHOOSERS = (THROUGHPUT, STEP_TIME, TTFT, TPOT)
+
+
+def _ms(seconds: float, digits: int = 2) -> Number:
+    return number(seconds * 1e3, digits, "ms")
+
+
+def _rounds(ratios: list[float]) -> Number:
+    return series(ratios, 2) if len(ratios) > 1 else number(ratios[0], 2)
+
+
+def explain_batching(c: BatchingComparison) -> list[Claim]:
+    """What the comparison measured, as claims (:data:`CHOOSERS`; ``show_claims`` prints them): throughput, how a
+    step's time moved with the batch (the launch-bound shape: flat, so tokens/s follow the step counts), TTFT, TPOT."""
     static, cont = c.first("static"), c.first("continuous")
-    gpu = c.device.startswith("cuda")
-    return [throughput_sentence(c.throughput_ratio, c.round_ratios, c.tokens_per_second("static"),
-                                c.tokens_per_second("continuous"), static.mean_batch, cont.mean_batch, gpu,
-                                len(static.steps), len(cont.steps)),
-            ttft_sentence(static.ttft_steps_mean, cont.ttft_steps_mean, c.ttft_mean("static"),
-                          c.ttft_mean("continuous"), c.ttft_tail("static"), c.ttft_tail("continuous")),
-            tpot_sentence(c.tpot_mean("static"), c.tpot_mean("continuous"), c.tpot_round_ratios,
-                          quantile(c.itls("static"), 0.9), quantile(c.itls("continuous"), 0.9),
-                          static.mean_batch, cont.mean_batch, gpu)]
+    tps_ratio = ratio(c.tokens_per_second("continuous"), c.tokens_per_second("static"))
+    tpot_ratio = ratio(c.tpot_mean("continuous"), c.tpot_mean("static"))
+    batches = {"cont_batch": number(cont.mean_batch, 1), "static_batch": number(static.mean_batch, 1)}
+    steps = {"static_steps": number(len(static.steps), 0), "cont_steps": number(len(cont.steps), 0)}
+    return [
+        THROUGHPUT.choose({"cont_tps": number(c.tokens_per_second("continuous"), 0, "token/s"),
+                           "static_tps": number(c.tokens_per_second("static"), 0, "token/s"),
+                           "ratio": number(tps_ratio, 2), "rounds": _rounds(c.round_ratios),
+                           "gain": number(100 * abs(tps_ratio - 1), 0, "%"), **batches}),
+        STEP_TIME.choose({"static_step": _ms(median(c.step_seconds("static"))),
+                          "cont_step": _ms(median(c.step_seconds("continuous"))), "ratio": number(tps_ratio, 2),
+                          **steps, "bound": number(len(static.steps) / len(cont.steps), 2)}),
+        TTFT.choose({"static_steps": number(static.ttft_steps_mean, 1), "cont_steps": number(cont.ttft_steps_mean, 1),
+                     "static_mean": _ms(c.ttft_mean("static"), 1), "cont_mean": _ms(c.ttft_mean("continuous"), 1),
+                     "static_tail": _ms(c.ttft_tail("static"), 1), "cont_tail": _ms(c.ttft_tail("continuous"), 1)}),
+        TPOT.choose({"static_tpot": _ms(c.tpot_mean("static")), "cont_tpot": _ms(c.tpot_mean("continuous")),
+                     "ratio": number(tpot_ratio, 2), "rounds": _rounds(c.tpot_round_ratios),
+                     "static_itl": _ms(quantile(c.itls("static"), 0.9)),
+                     "cont_itl": _ms(quantile(c.itls("continuous"), 0.9)),
+                     "gain": number(100 * abs(tpot_ratio - 1), 0, "%"), **batches}),
+    ]
+
+
+_RERUN = ("重跑第 3 节那一格（compare_batching 的 rounds 可以调到 5，多测几轮），再运行这一格；机器忙时先关掉别的占 CPU 的程序。")
+_BAND = f"{BAND:.0%}"
+_TPS_HEAD = ("吞吐：连续批处理 {cont_tps}，静态批处理 {static_tps}（每一步取几轮里最快的一次）：比值 {ratio}；"
+             "每一轮单独算的比值 {rounds}")
+_TPOT_HEAD = "每个 token 的时间（TPOT）：平均静态批处理 {static_tpot}，连续批处理 {cont_tpot}（比值 {ratio}；每一轮单独算 {rounds}）"
+_ITL = "（另看尾部：token 间延迟（ITL）的 90% 分位，静态批处理 {static_itl}，连续批处理 {cont_itl}。）"
+_TTFT_HEAD = ("首 token 延迟（TTFT）：按步数平均，静态批处理 {static_steps} 步，连续批处理 {cont_steps} 步（步数由调度决定，"
+              "每台机器都一样）。按秒：平均 {static_mean} 对 {cont_mean}，90% 分位 {static_tail} 对 {cont_tail}")
+_STEPS_HEAD = "一步耗时的中位数：静态批处理 {static_step}，连续批处理 {cont_step}"
+ZH_TEMPLATES = {
+    "paged.throughput.faster": _TPS_HEAD + "。连续批处理快了 {gain}：走得早的请求一结束，等待的请求就补进批次，每次解码"
+                               "前向平均算 {cont_batch} 条序列，静态批处理只有 {static_batch} 条。",
+    "paged.throughput.slower": _TPS_HEAD + "。这一次连续批处理反而慢了 {gain}：它每次解码前向平均算 {cont_batch} 条序列"
+                               "（静态批处理 {static_batch} 条），吞吐却更低：在这台机器上，把更多条序列放进一步并不比分开算"
+                               "便宜（下一句看一步的耗时怎样随批次变）。",
+    "paged.throughput.same": _TPS_HEAD + f"。相差不到 {_BAND}，在这台机器上分不出哪种吞吐更高。",
+    "paged.throughput.unclear": _TPS_HEAD + "。几轮的结论不一致，这台机器太忙（或太吵），这次说不准哪种吞吐更高；" + _RERUN,
+    "paged.throughput.unmeasured": "这一次没有测出有效的吞吐（总时间为 0 或不是一个数）；" + _RERUN,
+    "paged.step_time.flat": _STEPS_HEAD + "，差不多：这个小模型一步的耗时几乎不随批次变（在 GPU 上，小模型的一步主要花在"
+                            "逐个启动内核上，就是这样）。所以吞吐之比 {ratio} 接近两种调度的步数之比 {static_steps} ÷ "
+                            "{cont_steps} = {bound}：连续批处理少走的那些步，就是它多出的吞吐。",
+    "paged.step_time.grows": _STEPS_HEAD + "：批次更满的一步更慢，所以吞吐之比 {ratio} 小于两种调度的步数之比 "
+                             "{static_steps} ÷ {cont_steps} = {bound}。在一步的耗时不随批次变的设备上（例如 GPU 上的这个"
+                             "小模型，一步主要花在逐个启动内核上），吞吐之比会接近 {bound}。",
+    "paged.step_time.unclear": _STEPS_HEAD + "；两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}，吞吐之比 "
+                               "{ratio}：这一次说不清一步的耗时怎样随批次变；" + _RERUN,
+    "paged.step_time.unmeasured": "两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}（每台机器都一样）；这一次一步"
+                                  "的耗时没有测出有效的数，说不清它怎样随批次变；" + _RERUN,
+    "paged.ttft.continuous_shorter": _TTFT_HEAD + "：静态批处理里，批次跑起来之后到达的请求要等整批最长的那条写完才能开始，"
+                                     "所以尾部延迟最长；连续批处理在下一个步的边界就让它们加入。",
+    "paged.ttft.static_shorter": _TTFT_HEAD + "：这一次静态批处理的延迟反而更短：请求来得太稀，几乎没有请求需要等整批结束。",
+    "paged.ttft.same": _TTFT_HEAD + f"：平均和尾部都相差不到 {_BAND}，这组请求上分不出哪种延迟更短。",
+    "paged.ttft.unclear": _TTFT_HEAD + "：按秒算的平均和尾部方向不一致，或者和步数的结论对不上：这台机器太忙，这次说不准；"
+                          + _RERUN,
+    "paged.ttft.unmeasured": "首 token 延迟（TTFT）：按步数平均，静态批处理 {static_steps} 步，连续批处理 {cont_steps} 步"
+                             "（步数由调度决定，每台机器都一样）；按秒的延迟这一次没有测出有效的数；" + _RERUN,
+    "paged.tpot.slower": _TPOT_HEAD + "：按 TPOT，连续批处理每个 token 慢了 {gain}。它的批次更满（平均 {cont_batch} 条对 "
+                         "{static_batch} 条），新请求的预填充也和别人的解码挤在同一步里，正在生成的请求要多等这一下。这是"
+                         "连续批处理付出的代价，它换来的是什么，见上面的吞吐和首 token 延迟。" + _ITL,
+    "paged.tpot.faster": _TPOT_HEAD + "：这一次连续批处理每个 token 反而快了 {gain}，与它更满的批次（{cont_batch} 条对 "
+                         "{static_batch} 条）方向相反：多半是机器忙，静态批处理那一段的步被拖慢了；重跑看是否还这样。" + _ITL,
+    "paged.tpot.same": _TPOT_HEAD + f"：每一轮都相差不到 {_BAND}。批次多几条序列（平均 {{cont_batch}} 条对 "
+                       "{static_batch} 条），这个小模型的一步几乎不变慢（GPU 上小模型的一步主要花在启动内核上，也是这样）："
+                       "连续批处理在吞吐和首 token 延迟上的变化几乎不用拿每个 token 的速度来换。" + _ITL,
+    "paged.tpot.unclear": _TPOT_HEAD + "：几轮的结论不一致，这台机器太忙，这次说不准哪种每个 token 更快；" + _RERUN + _ITL,
+    "paged.tpot.unmeasured": "每个 token 的时间（TPOT）这一次没有测出有效的数（没有请求生成两个以上的 token，或者计时为 0）；"
+                             + _RERUN,
+}

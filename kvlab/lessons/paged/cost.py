@@ -8,6 +8,7 @@ import torch
 
 from ..._validate import positive_int
 from ...cache import KVCache
+from ...claims import ABSOLUTE, DIFFERENCE, Chooser, Claim, Number, Rule, number, ratio, series
 from ...measure import alternate, device_label, measurement_threads, timed, torch_threads
 from ...stats import median
 from ...model import ToyTransformer
@@ -94,9 +95,8 @@ def _cell(model: ToyTransformer, ids: torch.Tensor, steps: int, rounds: int, blo
 
     runs = alternate({"kv": lambda: decode(kv, rewind_kv), "paged": lambda: decode(paged, lambda: paged.truncate(L)),
                       "gather": gather}, rounds)
-    width = blocks_for(L + 1, block_size) * block_size
-    gather_bytes = 2 * c.n_layer * B * width * c.n_kv_head * c.head_dim * paged.element_bytes
-    return StepCost(B, L, tuple(runs["kv"]), tuple(runs["paged"]), tuple(runs["gather"]), gather_bytes)
+    return StepCost(B, L, tuple(runs["kv"]), tuple(runs["paged"]), tuple(runs["gather"]),
+                    gather_bytes(c, B, L, block_size, paged.element_bytes))
 
 
 def paging_cost(model: ToyTransformer, tokenizer, batches=COST_BATCHES, lengths=COST_LENGTHS, rounds: int = 3,
@@ -117,7 +117,17 @@ def paging_cost(model: ToyTransformer, tokenizer, batches=COST_BATCHES, lengths=
     return PagingCost(cells, block_size, str(model.device), threads, device_label(model.device, threads))
 
 
-# -- the sentence ---------------------------------------------------------------------------------------------
+def gather_bytes(config, batch: int, length: int, block_size: int, element_bytes: float) -> int:
+    """Bytes one decode step of the paged cache gathers: K and V of every layer, for ``batch`` rows of whole blocks
+    up to the token it writes (``length + 1``): the blocks are copied whole, their empty slots too."""
+    width = blocks_for(length + 1, block_size) * block_size
+    return int(2 * config.n_layer * batch * width * config.n_kv_head * config.head_dim * element_bytes)
+
+
+# -- what the grid measured, as claims (kvlab.claims) -----------------------------------------------------------
+# Cells in order of the bytes they gather. Every predicate reads the printed series: "the more bytes, the slower" only
+# where the extra time rises at every cell, "a fixed cost" only where it is about the same in every cell, and nothing
+# substantive unless most cells' rounds agree (each cell's rounds are compared by cell_verdict, the count printed).
 def cell_verdict(cell: StepCost) -> str:
     """From the fastest rounds' ratio: "slower" or "faster" beyond ±15 % when most rounds point the same way,
     "same" within ±15 %, else "unclear" (the rounds disagree)."""
@@ -131,60 +141,151 @@ def cell_verdict(cell: StepCost) -> str:
     return "unclear"
 
 
-def _more(ms: float) -> str:
-    """A step's extra time as the learner reads it: "多 1.20 ms", or "少 0.30 ms" when the paged step was quicker."""
-    return f"多 {ms:.2f} ms" if ms >= 0 else f"少 {-ms:.2f} ms"
+def _all(x) -> tuple[float, ...]:
+    return x if isinstance(x, tuple) else (x,)
 
 
-def cost_sentence(cost: PagingCost, gpu: bool) -> str:
-    """What the grid of step times shows, chosen from the numbers: growing with the gather, a fixed cost, no
-    difference, not slower, too noisy to tell (most cells' rounds disagree, or some cells are clearly slower
-    while others are clearly faster); on a GPU, the launch-bound shape (steps flat in batch and length)."""
+def _agree(v) -> bool:
+    """Most cells' rounds point the same way (the printed count of cells with a clear verdict)."""
+    return 2 * v["agree"] > v["cells"]
+
+
+def _rises(xs) -> bool:
+    """Up at every cell, not only from the first to the last."""
+    return all(b > a for a, b in zip(xs, xs[1:]))
+
+
+def _level(xs, spread: float = 0.3) -> bool:
+    """All positive and about the same: the largest within ``spread`` of the smallest."""
+    return min(xs) > 0 and max(xs) <= (1 + spread) * min(xs)
+
+
+def _share_of(v) -> bool:
+    """The printed share is the printed gather over the largest cell's printed extra time, within their rounding."""
+    g, e = v["gather"], _all(v["extra"])[-1]
+    return abs(v["share"] - 100 * g / e) <= 0.5 + 100 * 0.005 * (1 / e + g / e**2) + 1e-9
+
+
+def _grows(v) -> bool:
+    extra, ratios = _all(v["extra"]), _all(v["ratios"])
+    return (_agree(v) and _rises(_all(v["mib"])) and min(extra) > 0 and _rises(extra) and ratios[-1] >= 1 + BAND
+            and _share_of(v))
+
+
+def _flat_extra(v) -> bool:
+    """The extra time about the same in every cell, and not rising at every cell (that would be a growth)."""
+    extra = _all(v["extra"])
+    return _level(extra) and not (len(extra) > 1 and _rises(extra))
+
+
+def _slower_count(v) -> bool:
+    return v["slower"] == sum(r >= 1 + BAND for r in _all(v["ratios"]))
+
+
+GROWS = ("mib", "extra", "ratios", "agree", "cells", "gather", "share")
+COST = Chooser("paged.cost", (
+    Rule("paged.cost.grows_gather", GROWS, lambda v: _grows(v) and v["share"] >= 50),
+    Rule("paged.cost.grows_elsewhere", GROWS, lambda v: _grows(v) and v["share"] < 50),
+    Rule("paged.cost.fixed_flat", ("contiguous", "extra", "ratios", "agree", "cells"),
+         lambda v: _agree(v) and _level(_all(v["contiguous"]), BAND) and _flat_extra(v)
+         and min(_all(v["ratios"])) >= 1 + BAND),
+    Rule("paged.cost.fixed", ("mib", "extra", "ratios", "agree", "cells"),
+         lambda v: _agree(v) and _flat_extra(v) and max(_all(v["ratios"])) >= 1 + BAND),
+    Rule("paged.cost.same", ("ratios",), lambda v: all(abs(r - 1) < BAND for r in _all(v["ratios"]))),
+    Rule("paged.cost.slower", ("slower", "cells", "ratios", "mib", "agree"),
+         lambda v: _agree(v) and _slower_count(v) and 2 * v["slower"] > v["cells"]
+         and min(_all(v["ratios"])) * (1 + BAND) > 1 and not _rises(_all(v["ratios"]))),
+    Rule("paged.cost.contradicts", ("ratios",), lambda v: max(_all(v["ratios"])) >= 1 + BAND
+         and min(_all(v["ratios"])) * (1 + BAND) <= 1, substantive=False),
+    Rule("paged.cost.noisy", ("ratios", "agree", "cells"), substantive=False),
+    Rule("paged.cost.unmeasured", substantive=False),
+))
+
+GATHER = Chooser("paged.gather", (
+    Rule("paged.gather.measured", ("batch", "length", "big_mib", "gather")),
+    Rule("paged.gather.unmeasured", ("batch", "length", "big_mib"), substantive=False),
+))
+
+CHOOSERS = (GATHER, COST)
+
+
+def _series(xs, digits: int, unit: str = "", kind: str = ABSOLUTE) -> Number:
+    """One number per cell: a series, or a single number for a grid of one cell."""
+    return series(xs, digits, unit, kind) if len(xs) > 1 else number(xs[0], digits, unit, kind)
+
+
+def _ms(x: float) -> Number:
+    return number(x, 2, "ms")
+
+
+def _mib(b: int) -> float:
+    return b / 2**20
+
+
+def explain_cost(cost: PagingCost) -> list[Claim]:
+    """What the grid measured, as claims (:data:`CHOOSERS`; ``show_claims`` prints them): the gather of the largest
+    cell, then how the paged step compared with the contiguous one, cell by cell in order of the bytes gathered."""
     cells = sorted(cost.cells, key=lambda c: c.gather_bytes)
-    small, big = cells[0], cells[-1]
-    verdicts = [cell_verdict(c) for c in cells]
-    slower = [c for c, v in zip(cells, verdicts) if v == "slower"]
-    quicker = [c for c in cells if c.ratio <= 1 / (1 + BAND)]  # faster beyond the band on the fastest rounds
-    ratios = f"{min(c.ratio for c in cells):.2f}–{max(c.ratio for c in cells):.2f}"
-    flat = max(c.best_contiguous_ms for c in cells) <= (1 + BAND) * min(c.best_contiguous_ms for c in cells)
-    mib = big.gather_bytes / 2**20
-    gather = (f"分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {big.batch}、每条 {big.length} 个 "
-              f"token 时每步多拷贝 {mib:.2f} MiB，单独测这一步收集最快要 {min(big.gather_ms):.2f} ms")
-    if verdicts.count("unclear") * 2 > len(verdicts):
-        return f"多数格子几轮的结论不一致：这台机器太忙，这次说不准分页慢多少。（{gather}。）"
-    if slower and quicker:
-        return (f"各格子的结论互相矛盾：有的格子分页明显更慢，有的反而明显更快（分页比连续缓存，比值 {ratios}）。"
-                f"分页不会让一步变快，这是机器太忙造成的：这次说不准分页慢多少。（{gather}。）")
-    if all(v == "same" for v in verdicts):
-        return f"每一格两种缓存都相差不到 {BAND:.0%}：在这台机器上，这么小的模型看不出分页的代价。{gather}。"
-    if gpu and flat and slower:
-        return (f"在这块 GPU 上，连续缓存的一步几乎不随 B 和长度变（{min(c.best_contiguous_ms for c in cells):.2f}–"
-                f"{max(c.best_contiguous_ms for c in cells):.2f} ms）：小模型的一步主要花在逐个启动内核上。"
-                f"分页多出的是每层两次收集的内核启动和块表的准备，所以多出的是一个大致固定的量（慢了的格子多 "
-                f"{min(c.extra_ms for c in slower):.2f}–{max(c.extra_ms for c in slower):.2f} ms）。{gather}。")
-    grows = big.extra_ms > (1 + BAND) * max(small.extra_ms, 0) and big.extra_ms > 0
-    if verdicts[-1] == "slower" and grows:
-        share = min(big.gather_ms) / big.extra_ms
-        where = ("多出的时间大部分就在这里" if share >= 0.5 else
-                 f"只占多出的时间的 {share:.0%}；其余来自收集之外、这里没有分开测的部分：每一步在 Python 里准备块表索引、"
-                 "注意力读收集出来的 K/V（块里按 token 存，收集后只是转置成按头排列的视图，同一个头的数据在内存里是隔开的，"
-                 "不像连续缓存那样挨在一起）")
-        return (f"分页的一步更慢，而且要收集的字节越多慢得越多（各轮最快的一次相比）：B = {small.batch}、"
-                f"{small.length} 个 token 时{_more(small.extra_ms)}，B = {big.batch}、{big.length} 个 token 时"
-                f"{_more(big.extra_ms)}（{big.ratio:.2f} 倍）。{gather}，{where}。")
-    if slower:
-        extras = "、".join(f"{c.extra_ms:.2f}" for c in slower)
-        head = f"分页的一步在 {len(slower)} 个格子里慢了 {BAND:.0%} 以上（多 {extras} ms），其余格子相差不到 {BAND:.0%}；"
-        spread = f"收集最少的格子{_more(small.extra_ms)}，最多的{_more(big.extra_ms)}"
-        if grows:  # more extra time where more is gathered, but the largest cell is within the band
-            return (f"{head}{spread}，可收集最多的格子本身相差在 {BAND:.0%} 之内：这次说不准多出的时间是否随收集的字节"
-                    f"增长。{gather}。")
-        return (f"{head}多出的时间不随要收集的字节增长（{spread}）：更像是每一步准备块表索引这类固定的开销。{gather}。")
-    return (f"分页的一步在大多数格子里不比连续缓存慢（各轮最快的一次相比，比值 {ratios}）。{gather}。")
+    big = cells[-1]
+    gather = min(big.gather_ms)
+    ratios = _series([c.ratio for c in cells], 2)
+    numbers = {"mib": _series([_mib(c.gather_bytes) for c in cells], 2, "MiB"),
+               "extra": _series([c.extra_ms for c in cells], 2, "ms", DIFFERENCE), "ratios": ratios,
+               "contiguous": _series([c.best_contiguous_ms for c in cells], 2, "ms"),
+               "agree": number(sum(cell_verdict(c) != "unclear" for c in cells), 0), "cells": number(len(cells), 0),
+               "slower": number(sum(r >= 1 + BAND for r in _all(ratios.value)), 0),  # counted as printed
+               "gather": _ms(gather), "share": number(100 * ratio(gather, big.extra_ms), 0, "%")}
+    return [GATHER.choose({"batch": number(big.batch, 0), "length": number(big.length, 0),
+                           "big_mib": number(_mib(big.gather_bytes), 2, "MiB"), "gather": _ms(gather)}),
+            COST.choose(numbers, {"order": cell_order(cost)})]
 
 
-def why_sentence(gpu: bool) -> str:
-    """Why a real paged cache does not pay for the gather, and what would differ on the other kind of device."""
+def cell_order(cost: PagingCost) -> str:
+    """The cells as the claims list them, in order of the bytes they gather: "(1, 32)、(1, 128)、..."."""
+    return "、".join(f"({c.batch}, {c.length})" for c in sorted(cost.cells, key=lambda c: c.gather_bytes))
+
+
+_RERUN = ("重跑这一格（可以把第一行改成 lesson.paging_cost(model, tok, rounds=7)，多测几轮）；机器忙时先关掉别的占 CPU 的"
+          "程序。")
+_BAND = f"{BAND:.0%}"
+_CELLS = ("各格子（B, 每条的长度）按要收集的字节从少到多是 {order}，各收集 {mib}；分页的一步比连续缓存多花 {extra}，"
+          "比值 {ratios}")
+ZH_TEMPLATES = {
+    "paged.gather.measured": "分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {batch}、每条 {length} 个 "
+                             "token 时每步拷贝 {big_mib}，单独测这一步收集，最快要 {gather}。",
+    "paged.gather.unmeasured": "分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {batch}、每条 {length} 个 "
+                               "token 时每步拷贝 {big_mib}；这一次收集的耗时没有测出有效的数；" + _RERUN,
+    "paged.cost.grows_gather": _CELLS + "（{agree}/{cells} 个格子的几轮结论一致）：分页的一步更慢，而且要收集的字节越多，多出的"
+                               "时间越多，每一格都比前一格多。收集最多的那一格，单独测的收集要 {gather}，是多出的时间的 "
+                               "{share}：多出的时间大部分就花在收集上。",
+    "paged.cost.grows_elsewhere": _CELLS + "（{agree}/{cells} 个格子的几轮结论一致）：分页的一步更慢，而且要收集的字节越多，多出的"
+                                  "时间越多，每一格都比前一格多。收集最多的那一格，单独测的收集要 {gather}，只占多出的时间的 "
+                                  "{share}；其余来自收集之外、这里没有分开测的部分：每一步在 Python 里准备块表索引、注意力读"
+                                  "收集出来的 K/V（收集后只是转置成按头排列的视图，同一个头的数据在内存里是隔开的，不像连续缓存"
+                                  "那样挨在一起）。",
+    "paged.cost.fixed_flat": "连续缓存的一步几乎不随 B 和长度变（各格子 {contiguous}）：这个小模型的一步主要花在固定开销上"
+                             f"（GPU 上是逐个启动内核，CPU 上是逐个调用算子）。分页的一步每一格都慢了 {_BAND} 以上（比值 "
+                             "{ratios}），多出的时间差不多（{extra}；{agree}/{cells} 个格子的几轮结论一致）：是每层两次收集和"
+                             "准备块表索引这类每步固定的开销，而不是拷贝的字节。",
+    "paged.cost.fixed": _CELLS + "（{agree}/{cells} 个格子的几轮结论一致）：每一格多出的时间都差不多，不随要收集的字节增长："
+                        "更像是每一步准备块表索引这类固定的开销。",
+    "paged.cost.same": f"每一格两种缓存都相差不到 {_BAND}（分页比连续缓存，比值 {{ratios}}）：在这台机器上，这么小的模型"
+                       "看不出分页的代价。",
+    "paged.cost.slower": f"分页的一步在 {{slower}}/{{cells}} 个格子里比连续缓存慢 {_BAND} 以上，没有一格明显更快"
+                         "（格子 {order} 各收集 {mib}；{agree}/{cells} 个格子的几轮结论一致）。分页比连续缓存的比值"
+                         "（{ratios}）并不是一格比一格大：这次看不出分页的代价随要收集的字节怎样变。想看清楚，可以" + _RERUN,
+    "paged.cost.contradicts": "各格子的结论互相矛盾：有的格子分页明显更慢，有的反而明显更快（分页比连续缓存，比值 {ratios}）。"
+                              "分页不会让一步变快，这是机器太忙造成的：这次说不准分页慢多少；" + _RERUN,
+    "paged.cost.noisy": "分页比连续缓存，各格子的比值 {ratios}，只有 {agree}/{cells} 个格子的几轮结论一致：这台机器太忙，"
+                        "这次说不准分页慢多少；" + _RERUN,
+    "paged.cost.unmeasured": "这一次的计时没有测出有效的数，说不准分页慢多少；" + _RERUN,
+}
+
+
+def why_sentence(cost: PagingCost) -> str:
+    """Why a real paged cache does not pay for the gather, and what would differ on the other kind of device (no
+    measured number: what vLLM's kernel does, and the published figure)."""
+    gpu = cost.device.startswith("cuda")
     base = ("这里的分页是纯 PyTorch 写的：注意力需要连续的 K、V，所以每一步先把块拷贝到一起。vLLM 的 PagedAttention "
             "内核在注意力内部按块表直接读各个块，不做这次拷贝。按块读并非完全免费：vLLM 的论文量到它的注意力内核比读连续内存的"
             "内核慢约 20–26%，但注意力只占一步的一部分，换来的批次更大，整体吞吐反而高得多。")
@@ -192,8 +293,3 @@ def why_sentence(gpu: bool) -> str:
         return base
     return base + ("在 GPU 上，演示模型这么小，一步的时间主要花在启动内核上：两种缓存的一步都几乎不随 B 和长度变，"
                    "分页多出的是几次内核启动的固定时间。")
-
-
-def cost_sentences(cost: PagingCost) -> list[str]:
-    gpu = cost.device.startswith("cuda")
-    return [cost_sentence(cost, gpu), why_sentence(gpu)]

@@ -568,6 +568,26 @@ def test_show_solutions_turns_teacher_mode_on_and_off_in_the_kernel(monkeypatch,
     assert checker.SOLUTION_GATE.teacher is None  # a bad value changes nothing
 
 
+def test_the_keys_header_states_what_is_hidden_and_when():
+    """KEYS.md's header (issue 31 part 5): the quiz's answer after REVEAL_AFTER wrong tries, the checkpoint's with the
+    prediction, an exercise's solution after one real checked attempt, the teacher's switches, the static edition's
+    flag; no longer the quiz's rule said of everything."""
+    from kvlab.questions import REVEAL_AFTER
+    from kvlab.teacher.guide import keys_markdown
+
+    header = keys_markdown([])
+    assert "答错两次后才会出现「显示答案」" not in header
+    quiz, checkpoint, exercises, teacher, static, open_ = (
+        next(line for line in header.splitlines() if line.startswith(f"- **{kind}**"))
+        for kind in ("自测题", "检查点", "动手练习", "老师", "静态版", "不隐藏的"))
+    assert f"答错 {REVEAL_AFTER} 次之后" in quiz and "显示答案" in quiz
+    assert "第一次有效作答" in checkpoint and "判分后立刻给出解释" in checkpoint
+    assert "第一次检查了自己的答案" in exercises and checker.NOT_DONE in exercises and "kernel" in exercises
+    assert f"{checker.TEACHER_ENV}=1" in teacher and "kvlab.exercises.show_solutions()" in teacher
+    assert "python -m kvlab.book" in static and "--teacher" in static and "没有练习的参考答案" in static
+    assert "solutions.py" in open_
+
+
 def test_a_bug_in_a_grader_is_reported_not_raised():
     def broken(_answer):
         raise KeyError("oops")

@@ -323,12 +323,14 @@ def noisy_section(rs: list[ChapterReport], measurement: Measurement | None) -> s
 # -- KEYS.md ---------------------------------------------------------------------------------------------------
 def keys_markdown(rs: list[ChapterReport]) -> str:
     parts = [GENERATED, "# 答案（教师用）",
-             "自测题和动手练习的标准答案，全部由 kvlab 的代码生成：自测题来自各章的 `review_questions()`，练习的参考答案来自 "
-             "`kvlab/exercises/solutions.py`，评分方法来自 `kvlab/exercises/chNN.py`。请不要发给学员：notebook 里答错两次后"
-             "才会出现「显示答案」。"]
+             "自测题、检查点、小任务和动手练习的标准答案，全部由 kvlab 的代码生成：自测题来自各章的 `review_questions()`，"
+             "检查点和小任务来自 `kvlab/lessons/checkpoints.py`，练习的参考答案来自 `kvlab/exercises/solutions.py`，"
+             "评分方法来自 `kvlab/exercises/chNN.py`。", *keys.what_is_hidden()]
     for r in rs:
         if r.quiz_module is not None:
             parts += [f"## {r.number} 自测", keys.quiz_keys(r.quiz_module)]
+    for r in rs:
+        parts += keys.chapter_extra_sections(r.number, r.guide.notebook)
     for r in rs:
         if r.exercise_module is not None:
             parts += [f"## {r.number} 动手练习", keys.exercise_keys(r.exercise_module)]

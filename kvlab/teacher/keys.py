@@ -15,10 +15,12 @@ import io
 import textwrap
 from fractions import Fraction
 
-from ..exercises import CHAPTER_MODULES, chapter_module
+from ..exercises import CHAPTER_MODULES, chapter_module, show_solutions
+from ..exercises.checker import TEACHER_ENV
 from ..exercises.quiz import ChoiceQuestion, NumberQuestion, answer_verdict
 from ..exercises.solutions import SOLUTIONS
 from ..lessons.checkpoints import CHECKPOINTS, TASKS
+from ..questions import REVEAL_AFTER
 
 # Exercises whose answer is checked against this page's own measurement: their values differ from machine to
 # machine, so the key gives the method, not a number.
@@ -90,6 +92,31 @@ def question_keys(function) -> str:
                 lines.append(f"- kvlab 的算法：`{paired[id(q)]}` = `{q.answer!r}`")
             lines += [f"- 讲解：{q.explanation}", f"- 答错时的提示：{q.hint}"]
     return "\n".join(lines)
+
+
+# -- what a learner sees, and when --------------------------------------------------------------------------------
+def what_is_hidden() -> list[str]:
+    """KEYS.md's header: when a learner sees each kind of answer, from the code that decides it (the quiz's
+    ``REVEAL_AFTER``, the checkpoint's one prediction, the exercises' solution gate, the static edition's flag)."""
+    teacher_call = f"kvlab.exercises.{show_solutions.__name__}()"
+    return [
+        "请不要把这份文件发给学员。学员在课程里什么时候看得到答案：",
+        "\n".join([
+            f"- **自测题**（各章的「自测」）：同一题答错 {REVEAL_AFTER} 次之后，题下才出现「显示答案」按钮（答对后收回）；"
+            "看了答案的那题不计分。",
+            "- **检查点**（先预测、再看解释）：每题只算第一次有效作答（学员的预测），判分后立刻给出解释，答错时连同答案；"
+            "作答之前不显示。",
+            "- **动手练习**：学员第一次检查了自己的答案（改过代码格，检查结果不是「还没有完成」）之后，检查格才附上折叠的"
+            "「显示参考答案」；原样运行代码格只得到「还没有完成」和一句说明。记录按练习分开，只在当前 kernel 里，重启 kernel "
+            "后重新开始。第二次答错起逐条给出的是提示，不是答案。",
+            f"- **老师**：启动 JupyterLab 之前设环境变量 `{TEACHER_ENV}=1`，或在 notebook 里运行 `{teacher_call}`，"
+            f"每个练习的检查格都会直接附上参考答案（`{show_solutions.__name__}(False)` 恢复成学员的规则）。",
+            "- **静态版**（`python -m kvlab.book`）：页面和讲义 PDF 里没有练习的参考答案；只有用 `--teacher` 构建的教师版"
+            "才有（页面上折叠、讲义里印在题目下面）。自测题和检查点的答案在静态版里折叠在每题下面（静态页不能判分），"
+            "点开就能看到。",
+            "- **不隐藏的**：这份 KEYS.md 和 `kvlab/exercises/solutions.py` 都在仓库里，拿到仓库的人都能读到。",
+        ]),
+    ]
 
 
 # -- the checkpoints and the in-text 小任务 -------------------------------------------------------------------------

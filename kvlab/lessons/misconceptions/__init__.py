@@ -4,7 +4,7 @@ deliberately broken caches to find the bug in, and the chapter's review as a sel
 1. The cache is not part of the parameters: the weights (count, bytes, a checksum) do not change whatever is
    generated, the cache's bytes follow B x S exactly, the cache is not in the state dict, and a reset empties it.
 2. Caching K alone saves nothing worth having: the same tokens as without a cache, V of every token projected
-   again at every step (the trace says so), about the same work and time as no cache at all; even a minimal
+   again at every step (the trace says so), about the same work (counted) as no cache at all; even a minimal
    K-only cache has to re-run the past tokens through every layer below the last.
 3. A bigger cache is not better: weights and cache share one memory budget (chapter 3.4's plan: the usable share
    of the card, :data:`~kvlab.lessons.memory_estimate.DEFAULT_USABLE`); reserving more tokens per sequence lets

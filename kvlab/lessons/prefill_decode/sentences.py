@@ -86,7 +86,8 @@ def close(printed: float, computed: float, step: float = 0.01) -> bool:
 
 def exponents(xs, ts) -> list[float]:
     """The growth exponent k of each segment (t ~ x^k), from printed numbers."""
-    return [math.log(b / a) / math.log(y / x) for x, y, a, b in zip(xs, xs[1:], ts, ts[1:])]
+    return [math.log(b / a) / math.log(y / x) if min(x, y, a, b) > 0 and x != y else math.nan
+            for x, y, a, b in zip(xs, xs[1:], ts, ts[1:])]
 
 
 def _launch(v) -> bool:
@@ -120,6 +121,7 @@ PARALLEL = Chooser(f"{P}.parallel", (
     Rule(f"{P}.parallel.half", ("ttft", "P", "itl", "sequential", "share"), _parallel(0.5)),
     Rule(f"{P}.parallel.faster", ("ttft", "P", "itl", "sequential", "share", "runs"), _parallel(1.0)),
     Rule(f"{P}.parallel.unclear", ("ttft", "P", "itl", "sequential"), substantive=False),
+    Rule(f"{P}.parallel.unmeasured", substantive=False),
 ))
 
 
@@ -156,7 +158,7 @@ def _no_drop(ts) -> bool:
 def _growth(low: float, high: float, step_low: float, step_high: float):
     def holds(v) -> bool:
         Ps, ts = vals(v["Ps"]), vals(v["ts"])
-        k = math.log(ts[-1] / ts[0]) / math.log(Ps[-1] / Ps[0])
+        k = exponents((Ps[0], Ps[-1]), (ts[0], ts[-1]))[0]
         return (len(Ps) == len(ts) >= 2 and _no_drop(ts) and close(v["ratio"], ts[-1] / ts[0])
                 and close(v["tokens"], Ps[-1] / Ps[0], 0.1) and low <= k < high
                 and all(step_low <= s < step_high for s in exponents(Ps, ts)))
@@ -168,8 +170,8 @@ GROWTH_SHOWS = ("Ps", "ts", "tokens", "ratio")
 
 def _dropped(v) -> bool:
     Ps, ts = vals(v["Ps"]), vals(v["ts"])
-    i = Ps.index(v["p"])
-    return Ps[i + 1] == v["q"] and ts[i + 1] < (1 - SAME / 100) * ts[i] and close(v["drop"], 100 * (1 - ts[i + 1] / ts[i]), 1)
+    i = Ps.index(v["p"]) if v["p"] in Ps[:-1] else None
+    return i is not None and Ps[i + 1] == v["q"] and ts[i + 1] < (1 - SAME / 100) * ts[i] and close(v["drop"], 100 * (1 - ts[i + 1] / ts[i]), 1)
 
 
 PREFILL_GROWTH = Chooser(f"{P}.prefill_growth", (
@@ -179,6 +181,7 @@ PREFILL_GROWTH = Chooser(f"{P}.prefill_growth", (
     Rule(f"{P}.prefill_growth.proportional", GROWTH_SHOWS, _growth(0.75, 1.3, 0.5, 1.5)),
     Rule(f"{P}.prefill_growth.dropped", (*GROWTH_SHOWS, "p", "q", "drop"), _dropped, substantive=False),
     Rule(f"{P}.prefill_growth.uneven", ("Ps", "ts"), substantive=False),
+    Rule(f"{P}.prefill_growth.unmeasured", substantive=False),
 ))
 
 RIDGE = Chooser(f"{P}.ridge", (
@@ -213,6 +216,7 @@ PREFILL_TAIL = Chooser(f"{P}.prefill_tail", (
          lambda v: _ks_agree(v) and all(-0.25 <= k < 0.5 for k in vals(v["ks"]))),
     Rule(f"{P}.prefill_tail.steep", SEGMENT_SHOWS, _last_segment(1.25, math.inf), substantive=False),
     Rule(f"{P}.prefill_tail.noisy", ("Ps", "ts"), substantive=False),
+    Rule(f"{P}.prefill_tail.unmeasured", substantive=False),
 ))
 
 SPEEDUP = Chooser(f"{P}.speedup", (
@@ -224,7 +228,7 @@ SPEEDUP = Chooser(f"{P}.speedup", (
 
 def _level_after_peak(v) -> bool:
     Ps, rs = vals(v["Ps"]), vals(v["rates"])
-    m = Ps.index(v["P_peak"])
+    m = Ps.index(v["P_peak"]) if v["P_peak"] in Ps else 0
     return 1 <= m < len(rs) - 1 and rs[m] == max(rs) and _rising(rs[:m + 1]) and all(r >= 0.85 * rs[m] for r in rs[m:])
 
 
@@ -232,6 +236,7 @@ PREFILL_RATES = Chooser(f"{P}.prefill_rates", (
     Rule(f"{P}.prefill_rates.rising", ("Ps", "rates"), lambda v: _rising(vals(v["rates"]))),
     Rule(f"{P}.prefill_rates.rise_then_level", ("Ps", "rates", "P_peak"), _level_after_peak),
     Rule(f"{P}.prefill_rates.irregular", ("Ps", "rates"), substantive=False),
+    Rule(f"{P}.prefill_rates.unmeasured", substantive=False),
 ))
 
 ROOF_SHOWS = ("P", "I", "rate", "share")
@@ -253,6 +258,7 @@ PREFILL_TREND = Chooser(f"{P}.prefill_trend", (
     Rule(f"{P}.prefill_trend.rising_above", (*TREND_SHOWS, "share"), lambda v: v["g"] > 1 and v["share"] > 100),
     Rule(f"{P}.prefill_trend.rising", TREND_SHOWS, lambda v: v["g"] > 1),
     Rule(f"{P}.prefill_trend.fell", TREND_SHOWS, substantive=False),
+    Rule(f"{P}.prefill_trend.unmeasured", substantive=False),
 ))
 
 DECODE_SHOWS = ("P", "I", "gflops", "mm_share", "rate", "share")
@@ -318,6 +324,7 @@ BATCH_LEFT = Chooser(f"{P}.batch_left", (
     Rule(f"{P}.batch_left.grows", (*LEFT_SHOWS, "rise"), lambda v: _left(False)(v) and close(v["rise"], 100 * (v["ratio"] - 1), 1)),
     Rule(f"{P}.batch_left.crossed_early", ("B", "I", "ridge"), lambda v: v["I"] >= v["ridge"]),
     Rule(f"{P}.batch_left.uneven", ("Bs", "ts"), substantive=False),
+    Rule(f"{P}.batch_left.unmeasured", substantive=False),
 ))
 
 BATCH_ORDER = Chooser(f"{P}.batch_order", (
@@ -349,6 +356,8 @@ INVERTED_ROWS = 1.08  # fewer rows taking this much longer than more rows (best 
 
 def _rows_inverted(v) -> bool:
     rows, ts = vals(v["rows"]), vals(v["ts"])
+    if v["a"] not in rows or v["b"] not in rows:
+        return False
     i, j = rows.index(v["a"]), rows.index(v["b"])
     return i < j and ts[i] > ts[j] * INVERTED_ROWS
 
@@ -444,6 +453,12 @@ ZH = Catalog("zh", {
     f"{P}.panel.differs": "面板打开时（生成 {n} 个 token）为这句提示词重新计了时：TTFT {ttft_panel}，上面那次 {ttft_run}（{ttft_diff}）；"
                           "图上那一遍的 TPOT {tpot_panel}，上面那次图上那一遍 {tpot_run}（{tpot_diff}）。超出了 ±15%：同样的工作在"
                           "不同时刻量，机器的忙闲不同，数字就不同；两次里更快的那次更接近机器空闲时的速度。",
+    f"{P}.parallel.unmeasured": "这次没有测出有效的预填充和解码时间，比不了一次前向和逐个送进去；" + _RERUN_TIMELINE,
+    f"{P}.prefill_growth.unmeasured": "这次没有测出有效的预填充时间；" + _RERUN_SWEEP,
+    f"{P}.prefill_tail.unmeasured": "这次没有测出有效的预填充时间，说不准何时被算力卡住；" + _RERUN_SWEEP,
+    f"{P}.prefill_rates.unmeasured": "这次没有测出有效的预填充速率；" + _RERUN_SWEEP,
+    f"{P}.prefill_trend.unmeasured": "这次没有测出有效的预填充速率，看不出它的走势；" + _RERUN_SWEEP,
+    f"{P}.batch_left.unmeasured": "这次没有测出有效的单步耗时；" + _RERUN_BATCH,
     f"{P}.panel.unmeasured": "面板这次没有可以和上面比的 TTFT/TPOT；把「生成的 token 数」拖到 2 以上再看。",
     f"{P}.step_budget.overhead": "实测一步解码（ITL 的中位数）{measured}，是两者中较长那个（{bound}）的 {ratio} 倍：这个模型太小，"
                                  "一次前向的时间绝大部分不是花在运算和读写本身，而是花在固定开销上（Python、逐个算子的调度；"

@@ -1,7 +1,9 @@
 """Reference solutions of every exercise, for teachers: each is the exercise's code cell as a learner would fill it in.
 
-Keyed by the exercise's key (``"ch01.cached_step"``). A check cell shows one only inside a collapsed
-「显示参考答案」; ``tests/test_exercises.py`` runs every one of them through its checker.
+Keyed by the exercise's key (``"ch01.cached_step"``). A check cell shows one, inside a collapsed 「显示参考答案」, only
+after the learner has checked a real attempt at that exercise, or in teacher mode (see :mod:`kvlab.exercises.checker`);
+the static edition only when built with ``--teacher``. ``tests/test_exercises.py`` runs every one of them through its
+checker.
 """
 
 SOLUTIONS = {

@@ -13,11 +13,16 @@ from pathlib import Path
 import pytest
 
 from kvlab import claims
-from kvlab.lessons import decode
+from kvlab.lessons import decode, memory_estimate, misconceptions, storage
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
-CLAIMING = {"01_autoregressive_decode.ipynb": decode.CHOOSERS}  # notebook -> the choosers its lesson uses
+CLAIMING = {  # notebook -> the choosers its lesson uses
+    "01_autoregressive_decode.ipynb": decode.CHOOSERS,
+    "02_cache_storage_shape.ipynb": storage.CHOOSERS,
+    "04_llama7b_memory_estimate.ipynb": memory_estimate.CHOOSERS,
+    "05_misconceptions.ipynb": misconceptions.CHOOSERS,
+}
 SPIN = "while True:\n    pass"  # pure Python: one core each, at the priority of whoever started it
 UNITS = r"(?:ms|µs/token|s|分钟|GFLOP/s|GB/s|[KMGT]iB|B)\b"
 UNSOUND = re.compile(rf"(?<![\w.])(?:-\d[\d,]*(?:\.\d+)?|nan|inf)\s*{UNITS}", re.IGNORECASE)

@@ -343,10 +343,30 @@ def test_paging_cost_on_a_small_grid(demo):
 
 
 def test_review_keys_come_from_the_arithmetic():
+    """Issue 31 part 4: questions 3, 5, 6, 7 and 8 were recall; each now gives a schedule or a pool and asks for the
+    number, whose key kvlab computes (here checked against the count by hand)."""
     from kvlab.lessons.paged import review
-    from kvlab.exercises.quiz import ChoiceQuestion, NumberQuestion
+    from kvlab.questions import ChoiceQuestion, NumberQuestion
 
     qs = review.review_questions()
-    numbers = [q for q in qs if isinstance(q, NumberQuestion)]
-    assert [q.answer for q in numbers] == [sum(-(-n // 16) for n in review.QUIZ_LENGTHS), (5 - 1) * (70 // 16)]
-    assert all(isinstance(q, (ChoiceQuestion, NumberQuestion)) and q.section == "3.6" for q in qs)
+    assert len(qs) == 8 and all(isinstance(q, (ChoiceQuestion, NumberQuestion)) and q.section == "3.6" for q in qs)
+    assert [i for i, q in enumerate(qs, 1) if isinstance(q, NumberQuestion)] == [2, 3, 4, 5, 6, 7, 8]
+    by_hand = [sum(-(-n // 16) for n in review.QUIZ_LENGTHS),  # 2: blocks of four lengths
+               16 - 1,  # 3: a fresh block holds 1 token
+               (5 - 1) * (70 // 16),  # 4: whole blocks of the shared prompt, saved by every later request
+               0,  # 5: 64 tokens are 4 whole blocks: nothing shared is ever written
+               6,  # 6: request 2 (arrives at step 1) waits until request 0's 6 tokens end at step 5: first token at 6
+               2 * 4 - 4 + 1,  # 7: both rows write position 8 (their third block) at step 5; 4 blocks all held
+               2 * 4 * 4 * 7 * 16 * 2 * 32 * 4 / 1024]  # 8: K and V, 4 layers, B = 4, 7 blocks of 16, 2 heads x 32 x 4 B
+    assert [q.answer for q in qs if isinstance(q, NumberQuestion)] == by_hand
+    assert "首 token 延迟只有 2 步" in qs[5].explanation and "抢占最晚到达的请求 1" in qs[6].explanation
+    assert "第 8 步重新预填充" in qs[6].explanation and "4 次" in qs[4].explanation
+
+
+def test_the_quiz_schedules_are_the_schedulers_own():
+    from kvlab.lessons.paged import review
+
+    run = review.schedule("continuous", review.QUIZ_FULL, 2, 4, 4)
+    assert run.preemptions == 1 and [len(o.tokens) for o in run.outcomes] == [8, 8]  # both finish
+    static = review.schedule("static", review.QUIZ_WAIT, 2)
+    assert [o.ttft_steps for o in static.outcomes] == [1, 1, 6] and static.preemptions == 0

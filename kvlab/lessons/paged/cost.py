@@ -99,7 +99,7 @@ def _cell(model: ToyTransformer, ids: torch.Tensor, steps: int, rounds: int, blo
                     gather_bytes(c, B, L, block_size, paged.element_bytes))
 
 
-def paging_cost(model: ToyTransformer, tokenizer, batches=COST_BATCHES, lengths=COST_LENGTHS, rounds: int = 3,
+def paging_cost(model: ToyTransformer, tokenizer, batches=COST_BATCHES, lengths=COST_LENGTHS, rounds: int = 5,
                 steps: int = 4, block_size: int = BLOCK_SIZE) -> PagingCost:
     """Decode steps at each (batch, length) on both caches after a real prefill of corpus text, alternating."""
     batches = [positive_int("batches", b, maximum=MAX_COST_BATCH) for b in batches]

@@ -15,7 +15,7 @@ from .chapters import CHAPTERS, ChapterGuide, Objective
 from . import plans
 from .minutes import (CALC_EXERCISE_MINUTES, CLASS_OPENING_MINUTES, CODE_EXERCISE_MINUTES, DISCUSSION_MINUTES,
                       PANEL_MINUTES, QUIZ_MINUTES, READING_SPEED, Minutes, Section, exercise_minutes, has_quiz,
-                      lesson_module_name, panel_cells, read_notebook, sections)
+                      lesson_module_name, panel_cells, quiz_questions, read_notebook, sections)
 from .references import REFERENCES
 from .classroom import class_section
 from .run_times import RUN_TIMES, Measurement
@@ -62,7 +62,7 @@ def chapter_report(guide: ChapterGuide, measurement: Measurement | None, chapter
                       run_seconds=runs.fastest if runs else None,
                       panels=panel_cells(nb),
                       exercises=tuple(exercise_minutes(e) for e in ex_module.EXERCISES) if ex_module else (),
-                      quiz_questions=len(quiz.review_questions()) if quiz else 0)
+                      quiz_questions=quiz_questions(nb, quiz))
     return ChapterReport(guide, number, name, intro, secs, minutes, ex_module, quiz)
 
 
@@ -98,7 +98,7 @@ def course_map(rs: list[ChapterReport]) -> str:
 
 
 def time_table(rs: list[ChapterReport], measurement: Measurement | None) -> str:
-    lines = ["| 章节 | 汉字（正文 + 输出） | 阅读 | 其中必修部分 | 运行 | 面板 | 练习 | 自测 | **合计** |",
+    lines = ["| 章节 | 汉字（正文 + 输出） | 阅读 | 其中必修部分 | 运行 | 面板 | 练习 | 自测与检查点 | **合计** |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     main_total = core_total = 0.0
     for r in rs:
@@ -176,7 +176,7 @@ def chapter_section(r: ChapterReport) -> str:
         lines += ["", f"> **拓展，可选。** {g.optional_chapter}"]
     lines += ["", f"**时间**：阅读 {_m(m.reading)} 分钟（必修部分 {_m(m.core_reading)}），运行 "
                   f"{_m(m.running) if m.run_seconds is not None else '未测'} 分钟，面板 {_m(m.panel_minutes)}，练习 "
-                  f"{_m(m.exercise_minutes)}" + (f"，自测 {_m(m.quiz_minutes)}" if m.quiz_questions else "")
+                  f"{_m(m.exercise_minutes)}" + (f"，自测与检查点 {_m(m.quiz_minutes)}" if m.quiz_questions else "")
               + f"：合计约 **{_up(m.total)} 分钟**。"]
     lines += ["", "**先修**", ""] + [f"- {p}" for p in g.prerequisites]
     lines += ["", "**学完后你能……**（括号里是练习它的动手练习）", ""]

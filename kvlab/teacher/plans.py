@@ -72,7 +72,7 @@ def in_class(report) -> list[Activity]:
     if report.exercise_module is not None:
         out += [Activity(n, ex.title, exercise_minutes(ex)) for ex in report.exercise_module.EXERCISES]
     if m.quiz_questions:
-        out.append(Activity(n, f"自测 {m.quiz_questions} 题", m.quiz_minutes))
+        out.append(Activity(n, f"自测与检查点 {m.quiz_questions} 题", m.quiz_minutes))
     return out
 
 

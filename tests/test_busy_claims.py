@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kvlab import claims
-from kvlab.lessons import decode, memory_estimate, misconceptions, storage
+from kvlab.lessons import decode, memory_estimate, misconceptions, paged, storage
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
@@ -22,6 +22,7 @@ CLAIMING = {  # notebook -> the choosers its lesson uses
     "02_cache_storage_shape.ipynb": storage.CHOOSERS,
     "04_llama7b_memory_estimate.ipynb": memory_estimate.CHOOSERS,
     "05_misconceptions.ipynb": misconceptions.CHOOSERS,
+    "06_paged_cache_and_batching.ipynb": paged.CHOOSERS,
 }
 SPIN = "while True:\n    pass"  # pure Python: one core each, at the priority of whoever started it
 UNITS = r"(?:ms|µs/token|s|分钟|GFLOP/s|GB/s|[KMGT]iB|B)\b"

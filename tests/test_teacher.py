@@ -591,3 +591,26 @@ def test_a_notebooks_run_time_claim_agrees_with_run_times_json(chapter):
             assert "空闲" in sentence and "忙" in sentence, (
                 f"{sentence!r}: a recorded run took {max(runs.seconds):.1f} s; say 「在空闲的…上」 and that a busy "
                 "machine takes longer")
+
+
+def test_core_reading_leaves_out_what_optional_sections_print():
+    """A cell's output belongs to the section it is in: printed inside a 选学 section, it is not core reading."""
+    from kvlab.teacher import minutes
+    from kvlab.teacher.run_times import section_output_characters
+
+    def md(text):
+        return {"cell_type": "markdown", "source": text, "metadata": {}}
+
+    def code(printed):
+        return {"cell_type": "code", "source": "", "metadata": {},
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": printed}]}
+
+    nb = {"cells": [md("# 3.9 标题\n\n引言"), code("开头"), md("## 主线\n\n正文"), code("主线输出"),
+                    md("## 选学：旁支\n\n### 细节\n\n更多"), code("旁支的输出"), md("```\n# 不是标题\n```"), code("还在旁支")]}
+    assert minutes.cell_headings(nb) == ["", "", "主线", "主线", "细节", "细节", "细节", "细节"]
+    by_section = section_output_characters(nb)
+    assert by_section == {"": 2, "主线": 4, "细节": 9}
+    m = minutes.Minutes(characters=400, core_characters=300, output_characters=sum(by_section.values()), run_seconds=None,
+                        panels=0, exercises=(), quiz_questions=0, core_output_characters=2 + 4)
+    assert m.core_reading == (300 + 6) / minutes.READING_SPEED < m.reading
+    assert minutes.Minutes(0, 300, 15, None, 0, (), 0).core_reading == (300 + 15) / minutes.READING_SPEED  # not recorded

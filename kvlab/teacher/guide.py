@@ -57,8 +57,11 @@ def chapter_report(guide: ChapterGuide, measurement: Measurement | None, chapter
     characters = intro + sum(s.characters for s in secs)
     core = intro + sum(s.characters for s in secs if not s.optional)
     runs = measurement.chapter(guide.notebook) if measurement else None
+    optional_heading = {s.heading for s in secs if s.optional}
+    core_output = (sum(n for heading, n in runs.section_output.items() if heading not in optional_heading)
+                   if runs and runs.section_output else None)  # None: recorded before sections were, all core
     minutes = Minutes(characters=characters, core_characters=core,
-                      output_characters=runs.output_characters if runs else 0,
+                      output_characters=runs.output_characters if runs else 0, core_output_characters=core_output,
                       run_seconds=runs.fastest if runs else None,
                       panels=panel_cells(nb),
                       exercises=tuple(exercise_minutes(e) for e in ex_module.EXERCISES) if ex_module else (),
@@ -137,8 +140,9 @@ def method(measurement: Measurement | None) -> str:
         f"- **面板** = 每个交互面板（调用 `*_panel(` 的代码格）{PANEL_MINUTES:g} 分钟：拖一拖控件、看图怎样变。",
         f"- **练习** = 要写函数的练习每个 {CODE_EXERCISE_MINUTES:g} 分钟，算数值的练习每个 {CALC_EXERCISE_MINUTES:g} 分钟"
         "（按练习代码格里有没有 `def` 区分）；这是给大多数学员的估计，卡住的学员会用更久。",
-        f"- **自测** = 每道自测题 {QUIZ_MINUTES:g} 分钟。",
-        "- **其中必修部分** = 去掉下面标为「选学」的小节之后的阅读时间（运行输出全部算在必修部分里）。",
+        f"- **自测与检查点** = 每道自测题或检查点题 {QUIZ_MINUTES:g} 分钟。",
+        "- **其中必修部分** = 去掉下面标为「选学」的小节之后的阅读时间：选学小节的 markdown 和选学小节里代码格打印的输出"
+        "都不算（一格的输出归它所在的小节）。",
     ]
     if measurement:
         runs = {len(ch.seconds) for ch in measurement.chapters}

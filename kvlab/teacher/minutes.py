@@ -1,7 +1,8 @@
 """Minutes per chapter, computed from the notebook and a measured run, never guessed.
 
 - **reading**: the Chinese characters (汉字) of the notebook's markdown cells, plus those its measured run printed
-  (readouts, tables: a learner reads them too), ÷ :data:`READING_SPEED`;
+  (readouts, tables: a learner reads them too), ÷ :data:`READING_SPEED`; the core reading counts the output of
+  the cells in core sections only (a cell's output belongs to the section it is in, :func:`cell_headings`);
 - **running**: the fastest measured run of the chapter's code cells (:mod:`kvlab.teacher.run_times`);
 - **panels**: :data:`PANEL_MINUTES` for each code cell that shows an interactive panel (calls a ``*_panel(``);
 - **exercises**: :data:`CODE_EXERCISE_MINUTES` for an exercise whose stub is a function to write,
@@ -90,6 +91,19 @@ def sections(nb: dict) -> tuple[str, int, list[Section]]:
     return title, intro, out
 
 
+def cell_headings(nb: dict) -> list[str]:
+    """For each cell, the heading of the ``##``/``###`` section it is in ("" before the first): the last such
+    heading in or before it. Output a code cell prints belongs to that section (optional with it)."""
+    out, current = [], ""
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            masked = FENCE.sub(lambda m: m.group(0).replace("#", " "), "".join(cell["source"]))
+            found = [m.group(2) for m in HEADING.finditer(masked) if len(m.group(1)) > 1]
+            current = found[-1] if found else current
+        out.append(current)
+    return out
+
+
 def panel_cells(nb: dict) -> int:
     """Code cells that show an interactive panel."""
     return sum(1 for c in nb["cells"] if c["cell_type"] == "code" and "_panel(" in "".join(c["source"]))
@@ -136,11 +150,12 @@ class Minutes:
 
     characters: int  # 汉字 of the markdown cells
     core_characters: int  # 汉字 outside the optional sections
-    output_characters: int  # 汉字 the measured run printed (counted with the core)
+    output_characters: int  # 汉字 the measured run printed
     run_seconds: float | None  # None: not measured
     panels: int
     exercises: tuple[float, ...]  # minutes per exercise
     quiz_questions: int
+    core_output_characters: int | None = None  # of those, printed in core sections (None: not recorded, all core)
 
     @property
     def reading(self) -> float:
@@ -148,7 +163,8 @@ class Minutes:
 
     @property
     def core_reading(self) -> float:
-        return (self.core_characters + self.output_characters) / READING_SPEED
+        core_output = self.output_characters if self.core_output_characters is None else self.core_output_characters
+        return (self.core_characters + core_output) / READING_SPEED
 
     @property
     def running(self) -> float:

@@ -34,6 +34,7 @@ class ChapterRuns:
     load: list[float] = field(default_factory=list)  # the 1-minute load average after each run
     peak_rss: list[int] = field(default_factory=list)  # the kernel's peak resident bytes (VmHWM) in each run
     cpu_seconds: list[float] = field(default_factory=list)  # the kernel's CPU time (user + system) in each run
+    section_output: dict[str, int] = field(default_factory=dict)  # output_characters by section heading
 
     @property
     def fastest(self) -> float:
@@ -112,23 +113,40 @@ DETAILS = re.compile(r"<details.*?</details>", re.S)  # folded (reference soluti
 TAG = re.compile(r"<[^>]+>")
 
 
-def output_characters(nb) -> int:
-    """汉字 in the text an executed notebook shows: printed streams, plain text and HTML (tags and folded parts
+def cell_output_characters(cell) -> int:
+    """汉字 in the text one cell's outputs show: printed streams, plain text and HTML (tags and folded parts
     removed). Figures and widgets are not counted."""
     from .minutes import han_characters
 
     total = 0
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "stream":
-                total += han_characters(out.get("text", ""))
-                continue
-            data = out.get("data", {})
-            if "text/html" in data:
-                total += han_characters(TAG.sub(" ", DETAILS.sub(" ", "".join(data["text/html"]))))
-            elif "text/plain" in data and "application/vnd.jupyter.widget-view+json" not in data:
-                total += han_characters("".join(data["text/plain"]))
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            total += han_characters(out.get("text", ""))
+            continue
+        data = out.get("data", {})
+        if "text/html" in data:
+            total += han_characters(TAG.sub(" ", DETAILS.sub(" ", "".join(data["text/html"]))))
+        elif "text/plain" in data and "application/vnd.jupyter.widget-view+json" not in data:
+            total += han_characters("".join(data["text/plain"]))
     return total
+
+
+def output_characters(nb) -> int:
+    """汉字 in the text an executed notebook shows (:func:`cell_output_characters` of every cell)."""
+    return sum(cell_output_characters(cell) for cell in nb["cells"])
+
+
+def section_output_characters(nb) -> dict[str, int]:
+    """The same 汉字, by the heading of the section each cell is in (``kvlab.teacher.minutes.cell_headings``):
+    the guide counts only the core sections' output in a chapter's core reading."""
+    from .minutes import cell_headings
+
+    by_section: dict[str, int] = {}
+    for heading, cell in zip(cell_headings(nb), nb["cells"]):
+        n = cell_output_characters(cell)
+        if n:
+            by_section[heading] = by_section.get(heading, 0) + n
+    return by_section
 
 
 # Run by the kernel after the chapter's last cell: its peak resident size (VmHWM: no short peak is missed, as
@@ -147,6 +165,7 @@ class Run:
     output_characters: int
     peak_rss: int | None  # bytes; None where /proc is not there
     cpu_seconds: float | None
+    section_output: dict[str, int] = field(default_factory=dict)  # output_characters by section heading
 
 
 def run_once(path: Path, timeout: int = 600) -> Run:
@@ -163,7 +182,7 @@ def run_once(path: Path, timeout: int = 600) -> Run:
     text = "".join(o.get("text", "") for o in probe.get("outputs", []) if o.get("output_type") == "stream")
     fields = text.split("KVLAB-KERNEL", 1)[1].split() if "KVLAB-KERNEL" in text else []
     peak, cpu = (int(fields[0]), float(fields[1])) if len(fields) >= 2 else (None, None)
-    return Run(cells_seconds(nb), output_characters(nb), peak, cpu)
+    return Run(cells_seconds(nb), output_characters(nb), peak, cpu, section_output_characters(nb))
 
 
 def measure(paths: list[Path], runs: int = 2, note: str = "", log=print,
@@ -181,13 +200,13 @@ def measure(paths: list[Path], runs: int = 2, note: str = "", log=print,
                          load_before=previous.load_before if previous else load_average(), load_after=[], note=note,
                          chapters=[ChapterRuns(p.name, list(old[p.name].seconds), old[p.name].output_characters,
                                                list(old[p.name].load), list(old[p.name].peak_rss),
-                                               list(old[p.name].cpu_seconds))
+                                               list(old[p.name].cpu_seconds), dict(old[p.name].section_output))
                                    if p.name in old else ChapterRuns(p.name, []) for p in paths])
     for r in range(runs):
         for path, chapter in zip(paths, result.chapters):
             start = time.perf_counter()
             run = run_once(path)
-            chapter.output_characters = run.output_characters
+            chapter.output_characters, chapter.section_output = run.output_characters, run.section_output
             chapter.seconds.append(round(run.seconds, 2))
             chapter.load.append((load_average() or [float("nan")])[0])
             if run.peak_rss is not None:

@@ -288,10 +288,13 @@ def explain_prefill_growth(sweep: PrefillSweep) -> list[Claim]:
     ts_n = ms_series([p.prefill_seconds for p in small])
     ts = ts_n.value
     drop = next((i for i in range(len(ts) - 1) if ts[i + 1] < 0.85 * ts[i]), 0)
+    steps = exponents(Ps, ts)
+    steep = max(range(len(steps)), key=lambda i: steps[i] if math.isfinite(steps[i]) else -math.inf)
     return [PREFILL_GROWTH.choose({
         **_launch_numbers(sweep), "Ps": counts(Ps), "ts": ts_n, "tokens": number(Ps[-1] / Ps[0], 1),
         "ratio": times(ratio(ts[-1], ts[0])), "p": count(Ps[drop]), "q": count(Ps[drop + 1]),
-        "drop": pct(1 - ratio(ts[drop + 1], ts[drop]))})]
+        "drop": pct(1 - ratio(ts[drop + 1], ts[drop])), "ps": count(Ps[steep]), "qs": count(Ps[steep + 1]),
+        "step": times(ratio(ts[steep + 1], ts[steep]))})]
 
 
 def explain_prefill_rates(sweep: PrefillSweep) -> list[Claim]:

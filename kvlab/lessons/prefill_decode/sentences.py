@@ -174,11 +174,23 @@ def _dropped(v) -> bool:
     return i is not None and Ps[i + 1] == v["q"] and ts[i + 1] < (1 - SAME / 100) * ts[i] and close(v["drop"], 100 * (1 - ts[i + 1] / ts[i]), 1)
 
 
+def _slow_overall(v) -> bool:
+    """Slower than the tokens from the first P to the last, no drop, but the step named grew about as fast as them."""
+    Ps, ts = vals(v["Ps"]), vals(v["ts"])
+    if v["ps"] not in Ps[:-1] or Ps[Ps.index(v["ps"]) + 1] != v["qs"]:
+        return False
+    i = Ps.index(v["ps"])
+    k = exponents((Ps[0], Ps[-1]), (ts[0], ts[-1]))[0]
+    return (_growth(0.25, 0.75, -1, math.inf)(v) and close(v["step"], ts[i + 1] / ts[i])
+            and 0.75 <= exponents(Ps[i:i + 2], ts[i:i + 2])[0] < 1.25 and 0.25 <= k < 0.75)
+
+
 PREFILL_GROWTH = Chooser(f"{P}.prefill_growth", (
     Rule(f"{P}.prefill_growth.launch_bound", LAUNCH_SHOWS, _launch),
     Rule(f"{P}.prefill_growth.barely", GROWTH_SHOWS, _growth(-1, 0.25, -1, 0.75)),
     Rule(f"{P}.prefill_growth.slow", GROWTH_SHOWS, _growth(0.25, 0.75, -1, 0.75)),
     Rule(f"{P}.prefill_growth.proportional", GROWTH_SHOWS, _growth(0.75, 1.3, 0.5, 1.5)),
+    Rule(f"{P}.prefill_growth.slow_overall", (*GROWTH_SHOWS, "ps", "qs", "step"), _slow_overall),
     Rule(f"{P}.prefill_growth.dropped", (*GROWTH_SHOWS, "p", "q", "drop"), _dropped, substantive=False),
     Rule(f"{P}.prefill_growth.uneven", ("Ps", "ts"), substantive=False),
     Rule(f"{P}.prefill_growth.unmeasured", substantive=False),
@@ -473,6 +485,9 @@ ZH = Catalog("zh", {
                                 "一起用；但也不是不涨，这台机器上短提示词的运算和别的开销已经占了一部分时间。",
     f"{P}.prefill_growth.proportional": _GROWTH + "：差不多和 token 数成正比，不是理想的「起初涨得很慢」。这台机器上，连很短的"
                                         "提示词也已经被运算（或别的随 P 增长的开销）卡住。",
+    f"{P}.prefill_growth.slow_overall": _GROWTH + "：从头到尾比 token 数涨得慢得多，和理想的情形一致——权重只读一遍，就供 P 个 "
+                                        "token 一起用；只有 P = {ps} → {qs} 这一段涨了 ×{step}，几乎和 token 数涨得一样快"
+                                        "（一段的计时容易被机器上别的程序拖慢，看整体走向）。",
     f"{P}.prefill_growth.dropped": _GROWTH + "，但中间 P = {p} 到 {q} 反而快了 {drop}：这次的数字起伏太大（机器忙），看不出"
                                    "起初的走势；" + _RERUN_SWEEP,
     f"{P}.prefill_growth.uneven": "实测：P = {Ps} 时预填充 {ts}：各段涨得很不一致（有的段比 token 数涨得还快），这次看不出起初的"

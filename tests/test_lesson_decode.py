@@ -6,6 +6,7 @@ import torch
 from kvlab import KVCache, claims
 from kvlab.inputs import InputError
 from kvlab.lessons import decode as lesson
+from kvlab.lessons.decode.sentences import _exponent_claims
 from kvlab.measure import DecodeTiming
 from kvlab.tokenizer import CharTokenizer
 from kvlab.viz import decode_plots
@@ -392,7 +393,7 @@ def test_the_exponents_reading_agrees_with_the_sentences_before_it():
     assert said["flat"].key == "decode.cached.flat" and said["noisy"].key == "decode.cached.noisy"
     timing = _latency_shapes()["idle"][1]  # any timing: the reading is what is tested
     for growth in said.values():
-        reading = lesson._exponent_claims(timing, "kv", growth, far)[0]
+        reading = _exponent_claims(timing, "kv", growth, far)[0]
         assert reading.key in ("decode.step_exponent.flat", "decode.exponent_unread.noisy", "decode.step_exponent.noisy",
                                "decode.step_exponent.unfit"), reading.key
     steep = {"k": num(1.45, kind=d), "from": num(17.92, 2, "ms"), "to": num(37.75, 2, "ms")}
@@ -400,7 +401,7 @@ def test_the_exponents_reading_agrees_with_the_sentences_before_it():
     assert lesson.STEP_STEEP.choose(steep, {"mode": "none"}).key == "decode.exponent_steep.not_t2"
     grows = claims.Claim(lesson.UNCACHED.rules[0].key, {}, {})
     for name, (none, _kv) in _latency_shapes().items():  # next to a far crossover, never 「t² 部分已经显现」
-        reading = lesson._exponent_claims(none, "none", grows, far)[0]
+        reading = _exponent_claims(none, "none", grows, far)[0]
         assert reading.key not in ("decode.step_exponent.between", "decode.step_exponent.quadratic"), name
     assert near.key == "decode.crossover.near"
     text = lesson.ZH.say(lesson.STEP_STEEP.choose(steep, {"mode": "none"}))

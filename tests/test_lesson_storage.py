@@ -13,6 +13,7 @@ from kvlab.inputs import InputError
 from kvlab.lessons import storage as lesson
 from kvlab.device import LastLevelCache
 from kvlab.lessons.storage import CacheGrowth, GrowthComparison, padding_waste
+from kvlab.lessons.storage import panels as storage_panels
 from kvlab.memory import kv_bytes_per_token
 from kvlab.viz import storage_plots
 from kvlab.viz.style import FONT_FAMILY, MODE_LABELS
@@ -383,7 +384,7 @@ def test_growth_panel_choices_and_bad_value(monkeypatch):
                                             ("256 个 token（缓存最大 64.0 MiB）", 256)]
     with pytest.raises(InputError, match="^「缓存最多存多少个 token」"):
         lesson.render_growth(model, 100)
-    monkeypatch.setattr(lesson, "GROWTH_LENGTHS", (12,))
+    monkeypatch.setattr(storage_panels, "GROWTH_LENGTHS", (12,))  # where render_growth reads it
     view = lesson.render_growth(model, 12)
     assert view.result.runs["kv"].t[-1] == 12 and view.result.repeats == 3
     assert "预分配（kv）：共 2 次分配" in view.html and len(view.figures) == 1

@@ -1,0 +1,31 @@
+"""Chapter 3.1 从自回归解码说起: what each decoding step computes with and without a cache, the
+chapter's two formulas checked on real Q/K/V, projections counted from the trace, and timings.
+
+Sentences that read this machine's timings are claims (issue 31): :func:`explain_latency` and :func:`explain_growth`
+return :class:`~kvlab.claims.Claim` s chosen by the choosers of :mod:`.sentences` (:data:`CHOOSERS`) over the numbers
+they print, and :func:`show_claims` displays them with their record.
+
+A package with one module per part: :mod:`.walkthrough` (one decoding step, both ways), :mod:`.formulas` (the two
+formulas and the counted work), :mod:`.timings` (the measurements and their fits), :mod:`.sentences` (the claims)
+and :mod:`.panels` (the walkthrough and latency panels). Every public name is re-exported here, so
+``from kvlab.lessons import decode as lesson; lesson.walkthrough_panel(...)`` works as before."""
+from .walkthrough import DEFAULT_PROMPT, DecodeStep, decode_walkthrough, most_attended, steps_where_heads_agree
+from .formulas import layer_qkv, FormulaCheck, check_two_formulas, ProjectionCount, count_projections
+from .timings import (timing_model, measure_decode_latency, theil_sen, StepFit, fit_step_time, uncached_flops, StepEnds,
+                      step_ends, timing_ends, cached_step_growth, crossover_length)
+from .panels import (STEP_LABEL, LAYER_LABEL, HEAD_LABEL, render_step, walkthrough_panel, NEW_TOKENS_LABEL,
+                     REPEATS_LABEL, LATENCY_MAX_WORK, latency_work, render_latency, latency_panel)
+from .sentences import (RISING_DIP, RISING_JUMP, TOTALS, UNCACHED, CROSSOVER, STEP_UNREAD, STEP_STEEP, STEP_EXPONENT,
+                        CUMULATIVE, CACHED, EXTRAPOLATION, GROWTH_RULES, GROWTH, GROWING, CHOOSERS, ZH, show_claims,
+                        explain_latency, explain_growth)
+
+__all__ = [
+    "DEFAULT_PROMPT", "DecodeStep", "decode_walkthrough", "most_attended", "steps_where_heads_agree", "layer_qkv",
+    "FormulaCheck", "check_two_formulas", "ProjectionCount", "count_projections", "timing_model",
+    "measure_decode_latency", "theil_sen", "StepFit", "fit_step_time", "uncached_flops", "StepEnds", "step_ends",
+    "timing_ends", "cached_step_growth", "crossover_length", "STEP_LABEL", "LAYER_LABEL", "HEAD_LABEL", "render_step",
+    "walkthrough_panel", "NEW_TOKENS_LABEL", "REPEATS_LABEL", "LATENCY_MAX_WORK", "latency_work", "render_latency",
+    "latency_panel", "RISING_DIP", "RISING_JUMP", "TOTALS", "UNCACHED", "CROSSOVER", "STEP_UNREAD", "STEP_STEEP",
+    "STEP_EXPONENT", "CUMULATIVE", "CACHED", "EXTRAPOLATION", "GROWTH_RULES", "GROWTH", "GROWING", "CHOOSERS", "ZH",
+    "show_claims", "explain_latency", "explain_growth",
+]

@@ -1,0 +1,260 @@
+"""Chapter 3.2's experiment, preallocation against concatenation: kvlab's preallocated and concatenating
+caches and (when transformers is installed) its DynamicCache and StaticCache, on the same weights and tokens, timed
+in alternating rounds against this machine's last-level cache on a thin model with a wide cache; what each run
+observed (layer 0's K storage) and what kvlab counts itself (allocations, bytes copied); the readout, the figure and
+the claims of a comparison (:meth:`GrowthComparison.claims`, chosen by :mod:`.sentences`)."""
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+
+from ..._validate import positive_int
+from ...cache import DynamicKVCache, KVCache
+from ...claims import Claim
+from ...config import ModelConfig
+from ...device import LastLevelCache, last_level_cache
+from ...generation import generate
+from ...interop import HF_CACHE_KINDS, distinct_so_far
+from ...measure import alternate, device_label, measurement_threads, torch_threads
+from ...stats import median
+from ...memory import format_bytes, kv_bytes_per_token, stored_tokens
+from ...model import ToyTransformer
+from ...viz import storage_plots as plots
+from .sentences import CHAPTER_LABELS, pace_claim
+
+
+@dataclass
+class CacheGrowth:
+    """One way of caching, run ``repeats`` times: each pass's time in every repeat, and (from the first repeat)
+    what was observed (layer 0's K storage) for every cache and what kvlab counts itself for kvlab's."""
+
+    name: str  # "kv", "dynamic" (kvlab) or "transformers:dynamic", "transformers:static"
+    t: list[int]  # tokens in the cache after each pass
+    repeat_ms: list[list[float]]  # [repeat][pass]: wall time of each forward pass
+    layer0_k_tensors: list[int]  # distinct K tensors layer 0 has used so far (its data_ptr() changed)
+    tokens: torch.Tensor  # kvlab: the tokens generated [B, prompt + new]; transformers: its greedy choices [B, passes]
+    allocations: list[int] | None = None  # kvlab: storage tensors allocated so far (all layers, K and V)
+    bytes_copied: list[int] | None = None  # kvlab: bytes written into storage so far
+    allocated_bytes: list[int] | None = None  # kvlab: bytes allocated for storage
+    attended: list[int] | None = None  # kvlab: positions of K its attention was given; transformers: K's length
+
+    @property
+    def step_ms(self) -> list[float]:
+        """Each pass's median over the repeats."""
+        return [median(column) for column in zip(*self.repeat_ms)]
+
+    def smoothed_ms(self, window: int = 5) -> list[float]:
+        """Each pass's median over repeats, then the median of the ``window`` passes around it."""
+        step, half = self.step_ms, window // 2
+        return [median(step[max(0, i - half): i + half + 1]) for i in range(len(step))]
+
+    def late_ms(self) -> list[float]:
+        """Per repeat: the median pass over the second half of the run (the longest caches)."""
+        return [median(r[len(r) // 2:]) for r in self.repeat_ms]
+
+    def early_ms(self) -> list[float]:
+        """Per repeat: the median of the first quarter of the decode passes (short caches)."""
+        return [median(r[1:][: max(1, (len(r) - 1) // 4)]) for r in self.repeat_ms]
+
+
+@dataclass
+class GrowthComparison:
+    """kvlab's two caches and, when transformers is installed, its DynamicCache and StaticCache on the same
+    weights and tokens, run in alternating rounds. ``transformers_skipped`` says why they are missing."""
+
+    runs: dict[str, CacheGrowth]
+    prompt_len: int
+    repeats: int
+    per_token_bytes: int  # K and V of one token, all layers
+    weight_bytes: int
+    config: ModelConfig
+    device: torch.device
+    threads: int
+    llc: LastLevelCache | None
+    transformers_skipped: str | None = None
+
+    @property
+    def peak_bytes(self) -> int:
+        """The largest cache of the run: kvlab's preallocated one, sized for the last pass."""
+        return self.runs["kv"].allocated_bytes[-1]
+
+    def working_set(self, tokens: int) -> int:
+        """Bytes one concatenating step touches at ``tokens`` cached: the old copy, the new copy, the weights."""
+        return 2 * tokens * self.per_token_bytes + self.weight_bytes
+
+    @property
+    def llc_tokens(self) -> float | None:
+        """Cached tokens at which a concatenating step's working set fills the last-level cache (None when its
+        size is unknown; 0 when the weights alone do not fit)."""
+        if self.llc is None:
+            return None
+        return max(0.0, (self.llc.bytes - self.weight_bytes) / (2 * self.per_token_bytes))
+
+    def _windows(self) -> dict[str, tuple[int, int]]:
+        """The cached lengths of the passes :meth:`CacheGrowth.early_ms` and :meth:`CacheGrowth.late_ms` take."""
+        t = self.runs["kv"].t
+        early = t[1:][: max(1, (len(t) - 1) // 4)]
+        return {"early": (early[0], early[-1]), "late": (t[len(t) // 2], t[-1])}
+
+    def claims(self) -> list[Claim]:
+        """What the times say (:data:`PACE`): kvlab's concatenating cache against its preallocated one late in the
+        run; with transformers, StaticCache against DynamicCache early (short caches) and DynamicCache against
+        StaticCache late. :func:`show_claims` prints them."""
+        w = self._windows()
+        kv, dyn = self.runs["kv"], self.runs["dynamic"]
+        said = [pace_claim("kv", kv.late_ms(), "dynamic", dyn.late_ms(), "late", w["late"])]
+        if "transformers:static" in self.runs:
+            static, dynamic = self.runs["transformers:static"], self.runs["transformers:dynamic"]
+            said += [pace_claim("transformers:dynamic", dynamic.early_ms(), "transformers:static", static.early_ms(),
+                                "early", w["early"]),
+                     pace_claim("transformers:static", static.late_ms(), "transformers:dynamic", dynamic.late_ms(),
+                                "late", w["late"])]
+        return said
+
+    def llc_sentence(self) -> str:
+        """The cache's peak size against the last-level cache, and what that means for the copies."""
+        gpu = self.device.type == "cuda"
+        where, memory = ("GPU", "显存") if gpu else ("CPU", "内存")
+        peak = format_bytes(self.peak_bytes)
+        if self.llc is None:
+            return (f"缓存最大 {peak}（K 和 V，所有层）；没有读到这台机器 {where} 最后一级缓存的大小，"
+                    "无法判断整个缓存装不装得进去。")
+        level, size = self.llc.level, format_bytes(self.llc.bytes)
+        t = self.runs["kv"].t[-1]
+        touched = self.working_set(t)
+        head = (f"缓存最大 {peak}（K 和 V，所有层），这台机器 {where} 的 {level} 缓存是 {size}（读自 {self.llc.source}）。"
+                f"逐步拼接的一步要碰到旧的一份缓存、新拷贝的一份，再加上 {format_bytes(self.weight_bytes)} 权重："
+                f"缓存里有 {t} 个 token 时共 {format_bytes(touched)}")
+        if touched <= self.llc.bytes:
+            return (head + f"，装得进 {level}：拷贝的数据可以一直留在 {level} 里，不必到{memory}里读写，"
+                           "所以拷贝的代价可能小到测不出来。")
+        return (head + f"，是 {level} 的 {plots.ratio_text(touched / self.llc.bytes)}：缓存里超过约 "
+                       f"{math.floor(self.llc_tokens):,} 个 token 后就装不进 {level}，此后每步拷贝的数据都要到"
+                       f"{memory}里读写。")
+
+    def readout_html(self) -> str:
+        c, kv, dyn = self.config, self.runs["kv"], self.runs["dynamic"]
+        on = device_label(self.device, self.threads)
+        lines = [
+            f"模型：{c.n_layer} 层，每层 {c.n_kv_head} 个 {c.head_dim} 维的 KV 头，d_model = {c.d_model}；每个 token 的"
+            f"缓存 {format_bytes(self.per_token_bytes)}（FP32），全部权重 {format_bytes(self.weight_bytes)}，只相当于 "
+            f"{self.weight_bytes / self.per_token_bytes:.0f} 个 token 的缓存。"
+            f"每种缓存生成 {kv.t[-1] - self.prompt_len + 1} 个 token，交替运行 {self.repeats} 轮（{on}）。",
+            self.llc_sentence(),
+            f"{CHAPTER_LABELS['kv']}：共 {kv.allocations[-1]} 次分配，写入 {format_bytes(kv.bytes_copied[-1])}，"
+            f"第 0 层的 K 始终是同一块（{kv.layer0_k_tensors[-1]} 块）。",
+            f"{CHAPTER_LABELS['dynamic']}：共 {dyn.allocations[-1]:,} 次分配，写入 {format_bytes(dyn.bytes_copied[-1])}，"
+            f"第 0 层的 K 换了 {dyn.layer0_k_tensors[-1]} 块。",
+        ]
+        if self.transformers_skipped:
+            lines.append(self.transformers_skipped)
+        else:
+            hf_dyn, hf_static = self.runs["transformers:dynamic"], self.runs["transformers:static"]
+            lines += [f"transformers DynamicCache：第 0 层的 K 换了 {hf_dyn.layer0_k_tensors[-1]} 块，缓存张量的长度从 "
+                      f"{hf_dyn.attended[0]} 个位置长到 {hf_dyn.attended[-1]} 个。",
+                      f"transformers StaticCache：第 0 层的 K 始终是 {hf_static.layer0_k_tensors[-1]} 块，缓存张量从第一步起"
+                      f"就是全部 {hf_static.attended[0]} 个位置（没填的位置在注意力里用掩码遮住）。",
+                      ]
+        lines.append("各种缓存每次前向的耗时谁快谁慢，按这次测到的数字写在下一格的输出里（重新测量之后，再运行下一格）。")
+        return "<br>".join(html.escape(line) for line in lines)
+
+    def figure(self):
+        llc = None
+        if self.llc is not None:
+            llc = (f"{self.llc.level} = {format_bytes(self.llc.bytes)}", self.llc_tokens)
+        return plots.cache_growth_figure(self.runs, CHAPTER_LABELS, llc)
+
+
+def wide_cache_model(seed: int = 0, device=None) -> ToyTransformer:
+    """Thin weights, wide cache: 4 layers of 32 heads of 256 numbers (256 KiB of K/V per token in FP32) on a model
+    width of 32, so 64 tokens of cache outweigh all the weights and cache copies are visible next to weight reads."""
+    config = ModelConfig(vocab_size=512, d_model=32, n_layer=4, n_head=32, head_dim=256, max_seq_len=512)
+    model = ToyTransformer(config, seed=seed).eval()
+    with torch.no_grad():  # a random model's logits are nearly tied: scaled up, greedy choices are decisive,
+        model.lm_head.weight.mul_(20)  # so float rounding (kvlab vs transformers, CPU vs GPU) picks the same tokens
+    return model if device is None else model.to(device)
+
+
+def watch_layer0_k(cache) -> tuple[list[int], list[int]]:
+    """After each write to layer 0 (one per forward pass), record ``cache.k[0].data_ptr()`` (a reallocated
+    tensor shows up as a new address) and how many positions of K the write handed to attention."""
+    addresses: list[int] = []
+    attended: list[int] = []
+    write = cache.write
+
+    def write_and_watch(layer, k, v):
+        out = write(layer, k, v)  # (K, V) [B, H_kv, positions, D] for attention
+        if layer == 0:
+            addresses.append(cache.k[0].data_ptr())
+            attended.append(out[0].shape[2])
+        return out
+
+    cache.write = write_and_watch
+    return addresses, attended
+
+
+def _kvlab_run(model, prompt, new_tokens, mode):
+    """One generation with a fresh kvlab cache, watched: (GenerationResult, layer 0's K addresses, K positions)."""
+    cache_class = {"kv": KVCache, "dynamic": DynamicKVCache}[mode]
+    cache = cache_class(model.config, 1, stored_tokens(prompt.shape[1], new_tokens), dtype=model.dtype, device=model.device)
+    addresses, attended = watch_layer0_k(cache)
+    return generate(model, prompt, new_tokens, cache=cache), addresses, attended
+
+
+def _kvlab_growth(mode: str, repeats: list) -> CacheGrowth:
+    res, addresses, attended = repeats[0]
+    tr = res.trace
+    return CacheGrowth(mode, [r.seq_len for r in tr], [[r.seconds * 1e3 for r in rep[0].trace] for rep in repeats],
+                       distinct_so_far(addresses), res.tokens, [r.allocations for r in tr],
+                       [r.bytes_copied for r in tr], [r.cache_allocated_bytes for r in tr], attended)
+
+
+def _transformers_growth(kind: str, repeats: list) -> CacheGrowth:
+    first = repeats[0]
+    return CacheGrowth(f"transformers:{kind}", first.seq_len, [[s * 1e3 for s in run.seconds] for run in repeats],
+                       first.reallocations, first.predicted, attended=first.layer0_k_len)
+
+
+def compare_cache_growth(model: ToyTransformer, new_tokens: int, prompt_len: int = 8, repeats: int = 3,
+                         with_transformers: bool = True) -> GrowthComparison:
+    """Generate with kvlab's preallocated ("kv") and concatenating ("dynamic") caches on one prompt and (if
+    transformers is installed) feed the same tokens through its DynamicCache and StaticCache: ``repeats`` rounds,
+    the caches alternating within each round after a warm-up (``kvlab.measure.alternate``)."""
+    from ...interop import hf_decode_run, to_hf_llama, transformers_missing
+
+    new_tokens = positive_int("new_tokens", new_tokens)
+    prompt_len = positive_int("prompt_len", prompt_len)
+    repeats = positive_int("repeats", repeats)
+    if new_tokens < 2:
+        raise ValueError(f"new_tokens must be at least 2 (a prefill and a decode pass), got {new_tokens}")
+    if stored_tokens(prompt_len, new_tokens) > model.config.max_seq_len:
+        raise ValueError(f"new_tokens: prompt_len ({prompt_len}) + new_tokens ({new_tokens}) - 1 passes the model's "
+                         f"max_seq_len ({model.config.max_seq_len})")
+    prompt = (torch.arange(prompt_len)[None] % model.config.vocab_size).to(model.device)
+    skipped = None
+    threads = measurement_threads()
+    with torch_threads(threads):
+        reference = generate(model, prompt, new_tokens, cache="kv").tokens  # transformers is fed these; a warm-up
+        runners = {mode: partial(_kvlab_run, model, prompt, new_tokens, mode) for mode in ("kv", "dynamic")}
+        warm = {"kv": lambda: None, "dynamic": partial(generate, model, prompt, min(8, new_tokens), cache="dynamic")}
+        if with_transformers:
+            skipped = transformers_missing()  # None, or what to install, in Chinese
+            if skipped is None:
+                hf = to_hf_llama(model)
+                for kind in HF_CACHE_KINDS:
+                    runners[f"transformers:{kind}"] = partial(hf_decode_run, hf, reference, prompt_len, kind)
+                    warm[f"transformers:{kind}"] = partial(hf_decode_run, hf, reference[:, : prompt_len + 4],
+                                                           prompt_len, kind)
+        else:
+            skipped = "这次没有要求运行 transformers"
+        results = alternate(runners, repeats, warmup=warm)
+    runs = {mode: _kvlab_growth(mode, results[mode]) for mode in ("kv", "dynamic")}
+    runs |= {name: _transformers_growth(name.split(":")[1], reps) for name, reps in results.items()
+             if name.startswith("transformers:")}
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return GrowthComparison(runs, prompt_len, repeats, kv_bytes_per_token(model.config, model.dtype), weights,
+                            model.config, model.device, threads, last_level_cache(model.device), skipped)

@@ -10,6 +10,9 @@ printable handouts.
 - :mod:`kvlab.book.handouts`: key figures as PNG/SVG and a PDF per chapter (Chromium prints the page).
 
 Exercise solutions are in neither unless built with ``teacher=True`` (``--teacher``): a teacher's copy.
+
+``executed=DIR`` (``--from-executed DIR``) builds from saved executions instead of running the chapters (the test
+suite runs the course once and builds from that run): see :func:`kvlab.book.site.executed_in`.
 """
 from __future__ import annotations
 
@@ -31,22 +34,28 @@ class BuildReport:
         return sum(p.stat().st_size for p in self.out.rglob("*") if p.is_file())
 
 
-def build(out, chapters_dir=None, handouts: bool = True, replay=None, log=print, teacher: bool = False) -> BuildReport:
-    """Run the chapters and write the site (and the handouts) into ``out``; the exercises' reference solutions only
-    with ``teacher``.
+def build(out, chapters_dir=None, handouts: bool = True, replay=None, log=print, teacher: bool = False,
+          executed=None) -> BuildReport:
+    """Run the chapters, or take their saved executions from the folder ``executed``, and write the site (and the
+    handouts) into ``out``; the exercises' reference solutions only with ``teacher``.
 
-    ``chapters_dir`` and ``out`` are checked before any chapter runs (:class:`kvlab.book.site.Refused`); the
-    site is built beside ``out`` and replaces it only when the build succeeded (:func:`kvlab.book.site.staged`).
+    ``chapters_dir``, ``executed`` and ``out`` are checked before any chapter runs or anything is written
+    (:class:`kvlab.book.site.Refused`); the site is built beside ``out`` and replaces it only when the build
+    succeeded (:func:`kvlab.book.site.staged`). ``replay`` (tests) needs the chapters to run here.
     """
     from . import site
     from .handouts import write_handouts
 
+    if executed is not None and replay is not None:
+        raise ValueError("replay: the render functions are kept while the chapters run; with executed=, pass "
+                         "replay to kvlab.book.site.run_chapter when executing them")
     start = time.perf_counter()
-    site.chapters_in(chapters_dir)
+    paths = site.chapters_in(chapters_dir)
+    saved = site.executed_in(executed, paths) if executed is not None else None
     target = site.check_out(out)
-    info = site.RunInfo.here()
+    info = site.executed_info(saved) if saved else site.RunInfo.here()
     with site.staged(target) as tmp:
-        chapters = site.build_site(tmp, chapters_dir, replay=replay, log=log)
+        chapters = site.build_site(tmp, chapters_dir, replay=replay, log=log, executed=saved)
         static_nbs = site.static_notebooks(chapters, teacher)
         pdfs = write_handouts(tmp, chapters, static_nbs, info.html(), log, teacher) if handouts else {}
         site.write_pages(tmp, chapters, static_nbs, info, pdfs, teacher)

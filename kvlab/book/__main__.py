@@ -1,4 +1,4 @@
-"""``python -m kvlab.book [--out DIR] [--no-handouts] [--teacher]``: build the static edition (see :mod:`kvlab.book`)."""
+"""``python -m kvlab.book [--out DIR] [--no-handouts] [--teacher] [--from-executed DIR]``: build the static edition (see :mod:`kvlab.book`)."""
 from __future__ import annotations
 
 import argparse
@@ -27,12 +27,17 @@ def main(argv=None) -> int:
     parser.add_argument("--no-handouts", action="store_true", help="skip the PDF handouts and slide figures")
     parser.add_argument("--teacher", action="store_true", help="a teacher's copy: every exercise's reference solution "
                         "on the pages (folded) and in the handouts; without it the site has none")
+    parser.add_argument("--from-executed", dest="executed", default=None, metavar="DIR",
+                        help="build from the chapters' executed notebooks in DIR (one per chapter, same file name, "
+                        "executed by kvlab.book.site.run_chapter from the chapters as they are now) instead of "
+                        "running them")
     args = parser.parse_args(argv)
     from .site import Refused
 
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        report = build(args.out, args.chapters_dir, handouts=not args.no_handouts, teacher=args.teacher)
+        report = build(args.out, args.chapters_dir, handouts=not args.no_handouts, teacher=args.teacher,
+                       executed=args.executed)
     except Refused as exc:
         usage_error(parser, exc)
     except KeyboardInterrupt as exc:
@@ -40,10 +45,11 @@ def main(argv=None) -> int:
         return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
     finally:
         signal.signal(signal.SIGTERM, previous)
+    ran = "the chapters having run in" if args.executed else "of which running the chapters"
     edition = "teacher's edition (with the exercises' solutions), " if args.teacher else ""
     print(f"kvlab.book: {edition}{len(report.chapters)} chapters, {len(report.pdfs)} handouts, "
-          f"{format_bytes(report.size_bytes)} in {report.out}/ ({report.seconds:.0f} s, of which running the "
-          f"chapters {report.run_seconds:.0f} s); open {report.out}/index.html")
+          f"{format_bytes(report.size_bytes)} in {report.out}/ ({report.seconds:.0f} s, {ran} "
+          f"{report.run_seconds:.0f} s); open {report.out}/index.html")
     return 0
 
 

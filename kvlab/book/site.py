@@ -6,6 +6,11 @@ what only a kernel can show into what a page can: a panel or quiz output into it
 :mod:`kvlab.book.capture`), a plotly figure into data drawn by the site's plotly.js, an exercise's check into "run
 it live to check". Colab badges become plain links (the badge image would be fetched from outside the site).
 
+From saved executions: ``build(..., executed=DIR)`` (``python -m kvlab.book --from-executed DIR``) runs nothing and
+builds from the notebooks in DIR, one per chapter, each executed by :func:`run_chapter` (which stamps it with
+``RUN_META``: the static edition was on, how long it ran, and where) from the chapter as it is now; a missing,
+unstamped or stale one is refused before anything is written (the test suite's one run of the course is built so).
+
 Reference solutions: a page has none, as a learner's notebook shows one only after a checked attempt, which a page
 cannot take (the chapters run with ``KVLAB_TEACHER=0``, and a check cell's output is replaced); built with
 ``teacher=True`` (``python -m kvlab.book --teacher``, a teacher's copy) every check cell carries its exercise's
@@ -34,7 +39,7 @@ import stat
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -65,6 +70,7 @@ MathJax.Hub.Queue(function () { window.kvlabMathDone = true; });"""
 # MathJax 2 from the jupyter-server-mathjax package: TeX in, the browser's own MathML out (no web fonts, which a
 # page opened from file:// may not load); only the files that configuration loads are copied.
 MATHJAX_FILES = ("MathJax.js", "config/TeX-AMS-MML_HTMLorMML-full.js", "extensions", "jax/input", "jax/element")
+RUN_META = "kvlab_book_run"  # notebook metadata run_chapter writes: {"seconds", "run_info"} (the static edition on)
 
 
 class Refused(ValueError):
@@ -136,6 +142,42 @@ def chapter_notebooks(chapters_dir: Path) -> list[Path]:
     return sorted(p for p in Path(chapters_dir).glob("*.ipynb") if re.match(r"\d+_", p.name))
 
 
+def _cells(nb) -> list[tuple[str, str]]:
+    return [(c.cell_type, c.source) for c in nb.cells]
+
+
+def executed_in(executed_dir, chapters: list[Path]) -> dict:
+    """Each chapter's saved execution in ``executed_dir`` (same file name), by chapter file name; :class:`Refused`
+    when one is missing, was not run by :func:`run_chapter` (no ``RUN_META``: the static edition may have been off),
+    or is not the chapter as it is now (a cell added, removed or edited since)."""
+    folder = Path(executed_dir)
+    if not folder.is_dir():
+        raise Refused(f"executed: {folder} {'is not a folder' if folder.exists() else 'does not exist'}")
+    found = {}
+    for chapter in chapters:
+        path = folder / chapter.name
+        if not path.is_file():
+            raise Refused(f"executed: no {chapter.name} in {folder} (every chapter needs its executed notebook)")
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception as exc:  # (nbformat raises several kinds for a file that is not a notebook)
+            raise Refused(f"executed: {path} is not a notebook ({type(exc).__name__})") from None
+        if not isinstance(nb.metadata.get(RUN_META), dict):
+            raise Refused(f"executed: {path} was not executed by kvlab.book (no {RUN_META} in its metadata), so "
+                          "its panels may lack their static forms; execute it with kvlab.book.site.run_chapter")
+        now, then = _cells(nbformat.read(chapter, as_version=4)), _cells(nb)
+        if now != then:
+            at = next((i for i, (a, b) in enumerate(zip(now, then)) if a != b), min(len(now), len(then)))
+            raise Refused(f"executed: {path} is not {chapter} as it is now (cell {at} differs); execute it again")
+        found[chapter.name] = nb
+    return found
+
+
+def executed_info(executed: dict) -> "RunInfo":
+    """Where the saved executions ran (the first chapter's stamp)."""
+    return RunInfo(**next(iter(executed.values())).metadata[RUN_META]["run_info"])
+
+
 def chapters_in(chapters_dir=None) -> list[Path]:
     """The chapter notebooks of ``chapters_dir`` (default: the course's), or :class:`Refused` saying why none."""
     folder = Path(chapters_dir) if chapters_dir is not None else COURSE_ROOT / "chapters"
@@ -184,6 +226,7 @@ def run_chapter(path: Path, timeout: int = 600, replay: Path | None = None):
 
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the kernel inherits the environment
+    start = time.perf_counter()
     try:
         threading.Thread(target=execute, name=f"kvlab.book {path.name}", daemon=True).start()
         try:
@@ -201,6 +244,7 @@ def run_chapter(path: Path, timeout: int = 600, replay: Path | None = None):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+    nb.metadata[RUN_META] = {"seconds": round(time.perf_counter() - start, 1), "run_info": asdict(RunInfo.here())}
     return nb
 
 
@@ -413,18 +457,25 @@ def index_html(chapters: list[Chapter], info: RunInfo, handouts: dict, teacher: 
 """
 
 
-def build_site(out: Path, chapters_dir: Path | None = None, replay: Path | None = None, log=print) -> list[Chapter]:
-    """Run every chapter and write its page into ``out``; returns the chapters (with their figures) for the handouts."""
+def build_site(out: Path, chapters_dir: Path | None = None, replay: Path | None = None, log=print,
+               executed: dict | None = None) -> list[Chapter]:
+    """Run every chapter, or take its saved execution from ``executed`` (:func:`executed_in`), and copy the shared
+    files into ``out``; returns the chapters (with their executed notebooks) for the pages and the handouts."""
     chapters = [Chapter(p) for p in chapters_in(chapters_dir)]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     copy_assets(out)
     for ch in chapters:
-        start = time.perf_counter()
-        ch.executed = run_with_one_retry(ch.notebook, replay, log)
-        ch.seconds = time.perf_counter() - start
+        if executed is not None:
+            ch.executed = executed[ch.notebook.name]
+            ch.seconds = float(ch.executed.metadata[RUN_META].get("seconds", 0.0))
+            log(f"kvlab.book: took {ch.notebook.name} as executed (it ran in {ch.seconds:.1f} s)")
+        else:
+            start = time.perf_counter()
+            ch.executed = run_with_one_retry(ch.notebook, replay, log)
+            ch.seconds = time.perf_counter() - start
+            log(f"kvlab.book: ran {ch.notebook.name} in {ch.seconds:.1f} s")
         ch.title = chapter_title(ch.executed)
-        log(f"kvlab.book: ran {ch.notebook.name} in {ch.seconds:.1f} s")
     return chapters
 
 

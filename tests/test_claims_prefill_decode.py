@@ -98,13 +98,14 @@ def chapter_claims(run: Run) -> list[list[claims.Claim]]:
     return [
         lesson.explain_latency(run.timeline) + lesson.explain_prefill_parallel(run.timeline),
         lesson.explain_panel(run.panel, run.timeline),
-        lesson.explain_prefill_growth(run.prefill),
+        lesson.explain_prefill_growth(run.prefill) + lesson.explain_speedups(run.prefill),
         lesson.explain_measured_roofs(run.roofs),
         lesson.explain_worked_bounds(worked, run.roofs) + lesson.explain_step_budget(budget(run.step_ms, run.roofs)),
         lesson.explain_prefill(run.prefill, run.roofs) + lesson.explain_prefill_vs_roof(run.prefill, run.roofs)
-        + lesson.explain_prefill_rates(run.prefill),
+        + lesson.explain_prefill_rates(run.prefill) + lesson.explain_long_rate(run.prefill),
         lesson.explain_decode_vs_roof(run.prefill, run.roofs),
-        lesson.explain_batch_baseline(run.batch, run.prefill) + lesson.explain_batch(run.batch, run.roofs)
+        lesson.explain_batch_baseline(run.batch, run.prefill), lesson.explain_batch_gain(run.batch),
+        lesson.explain_batch(run.batch, run.roofs)
         + lesson.explain_batch_vs_prefill(run.batch, run.prefill),
         lesson.explain_small_matmuls(run.small, run.batch) + lesson.explain_small_matmul_reads(run.small, run.roofs, run.prefill),
         lesson.explain_allocator(run.alloc),
@@ -184,6 +185,13 @@ CASES = {
     "ridge not reached": lambda: lesson.explain_prefill(sweep({1: 10, 2: 11, 4: 12}), Q),
     "rates rise then level": lambda: lesson.explain_prefill_rates(
         sweep({1: 10, 2: 10.5, 4: 11, 8: 12, 16: 14, 32: 29.5, 64: 60, 128: 121, 256: 245})),
+    "speedup rises then levels": lambda: lesson.explain_speedups(
+        sweep({1: 10, 2: 10.5, 4: 11, 8: 12, 16: 14, 32: 29.5, 64: 60, 128: 121, 256: 245})),
+    "speedup irregular": lambda: lesson.explain_speedups(sweep({1: 10, 2: 30, 4: 25, 8: 60}, 10.0)),
+    "one pass not faster at a long prompt": lambda: lesson.explain_speedups(sweep({32: 40.0, 64: 50.0}, 1.0)),
+    "longest prefill slower than the shortest": lambda: lesson.explain_long_rate(sweep({1: 1.0, 8: 20.0})),
+    "longest prefill below decode": lambda: lesson.explain_long_rate(sweep({1: 10.0, 8: 200.0})),
+    "batch throughput not higher": lambda: lesson.explain_batch_gain(batch({1: 10.0, 2: 25.0})),
     "far below the roof, rising": lambda: lesson.explain_prefill_vs_roof(sweep_at({128: 10, 256: 20}), Q),
     "half the roof": lambda: lesson.explain_prefill_vs_roof(sweep_at({128: 40, 256: 43}), Q),
     "near the roof and rising": lambda: lesson.explain_prefill_vs_roof(sweep_at({128: 72, 256: 87}), Q),

@@ -21,11 +21,11 @@ from .four_steps import CodePart, FOUR_STEPS, STEP_ARGUMENT, show_step, FourStep
 from .prefill_sweep import (PREFILL_LENGTHS, PREFILL_DECODE_STEPS, MAX_CUSTOM_LENGTHS, LengthPoint, PrefillSweep,
                             max_prompt_len, measure_prefill_sweep, PrefillLab, LENGTHS_LABEL, PROMPT_LEN_LABEL,
                             render_prefill, prefill_panel, PROPORTIONAL_EXPONENT, proportional_from, explain_prefill,
-                            prefill_points, explain_prefill_growth, explain_prefill_rates)
+                            prefill_points, explain_prefill_growth, explain_prefill_rates, explain_speedups)
 from .batching import (BATCH_SIZES, BATCH_CONTEXTS, BATCH_STEPS, BATCH_REPEATS, BATCH_MAX_CACHE_BYTES, BatchPoint,
                        BatchSweep, measure_batch_sweep, BatchLab, explain_batch, explain_kv_share, BATCH_LABEL,
                        CONTEXT_LABEL, render_batch, batch_panel, SmallMatmuls, measure_small_matmuls, explain_small_matmuls,
-                       per_doubling, batch_ridge_lines)
+                       per_doubling, batch_ridge_lines, explain_batch_gain)
 from .engineering import (AllocatorTrace, AllocatorComparison, CPU_ALLOCATOR_REASON, allocator_growth,
                           explain_allocator, explain_reservation, PADDED_LENGTHS, PADDED_NEW_TOKENS,
                           PADDED_LENGTHS_LABEL, BLOCK_LABEL, corpus_text, corpus_prompts, PaddedBatch,
@@ -33,7 +33,7 @@ from .engineering import (AllocatorTrace, AllocatorComparison, CPU_ALLOCATOR_REA
                           CachePrecision, compare_cache_precision, explain_precision,
                           allocator_lines, precision_lines)
 from .readings import (STEADY_SPREAD, BUSY_SPREAD, SAME_BAND, explain_batch_baseline, WorkedStep, worked_decode_step, explain_worked_step, spread,
-                       roofs_busy, explain_measured_roofs, explain_prefill_vs_roof, explain_decode_vs_roof,
+                       roofs_busy, explain_measured_roofs, explain_prefill_vs_roof, explain_decode_vs_roof, explain_long_rate,
                        explain_batch_vs_prefill, explain_small_matmul_reads, explain_worked_bounds, roof_lines)
 from .sentences import CHOOSERS, ZH, show_claims
 from ...claims import confirm  # the page's checks, a Chinese ✓ line each
@@ -63,4 +63,5 @@ __all__ = [
     "TAIL_SAMPLES", "explain_latency", "explain_prefill_parallel", "explain_prefill_growth", "per_doubling", "STEADY_SPREAD",
     "explain_batch_baseline", "latency_lines", "explain_panel", "step_budget_lines", "explain_prefill_rates",
     "batch_ridge_lines", "allocator_lines", "precision_lines", "roof_lines", "CHOOSERS", "ZH", "show_claims",
+    "explain_speedups", "explain_long_rate", "explain_batch_gain",
 ]

@@ -23,8 +23,8 @@ from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, View, selection_slider
 from .prefill_sweep import PrefillSweep, prefill_points
 from .roofline import RooflinePoint, Roofs
-from .sentences import (BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, INVERTED_ROWS, MATMUL_ROWS, MATMUL_SLOWDOWN, _decimals,
-                        count, counts, ms_series, pct, some, times)
+from .sentences import (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, INVERTED_ROWS, MATMUL_ROWS, MATMUL_SLOWDOWN,
+                        _decimals, count, counts, ms_series, pct, per_s, some, times)
 
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
@@ -192,6 +192,18 @@ def explain_batch(sweep: BatchSweep, roofs: Roofs) -> list[Claim]:
         claims.append(BATCH_SHAPE.choose({"gl": times(per_doubling(pts[0], left[-1])),
                                           "gr": times(per_doubling(right[0], right[-1]))}))
     return claims
+
+
+def explain_batch_gain(sweep: BatchSweep) -> list[Claim]:
+    """The largest batch's throughput against B = 1's, and its step time (:data:`~.sentences.BATCH_GAIN`): close to
+    B times (ideal), higher, or not higher (can't tell). Both ratios are computed from the throughputs as printed."""
+    one, top = sweep.points[0], sweep.points[-1]
+    if one.batch_size != 1 or top.batch_size == 1:
+        return []
+    t1, tB = per_s(one.tokens_per_s), per_s(top.tokens_per_s)
+    gain = ratio(tB.value, t1.value)
+    return [BATCH_GAIN.choose({"B": count(top.batch_size), "tput1": t1, "tput": tB, "ratio": times(gain, 1),
+                               "step": times(ratio(top.batch_size, gain))})]
 
 
 def batch_ridge_lines(sweep: BatchSweep, roofs: Roofs) -> list[str]:

@@ -21,8 +21,8 @@ from ...stats import growth_exponent, median
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, View, selection_slider, text_box
 from .roofline import RooflinePoint, Roofs
-from .sentences import (LAUNCH_TIME, LAUNCH_WORK, PREFILL_GROWTH, PREFILL_RATES, PREFILL_TAIL, RIDGE, SPEEDUP,
-                        _decimals, count, counts, exponents, ms, ms_series, pct, some, times)
+from .sentences import (LAUNCH_TIME, LAUNCH_WORK, LONG_P, ONE_PASS, PREFILL_GROWTH, PREFILL_RATES, PREFILL_TAIL, RIDGE,
+                        SPEEDUP, SPEEDUP_GROWTH, _decimals, count, counts, exponents, ms, ms_series, pct, some, times)
 
 
 PREFILL_LENGTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -295,6 +295,28 @@ def explain_prefill_growth(sweep: PrefillSweep) -> list[Claim]:
         "ratio": times(ratio(ts[-1], ts[0])), "p": count(Ps[drop]), "q": count(Ps[drop + 1]),
         "drop": pct(1 - ratio(ts[drop + 1], ts[drop])), "ps": count(Ps[steep]), "qs": count(Ps[steep + 1]),
         "step": times(ratio(ts[steep + 1], ts[steep]))})]
+
+
+def explain_speedups(sweep: PrefillSweep) -> list[Claim]:
+    """How many times longer feeding the prompt one token per pass takes than one prefill pass (the sweep's
+    speedups, printed to 1 decimal as in its table): above 1 at every P ≥ :data:`~.sentences.LONG_P`
+    (:data:`~.sentences.ONE_PASS`), and how it grew with P, read over every point
+    (:data:`~.sentences.SPEEDUP_GROWTH`)."""
+    pts = sweep.points
+    long = [p for p in pts if p.prompt_len >= LONG_P]
+    claims = []
+    if long:
+        xs = [p.speedup for p in long]
+        worst = min(range(len(long)), key=lambda i: number(xs[i], 1).value if math.isfinite(xs[i]) else -math.inf)
+        claims.append(ONE_PASS.choose({"Ps": counts([p.prompt_len for p in long]), "xs": some(xs, 1),
+                                       "p": count(long[worst].prompt_len), "x": number(xs[worst], 1)}))
+    if len(pts) >= 2:
+        xs = series([p.speedup for p in pts], 1)
+        peak = max(range(len(pts)), key=lambda i: xs.value[i] if math.isfinite(xs.value[i]) else -math.inf)
+        claims.append(SPEEDUP_GROWTH.choose({"Ps": counts(sweep.lengths), "xs": xs,
+                                             "P_peak": count(pts[peak].prompt_len),
+                                             "g": times(ratio(xs.value[-1], xs.value[0]), 1)}))
+    return claims
 
 
 def explain_prefill_rates(sweep: PrefillSweep) -> list[Claim]:

@@ -15,7 +15,7 @@ from ...memory import format_bytes
 from .batching import BatchSweep, SmallMatmuls
 from .prefill_sweep import PrefillSweep
 from .roofline import Roofs, explain_roofs
-from .sentences import (BATCH_BASELINE, BATCH_VS_PREFILL, DECODE_ROOF, DECODE_VS_MATVEC, MATVEC_READ, PREFILL_ROOF,
+from .sentences import (BATCH_BASELINE, BATCH_VS_PREFILL, DECODE_ROOF, DECODE_VS_MATVEC, LONG_RATE, MATVEC_READ, PREFILL_ROOF,
                         PREFILL_TREND, ROOF_SPREAD, WORKED_BOUNDS, BUSY, SAME, STEADY, count, gbs, gflops, ms, pct, signed_pct, times, us)
 
 STEADY_SPREAD, BUSY_SPREAD = STEADY, BUSY  # a roof's fastest repeat over its median: agree within, busy from
@@ -113,6 +113,18 @@ def explain_prefill_vs_roof(sweep: PrefillSweep, roofs: Roofs) -> list[Claim]:
         claims.append(PREFILL_TREND.choose({"Pa": count(pts[-2].prompt_len), "Pb": count(last.prompt_len), "g": g,
                                             "share": shares[-1]}))
     return claims
+
+
+def explain_long_rate(sweep: PrefillSweep) -> list[Claim]:
+    """The longest prompt's prefill rate against the shortest one's and the decode step after it
+    (:data:`~.sentences.LONG_RATE`): the longer the prompt, the more of the machine a prefill uses."""
+    pts = sweep.points
+    if len(pts) < 2:
+        return []
+    first, last = pts[0], pts[-1]
+    return [LONG_RATE.choose({"P": count(last.prompt_len), "rate": gflops(last.prefill_flops_per_s),
+                              "P1": count(first.prompt_len), "rate1": gflops(first.prefill_flops_per_s),
+                              "dec": gflops(last.decode_flops_per_s)})]
 
 
 def explain_decode_vs_roof(sweep: PrefillSweep, roofs: Roofs) -> list[Claim]:

@@ -69,6 +69,12 @@ def gflops(flops_per_s: float) -> Number:
     return number(flops_per_s / 1e9, 1, "GFLOP/s")
 
 
+def per_s(tokens_per_s: float) -> Number:
+    """A throughput in token/s, to 3 significant digits or more (whole tokens from 100)."""
+    x = tokens_per_s
+    return number(x, 0 if not math.isfinite(x) or abs(x) >= 100 else 1 if abs(x) >= 10 else 2, "token/s")
+
+
 def gbs(bytes_per_s: float) -> Number:
     return number(bytes_per_s / 1e9, 1, "GB/s")
 
@@ -238,10 +244,39 @@ SPEEDUP = Chooser(f"{P}.speedup", (
 ))
 
 
-def _level_after_peak(v) -> bool:
-    Ps, rs = vals(v["Ps"]), vals(v["rates"])
+LONG_P = 32  # "a long prompt": from this many tokens one prefill pass must beat feeding them one by one
+
+
+def _one_pass_faster(v) -> bool:
+    xs = vals(v["xs"])
+    return len(vals(v["Ps"])) == len(xs) and all(x > 1 for x in xs)
+
+
+ONE_PASS = Chooser(f"{P}.one_pass", (
+    Rule(f"{P}.one_pass.faster", ("Ps", "xs"), _one_pass_faster),
+    Rule(f"{P}.one_pass.not_faster", ("p", "x"), lambda v: v["x"] <= 1, substantive=False),
+    Rule(f"{P}.one_pass.unmeasured", substantive=False),
+))
+
+
+def _level_after_peak(v, ys: str = "rates") -> bool:
+    Ps, rs = vals(v["Ps"]), vals(v[ys])
     m = Ps.index(v["P_peak"]) if v["P_peak"] in Ps else 0
     return 1 <= m < len(rs) - 1 and rs[m] == max(rs) and _rising(rs[:m + 1]) and all(r >= 0.85 * rs[m] for r in rs[m:])
+
+
+def _grew_overall(v) -> bool:
+    xs = vals(v["xs"])
+    return len(vals(v["Ps"])) == len(xs) >= 2 and v["g"] >= 2 and close(v["g"], xs[-1] / xs[0], 0.1)
+
+
+SPEEDUP_GROWTH = Chooser(f"{P}.speedup_growth", (
+    Rule(f"{P}.speedup_growth.rising", ("Ps", "xs"), lambda v: len(vals(v["Ps"])) == len(vals(v["xs"])) and _rising(vals(v["xs"]))),
+    Rule(f"{P}.speedup_growth.rise_then_level", ("Ps", "xs", "P_peak"), lambda v: _level_after_peak(v, "xs")),
+    Rule(f"{P}.speedup_growth.overall", ("Ps", "xs", "g"), _grew_overall),
+    Rule(f"{P}.speedup_growth.irregular", ("Ps", "xs"), substantive=False),
+    Rule(f"{P}.speedup_growth.unmeasured", substantive=False),
+))
 
 
 PREFILL_RATES = Chooser(f"{P}.prefill_rates", (
@@ -271,6 +306,14 @@ PREFILL_TREND = Chooser(f"{P}.prefill_trend", (
     Rule(f"{P}.prefill_trend.rising", TREND_SHOWS, lambda v: v["g"] > 1),
     Rule(f"{P}.prefill_trend.fell", TREND_SHOWS, substantive=False),
     Rule(f"{P}.prefill_trend.unmeasured", substantive=False),
+))
+
+LONG_RATE_SHOWS = ("P", "rate", "P1", "rate1", "dec")
+LONG_RATE = Chooser(f"{P}.long_rate", (
+    Rule(f"{P}.long_rate.highest", LONG_RATE_SHOWS, lambda v: v["rate"] > v["rate1"] and v["rate"] > v["dec"]),
+    Rule(f"{P}.long_rate.above_decode", LONG_RATE_SHOWS, lambda v: v["dec"] < v["rate"] <= v["rate1"], substantive=False),
+    Rule(f"{P}.long_rate.unclear", ("P", "rate", "dec"), lambda v: v["rate"] <= v["dec"], substantive=False),
+    Rule(f"{P}.long_rate.unmeasured", substantive=False),
 ))
 
 DECODE_SHOWS = ("P", "I", "gflops", "mm_share", "rate", "share")
@@ -317,6 +360,19 @@ BATCH_BASELINE = Chooser(f"{P}.batch_baseline", (
     Rule(f"{P}.batch_baseline.faster_here", BASELINE_SHOWS,
          lambda v: v["diff"] < -SAME and _diff_agrees("b1", "dec", "diff")(v)),
     Rule(f"{P}.batch_baseline.unmeasured", substantive=False),
+))
+
+def _gain(v) -> bool:
+    """The throughput ratio and the step-time ratio agree with the printed throughputs (step = B ÷ gain)."""
+    return close(v["ratio"], v["tput"] / v["tput1"], 0.1) and close(v["step"], v["B"] * v["tput1"] / v["tput"])
+
+
+GAIN_SHOWS = ("B", "tput1", "tput", "ratio", "step")
+BATCH_GAIN = Chooser(f"{P}.batch_gain", (
+    Rule(f"{P}.batch_gain.ideal", GAIN_SHOWS, lambda v: _gain(v) and v["ratio"] >= (1 - SAME / 100) * v["B"]),
+    Rule(f"{P}.batch_gain.higher", GAIN_SHOWS, lambda v: _gain(v) and v["tput"] > v["tput1"]),
+    Rule(f"{P}.batch_gain.not_higher", ("B", "tput1", "tput"), lambda v: v["tput"] <= v["tput1"], substantive=False),
+    Rule(f"{P}.batch_gain.unmeasured", substantive=False),
 ))
 
 LEFT_SHOWS = ("Bs", "ts", "I", "ridge", "ratio")
@@ -423,10 +479,10 @@ PRECISION = Chooser(f"{P}.precision", (
     Rule(f"{P}.precision.unmeasured", substantive=False),
 ))
 
-CHOOSERS = (ITL_TAIL, PARALLEL, PANEL, STEP_BUDGET, PREFILL_GROWTH, RIDGE, PREFILL_TAIL, SPEEDUP, PREFILL_RATES,
-            PREFILL_ROOF, PREFILL_TREND, DECODE_ROOF, ROOF_SPREAD, WORKED_BOUNDS, BATCH_BASELINE, BATCH_LEFT,
-            BATCH_ORDER, BATCH_SHAPE, BATCH_VS_PREFILL, MATMUL_ROWS, MATMUL_SLOWDOWN, MATVEC_READ, DECODE_VS_MATVEC,
-            ALLOCATOR, PRECISION)
+CHOOSERS = (ITL_TAIL, PARALLEL, PANEL, STEP_BUDGET, PREFILL_GROWTH, ONE_PASS, SPEEDUP_GROWTH, RIDGE, PREFILL_TAIL,
+            SPEEDUP, PREFILL_RATES, PREFILL_ROOF, PREFILL_TREND, LONG_RATE, DECODE_ROOF, ROOF_SPREAD, WORKED_BOUNDS,
+            BATCH_BASELINE, BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, BATCH_VS_PREFILL, MATMUL_ROWS,
+            MATMUL_SLOWDOWN, MATVEC_READ, DECODE_VS_MATVEC, ALLOCATOR, PRECISION)
 
 
 # -- the Chinese sentences -------------------------------------------------------------------------------------
@@ -492,6 +548,32 @@ ZH = Catalog("zh", {
                                    "起初的走势；" + _RERUN_SWEEP,
     f"{P}.prefill_growth.uneven": "实测：P = {Ps} 时预填充 {ts}：各段涨得很不一致（有的段比 token 数涨得还快），这次看不出起初的"
                                   "走势；" + _RERUN_SWEEP,
+    f"{P}.one_pass.faster": "P = {Ps} 时，逐个送入分别要一次预填充的 {xs} 倍时间：这些长度上一次预填充都更快，每秒处理的 "
+                            "token 也就是解码的这么多倍。",
+    f"{P}.one_pass.not_faster": "P = {p} 时逐个送入只要一次预填充的 {x} 倍时间，这次一次预填充没有更快：多半是测它的那一刻"
+                                "机器正忙；" + _RERUN_SWEEP,
+    f"{P}.one_pass.unmeasured": "这次没有测出有效的预填充和解码时间，比不了一次预填充和逐个送入；" + _RERUN_SWEEP,
+    f"{P}.speedup_growth.rising": "逐个送入 ÷ 一次预填充的倍数（P = {Ps}）：{xs}，随 P 一路增大：提示词越长，一次前向省下的越多。",
+    f"{P}.speedup_growth.rise_then_level": "逐个送入 ÷ 一次预填充的倍数（P = {Ps}）：{xs}，一路增大到 P = {P_peak}，之后不再"
+                                           "明显增大（都在最大值的 85% 以上）。",
+    f"{P}.speedup_growth.overall": "逐个送入 ÷ 一次预填充的倍数（P = {Ps}）：{xs}，从最短到最长的提示词整体增大了 ×{g}，但不是"
+                                   "每一步都增大（一个长度的计时容易被机器上别的程序拖慢，看整体走向）。",
+    f"{P}.speedup_growth.irregular": "逐个送入 ÷ 一次预填充的倍数（P = {Ps}）：{xs}，看不出随 P 增大的走势：这次的计时被打断得"
+                                     "太多；" + _RERUN_SWEEP,
+    f"{P}.speedup_growth.unmeasured": "这次没有测出有效的倍数；" + _RERUN_SWEEP,
+    f"{P}.long_rate.highest": "P = {P} 的预填充每秒 {rate}，高于 P = {P1} 的 {rate1}，也高于其后一步解码的 {dec}：提示词越长，"
+                              "预填充越能用上机器的算力。",
+    f"{P}.long_rate.above_decode": "P = {P} 的预填充每秒 {rate}，高于其后一步解码的 {dec}，却不高于 P = {P1} 的 {rate1}：这次的"
+                                   "计时被打断了，看不出提示词越长越能用上算力；" + _RERUN_SWEEP,
+    f"{P}.long_rate.unclear": "P = {P} 的预填充每秒 {rate}，不高于其后一步解码的 {dec}：这次说不准，多半是测预填充的那一刻机器"
+                              "正忙；" + _RERUN_SWEEP,
+    f"{P}.long_rate.unmeasured": "这次没有测出有效的预填充和解码速率；" + _RERUN_SWEEP,
+    f"{P}.batch_gain.ideal": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时只 ×{step}：接近理想的 {B} 倍，"
+                             "一次读权重服务 {B} 条序列，几乎不多花时间。",
+    f"{P}.batch_gain.higher": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时 ×{step}：一次读权重服务 {B} 条"
+                              "序列，吞吐提高了；没到理想的 {B} 倍，因为单步耗时也涨了。",
+    f"{P}.batch_gain.not_higher": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}，没有提高：多半是测大批次时机器正忙；" + _RERUN_BATCH,
+    f"{P}.batch_gain.unmeasured": "这次没有测出有效的吞吐；" + _RERUN_BATCH,
     f"{P}.ridge.crossed": "预填充的算术强度约为 P / 2：P 超过约 2 × 转折点 = {twice} 时就越过本机的转折点（{ridge} FLOP/字节；K/V "
                           "和嵌入也要读写，实际的强度比 P / 2 略低）。测过的长度里，P = {P} 的算术强度 {I} 已不低于转折点。",
     f"{P}.ridge.not_crossed": "预填充的算术强度约为 P / 2：P 超过约 2 × 转折点 = {twice} 时就越过本机的转折点（{ridge} FLOP/字节）。"

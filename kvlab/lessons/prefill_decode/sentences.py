@@ -548,8 +548,7 @@ ZH = Catalog("zh", {
                                    "起初的走势；" + _RERUN_SWEEP,
     f"{P}.prefill_growth.uneven": "实测：P = {Ps} 时预填充 {ts}：各段涨得很不一致（有的段比 token 数涨得还快），这次看不出起初的"
                                   "走势；" + _RERUN_SWEEP,
-    f"{P}.one_pass.faster": "P = {Ps} 时，逐个送入分别要一次预填充的 {xs} 倍时间：这些长度上一次预填充都更快，每秒处理的 "
-                            "token 也就是解码的这么多倍。",
+    f"{P}.one_pass.faster": "P = {Ps} 时，逐个送入分别要一次预填充的 {xs} 倍时间：这些长度上一次预填充都更快。",
     f"{P}.one_pass.not_faster": "P = {p} 时逐个送入只要一次预填充的 {x} 倍时间，这次一次预填充没有更快：多半是测它的那一刻"
                                 "机器正忙；" + _RERUN_SWEEP,
     f"{P}.one_pass.unmeasured": "这次没有测出有效的预填充和解码时间，比不了一次预填充和逐个送入；" + _RERUN_SWEEP,
@@ -561,17 +560,16 @@ ZH = Catalog("zh", {
     f"{P}.speedup_growth.irregular": "逐个送入 ÷ 一次预填充的倍数（P = {Ps}）：{xs}，看不出随 P 增大的走势：这次的计时被打断得"
                                      "太多；" + _RERUN_SWEEP,
     f"{P}.speedup_growth.unmeasured": "这次没有测出有效的倍数；" + _RERUN_SWEEP,
-    f"{P}.long_rate.highest": "P = {P} 的预填充每秒 {rate}，高于 P = {P1} 的 {rate1}，也高于其后一步解码的 {dec}：提示词越长，"
-                              "预填充越能用上机器的算力。",
+    f"{P}.long_rate.highest": "P = {P} 的预填充每秒 {rate}，高于 P = {P1} 的 {rate1} 和其后一步解码的 {dec}：提示词越长，"
+                              "预填充越能用上算力。",
     f"{P}.long_rate.above_decode": "P = {P} 的预填充每秒 {rate}，高于其后一步解码的 {dec}，却不高于 P = {P1} 的 {rate1}：这次的"
                                    "计时被打断了，看不出提示词越长越能用上算力；" + _RERUN_SWEEP,
     f"{P}.long_rate.unclear": "P = {P} 的预填充每秒 {rate}，不高于其后一步解码的 {dec}：这次说不准，多半是测预填充的那一刻机器"
                               "正忙；" + _RERUN_SWEEP,
     f"{P}.long_rate.unmeasured": "这次没有测出有效的预填充和解码速率；" + _RERUN_SWEEP,
-    f"{P}.batch_gain.ideal": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时只 ×{step}：接近理想的 {B} 倍，"
-                             "一次读权重服务 {B} 条序列，几乎不多花时间。",
-    f"{P}.batch_gain.higher": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时 ×{step}：一次读权重服务 {B} 条"
-                              "序列，吞吐提高了；没到理想的 {B} 倍，因为单步耗时也涨了。",
+    f"{P}.batch_gain.ideal": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时只 ×{step}：接近理想的 {B} 倍。",
+    f"{P}.batch_gain.higher": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时 ×{step}：吞吐提高了，但没到"
+                              "理想的 {B} 倍，因为单步耗时也涨了。",
     f"{P}.batch_gain.not_higher": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}，没有提高：多半是测大批次时机器正忙；" + _RERUN_BATCH,
     f"{P}.batch_gain.unmeasured": "这次没有测出有效的吞吐；" + _RERUN_BATCH,
     f"{P}.ridge.crossed": "预填充的算术强度约为 P / 2：P 超过约 2 × 转折点 = {twice} 时就越过本机的转折点（{ridge} FLOP/字节；K/V "

@@ -29,7 +29,7 @@ from .gqa import TwinComparison, gqa_twins, past_context_note, twin_line
 from .allocation import (AllocationCheck, measure_cache_allocation, allocation_lines, DeviceMemory, device_memory,
                          device_memory_text, DEVICE_NAMES, matching_gpu)
 from .summary import summary_html
-from .sentences import (ALLOCATION, DEVICE_MEMORY, CHOOSERS, ZH, explain_allocation, explain_device_memory, show_claims)
+from .sentences import ALLOCATION, DEVICE_MEMORY, CHOOSERS, ZH, explain_allocation, explain_device_memory, show_claims
 from .panels import (curve_choice, render_calculator, seq_len_slider, link_slider_to_box, curve_selector,
                      calculator_panel, share_or, render_fit, fit_panel)
 

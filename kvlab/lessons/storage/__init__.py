@@ -15,7 +15,7 @@ from .models import (TABLE_MODELS, MHA_TWINS, PAST_CONTEXT, GQASaving, gqa_savin
                      head_dim_note, model_table_html)
 from .growth import CacheGrowth, GrowthComparison, wide_cache_model, watch_layer0_k, compare_cache_growth
 from .padding import PoolBlock, PaddingWaste, padding_waste, measured_padding_bytes
-from .sentences import (CHAPTER_LABELS, PACE_APART, PACE_SAME, PACE_FIELDS, PACE, CHOOSERS, ZH, pace_claim, show_claims)
+from .sentences import CHAPTER_LABELS, PACE_APART, PACE_SAME, PACE_FIELDS, PACE, CHOOSERS, ZH, pace_claim, show_claims
 from .panels import (render_shape, shape_panel, BATCH_LABEL, DTYPE_LABEL, render_bytes, bytes_panel, GROWTH_PROMPT,
                      GROWTH_LENGTHS, GROWTH_LABEL, growth_choices, render_growth, growth_panel, LENGTHS_LABEL,
                      BLOCK_LABEL, RESERVE_LABEL, render_padding, padding_panel)

@@ -29,9 +29,7 @@ from .cache import BaseCache, CacheFullError
 from .config import ModelConfig
 from .device import as_device, same_device
 from .memory import format_bytes, torch_dtype
-from .paging import blocks_for
-
-DEFAULT_BLOCK_SIZE = 16  # vLLM's default
+from .paging import DEFAULT_BLOCK_SIZE, blocks_for, count_blocks
 
 
 class PoolExhaustedError(CacheFullError):
@@ -159,6 +157,17 @@ class BlockPool:
             if self.refs[b] == 0:
                 self.free.append(b)
 
+    def reclaim(self, block: int) -> None:
+        """Take the free ``block`` back by its id, referenced once: a block whose K/V a block manager still finds
+        useful (a cached prefix block) is handed out again instead of a block from the top of the free list."""
+        block = self._block_id("block", block)
+        if self.refs[block]:
+            raise ValueError(f"block: block {block} is in use; only a free block can be reclaimed")
+        self.free.remove(block)
+        self.refs[block] = 1
+        self.blocks_taken += 1
+        self.peak_in_use = max(self.peak_in_use, self.in_use)
+
     def copy_on_write(self, block: int) -> int:
         """A private copy of shared ``block`` (K and V at every layer) for the table about to write into it."""
         block = self._in_use("block", block, "copied")
@@ -241,6 +250,20 @@ class PagedKVCache(BaseCache):
             raise ValueError(f"pool must be a BlockPool, got {type(pool).__name__}")
         return cls(pool.config, len(tables), max_seq_len, pool.dtype, pool.device, pool=pool, tables=tables)
 
+    @classmethod
+    def grown(cls, pool: BlockPool, tables: list[BlockTable], n_new: int) -> "PagedKVCache":
+        """One pass's view of ``tables`` whose blocks a block manager has already taken for ``n_new`` more tokens
+        per row: nothing is checked, taken or synchronised (the serving runner's pass; :meth:`over` checks)."""
+        view = _GrownTables.__new__(_GrownTables)
+        view.config, view.pool, view.tables, view.batch_size = pool.config, pool, tables, len(tables)
+        view.max_seq_len, view.dtype, view.device = pool.config.max_seq_len, pool.dtype, pool.device
+        view.allocations = view.bytes_copied = 0
+        view.share_prefixes = False
+        lengths = [t.length for t in tables]
+        view._starts = torch.tensor(lengths, dtype=torch.long, device=pool.device)  # [B]
+        view._index(n_new)
+        return view
+
     # -- per-row lengths ------------------------------------------------------
     @property
     def block_size(self) -> int:
@@ -274,7 +297,7 @@ class PagedKVCache(BaseCache):
         when all its holders write, the last one keeps the original."""
         bs, need, writers = self.block_size, 0, Counter()
         for t in self.tables:
-            need += max(0, blocks_for(t.length + n_new, bs) - len(t.blocks))
+            need += max(0, count_blocks(t.length + n_new, bs) - len(t.blocks))
             if n_new and t.length % bs:
                 writers[t.blocks[t.length // bs]] += 1  # writes into its part-filled last block
         return need + sum(min(n, self.pool.refs[b] - 1) for b, n in writers.items())
@@ -298,7 +321,7 @@ class PagedKVCache(BaseCache):
                 i = t.length // bs
                 if self.pool.refs[t.blocks[i]] > 1:
                     t.blocks[i] = self.pool.copy_on_write(t.blocks[i])
-            extra = blocks_for(t.length + n_new, bs) - len(t.blocks)
+            extra = count_blocks(t.length + n_new, bs) - len(t.blocks)
             if extra > 0:
                 t.blocks.extend(self.pool.take(extra))
         self._index(n_new)
@@ -309,7 +332,7 @@ class PagedKVCache(BaseCache):
         return block * self.block_size + offset
 
     def _index(self, n_new: int) -> None:
-        width = blocks_for(self.length + n_new, self.block_size)
+        width = count_blocks(self.length + n_new, self.block_size)
         gather = [t.blocks[:width] + [0] * (width - min(width, len(t.blocks))) for t in self.tables]
         slots = [self.slot_of(t, p) for t in self.tables for p in range(t.length, t.length + n_new)]
         self._gather = torch.tensor(gather, dtype=torch.long, device=self.device)  # [B, blocks]; 0 = unused column
@@ -345,7 +368,7 @@ class PagedKVCache(BaseCache):
 
     def advance(self, n) -> None:
         n = non_negative_int("n", n)
-        short = [i for i, t in enumerate(self.tables) if blocks_for(t.length + n, self.block_size) > len(t.blocks)]
+        short = [i for i, t in enumerate(self.tables) if count_blocks(t.length + n, self.block_size) > len(t.blocks)]
         if short:
             raise CacheFullError(f"n: rows {short} hold no blocks for {n} more token(s); reserve() takes them "
                                  "before the tokens are written")
@@ -364,7 +387,7 @@ class PagedKVCache(BaseCache):
         n = non_negative_int("length", length)
         for t in self.tables:
             t.length = min(t.length, n)
-            keep = blocks_for(t.length, self.block_size)
+            keep = count_blocks(t.length, self.block_size)
             self.pool.release(t.blocks[keep:])
             del t.blocks[keep:]
 
@@ -383,7 +406,7 @@ class PagedKVCache(BaseCache):
             raise ValueError(f"dst: row {dst} already holds {d.length} tokens; only an empty row can share a prefix")
         if n > s.length:
             raise ValueError(f"n_tokens: row {src} holds {s.length} tokens, fewer than the {n} to share")
-        shared = s.blocks[:blocks_for(n, self.block_size)]
+        shared = s.blocks[:count_blocks(n, self.block_size)]
         for b in shared:
             self.pool.retain(b)
         d.blocks, d.length = list(shared), n
@@ -412,6 +435,20 @@ class PagedKVCache(BaseCache):
     def __repr__(self) -> str:
         return (f"PagedKVCache(lengths={self.lengths}, blocks={[t.blocks for t in self.tables]}, "
                 f"pool={self.pool.in_use}/{self.pool.num_blocks} in use, block_size={self.block_size})")
+
+
+class _GrownTables(PagedKVCache):
+    """:meth:`PagedKVCache.grown`'s view: its blocks and indices are ready before the pass, its lengths only counted."""
+
+    def starts(self):
+        return self._starts
+
+    def reserve(self, n_new: int) -> None:
+        pass  # blocks taken and indices built by grown()
+
+    def advance(self, n) -> None:
+        for t in self.tables:
+            t.length += n
 
 
 def prefix_plan(prompts: list[list[int]], block_size: int, empty=None) -> list[tuple[int | None, int]]:

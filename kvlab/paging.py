@@ -11,12 +11,17 @@ from dataclasses import dataclass
 
 from ._validate import non_negative_int, positive_int
 
+DEFAULT_BLOCK_SIZE = 16  # vLLM's default block size: the one home of this number
+
 
 def blocks_for(tokens, block_size) -> int:
     """Blocks one sequence of ``tokens`` tokens occupies: ``ceil(tokens / block_size)`` (0 for 0 tokens)."""
-    n = non_negative_int("tokens", tokens)
-    bs = positive_int("block_size", block_size)
-    return -(-n // bs)
+    return count_blocks(non_negative_int("tokens", tokens), positive_int("block_size", block_size))
+
+
+def count_blocks(tokens: int, block_size: int) -> int:
+    """:func:`blocks_for` on numbers already checked (the cache's and the engine's inner loops)."""
+    return -(-tokens // block_size)
 
 
 def block_fill(tokens: int, index: int, block_size: int) -> int:
@@ -145,3 +150,15 @@ def shared_prefix_blocks(prefix, lengths, block_size) -> SharedPrefix:
     if short:
         raise ValueError(f"lengths: every sequence needs more than the {p} shared tokens, got {short[0]}")
     return SharedPrefix(p, tuple(lengths), positive_int("block_size", block_size))
+
+
+def block_hashes(tokens, block_size: int) -> list[int]:
+    """Chain hashes of the full blocks of ``tokens``, the keys of automatic prefix sharing (as in vLLM and
+    nano-vllm): block i's hash covers its own tokens and, through block i − 1's hash, every token before it, so
+    two sequences' i-th blocks have the same key only if they start with the same ``(i + 1) x block_size`` tokens
+    (up to a hash collision, which a block manager rules out by comparing the tokens)."""
+    out, h = [], 0
+    for end in range(block_size, len(tokens) + 1, block_size):
+        h = hash((h, tuple(tokens[end - block_size:end])))
+        out.append(h)
+    return out

@@ -10,7 +10,8 @@ import torch
 from ..generation import generate
 from ..measure import leave_a_core
 from ..paged_cache import BlockTable, PagedKVCache
-from ..paging import blocks_for, shared_prefix_blocks
+from ..memory import stored_tokens
+from ..paging import DEFAULT_BLOCK_SIZE, blocks_for, shared_prefix_blocks
 from . import checker
 from .checker import Exercise, Verdict, right, wrong
 from .tools import demo
@@ -103,7 +104,7 @@ def grade_lookup(lookup) -> Verdict:
         return wrong(problem)
     model, tok = demo()
     prompts = [tok.encode(p) for p in PROMPTS]
-    peak = max(map(len, prompts)) + NEW_TOKENS - 1
+    peak = stored_tokens(max(map(len, prompts)), NEW_TOKENS)
     cache = cache_with_lookup(lookup, model.config, len(prompts), peak, model.dtype)
     try:
         got = generate(model, prompts, NEW_TOKENS, cache=cache, return_logits=True)
@@ -127,7 +128,7 @@ def check_lookup(lookup):
 
 
 # == 2. how many blocks ========================================================================================
-SYSTEM, COUNT_BLOCK = 50, 16
+SYSTEM, COUNT_BLOCK = 50, DEFAULT_BLOCK_SIZE
 OWN = (30, 7, 45, 12, 26, 33)  # each request's own tokens (question + answer) after the system prompt
 
 

@@ -7,9 +7,10 @@ import html
 from functools import partial
 
 from ... import inputs
-from ...memory import format_bytes, kv_bytes_per_token
-from ...paging import SCHEMES, shared_prefix_blocks
-from ...serving import ServeRun, quantile
+from ...memory import format_bytes, kv_bytes_per_token, stored_tokens
+from ...paging import DEFAULT_BLOCK_SIZE, SCHEMES, shared_prefix_blocks
+from ...serving import ServeRun
+from ...stats import percentile
 from ...viz import paged_plots as plots
 from ...viz.widgets import Panel, View, dropdown, int_slider, play_slider
 from .batching import BatchingComparison
@@ -83,7 +84,7 @@ def waste_panel(run: ServeRun, config) -> Panel:
 # -- shared prefixes ----------------------------------------------------------------------------------------
 def sharing_lengths(prefix: int, requests: int) -> list[int]:
     """Each request's tokens at its longest: the system prompt, its question, its answer less the last token."""
-    return [prefix + QUESTION_TOKENS + SHARE_NEW_TOKENS - 1] * requests
+    return [stored_tokens(prefix + QUESTION_TOKENS, SHARE_NEW_TOKENS)] * requests
 
 
 def render_sharing(prefix, requests, block_size) -> View:
@@ -112,7 +113,7 @@ def sharing_html(s) -> str:
             f"（{s.saved / s.unshared:.0%}）。{why}")
 
 
-def sharing_panel(prefix: int = SHARE_PREFIX, requests: int = SHARE_REQUESTS, block_size: int = 16) -> Panel:
+def sharing_panel(prefix: int = SHARE_PREFIX, requests: int = SHARE_REQUESTS, block_size: int = DEFAULT_BLOCK_SIZE) -> Panel:
     return Panel({"prefix": int_slider(PREFIX_LABEL, prefix, 0, MAX_SHARE_PREFIX, width="460px"),
                   "requests": int_slider(REQUESTS_LABEL, requests, 1, MAX_SHARE_REQUESTS, width="320px"),
                   "block_size": dropdown(BLOCK_LABEL, list(SHARE_BLOCK_OPTIONS), block_size, width="200px")},
@@ -123,7 +124,7 @@ def sharing_panel(prefix: int = SHARE_PREFIX, requests: int = SHARE_REQUESTS, bl
 # -- static vs continuous: the measured numbers --------------------------------------------------------------
 def _itl(c: BatchingComparison, policy: str) -> str:
     gaps = c.itls(policy)
-    return f"{quantile(gaps, 0.5) * 1e3:.1f} / {quantile(gaps, 0.9) * 1e3:.1f}"
+    return f"{percentile(gaps, 50) * 1e3:.1f} / {percentile(gaps, 90) * 1e3:.1f}"
 
 
 def batching_html(c: BatchingComparison) -> str:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from ...config import ModelConfig
 from ...model import ToyTransformer
-from ...paging import blocks_for, paged_slots, shared_prefix_blocks
+from ...paging import DEFAULT_BLOCK_SIZE, blocks_for, paged_slots, shared_prefix_blocks
 from ...questions import Choice, ChoiceQuestion, NumberQuestion
 from ...serving import Request, ServeRun, serve
 from .cost import gather_bytes
 
 QUIZ_LENGTHS = (37, 16, 90, 5)
-QUIZ_BLOCK = 16
+QUIZ_BLOCK = DEFAULT_BLOCK_SIZE
 QUIZ_SYSTEM, QUIZ_REQUESTS, QUIZ_OWN = 70, 5, 30
 QUIZ_GROWN = 100  # a sequence grows from 1 token to this many
 QUIZ_WHOLE_SYSTEM = 64  # a system prompt of whole blocks: shared, never written, never copied
@@ -28,7 +28,8 @@ def schedule(policy: str, plan, max_batch: int, num_blocks: int | None = None, b
     model = ToyTransformer(ModelConfig(vocab_size=16, d_model=16, n_layer=1, n_head=2, max_seq_len=64), seed=0).eval()
     requests = [Request(rid, arrival, tuple(range(1, prompt + 1)), new)
                 for rid, (arrival, prompt, new) in enumerate(plan)]
-    return serve(model, requests, policy, max_batch=max_batch, num_blocks=num_blocks, block_size=block_size)
+    return serve(model, requests, policy, max_batch=max_batch, num_blocks=num_blocks, block_size=block_size,
+                 share_prefixes=False)  # every prompt is 1, 2, 3, ...: the questions are about batching alone
 
 
 def _plan_text(plan) -> str:

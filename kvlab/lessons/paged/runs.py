@@ -8,10 +8,10 @@ from ...assets import corpus_text
 from ...generation import generate
 from ...measure import leave_a_core
 from ...model import ToyTransformer
-from ...paging import SCHEMES, paged_slots, scheme_slots
+from ...paging import DEFAULT_BLOCK_SIZE, SCHEMES, paged_slots, scheme_slots
 from ...serving import Request, ServeRun, StepRecord, Workload, serve
 
-BLOCK_SIZE = 16  # vLLM's default block size, for the chapter's main runs
+BLOCK_SIZE = DEFAULT_BLOCK_SIZE  # vLLM's default block size, for the chapter's main runs
 MAX_BATCH = 8  # sequences a decode pass may hold at most
 DEMO = Workload(count=24, mean_gap=2.0, prompt_median=24, new_median=24, seed=0)  # static vs continuous, waste
 # The animation: few requests, small blocks and a pool too small for all of them at once, so that blocks are
@@ -31,10 +31,11 @@ def demo_requests(model: ToyTransformer, tokenizer, workload: Workload = DEMO) -
 
 @leave_a_core
 def animation_run(model: ToyTransformer, tokenizer) -> ServeRun:
-    """The run the block-table animation replays: continuous batching of :data:`ANIMATION` on a 12-block pool."""
+    """The run the block-table animation replays: continuous batching of :data:`ANIMATION` on a 12-block pool
+    (without prefix sharing: a readmitted request prefills again, as the animation tells)."""
     requests = demo_requests(model, tokenizer, ANIMATION)
     return serve(model, requests, "continuous", max_batch=ANIMATION_BATCH, num_blocks=ANIMATION_BLOCKS,
-                 block_size=ANIMATION_BLOCK_SIZE)
+                 block_size=ANIMATION_BLOCK_SIZE, share_prefixes=False)
 
 
 @leave_a_core

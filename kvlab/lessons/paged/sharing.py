@@ -9,6 +9,7 @@ import torch
 from ..._validate import positive_int
 from ...generation import generate
 from ...measure import leave_a_core
+from ...memory import stored_tokens
 from ...model import ToyTransformer
 from ...paged_cache import PagedKVCache
 from ...paging import SharedPrefix, shared_prefix_blocks
@@ -67,7 +68,7 @@ def sharing_run(model: ToyTransformer, tokenizer, prefix: int = SHARE_PREFIX, re
     requests = positive_int("requests", requests, maximum=MAX_SHARE_REQUESTS)
     system = system_prompt(tokenizer, prefix)
     prompts = [system + q for q in questions(tokenizer, requests)]
-    peak = len(prompts[0]) + positive_int("new_tokens", new_tokens, maximum=32) - 1
+    peak = stored_tokens(len(prompts[0]), positive_int("new_tokens", new_tokens, maximum=32))
     results = {}
     for share in (False, True):
         cache = PagedKVCache(model.config, requests, peak, dtype=model.dtype, device=model.device,

@@ -22,10 +22,11 @@ def pytest_terminal_summary(terminalreporter):
 # -- the quick subset: `python -m pytest -m "not slow"` ----------------------------------
 # Whole-course runs are marked slow here, by where they live, because nbval's items carry no markers of their own
 # and a module-level pytestmark is easy to forget: every notebook under nbval, the browser suite, the static
-# edition built from executed chapters, the wheel and installed-course runs, the busy-machine claims, the hub.
+# edition built from executed chapters, the wheel and installed-course runs, the busy-machine claims, the hub, and
+# whatever reads the session's one run of the course (tests/course_run.py) or its installed venv.
 SLOW_MODULES = {"test_browser.py", "test_hub.py", "test_wheel.py", "test_installed_course.py", "test_busy_claims.py",
                 "test_panel_costs.py"}
-SLOW_FIXTURES = {"book"}  # tests/test_book.py: the fixture builds the whole static edition
+SLOW_FIXTURES = {"book", "course_run", "installed_venv"}  # the static edition built from the run; the run; its venv
 
 
 def pytest_collection_modifyitems(config, items):

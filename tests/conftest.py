@@ -29,3 +29,36 @@ def tiny_model(tiny_config):
 
     return ToyTransformer(tiny_config, seed=3).eval()
 
+
+
+# -- the course run once per session, as installed, outside the repository, beside two busy processes ---------------
+# (tests/course_run.py); read by test_installed_course.py, test_busy_claims.py and test_book.py's book fixture.
+@pytest.fixture(scope="session")
+def installed_venv(tmp_path_factory):
+    import shutil
+    from pathlib import Path
+
+    from course_run import ROOT, installed_venv as make
+
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("needs a git checkout and git: the course is installed from kvlab @ git+file://<a clean clone>")
+    return make(Path(tmp_path_factory.mktemp("installed")))
+
+
+@pytest.fixture(scope="session")
+def course_run(installed_venv):
+    from course_run import run_course
+
+    result = run_course(installed_venv)
+    _COURSE_RUN.append(result)
+    return result
+
+
+_COURSE_RUN: list = []  # (for the summary at the end of the session)
+
+
+def pytest_terminal_summary(terminalreporter):
+    for result in _COURSE_RUN:
+        terminalreporter.section("the course as installed (tests/course_run.py)")
+        for line in result.summary():
+            terminalreporter.write_line(line)

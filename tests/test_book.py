@@ -1,7 +1,8 @@
-"""The static edition: ``python -m kvlab.book`` built once per session from the course's chapters, then checked as a
-reader would use it (a real Chromium with the network blocked, every page, every precomputed slider, and 3.1 and
-3.6 on a phone's 390 px screen) and as a teacher would print it (pdftoppm pages of every handout). Plus the pieces
-on their own: the static capture of a panel and the matplotlib renderer.
+"""The static edition: ``python -m kvlab.book`` built once per session from the course's one run (tests/course_run.py,
+whose executions it reads as ``--from-executed`` does), then checked as a reader would use it (a real Chromium with
+the network blocked, every page, every precomputed slider, and 3.1 and 3.6 on a phone's 390 px screen) and as a
+teacher would print it (pdftoppm pages of every handout). Plus the pieces on their own: the static capture of a
+panel and the matplotlib renderer.
 """
 from __future__ import annotations
 
@@ -452,11 +453,15 @@ def test_a_signal_during_a_chapter_stops_the_build_in_one_line_with_the_old_site
 
 # -- the whole build ----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def book(tmp_path_factory):
+def book(tmp_path_factory, course_run):
+    """The static edition built from the session's one run of the course (tests/course_run.py: installed, outside
+    the repository, beside two busy processes, capture on), as ``python -m kvlab.book --from-executed`` does."""
     from kvlab.book import build
 
+    failed = course_run.failed()
+    assert not failed, "chapters that did not finish: " + "\n\n".join(f"{k}:\n{v}" for k, v in failed.items())
     root = tmp_path_factory.mktemp("book")
-    report = build(root / "site", replay=root / "replay")
+    report = build(root / "site", course_run.chapters_dir, executed=course_run.executed)
     return report, root
 
 
@@ -606,8 +611,9 @@ def test_the_table_of_contents_opens_offline_and_links_every_page(book, chromium
     assert all((report.out / h).exists() for h in links)
 
 
-def test_every_page_offline_draws_every_figure_renders_math_and_precomputed_sliders_match_the_live_render(book, chromium):
-    report, root = book
+def test_every_page_offline_draws_every_figure_renders_math_and_precomputed_sliders_match_the_live_render(book, chromium,
+                                                                                                          course_run):
+    report, _ = book
     seen, maths = set(), 0
     for ch in report.chapters:
         page, problems = open_offline(chromium, report.out / ch.page)
@@ -617,7 +623,7 @@ def test_every_page_offline_draws_every_figure_renders_math_and_precomputed_slid
         raw = page.evaluate(r"""() => (document.querySelector('main').innerText.match(/\$[^$\n]{1,80}\$/g) || [])""")
         assert raw == [], f"{ch.page}: TeX left unrendered: {raw[:3]}"
         maths += page.evaluate("() => document.querySelectorAll('math').length")
-        for pkl in sorted((root / "replay").glob(f"kvlab-{ch.stem}-*.pkl")):
+        for pkl in sorted(course_run.replay.glob(f"kvlab-{ch.stem}-*.pkl")):
             check_panel(page, pkl, seen)
         assert problems == [], f"{ch.page}: {problems}"
         page.close()

@@ -1,0 +1,46 @@
+"""The harness behind the session's one run of the course (tests/course_run.py), on two tiny chapters with this
+environment's Python standing in for the installed venv: a finished chapter is saved stamped and without the probe
+cell, with where kvlab came from and its kernel's peak; a failing one records its error and the next still runs;
+the busy processes lasted the run and are gone after it."""
+from __future__ import annotations
+
+import os
+import sys
+
+import nbformat
+import pytest
+
+from course_run import Venv, run_course
+from kvlab.book.site import RUN_META
+
+pytestmark = [pytest.mark.slow]  # two kernels beside two busy processes (about 10 s idle, a minute loaded)
+
+
+def chapter(folder, name, code):
+    cells = [nbformat.v4.new_markdown_cell(f"# {name}"), nbformat.v4.new_code_cell(code)]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), folder / f"{name}.ipynb")
+
+
+def test_the_harness_saves_each_chapter_records_a_failure_and_stops_its_busy_processes(tmp_path):
+    clone = tmp_path / "clone"
+    (clone / "chapters").mkdir(parents=True)
+    chapter(clone / "chapters", "01_fails", "raise ValueError('坏了')")
+    chapter(clone / "chapters", "02_fine", "print('好的')")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    run = run_course(Venv(python=sys.executable, env=env, clone=clone, base=tmp_path))
+    assert sorted(run.chapters) == ["01_fails.ipynb", "02_fine.ipynb"]
+    failed, fine = run.chapters["01_fails.ipynb"], run.chapters["02_fine.ipynb"]
+    assert failed.executed is None and "ValueError" in failed.error and "坏了" in failed.error
+    assert fine.error is None and fine.peak_rss > 0 and fine.kvlab_file.endswith("__init__.py")
+    nb = fine.notebook()
+    assert [c.source for c in nb.cells] == [c.source for c in nbformat.read(clone / "chapters" / "02_fine.ipynb",
+                                                                             as_version=4).cells]  # no probe
+    assert "好的" in nb.cells[1].outputs[0]["text"] and RUN_META in nb.metadata
+    assert run.busy_throughout and len(run.spinners) == 2 and len(run.load) == 3
+    for pid in run.spinners:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"busy process {pid} still runs")
+    assert run.failed() == {"01_fails.ipynb": failed.error} and any("FAILED" in line for line in run.summary())

@@ -112,7 +112,7 @@ def interact_prefill(ch: ChapterPage) -> None:
     n0 = prefill_numbers(r0)
     assert n0["P"] == 64 and pf.value("prompt_len") == "64", r0
     assert math.isclose(n0["prefill_tps"], 64 / (n0["prefill_ms"] / 1e3), rel_tol=0.02), n0
-    assert n0["ratio"] > 1, n0  # P = 64: one prefill pass beats 64 decode steps on any machine
+    assert n0["ratio"] > 0, n0  # a measured ratio (which way it goes is the claims' business, never a test's)
     fig0 = pf.figure(0)
     pf.press_slider("prompt_len", "ArrowRight")
     r1 = pf.wait_readout(lambda t: prefill_numbers(t)["P"] == 128, "ArrowRight should select P = 128")
@@ -156,7 +156,7 @@ def interact_batch(ch: ChapterPage) -> None:
     r1 = bt.wait_readout(lambda t: number(r"B\s*=\s*(\d+)", t) == 32, "ArrowRight x5 should select B = 32")
     step_ms, tps = number(r"一步解码\s*([\d.]+)\s*ms", r1), number(r"即\s*([\d,]+)\s*token/s", r1)
     assert math.isclose(tps, 32 / (step_ms / 1e3), rel_tol=0.02), r1
-    assert number(r"吞吐 ×([\d.]+)", r1) > 1, r1  # B sequences per step beat one on any machine
+    assert number(r"吞吐 ×([\d.]+)", r1) > 0, r1  # measured: a timing comparison is never asserted here
     bt.wait_figure_changed(0, curves0, "the batch curves should mark B = 32")
     roof1 = bt.wait_figure_changed(1, roof0, "the roofline should ring B = 32")
     assert roof1["title"] == roof0["title"], "the roofline itself must not change with B"

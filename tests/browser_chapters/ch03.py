@@ -135,7 +135,7 @@ def interact_prefill(ch: ChapterPage) -> None:
     pf.press_slider("prompt_len", "ArrowRight")
     r3 = pf.wait_readout(lambda t: prefill_numbers(t)["P"] == 512, "ArrowRight should select the new P = 512")
     n3 = prefill_numbers(r3)
-    assert math.isclose(n3["prefill_tps"], 512 / (n3["prefill_ms"] / 1e3), rel_tol=0.02) and n3["ratio"] > 1, n3
+    assert math.isclose(n3["prefill_tps"], 512 / (n3["prefill_ms"] / 1e3), rel_tol=0.02) and n3["ratio"] > 0, n3
     pf.type_text("lengths", "8, x")
     warn = pf.wait_message("warn", True, "an unreadable length should show a warning")
     assert any("测量的提示词长度" in w for w in warn) and pf.messages("bug") == [], warn

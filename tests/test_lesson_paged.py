@@ -138,6 +138,60 @@ BATCHING_SHAPES = {  # name -> a step's seconds (policy, round, step)
 }
 
 
+@pytest.fixture(scope="module")
+def small_sharing(demo):
+    """A few system-prompt requests served with prefix sharing off and on, twice: the schedules synthetic timings
+    are put on below."""
+    from kvlab.lessons.paged import sharing
+
+    model, tok = demo
+    requests = sharing.system_prompt_requests(tok, count=4, new_tokens=4)
+    return sharing.serve_sharing(model, tok, rounds=2, requests=requests)
+
+
+def fed_like(c, seconds):
+    """``timed_like`` where ``seconds(key, round, step, fed)`` also gets the prompt tokens the step's prefills fed."""
+    fed = {key: {o.request.rid: o.prefill_tokens for o in c.first(key).outcomes} for key in c.runs}
+    return timed_like(c, lambda p, k, s: seconds(p, k, s, sum(fed[p][rid] for rid in s.prefilled)))
+
+
+SHARING_SHAPES = {  # name -> a step's seconds (key, round, step, prompt tokens fed), and the key it must take
+    # idle CPU: a fixed cost per step, a part per sequence decoded and per prompt token fed
+    "idle CPU": (lambda p, k, s, n: 0.5e-3 + 0.3e-3 * len(s.decoded) + 0.02e-3 * n, "paged.sharing_ttft.shorter"),
+    # a small model on a GPU: every pass the same time, however many tokens it feeds
+    "GPU launch-bound": (lambda p, k, s, n: 1e-3, "paged.sharing_ttft.same"),
+    # the shared rounds ran while the machine was loaded
+    "busy during sharing": (lambda p, k, s, n: 3e-3 if p == "shared" else 1e-3, "paged.sharing_ttft.longer"),
+    # the rounds disagree: each setting is slowed in one round
+    "busy, rounds disagree": (lambda p, k, s, n: 1e-3 * (3 if (p == "plain") == (k == 0) else 1),
+                              "paged.sharing_ttft.unclear"),
+    "busy, spiky": (lambda p, k, s, n: 1e-3 * (10 if (s.step + k) % 3 == 0 else 1) * (1 + 0.01 * n), None),
+    "no numbers": (lambda p, k, s, n: float("nan"), "paged.sharing_ttft.unmeasured"),
+}
+
+
+def test_serving_shares_the_system_prompt_and_changes_no_token(small_sharing):
+    from kvlab.lessons.paged import sharing
+
+    plain, shared = small_sharing.first("plain"), small_sharing.first("shared")
+    assert small_sharing.same_tokens() and plain.cached_tokens == 0
+    assert [o.cached_tokens for o in shared.outcomes] == [0] + [sharing.SERVE_SYSTEM] * 3
+    assert plain.prefill_tokens - shared.prefill_tokens == shared.cached_tokens == 3 * sharing.SERVE_SYSTEM
+    assert plain.peak_blocks - shared.peak_blocks == 3 * sharing.SERVE_SYSTEM // shared.block_size
+    assert [len(r.steps) for r in small_sharing.runs["plain"]] == [len(r.steps) for r in small_sharing.runs["shared"]]
+
+
+def test_every_sharing_shape_gets_its_claim(small_sharing):
+    for name, (seconds, key) in SHARING_SHAPES.items():
+        (said,) = lesson.explain_sharing(fed_like(small_sharing, seconds))
+        assert key is None or said.key == key, (name, said.key)
+    (idle,) = lesson.explain_sharing(fed_like(small_sharing, SHARING_SHAPES["idle CPU"][0]))
+    rules = {r.key: r for c in lesson.CHOOSERS for r in c.rules}
+    assert rules[idle.key].substantive
+    text = lesson.ZH.say(idle)
+    assert "共享让首 token 快了" in text and idle.fields["plain_ttft"].text in text
+
+
 def test_batching_idle_run_says_something_substantive_and_true(small_batching):
     rules = {r.key: r for c in lesson.CHOOSERS for r in c.rules}
     said = lesson.explain_batching(timed_like(small_batching, BATCHING_SHAPES["idle CPU"]))
@@ -151,8 +205,11 @@ def test_batching_idle_run_says_something_substantive_and_true(small_batching):
     assert "接近两种调度的步数之比" in gpu["paged.step_time.flat"]
 
 
-def test_every_key_of_every_chooser_is_reached(small_batching):
+def test_every_key_of_every_chooser_is_reached(small_batching, small_sharing):
     reached = {}
+    for name, (seconds, _) in SHARING_SHAPES.items():
+        for claim in lesson.explain_sharing(fed_like(small_sharing, seconds)):
+            reached.setdefault(claim.key, name)
     for name, seconds in BATCHING_SHAPES.items():
         for claim in lesson.explain_batching(timed_like(small_batching, seconds)):
             reached.setdefault(claim.key, name)
@@ -179,18 +236,19 @@ def test_every_key_of_every_chooser_is_reached(small_batching):
     assert set(reached) == {k for c in lesson.CHOOSERS for k in c.keys}, reached
 
 
-def test_every_claim_of_every_shape_passes_the_checker(small_batching):
+def test_every_claim_of_every_shape_passes_the_checker(small_batching, small_sharing):
     """What the busy-machine test does to an executed notebook, on the synthetic shapes: every recorded claim,
     re-evaluated from its printed numbers alone, holds, and nothing printed is a negative or missing quantity."""
     from tests.test_busy_claims import unsound_printed
 
     said = [lesson.explain_batching(timed_like(small_batching, f)) for f in BATCHING_SHAPES.values()]
     said += [lesson.explain_cost(grid) for grid, _ in COST_SHAPES.values()]
+    said += [lesson.explain_sharing(fed_like(small_sharing, f)) for f, _ in SHARING_SHAPES.values()]
     nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data",
                                                         "data": {"text/plain": "\n".join(map(lesson.ZH.say, cs))},
                                                         "metadata": {"kvlab_claims": [c.record() for c in cs]}}]}
                     for cs in said]}
-    assert len(claims.recorded(nb)) == 4 * len(BATCHING_SHAPES) + 2 * len(COST_SHAPES)
+    assert len(claims.recorded(nb)) == 4 * len(BATCHING_SHAPES) + 2 * len(COST_SHAPES) + len(SHARING_SHAPES)
     assert claims.check_recorded(nb, lesson.CHOOSERS) == [] and unsound_printed(nb) == []
 
 

@@ -2,12 +2,13 @@
 
 One module per section, re-exported here (the notebook imports ``kvlab.lessons.paged as lesson``):
 :mod:`.basics` (the paged cache next to the contiguous one, a pool that runs out), :mod:`.runs` (the
-chapter's requests, the animated run, the waste of three schemes), :mod:`.sharing` (shared prefixes),
-:mod:`.batching` (static against continuous batching), :mod:`.cost` (the cost of paging; both choose their
+chapter's requests, the animated run, the waste of three schemes), :mod:`.sharing` (shared prefixes;
+the serving engine's own sharing measured),
+:mod:`.batching` (static against continuous batching), :mod:`.cost` (the cost of paging; these three choose their
 claims with :mod:`kvlab.claims`, gathered here as ``CHOOSERS`` and the catalog ``ZH``), :mod:`.panels`
 (render functions and panels), :mod:`.review` (the self-check).
 """
-from . import batching, cost
+from . import batching, cost, sharing
 from .batching import BatchingComparison, compare_batching, explain_batching
 from .cost import PagingCost, StepCost, cell_order, cell_verdict, explain_cost, gather_bytes, paging_cost, why_sentence
 from .basics import Exhausted, FirstLook, exhausted_html, exhausted_pool, first_look, texts_table
@@ -16,12 +17,13 @@ from .panels import batching_html, blocks_panel, render_blocks, render_sharing, 
 from .review import review_questions
 from .runs import (ANIMATION, ANIMATION_BLOCKS, BLOCK_SIZE, DEMO, MAX_BATCH, WasteTimeline, animation_run,
                    demo_requests, outputs_match_alone, paged_is_measured, reused_blocks, step_events, waste_timeline)
-from .sharing import SharingRun, sharing_run
+from .sharing import (SharedServing, SharingRun, explain_sharing, serve_sharing, sharing_run,
+                      system_prompt_requests)
 from ...claims import Catalog, Claim, show
 from ...measure import device_label  # the device and timing threads, as the notebook prints it
 
-CHOOSERS = batching.CHOOSERS + cost.CHOOSERS  # every claim this chapter chooses from a measurement
-ZH = Catalog("zh", {**batching.ZH_TEMPLATES, **cost.ZH_TEMPLATES})
+CHOOSERS = batching.CHOOSERS + sharing.CHOOSERS + cost.CHOOSERS  # every claim this chapter chooses from a measurement
+ZH = Catalog("zh", {**batching.ZH_TEMPLATES, **sharing.ZH_TEMPLATES, **cost.ZH_TEMPLATES})
 
 
 def show_claims(claims: list[Claim]) -> None:
@@ -30,12 +32,12 @@ def show_claims(claims: list[Claim]) -> None:
 
 
 __all__ = [
-    "ANIMATION", "ANIMATION_BLOCKS", "BLOCK_SIZE", "BatchingComparison", "CHOOSERS", "DEMO", "Exhausted", "FirstLook",
-    "MAX_BATCH", "PagingCost", "SharingRun", "StepCost", "WasteTimeline", "ZH", "animation_run", "batching_html",
-    "blocks_panel", "cell_order", "cell_verdict", "compare_batching", "demo_requests", "exhausted_html",
-    "exhausted_pool", "explain_batching", "explain_cost", "first_look", "gather_bytes", "outputs_match_alone",
-    "paged_is_measured", "paging_cost", "render_blocks", "render_sharing", "render_waste", "reused_blocks",
-    "review_questions", "sharing_panel", "sharing_run", "show_claims", "step_events", "texts_table", "waste_panel",
-    "waste_timeline", "why_sentence",
-    "device_label",
+    "ANIMATION", "ANIMATION_BLOCKS", "BLOCK_SIZE", "BatchingComparison", "CHOOSERS", "DEMO", "Exhausted",
+    "FirstLook", "MAX_BATCH", "PagingCost", "SharedServing", "SharingRun", "StepCost", "WasteTimeline", "ZH",
+    "animation_run", "batching_html", "blocks_panel", "cell_order", "cell_verdict", "compare_batching",
+    "demo_requests", "exhausted_html", "exhausted_pool", "explain_batching", "explain_cost", "explain_sharing",
+    "first_look", "gather_bytes", "outputs_match_alone", "paged_is_measured", "paging_cost", "render_blocks",
+    "render_sharing", "render_waste", "reused_blocks", "review_questions", "serve_sharing", "sharing_panel",
+    "sharing_run", "show_claims", "step_events", "system_prompt_requests", "texts_table", "waste_panel",
+    "waste_timeline", "why_sentence", "device_label",
 ]

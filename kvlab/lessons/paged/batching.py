@@ -19,15 +19,13 @@ MAX_ROUNDS = 5  # each round serves the workload once per policy
 
 
 @dataclass(frozen=True)
-class BatchingComparison:
-    """The same requests served under both policies in ``rounds`` alternating rounds (one pool size for both).
+class Rounds:
+    """Runs of the same requests under a few engine settings (``runs``: setting -> one run per round), served in
+    alternating rounds. The step clock makes every round of a setting take the same steps, so each step's time is
+    taken as its fastest round (a burst of load on a busy machine spoils one round of a step, rarely all of them);
+    the TTFT below comes from those times. Each round's own numbers are kept to check that the rounds agree."""
 
-    The step clock makes every round of a policy take the same steps, so each step's time is taken as its
-    fastest round (a burst of load on a busy machine spoils one round of a step, rarely all of them); the
-    tokens/s and TTFT below come from those times. Each round's own ratio is kept to check that the rounds agree.
-    """
-
-    runs: dict[str, list[ServeRun]]  # policy -> one run per round
+    runs: dict[str, list[ServeRun]]
     device: str
     threads: int | None
     where: str  # measure.device_label: what every readout says about the device
@@ -39,6 +37,34 @@ class BatchingComparison:
     def step_seconds(self, policy: str) -> list[float]:
         """Each step's fastest time over the rounds."""
         return [min(r.steps[i].seconds for r in self.runs[policy]) for i in range(len(self.first(policy).steps))]
+
+    def ttfts(self, policy: str, round_index: int | None = None) -> list[float]:
+        """Each request's time to first token in seconds, on the fastest step times or on round ``round_index``'s."""
+        run = self.first(policy) if round_index is None else self.runs[policy][round_index]
+        seconds = self.step_seconds(policy) if round_index is None else [s.seconds for s in run.steps]
+        start = dict(zip((s.step for s in run.steps), cumulative([0.0] + seconds[:-1])))
+        end = dict(zip((s.step for s in run.steps), cumulative(seconds)))
+        return [end[o.first_token] - start[o.request.arrival] for o in run.outcomes]
+
+    def ttft_mean(self, policy: str, round_index: int | None = None) -> float:
+        values = self.ttfts(policy, round_index)
+        return sum(values) / len(values)
+
+
+def serve_in_rounds(model: ToyTransformer, runners: dict, warm: dict, rounds: int) -> tuple[dict, str, int | None]:
+    """``alternate`` the runners (each serves the requests once) on this machine's measurement threads:
+    (runs, device label, threads)."""
+    rounds = positive_int("rounds", rounds, maximum=MAX_ROUNDS)
+    threads = measurement_threads() if model.device.type == "cpu" else None
+    with torch_threads(threads or torch.get_num_threads()):
+        runs = alternate(runners, rounds, warmup=warm)
+    return runs, device_label(model.device, threads), threads
+
+
+@dataclass(frozen=True)
+class BatchingComparison(Rounds):
+    """The same requests served under both policies in ``rounds`` alternating rounds (one pool size for both);
+    the tokens/s, TTFT and TPOT come from each step's fastest round (:class:`Rounds`)."""
 
     def tokens_per_second(self, policy: str) -> float:
         return self.first(policy).new_tokens / sum(self.step_seconds(policy))
@@ -52,16 +78,6 @@ class BatchingComparison:
     def round_ratios(self) -> list[float]:
         """Per round: continuous tokens/s over static tokens/s, each from that round's own times."""
         return [c.tokens_per_second / s.tokens_per_second for s, c in zip(self.runs["static"], self.runs["continuous"])]
-
-    def ttfts(self, policy: str) -> list[float]:
-        """Each request's time to first token in seconds, on the fastest step times."""
-        run, seconds = self.first(policy), self.step_seconds(policy)
-        start = dict(zip((s.step for s in run.steps), cumulative([0.0] + seconds[:-1])))
-        end = dict(zip((s.step for s in run.steps), cumulative(seconds)))
-        return [end[o.first_token] - start[o.request.arrival] for o in run.outcomes]
-
-    def ttft_mean(self, policy: str) -> float:
-        return sum(self.ttfts(policy)) / len(self.ttfts(policy))
 
     def ttft_tail(self, policy: str, q: float = 0.9) -> float:
         return percentile(self.ttfts(policy), 100 * q)
@@ -111,18 +127,12 @@ def compare_batching(model: ToyTransformer, requests: list[Request], max_batch: 
                      block_size: int = BLOCK_SIZE, rounds: int = 2) -> BatchingComparison:
     """Serve ``requests`` under static and continuous batching, alternating, after a short warm-up of each (no
     prefix sharing: the comparison is of the batching alone; section 4 measures sharing)."""
-    rounds = positive_int("rounds", rounds, maximum=MAX_ROUNDS)
     runners = {p: (lambda p=p: serve(model, requests, p, max_batch=max_batch, block_size=block_size,
-                                               share_prefixes=False))
-               for p in ("static", "continuous")}
+                                     share_prefixes=False)) for p in ("static", "continuous")}
     warm = {p: (lambda p=p: serve(model, requests[:2], p, max_batch=max_batch, block_size=block_size,
-                                            share_prefixes=False))
-            for p in runners}
-    cpu = model.device.type == "cpu"
-    threads = measurement_threads() if cpu else None
-    with torch_threads(threads or torch.get_num_threads()):
-        runs = alternate(runners, rounds, warmup=warm)
-    return BatchingComparison(runs, str(model.device), threads, device_label(model.device, threads))
+                                  share_prefixes=False)) for p in runners}
+    runs, where, threads = serve_in_rounds(model, runners, warm, rounds)
+    return BatchingComparison(runs, str(model.device), threads, where)
 
 
 # -- what the comparison measured, as claims (kvlab.claims) ----------------------------------------------------

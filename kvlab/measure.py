@@ -1,5 +1,6 @@
 """Measurement, in one place: synchronised timers, warm-up and alternating repeats, this machine's
-memory read bandwidth and matmul FLOP rate, and
+memory read bandwidth and matmul FLOP rate (its two roofs, :class:`Roofs`, and the model 3.3 measures them for), the
+work of a generation counted from its traces (:func:`count_projections`), and
 :class:`DecodeTiming`, the one result format for timed generations that the lessons, the
 plot builders and ``python -m kvlab.bench`` all read.
 """
@@ -14,8 +15,10 @@ from typing import Callable
 import torch
 
 from ._validate import positive_int
+from .config import ModelConfig
 from .device import synchronize
 from .generation import generate
+from .model import ToyTransformer
 from .resources import cpu_budget, user_threads
 from .stats import cumulative, growth_exponent, median
 
@@ -242,3 +245,74 @@ def time_generate(model, prompt, new_tokens: int, modes, repeats: int = 1, progr
     with torch_threads(threads or measurement_threads()):
         runs = alternate(runners, repeats, warmup=warm, progress=progress)
     return {mode: DecodeTiming.from_generations(mode, reps) for mode, reps in runs.items()}
+
+
+# -- this machine's roofs (3.3 and its exercise 3.3-1) ------------------------------------------------------
+# The roofline model: 8 layers, d_model 512, fp32 weights of 114 MiB (exercise 3.3-1 uses the same config)
+ROOFLINE_CONFIG = ModelConfig(vocab_size=4096, d_model=512, n_layer=8, n_head=8, d_ff=1408, max_seq_len=1024)
+
+
+@dataclass
+class Roofs:
+    """This machine's two roofs: memory read bandwidth (bytes/s) and matmul rate (FLOP/s)."""
+
+    bandwidth: Rate
+    flops: Rate
+    device: str
+    threads: int | None = None  # CPU threads both were measured with (None on a GPU)
+
+    @property
+    def ridge(self) -> float:
+        """The intensity (FLOP/byte) where the two roofs meet."""
+        return self.flops.best / self.bandwidth.best
+
+    def attainable(self, intensity: float) -> float:
+        """The roofline: min(compute roof, bandwidth × intensity), FLOP/s."""
+        return min(self.flops.best, self.bandwidth.best * intensity)
+
+
+def measure_roofs(device, nbytes: int = 256 * 2**20, n: int = 1024, repeats: int = 15) -> Roofs:
+    """Measure both roofs with the timing threads of the other measurements, keeping the fastest of
+    ``repeats`` short runs each (a run that another program interrupted is only ever slower)."""
+    threads = measurement_threads()
+    with torch_threads(threads):
+        bandwidth = measure_read_bandwidth(device, nbytes=nbytes, repeats=repeats)
+        flops = measure_matmul_flops(device, n=n, repeats=repeats)
+    return Roofs(bandwidth, flops, device_label(device, threads), threads if torch.device(device).type == "cpu" else None)
+
+
+# -- counted work (3.1 and its exercise 3.1-2) ------------------------------------------------------------
+@dataclass
+class ProjectionCount:
+    """K/V projections and attention scores per pass, read from the traces of a run with and without a cache."""
+
+    new_tokens: int
+    seq_len: list[int]  # per pass
+    none_per_pass: list[int]  # tokens whose K/V the pass projected
+    kv_per_pass: list[int]
+
+    @property
+    def none_total(self) -> int:
+        return sum(self.none_per_pass)
+
+    @property
+    def kv_total(self) -> int:
+        return sum(self.kv_per_pass)
+
+    @property
+    def none_scores(self) -> int:
+        """Attention scores per layer and head over the run: each pass's new queries times its keys."""
+        return sum(q * t for q, t in zip(self.none_per_pass, self.seq_len))
+
+    @property
+    def kv_scores(self) -> int:
+        return sum(q * t for q, t in zip(self.kv_per_pass, self.seq_len))
+
+
+def count_projections(model: ToyTransformer, prompt_ids, new_tokens: int) -> ProjectionCount:
+    """Generate ``new_tokens`` both ways and count, from the trace, the tokens whose K/V each pass projects."""
+    new_tokens = positive_int("new_tokens", new_tokens)
+    none = generate(model, prompt_ids, new_tokens, cache="none").trace
+    kv = generate(model, prompt_ids, new_tokens, cache="kv").trace
+    return ProjectionCount(new_tokens, [r.seq_len for r in none], [r.k_tokens for r in none],
+                           [r.k_tokens for r in kv])

@@ -271,3 +271,6 @@ _GPUS = [
 ]
 
 GPU_PRESETS: dict[str, GpuPreset] = {g.name: g for g in _GPUS}
+# the share of a card's memory an engine plans with (vLLM's gpu_memory_utilization default; 3.4's fit panel and
+# exercise 3.4-2)
+DEFAULT_USABLE = Fraction(9, 10)

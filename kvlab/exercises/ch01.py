@@ -12,6 +12,7 @@ import torch
 from ..cache import KVCache
 from ..config import ModelConfig
 from ..generation import generate
+from ..measure import count_projections
 from ..memory import stored_tokens
 from ..model import ToyTransformer
 from . import checker
@@ -324,8 +325,6 @@ WORK_ITEMS = ("无缓存时投影 K/V 的 token 数", "有缓存时投影 K/V �
 @lru_cache(maxsize=None)
 def traced_work(p: int, n: int) -> tuple[int, int, int, int]:
     """The four counts of a real generation on the demo model, read from the traces of both runs."""
-    from ..lessons.decode import count_projections
-
     model, _ = demo()
     count = count_projections(model, [list(range(1, p + 1))], n)
     return count.none_total, count.kv_total, count.none_scores, count.kv_scores
@@ -346,12 +345,6 @@ def _half_scores(p: int, n: int) -> tuple[int, int]:
     """Score counts if the masked upper triangle were not computed."""
     lengths = range(p, p + n)
     return sum(t * (t + 1) // 2 for t in lengths), p * (p + 1) // 2 + sum(lengths[1:])
-
-
-def _count_projections():
-    from ..lessons.decode import count_projections
-
-    return count_projections
 
 
 def _count_value(answer):
@@ -378,7 +371,7 @@ def grade_work(fn) -> Verdict:
     problem = checker.unwritten(fn, WORK_STUB, "predict_work", "在 predict_work 里把四个 None 换成你的公式。")
     if problem:
         return problem
-    problem = checker.refuses_reference(fn, {"traced_work": traced_work, "count_projections": _count_projections()})
+    problem = checker.refuses_reference(fn, {"traced_work": traced_work, "count_projections": count_projections})
     if problem:
         return problem
     for p, n in WORK_CASES:

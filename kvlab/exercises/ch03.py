@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from ..costs import pass_cost
 from ..generation import GenerationResult, generate
 from ..device import pick_device
-from ..lessons.prefill_decode import ROOFLINE_CONFIG, Roofs, measure_roofs
-from ..measure import measurement_threads, torch_threads
+from ..measure import ROOFLINE_CONFIG, Roofs, measure_roofs, measurement_threads, torch_threads
 from ..memory import format_bytes
 from . import checker
 from .checker import Exercise, Verdict, right, wrong
@@ -61,7 +60,7 @@ def believable_rates(bandwidth, flops) -> bool:
 
 
 def believable(roofs) -> bool:
-    """``roofs`` is a :class:`~kvlab.lessons.prefill_decode.Roofs` whose two rates a real machine could have."""
+    """``roofs`` is a :class:`~kvlab.measure.Roofs` whose two rates a real machine could have."""
     return isinstance(roofs, Roofs) and believable_rates(roofs.bandwidth.best, roofs.flops.best)
 
 

@@ -1,10 +1,9 @@
 """Exercises of chapter 3.4: the cache formula extended to sliding-window models (Mistral-7B, Gemma-2); the largest
 batch at a given context on a chosen card (the course's one "how many fit" sum). Expected values come from :mod:`kvlab.presets`; the usable share of a
-card is the chapter's ``DEFAULT_USABLE`` (the fit panel's default)."""
+card is ``presets.DEFAULT_USABLE`` (the chapter's fit panel's default)."""
 from __future__ import annotations
 
-from ..lessons.memory_estimate import DEFAULT_USABLE
-from ..presets import GPU_PRESETS, MODEL_PRESETS, ModelPreset
+from ..presets import DEFAULT_USABLE, GPU_PRESETS, MODEL_PRESETS, ModelPreset
 from . import checker
 from .checker import Exercise, Verdict, right, wrong
 

@@ -10,7 +10,8 @@ formulas and the counted work), :mod:`.timings` (the measurements and their fits
 and :mod:`.panels` (the walkthrough and latency panels). Every public name is re-exported here, so
 ``from kvlab.lessons import decode as lesson; lesson.walkthrough_panel(...)`` works as before."""
 from .walkthrough import DEFAULT_PROMPT, DecodeStep, decode_walkthrough, most_attended, steps_where_heads_agree
-from .formulas import layer_qkv, FormulaCheck, check_two_formulas, ProjectionCount, count_projections
+from .formulas import layer_qkv, FormulaCheck, check_two_formulas
+from ...measure import ProjectionCount, count_projections  # exercise 3.1-2 counts with them too
 from .timings import (timing_model, measure_decode_latency, theil_sen, StepFit, fit_step_time, uncached_flops, StepEnds,
                       step_ends, timing_ends, cached_step_growth, crossover_length)
 from .panels import (STEP_LABEL, LAYER_LABEL, HEAD_LABEL, render_step, walkthrough_panel, NEW_TOKENS_LABEL,

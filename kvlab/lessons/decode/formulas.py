@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..._validate import non_negative_int, positive_int
+from ..._validate import non_negative_int
 from ...cache import KVCache
-from ...generation import generate
 from ...model import ToyTransformer, apply_rope
 
 
@@ -86,38 +85,4 @@ def check_two_formulas(model: ToyTransformer, tokenizer, text: str = "人工智�
                         (k_cache - k).abs().max().item(), (v_cache - v).abs().max().item())
 
 
-# -- counted work --------------------------------------------------------------------------------------
-@dataclass
-class ProjectionCount:
-    """K/V projections and attention scores per pass, read from the traces of a run with and without a cache."""
-
-    new_tokens: int
-    seq_len: list[int]  # per pass
-    none_per_pass: list[int]  # tokens whose K/V the pass projected
-    kv_per_pass: list[int]
-
-    @property
-    def none_total(self) -> int:
-        return sum(self.none_per_pass)
-
-    @property
-    def kv_total(self) -> int:
-        return sum(self.kv_per_pass)
-
-    @property
-    def none_scores(self) -> int:
-        """Attention scores per layer and head over the run: each pass's new queries times its keys."""
-        return sum(q * t for q, t in zip(self.none_per_pass, self.seq_len))
-
-    @property
-    def kv_scores(self) -> int:
-        return sum(q * t for q, t in zip(self.kv_per_pass, self.seq_len))
-
-
-def count_projections(model: ToyTransformer, prompt_ids, new_tokens: int) -> ProjectionCount:
-    """Generate ``new_tokens`` both ways and count, from the trace, the tokens whose K/V each pass projects."""
-    new_tokens = positive_int("new_tokens", new_tokens)
-    none = generate(model, prompt_ids, new_tokens, cache="none").trace
-    kv = generate(model, prompt_ids, new_tokens, cache="kv").trace
-    return ProjectionCount(new_tokens, [r.seq_len for r in none], [r.k_tokens for r in none],
-                           [r.k_tokens for r in kv])
+# counted work (ProjectionCount, count_projections) lives in kvlab.measure: exercise 3.1-2 counts with it too

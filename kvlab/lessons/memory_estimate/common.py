@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from fractions import Fraction
 
-from ...presets import MODEL_PRESETS, STANDARD, ModelPreset
+from ...presets import DEFAULT_USABLE, MODEL_PRESETS, STANDARD, ModelPreset  # noqa: F401 (the chapter's name for it)
 
 
 # -- the chapter's own example -------------------------------------------------------------------
@@ -28,7 +28,6 @@ CUDA_BLOCK = 512  # bytes: PyTorch's CUDA caching allocator rounds every allocat
 MAX_SEQ_LEN = 2**22  # 4,194,304 tokens: 32 x the longest context of any preset; more is a typing error
 MAX_BATCH = 2**16
 MAX_BUDGET_MIB = 2**24  # 16 TiB: a whole multi-GPU node
-DEFAULT_USABLE = Fraction(9, 10)  # share of the card an engine plans with (vLLM's gpu_memory_utilization default)
 CUSTOM_GPU = "自定义"
 SEQ_OPTIONS = sorted({2**k for k in range(23)} | {3 * 2**k for k in range(21)})  # 1, 2, 3, 4, 6, 8, 12 ... 2**22
 CURVE_MODELS = ("GPT-2 (124M)", "LLaMA-7B", "Llama-3-70B", CHAPTER_70B, "Llama-3.1-405B", "Mistral-7B",

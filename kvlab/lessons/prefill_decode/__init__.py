@@ -11,8 +11,9 @@ print, and :func:`show_claims` displays them with their record; readouts and cou
 A package with one module per section; every public name is re-exported here, so
 ``from kvlab.lessons import prefill_decode as lesson; lesson.render_timeline(...)`` works as before.
 """
-from .roofline import (ROOFLINE_CONFIG, roofline_model, weight_bytes_of, explain_weights_vs_cache, Roofs,
-                       measure_roofs, explain_roofs, RooflinePoint, FlopCheck, count_flops)
+from ...measure import ROOFLINE_CONFIG, Roofs, measure_roofs  # exercise 3.3-1 measures with them too
+from .roofline import (roofline_model, weight_bytes_of, explain_weights_vs_cache, explain_roofs, RooflinePoint, FlopCheck,
+                       count_flops)
 from .timeline import (DEFAULT_PROMPT, TIMELINE_TOKENS, TIMELINE_MAX_TOKENS, TIMELINE_REPEATS, PROMPT_LABEL, TOKENS_LABEL, STEP_LABEL,
                        Timeline, run_timeline, regenerate, render_timeline, timeline_panel, StepBudget, step_budget,
                        explain_step_budget, TAIL_SAMPLES, explain_latency, explain_prefill_parallel, latency_lines,

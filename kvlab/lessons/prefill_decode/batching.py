@@ -15,14 +15,14 @@ from ...claims import Claim, Number, number, ratio
 from ...config import ModelConfig
 from ...inputs import InputError, choice, one_of_numbers, whole_number
 from ...costs import PassCost, decode_cost, pass_cost
-from ...measure import alternate, device_label, measurement_threads, timed, torch_threads
+from ...measure import Roofs, alternate, device_label, measurement_threads, timed, torch_threads
 from ...memory import format_bytes, kv_bytes_per_token
 from ...model import ToyTransformer
 from ...stats import median
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, View, selection_slider
 from .prefill_sweep import PrefillSweep, prefill_points
-from .roofline import RooflinePoint, Roofs
+from .roofline import RooflinePoint
 from .sentences import (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, INVERTED_ROWS, MATMUL_ROWS, MATMUL_SLOWDOWN,
                         _decimals, count, counts, ms_series, pct, per_s, some, times)
 

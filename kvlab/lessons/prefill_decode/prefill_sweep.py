@@ -15,12 +15,12 @@ from ...config import ModelConfig
 from ...costs import PassCost, decode_cost, pass_cost
 from ...generation import GenerationResult, generate
 from ...inputs import InputError, one_of_numbers, whole_numbers
-from ...measure import alternate, device_label, measurement_threads, torch_threads
+from ...measure import Roofs, alternate, device_label, measurement_threads, torch_threads
 from ...model import ToyTransformer
 from ...stats import growth_exponent, median
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, View, selection_slider, text_box
-from .roofline import RooflinePoint, Roofs
+from .roofline import RooflinePoint
 from .sentences import (LAUNCH_TIME, LAUNCH_WORK, LONG_P, ONE_PASS, PREFILL_GROWTH, PREFILL_RATES, PREFILL_TAIL, RIDGE,
                         SPEEDUP, SPEEDUP_GROWTH, _decimals, count, counts, exponents, ms, ms_series, pct, some, times)
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from ...config import ModelConfig
 from ...claims import Claim, number, ratio
 from ...costs import PassCost, attention_flops, pass_cost
-from ...measure import Rate
+from ...measure import Rate, Roofs
 from ...memory import format_bytes
 from .batching import BatchSweep, SmallMatmuls
 from .prefill_sweep import PrefillSweep
-from .roofline import Roofs, explain_roofs
+from .roofline import explain_roofs
 from .sentences import (BATCH_BASELINE, BATCH_VS_PREFILL, DECODE_ROOF, DECODE_VS_MATVEC, LONG_RATE, MATVEC_READ, PREFILL_ROOF,
                         PREFILL_TREND, ROOF_SPREAD, WORKED_BOUNDS, BUSY, SAME, STEADY, count, gbs, gflops, ms, pct, signed_pct, times, us)
 

@@ -9,17 +9,13 @@ import torch
 
 from ..._validate import positive_int
 from ...cache import KVCache
-from ...config import ModelConfig
 from ...costs import pass_cost
-from ...measure import (Rate, device_label, measure_matmul_flops, measure_read_bandwidth, measurement_threads,
-                        torch_threads)
+from ...measure import ROOFLINE_CONFIG, Roofs, measurement_threads, torch_threads
 from ...memory import format_bytes
 from ...model import ToyTransformer
 from ...resources import cpu_budget
 
 
-# The roofline model: 8 layers, d_model 512, fp32 weights of 114 MiB (exercise 3.3-1 uses the same config)
-ROOFLINE_CONFIG = ModelConfig(vocab_size=4096, d_model=512, n_layer=8, n_head=8, d_ff=1408, max_seq_len=1024)
 def roofline_model(device=None, seed: int = 0) -> ToyTransformer:
     """A random-weight model whose fp32 weights (114 MiB) are larger than most CPUs' last-level cache,
     so a decode step has to stream them from memory, while a long prefill is big matrix products."""
@@ -47,35 +43,6 @@ def explain_weights_vs_cache(model: ToyTransformer, cache_bytes: int | None, dev
     return (f"FP32 权重 {format_bytes(weights)}，只是{where}（{format_bytes(cache_bytes)}）的 {ratio:.1f} 倍："
             "相当一部分权重可以留在缓存里，解码读权重会比内存带宽快，下面的结论要打些折扣。")
 
-
-
-@dataclass
-class Roofs:
-    """This machine's two roofs: memory read bandwidth (bytes/s) and matmul rate (FLOP/s)."""
-
-    bandwidth: Rate
-    flops: Rate
-    device: str
-    threads: int | None = None  # CPU threads both were measured with (None on a GPU)
-
-    @property
-    def ridge(self) -> float:
-        """The intensity (FLOP/byte) where the two roofs meet."""
-        return self.flops.best / self.bandwidth.best
-
-    def attainable(self, intensity: float) -> float:
-        """The roofline: min(compute roof, bandwidth × intensity), FLOP/s."""
-        return min(self.flops.best, self.bandwidth.best * intensity)
-
-
-def measure_roofs(device, nbytes: int = 256 * 2**20, n: int = 1024, repeats: int = 15) -> Roofs:
-    """Measure both roofs with the timing threads of the other measurements, keeping the fastest of
-    ``repeats`` short runs each (a run that another program interrupted is only ever slower)."""
-    threads = measurement_threads()
-    with torch_threads(threads):
-        bandwidth = measure_read_bandwidth(device, nbytes=nbytes, repeats=repeats)
-        flops = measure_matmul_flops(device, n=n, repeats=repeats)
-    return Roofs(bandwidth, flops, device_label(device, threads), threads if torch.device(device).type == "cpu" else None)
 
 
 def explain_roofs(roofs: Roofs) -> list[str]:

@@ -13,13 +13,12 @@ from ...config import ModelConfig
 from ...costs import PassCost, pass_cost
 from ...generation import PassRecord, generate
 from ...inputs import prompt_tokens, whole_number
-from ...measure import device_label, measurement_threads, torch_threads
+from ...measure import Roofs, device_label, measurement_threads, torch_threads
 from ...memory import format_bytes, stored_tokens
 from ...model import ToyTransformer
 from ...stats import median, percentile
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, View, int_slider, play_slider, recent_run, text_box
-from .roofline import Roofs
 from .sentences import ITL_TAIL, PANEL, PARALLEL, STEP_BUDGET, count, pct, signed_pct, times, us
 
 

@@ -1,8 +1,11 @@
-"""The rules of ARCHITECTURE.md that code can check: no import cycle among kvlab's modules, no module global
-carrying results between modules, ipywidgets only in kvlab/viz, every control label one constant, and the map
-itself true (every module it names exists, every module is named, nothing outside the repository is cited).
+"""The rules of ARCHITECTURE.md that code can check: the layer table (every module in one layer, every import,
+at the top or inside a function, into a layer its row allows), the imports the graph cannot see, no import cycle,
+module state only where the map lists it, ipywidgets only in kvlab/viz, every control label one constant, and the
+map itself true (every module it names exists, every module and test file is named, the claims it makes about the
+code hold, nothing outside the repository is cited).
 
-``python tests/test_architecture.py`` prints the import graph, one module per line with what it imports.
+``python tests/test_architecture.py`` prints the import graph, one module per line with what it imports, and the
+imports that break the layer table.
 """
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import ast
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,23 +44,39 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     return out
 
 
-def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The kvlab modules ``name`` imports when it runs: at the top and inside functions alike."""
+@dataclass(frozen=True)
+class Edge:
+    """One import of a kvlab module by another: ``run`` (at the top or inside a function: both run) or
+    ``type_checking`` (under ``if TYPE_CHECKING:``, read by type checkers only)."""
+
+    source: str
+    target: str
+    line: int
+    kind: str
+
+
+def import_edges(name: str, path: Path, modules: dict[str, Path]) -> list[Edge]:
+    """Every import of a kvlab module in ``path`` (read as module ``name``), with its line and kind."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_only(tree)
+    typing_only = _type_checking_only(tree)
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    found = set()
+    found = []
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
+        targets = []
         if isinstance(node, ast.ImportFrom):
             base = package[:len(package) - node.level + 1] if node.level else []
             target = ".".join(base + ([node.module] if node.module else [])) if node.level else node.module
-            for alias in node.names:
-                found.add(f"{target}.{alias.name}" if f"{target}.{alias.name}" in modules else target)
+            targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in modules else target for a in node.names]
         elif isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-    return {m for m in found if m in modules and m != name}
+            targets = [alias.name for alias in node.names]
+        kind = "type_checking" if id(node) in typing_only else "run"
+        found += [Edge(name, t, node.lineno, kind) for t in dict.fromkeys(targets) if t in modules and t != name]
+    return found
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The kvlab modules ``name`` imports when it runs: at the top and inside functions alike."""
+    return {e.target for e in import_edges(name, path, modules) if e.kind == "run"}
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -106,16 +126,11 @@ def test_the_cycle_check_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_function_level_imports_count():
+def test_function_level_imports_count(tmp_path):
     """An import inside a function is an edge too: hiding a cycle there (as generation <-> measure once did) fails."""
-    modules = module_files()
-    source = "def f():\n    from .generation import generate\n"
-    path = ROOT / "tests" / "_probe_measure.py"
-    path.write_text(source, encoding="utf-8")
-    try:
-        assert imports_of("kvlab.measure", path, modules) == {"kvlab.generation"}
-    finally:
-        path.unlink()
+    path = tmp_path / "measure.py"
+    path.write_text("def f():\n    from .generation import generate\n", encoding="utf-8")
+    assert imports_of("kvlab.measure", path, module_files()) == {"kvlab.generation"}
 
 
 def test_no_module_global_carries_results():
@@ -180,6 +195,141 @@ def test_architecture_names_no_module_that_does_not_exist():
     assert sorted(n for n in _map_names() if n not in existing and n.split("/")[-1] not in existing) == []
 
 
+# -- the layer table ------------------------------------------------------------------------------------------
+def _section(text: str, heading: str) -> str:
+    """The text under ``heading`` (a markdown heading line) up to the next heading of the same or a higher level."""
+    level = heading.split()[0]
+    body = text.split(f"\n{heading}\n", 1)[1]
+    ends = [m.start() for m in re.finditer(r"^#{1,%d} " % len(level), body, re.M)]
+    return body[:ends[0]] if ends else body
+
+
+def _table(section: str, header: str) -> list[list[str]]:
+    """The rows (cells stripped) of the markdown table whose header line starts with ``header``."""
+    lines = section.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def _ticked(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def module_prefix(entry: str) -> str:
+    """``serving/`` -> ``kvlab.serving``, ``config.py`` -> ``kvlab.config``, ``viz/__init__.py`` -> ``kvlab.viz``."""
+    name = entry.rstrip("/").removesuffix(".py").replace("/", ".").removesuffix("__init__").rstrip(".")
+    return f"kvlab.{name}" if name else "kvlab"
+
+
+def _in_entry(module: str, entry: str) -> bool:
+    prefix = module_prefix(entry)
+    return module == prefix or (entry.endswith("/") and module.startswith(prefix + "."))
+
+
+@dataclass
+class LayerTable:
+    """ARCHITECTURE.md's layer table: each module's layer, what each layer may import, the listed exceptions."""
+
+    entries: dict[str, str]  # a table entry (``config.py``, ``viz/``) -> its layer
+    may_import: dict[str, set[str]]
+    exceptions: set[tuple[str, str]]  # (module, module) imports across the table on purpose
+
+    def layer_of(self, module: str) -> list[str]:
+        return [layer for entry, layer in self.entries.items() if _in_entry(module, entry)]
+
+    def breaks(self, edge: Edge) -> bool:
+        """Whether a run-time import goes where its module's layer may not."""
+        source, target = self.layer_of(edge.source), self.layer_of(edge.target)
+        allowed = source and target and target[0] in self.may_import[source[0]]
+        return not allowed and (edge.source, edge.target) not in self.exceptions
+
+
+def read_layers(text: str) -> LayerTable:
+    section = _section(text, "## Layers")
+    entries, may_import = {}, {}
+    for layer, modules, allowed in _table(section, "| layer |"):
+        may_import[layer] = {a.strip() for a in allowed.split(",")}
+        entries.update(dict.fromkeys(_ticked(modules), layer))
+    exceptions = {(module_prefix(_ticked(a)[0]), module_prefix(_ticked(b)[0])) for a, b, _ in _table(section, "| module |")}
+    return LayerTable(entries, may_import, exceptions)
+
+
+def all_edges() -> list[Edge]:
+    modules = module_files()
+    return [e for name, path in modules.items() for e in import_edges(name, path, modules)]
+
+
+def layer_breaks(edges: list[Edge], table: LayerTable) -> list[str]:
+    return [f"{e.source}:{e.line} imports {e.target} ({table.layer_of(e.source)} -> {table.layer_of(e.target)})"
+            for e in edges if e.kind == "run" and table.breaks(e)]
+
+
+def test_every_module_is_in_exactly_one_layer():
+    table = read_layers(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert set(table.may_import) == set(table.entries.values())
+    assert all(allowed <= set(table.may_import) for allowed in table.may_import.values())
+    modules = module_files()
+    assert {m: table.layer_of(m) for m in modules if len(table.layer_of(m)) != 1} == {}
+    assert [e for e in table.entries if not any(_in_entry(m, e) for m in modules)] == []  # no stale entry
+
+
+def test_every_import_keeps_to_the_layer_table():
+    table = read_layers(ARCHITECTURE.read_text(encoding="utf-8"))
+    edges = all_edges()
+    assert layer_breaks(edges, table) == []
+    used = {(e.source, e.target) for e in edges if e.kind == "run"}
+    assert sorted(table.exceptions - used) == []  # a listed exception that no longer happens is removed from the map
+
+
+def test_the_layer_check_fails_on_a_planted_wrong_import(tmp_path):
+    """A core module importing a lesson, at the top or inside a function, and an exercise importing a lesson are
+    found; the same imports in the allowed direction are not."""
+    table = read_layers(ARCHITECTURE.read_text(encoding="utf-8"))
+    modules = module_files()
+    planted = tmp_path / "config.py"
+    planted.write_text("from .stats import median\n\ndef f():\n    from .lessons import decode\n", encoding="utf-8")
+    edges = import_edges("kvlab.config", planted, modules)
+    assert [b.split(" (")[0] for b in layer_breaks(edges, table)] == ["kvlab.config:4 imports kvlab.lessons.decode"]
+    exercise = tmp_path / "ch09.py"
+    exercise.write_text("from ..lessons.prefill_decode import Roofs\nfrom ..measure import Roofs\n", encoding="utf-8")
+    assert len(layer_breaks(import_edges("kvlab.exercises.ch09", exercise, modules), table)) == 1
+    assert table.breaks(Edge("kvlab.lessons.decode", "kvlab.exercises.checker", 1, "run"))
+    assert table.breaks(Edge("kvlab.viz.quiz", "kvlab.exercises.quiz", 1, "run"))
+    assert not table.breaks(Edge("kvlab.lessons.decode", "kvlab.viz.widgets", 1, "run"))
+
+
+def test_type_checking_imports_are_the_ones_the_map_counts():
+    """Imports under ``if TYPE_CHECKING:`` are no edge; the map says how many each module has, so a new one is seen."""
+    text = _section(ARCHITECTURE.read_text(encoding="utf-8"), "## Layers")
+    counted = text.split("The test counts them per module:", 1)[1].split("\n\n", 1)[0]
+    listed = {module_prefix(path): int(n) for path, n in re.findall(r"`([\w/]+\.py)` \((\d+)\)", counted)}
+    found = {}
+    for edge in all_edges():
+        if edge.kind == "type_checking":
+            found[edge.source] = found.get(edge.source, set()) | {edge.line}
+    assert {m: len(lines) for m, lines in found.items()} == listed and sum(listed.values()) >= 5
+
+
+def test_the_imports_the_graph_cannot_see_are_listed():
+    """``importlib.import_module`` names a module at run time, out of the graph's sight: the map lists who does it."""
+    text = _section(ARCHITECTURE.read_text(encoding="utf-8"), "## Layers")
+    paragraph = text.split("Imports the test cannot see", 1)[1].split("\n\n", 1)[0]
+    listed = {module_prefix(p) for p in _ticked(paragraph) if p.endswith(".py") and "/chNN" not in p and p != "chNN.py"}
+    found = set()
+    for name, path in module_files().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if func in ("import_module", "__import__"):
+                    found.add(name)
+    assert found == listed
+
+
 def test_the_public_api_of_design_md_is_importable():
     """Every name DESIGN.md's API block promises (a line starting at column 0) is importable from kvlab."""
     import importlib
@@ -195,20 +345,6 @@ def test_the_public_api_of_design_md_is_importable():
         module, _, attr = name.rpartition(".")
         assert hasattr(importlib.import_module(module) if module else kvlab, attr), name
         assert module or attr in kvlab.__all__, f"{name} is not in kvlab.__all__"
-
-
-def test_the_core_never_imports_the_course_layer():
-    """config, model, caches, generation, measurement ... (modules right under kvlab/) import no lesson, plot,
-    widget or exercise: the course is built on the core, not the other way round."""
-    course = ("kvlab.lessons", "kvlab.viz", "kvlab.exercises")
-    # command lines above the course (ARCHITECTURE.md says why); kvlab.teacher reads the quizzes and exercises
-    tools = ("kvlab.train", "kvlab.book", "kvlab.teacher")
-    graph = import_graph()
-    found = {name: sorted(m for m in graph[name] if m.startswith(course)) for name in graph
-             if name.count(".") == 1 and not name.startswith(course + tools)}
-    assert {n: ms for n, ms in found.items() if ms} == {}
-    assert not [(n, m) for n in graph for m in graph[n] if m.startswith(tools) and not n.startswith(tools)
-                and n != "kvlab.viz.widgets"]  # nothing imports the tools (widgets.show hands off to kvlab.book)
 
 
 def test_nothing_points_outside_the_repository():

@@ -133,17 +133,16 @@ def test_function_level_imports_count(tmp_path):
     assert imports_of("kvlab.measure", path, module_files()) == {"kvlab.generation"}
 
 
-def test_no_module_global_carries_results():
-    """No ``global`` statement, and no module assigns to another kvlab module's attributes: results travel as
-    arguments and return values (exercise 3.3-1 gets the page's roofs passed in, not read from the lesson)."""
+def test_no_module_assigns_another_modules_attributes():
+    """No module assigns to another kvlab module's attributes: results travel as arguments and return values
+    (exercise 3.3-1 gets the page's roofs passed in, not read from the lesson). State a module keeps for itself is
+    :func:`test_module_state_is_what_the_map_lists`'s."""
     found = []
     for name, path in module_files().items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         kvlab_aliases = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                          for a in n.names if (n.level or (n.module or "").startswith("kvlab"))}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Global):
-                found.append(f"{name}:{node.lineno}: global {', '.join(node.names)}")
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
                 if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
             for t in targets:
@@ -151,6 +150,149 @@ def test_no_module_global_carries_results():
                         and t.value.id[0].islower():
                     found.append(f"{name}:{node.lineno}: assigns {t.value.id}.{t.attr}")
     assert found == []
+
+
+# -- module state ----------------------------------------------------------------------------------------------
+MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "pop", "popitem", "clear", "remove", "discard",
+            "appendleft", "extendleft", "popleft", "sort", "reverse", "__setitem__", "__delitem__"}
+
+
+def _root(node: ast.expr) -> tuple[str | None, list[str]]:
+    """``Panel._newest[k]`` -> ("Panel", ["_newest"]): the name an attribute or subscript chain starts from."""
+    chain = []
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Attribute):
+            chain.append(node.attr)
+        node = node.value
+    return (node.id if isinstance(node, ast.Name) else None), chain[::-1]
+
+
+def _is_memo(decorator: ast.expr) -> bool:
+    func = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in ("cache", "lru_cache")
+
+
+def _is_dataclass(cls: ast.ClassDef) -> bool:
+    return any("dataclass" in ast.unparse(d) for d in cls.decorator_list)
+
+
+def _class_attributes(cls: ast.ClassDef) -> set[str]:
+    """Names assigned in a class body that live on the class (a dataclass's annotated fields live on instances)."""
+    out = set()
+    for stmt in cls.body:
+        if isinstance(stmt, ast.Assign):
+            out |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None and not _is_dataclass(cls):
+            out.add(stmt.target.id)
+    return out
+
+
+def _written(fn: ast.AST) -> list[ast.expr]:
+    """What a function writes through: assignment, augmented assignment and ``del`` targets, mutating calls' objects."""
+    out = []
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            out += node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            out.append(node.target)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+            out.append(node.func.value)
+    return [t for t in out if isinstance(t, (ast.Attribute, ast.Subscript))]
+
+
+def module_state(tree: ast.Module) -> set[str]:
+    """The state a module keeps between calls: names its functions write at module or class level (``x[k] = v``,
+    ``x.attr = v``, ``x.append(v)``, ``Class.attr = v``, ``self.attr[k] = v`` on a class attribute no instance
+    shadows), ``global`` names, and memoised functions (``f()``, decorated with ``cache`` or ``lru_cache``)."""
+    top = {}
+    for stmt in tree.body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        top.update({t.id: stmt for t in targets if isinstance(t, ast.Name)})
+        if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            top[stmt.name] = stmt
+    found = set()
+
+    def scan(fn, cls: ast.ClassDef | None = None, instance_attributes: frozenset = frozenset()):
+        local = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
+        local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        found.update(name for node in ast.walk(fn) if isinstance(node, ast.Global) for name in node.names)
+        for target in _written(fn):
+            name, chain = _root(target)
+            if name in top and name not in local:
+                found.add(f"{name}.{chain[0]}" if isinstance(top[name], ast.ClassDef) and chain else name)
+            elif cls is not None and name in ("self", "cls") and chain and chain[0] in _class_attributes(cls) \
+                    and chain[0] not in instance_attributes:
+                found.add(f"{cls.name}.{chain[0]}")
+
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            scan(stmt)
+            found |= {f"{stmt.name}()"} if any(map(_is_memo, stmt.decorator_list)) else set()
+        elif isinstance(stmt, ast.ClassDef):
+            on_instances = frozenset(t.attr for t in _written(stmt) if isinstance(t, ast.Attribute)
+                                     and getattr(t.value, "id", "") == "self")
+            for fn in stmt.body:
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    scan(fn, stmt, on_instances)
+                    found |= {f"{stmt.name}.{fn.name}()"} if any(map(_is_memo, fn.decorator_list)) else set()
+    return found
+
+
+def test_module_state_is_what_the_map_lists():
+    """State kept between calls at module or class level is found in the code and compared with the map's list."""
+    found = {(name, s) for name, path in module_files().items()
+             for s in module_state(ast.parse(path.read_text(encoding="utf-8")))}
+    section = _section(ARCHITECTURE.read_text(encoding="utf-8"), "## Module state")
+    listed = {(module_prefix(_ticked(module)[0]), s) for module, state, _ in _table(section, "| module |")
+              for s in _ticked(state)}
+    assert sorted(found - listed) == [], "state the map does not list (remove it, or list it with its reason)"
+    assert sorted(listed - found) == [], "the map lists state that is gone"
+
+
+def test_the_state_finder_sees_capitalised_names_subscripts_and_class_attributes():
+    source = """
+import functools
+from dataclasses import dataclass, field
+ATTEMPTS = {}
+_shared = []
+LIMIT = 3
+
+class Panel:
+    _newest = {}
+    _mine = None
+
+    def __init__(self):
+        self._mine = []
+        self._mine.append(1)            # an instance's own list: no module state
+
+    def show(self, key):
+        Panel._newest[key] = self
+
+class Ahead:
+    _latest = None
+
+    def schedule(self):
+        Ahead._latest = self
+
+@dataclass
+class Record:
+    items: list = field(default_factory=list)
+
+    def add(self, x):
+        self.items.append(x)            # a dataclass field lives on the instance
+
+@functools.lru_cache(maxsize=None)
+def demo():
+    return object()
+
+def check(key, LIMIT=LIMIT):
+    ATTEMPTS[key] = ATTEMPTS.get(key, 0) + 1
+    _shared[:] = [key]
+    local = {}
+    local[key] = 1
+    return LIMIT
+"""
+    assert module_state(ast.parse(source)) == {"ATTEMPTS", "_shared", "Panel._newest", "Ahead._latest", "demo()"}
 
 
 def test_only_viz_touches_ipywidgets():

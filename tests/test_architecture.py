@@ -295,10 +295,31 @@ def check(key, LIMIT=LIMIT):
     assert module_state(ast.parse(source)) == {"ATTEMPTS", "_shared", "Panel._newest", "Ahead._latest", "demo()"}
 
 
-def test_only_viz_touches_ipywidgets():
-    found = [name for name, path in module_files().items() if not name.startswith("kvlab.viz")
-             and re.search(r"^\s*(import ipywidgets|from ipywidgets)", path.read_text(encoding="utf-8"), re.M)]
-    assert found == []
+def test_the_widget_libraries_are_imported_where_the_map_says():
+    """ipywidgets and anywidget are imported only by the viz modules the map's Layers section names."""
+    layers = _section(ARCHITECTURE.read_text(encoding="utf-8"), "## Layers")
+    sentence = layers.split("the only modules that import ipywidgets or anywidget are", 1)[1].split(".\n", 1)[0]
+    found = {name for name, path in module_files().items()
+             if re.search(r"^\s*(import|from) (ipywidgets|anywidget)\b", path.read_text(encoding="utf-8"), re.M)}
+    assert found == {module_prefix(p) for p in _ticked(sentence)}
+    assert all(name.startswith("kvlab.viz.") for name in found)
+
+
+def test_the_map_names_cache_modes_fields_as_they_are():
+    from dataclasses import fields
+
+    from kvlab.cache_modes import CacheMode
+
+    named = re.findall(r"CacheMode\(([^)]*)\)", ARCHITECTURE.read_text(encoding="utf-8"))
+    assert named and {tuple(n.split(", ")) for n in named} == {tuple(f.name for f in fields(CacheMode))}
+
+
+def test_the_tests_map_names_every_file_in_tests():
+    section = _section(ARCHITECTURE.read_text(encoding="utf-8"), "## Tests")
+    missing = [p.name for p in sorted((ROOT / "tests").glob("*.py"))
+               if not re.search(rf"(?<![\w<]){re.escape(p.name)}", section)
+               and not (p.name.startswith("test_lesson_") and "test_lesson_<name>.py" in section)]
+    assert missing == []
 
 
 def test_every_control_label_is_one_constant():
@@ -470,6 +491,44 @@ def test_the_imports_the_graph_cannot_see_are_listed():
                 if func in ("import_module", "__import__"):
                     found.add(name)
     assert found == listed
+
+
+def _home(entry: str) -> tuple[str, str | None]:
+    """``memory.stored_tokens`` -> ("kvlab.memory", "stored_tokens"); ``stats.py`` -> ("kvlab.stats", None)."""
+    if entry.endswith((".py", "/")):
+        return module_prefix(entry), None
+    parts = entry.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        if f"kvlab.{'.'.join(parts[:cut])}" in module_files():
+            return f"kvlab.{'.'.join(parts[:cut])}", ".".join(parts[cut:])
+    raise AssertionError(f"{entry}: no kvlab module")
+
+
+def test_each_idea_has_the_home_and_users_the_map_says():
+    """The map's "One home for each idea": every home exists (module, or a name in it), and every module or package
+    named as a user imports the home and (for a name) says its name."""
+    import importlib
+
+    section = _section(ARCHITECTURE.read_text(encoding="utf-8"), "## One home for each idea")
+    graph, modules = import_graph(), module_files()
+    problems = []
+    for idea, home_cell, users_cell in _table(section, "| idea |"):
+        homes = [_home(e) for e in _ticked(home_cell)]
+        for module, name in homes:
+            obj = importlib.import_module(module)
+            for part in (name.split(".") if name else []):
+                obj = getattr(obj, part, None)
+            problems += [f"{idea}: {module}.{name} does not exist"] if obj is None else []
+        users = [u for u in _ticked(users_cell) if u.endswith((".py", "/"))]
+        assert users, idea
+        for user in users:
+            found = [m for m in modules if _in_entry(m, user)
+                     and any(h == d or d.startswith(h + ".") for h, _ in homes for d in graph[m])
+                     and all(n is None for _, n in homes) | any(
+                         re.search(rf"\b{n.split('.')[-1]}\b", modules[m].read_text(encoding="utf-8"))
+                         for _, n in homes if n)]
+            problems += [] if found else [f"{idea}: {user} does not use {home_cell}"]
+    assert problems == []
 
 
 def test_the_public_api_of_design_md_is_importable():

@@ -531,6 +531,41 @@ def test_each_idea_has_the_home_and_users_the_map_says():
     assert problems == []
 
 
+def test_no_check_and_no_host_sync_inside_generates_timed_passes(monkeypatch):
+    """The map's "Validation once, at the entry" for generate (serving's runner has its own test in test_serving.py):
+    inside each timed pass, in every cache mode, none of the model's argument checks runs and nothing is read back
+    to the host (no .item(), .tolist(), .cpu(), bool(), int() or float() of a tensor)."""
+    import torch
+
+    import kvlab.generation
+    from kvlab import CACHE_MODES, ModelConfig, generate
+    from kvlab.model import ToyTransformer
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("checked or synchronised inside a timed pass")
+
+    entered = []
+
+    def guard(run_pass):
+        def guarded(*args, **kwargs):
+            entered.append(run_pass.__name__)
+            with monkeypatch.context() as m:
+                for name in ("forward", "check_ids", "check_pad", "check_cache"):
+                    m.setattr(ToyTransformer, name, refuse)
+                for name in ("item", "tolist", "cpu", "__bool__", "__int__", "__float__"):
+                    m.setattr(torch.Tensor, name, refuse)
+                return run_pass(*args, **kwargs)
+        return guarded
+
+    monkeypatch.setattr(ToyTransformer, "forward_unchecked", guard(ToyTransformer.forward_unchecked))
+    monkeypatch.setattr(kvlab.generation, "k_only_forward_unchecked", guard(kvlab.generation.k_only_forward_unchecked))
+    model = ToyTransformer(ModelConfig(vocab_size=32, d_model=16, n_layer=2, n_head=2, max_seq_len=64), seed=0).eval()
+    for mode in CACHE_MODES:
+        entered.clear()
+        result = generate(model, [[1, 2, 3], [4, 5]], 5, cache=mode, prefill_chunk_size=2)
+        assert len(entered) == len(result.trace) >= 5, mode  # every timed pass ran guarded
+
+
 def test_the_public_api_of_design_md_is_importable():
     """Every name DESIGN.md's API block promises (a line starting at column 0) is importable from kvlab."""
     import importlib

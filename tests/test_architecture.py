@@ -13,8 +13,8 @@ import ast
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "kvlab"
@@ -44,8 +44,7 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     return out
 
 
-@dataclass(frozen=True)
-class Edge:
+class Edge(NamedTuple):
     """One import of a kvlab module by another: ``run`` (at the top or inside a function: both run) or
     ``type_checking`` (under ``if TYPE_CHECKING:``, read by type checkers only)."""
 
@@ -394,8 +393,7 @@ def _in_entry(module: str, entry: str) -> bool:
     return module == prefix or (entry.endswith("/") and module.startswith(prefix + "."))
 
 
-@dataclass
-class LayerTable:
+class LayerTable(NamedTuple):
     """ARCHITECTURE.md's layer table: each module's layer, what each layer may import, the listed exceptions."""
 
     entries: dict[str, str]  # a table entry (``config.py``, ``viz/``) -> its layer

@@ -597,5 +597,7 @@ if __name__ == "__main__":
     graph = import_graph()
     for name in sorted(graph):
         print(f"{name} -> {', '.join(sorted(m.removeprefix('kvlab.') for m in graph[name])) or '(nothing in kvlab)'}")
+    breaks = layer_breaks(all_edges(), read_layers(ARCHITECTURE.read_text(encoding="utf-8")))
     print(f"\n{len(graph)} modules, {sum(map(len, graph.values()))} imports, cycles: {cycles(graph) or 'none'}")
-    sys.exit(1 if cycles(graph) else 0)
+    print("imports that break the layer table:", *(breaks or ["none"]), sep="\n  ")
+    sys.exit(1 if cycles(graph) or breaks else 0)

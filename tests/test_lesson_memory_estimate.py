@@ -297,6 +297,26 @@ def test_t4_plans_and_lines():
     assert llama3_int8.largest_batch == (T4_USABLE - 8_030_261_248) // per_seq == 24
     assert "最长上下文 1,942 个 token" in lesson.plan_line(llama7)
     assert "权重本身就放不下，还差 1.46 GiB" in lesson.plan_line(llama3)  # 16,060,522,496 - 14,495,514,624 B
+    # past the model's context (8,192): the line says it is only the formula's capacity (review r45, 4)
+    assert llama3_int8.longest_context > 8192 == llama3_int8.model.context_length
+    assert "（超过模型的上下文 8,192：显存不是瓶颈，这只是按公式算出的容量）" in lesson.plan_line(llama3_int8)
+    assert "超过模型的上下文" not in lesson.plan_line(llama7)
+    windowed = lesson.plan_fit("Mistral-7B", GPU_PRESETS["A100 80 GB"].memory_bytes, 2048)
+    assert windowed.longest_context is None and "不受显存限制" in lesson.plan_line(windowed)
+    # most of the twenty-odd sequences come from GQA, not int8 (review r45, 5)
+    gain = lesson.int8_gain_line(llama7, llama3_int8)
+    assert "14.96 GiB → 7.48 GiB" in gain and "8 个 KV 头" in gain and "256.0 MiB" in gain
+    assert "LLaMA-7B（32 个 KV 头，1.00 GiB）的 1/4" in gain
+
+
+def test_usable_note_says_what_the_rest_is_for_and_what_vllm_takes_from_the_share():
+    """Review r45, 3: vLLM takes the CUDA context and the activation peak from inside the planned share; the rest is
+    a margin. One wording for 3.4's readout and 3.5's."""
+    note = lesson.usable_note(0.9)
+    assert note.startswith("其余 10% 不做规划，留作余量") and "扣掉 CUDA 上下文和启动时实测的激活峰值" in note
+    assert lesson.usable_note().startswith("其余部分不做规划")
+    assert lesson.usable_note() in lesson.approximation_note("fp16")
+    assert "其余留给 CUDA" not in lesson.approximation_note("int8")
 
 
 def test_weights_do_not_fit_message_names_the_shortfall_and_only_narrower_dtypes():
@@ -438,7 +458,7 @@ def test_device_memory_and_gpu_names():
 def test_summary():
     cpu = lesson.measure_cache_allocation("GPT-2 (124M)", seq_len=4, device="cpu")
     text = lesson.summary_html(cpu)
-    assert "每层 32.0 MiB，共 1.00 GiB" in text and "4.00 GiB" in text and "S = 1,024 时的输出" in text
+    assert "每层 32.0 MiB，共 1.00 GiB" in text and "4.00 GiB" in text and "S = 1,024 时的输出相同，这是最可能的来历" in text
     assert "0.50 GB 上乘 4" in text and "恰好少了一半" in text and "约 7%" in text and "1/8" in text
     assert "PagedAttention" in text and "并不是分配器的实测" in text
     gpu = lesson.AllocationCheck("cuda:0", "", (1,), "fp16", 512, 512, 512, (256, 256))

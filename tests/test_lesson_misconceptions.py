@@ -409,7 +409,8 @@ def test_render_budget_and_its_figures():
     view = budget()
     plan = view.result
     assert "最多同时 <b>9</b> 条序列" in view.html and "第 10 条序列起就放不下了" in view.html
-    assert "按 0.9 规划" in view.html and "其余 10% 留给 CUDA 上下文等开销" in view.html
+    assert "按 0.9 规划" in view.html and "其余 10% 不做规划，留作余量" in view.html
+    assert "扣掉 CUDA 上下文和启动时实测的激活峰值" in view.html  # inside the planned share, not the rest (review r45, 3)
     assert "所有请求结束时平均填满预留的" in view.html and "比 R 长的按填满计" in view.html
     assert "只剩" not in view.html and "（9 条序列共闲置约" in view.html
     bar, curves = view.figures

@@ -23,8 +23,8 @@ from .calculator import (CacheEstimate, estimate_cache, CacheCurve, cache_curves
                          explain_formula, calculator_html, LongContextRow, long_context_rows, long_context_line,
                          comparison_lines)
 from .fit import (usable_fraction, FitPlan, longest_context, largest_batch, plan_fit, ContextCurve, context_curve,
-                  gpu_for_budget, narrower_dtypes, weights_do_not_fit, approximation_note, fit_html, gpu_table_html,
-                  t4_plans, plan_line)
+                  gpu_for_budget, narrower_dtypes, weights_do_not_fit, usable_note, approximation_note, fit_html,
+                  gpu_table_html, t4_plans, plan_line, past_context_capacity, int8_gain_line)
 from .gqa import TwinComparison, gqa_twins, past_context_note, twin_line
 from .allocation import (AllocationCheck, measure_cache_allocation, allocation_lines, DeviceMemory, device_memory,
                          device_memory_text, DEVICE_NAMES, matching_gpu)
@@ -46,7 +46,8 @@ __all__ = [
     "calculator_html", "LongContextRow", "long_context_rows", "long_context_line", "comparison_lines",
     "usable_fraction", "FitPlan", "longest_context", "largest_batch", "plan_fit", "ContextCurve", "context_curve",
     "gpu_for_budget", "narrower_dtypes", "weights_do_not_fit", "approximation_note", "fit_html", "gpu_table_html",
-    "t4_plans", "plan_line", "TwinComparison", "gqa_twins", "past_context_note", "twin_line", "AllocationCheck",
+    "t4_plans", "plan_line", "usable_note", "past_context_capacity", "int8_gain_line", "TwinComparison", "gqa_twins",
+    "past_context_note", "twin_line", "AllocationCheck",
     "measure_cache_allocation", "allocation_lines", "DeviceMemory", "device_memory", "device_memory_text",
     "DEVICE_NAMES", "matching_gpu", "summary_html", "ALLOCATION", "DEVICE_MEMORY", "CHOOSERS", "ZH",
     "explain_allocation", "explain_device_memory", "show_claims", "curve_choice", "render_calculator", "seq_len_slider",

@@ -10,7 +10,7 @@ from fractions import Fraction
 from ...memory import DTYPE_BITS, format_bytes
 from ...presets import GPU_PRESETS, ModelPreset
 from .common import (CHAPTER_S, CONTEXT_GRID, DEFAULT_USABLE, GB, QUANTIZED, SEARCH_CAP, beyond_context_html, preset,
-                    spaced)
+                    ratio_text, spaced)
 
 
 def usable_fraction(value) -> Fraction:
@@ -29,7 +29,8 @@ class FitPlan:
 
     model: ModelPreset
     total_bytes: int  # the card's memory (nvidia-smi's total)
-    usable: Fraction  # the share an engine plans with; the rest is left to the CUDA context, activations ...
+    usable: Fraction  # the share an engine plans with (weights, cache; vLLM: also CUDA context, activations); the rest
+    # is a margin (fragmentation, other processes on the card)
     weight_dtype: str
     cache_dtype: str
     seq_len: int
@@ -149,14 +150,21 @@ def weights_do_not_fit(plan: FitPlan) -> str:
             f"{'、'.join(remedies[:-1])}，或者{remedies[-1]}")
 
 
+def usable_note(usable: Fraction | None = None) -> str:
+    """What the share left out of the plan is for, and what vLLM takes from the planned share (the one wording, 3.4
+    and 3.5): 「其余 10% 不做规划……」, or 「其余部分……」 without ``usable``."""
+    rest = "其余部分" if usable is None else f"其余 {float(1 - usable_fraction(usable)):.0%} "
+    return (f"{rest}不做规划，留作余量，给显存碎片和同一张卡上的其他进程；vLLM 还会从规划的这一部分里扣掉 CUDA 上下文和"
+            "启动时实测的激活峰值，这里忽略它们，所以算出的缓存空间是上限")
+
+
 def approximation_note(weight_dtype: str) -> str:
     """The small print under the fit readout: what the weight figure leaves out, and what the usable share is for."""
     note = "权重按参数个数 × 每个参数的位数估算。"
     if weight_dtype in QUANTIZED:
         note += (f"{weight_dtype} 权重实际还要存缩放系数，多数方案还把嵌入层和输出层（lm_head）留在 16 位，"
                  "所以实际大小比这里算的略大：这是一个偏小的估计。")
-    return (note + "显存使用比例借用 vLLM 的 gpu_memory_utilization：只按总显存的这一部分规划权重和缓存，其余留给 CUDA "
-            "上下文和显存碎片。vLLM 还要从这一部分里扣掉启动时实测的激活峰值，这里忽略它，所以算出的缓存空间是上限。")
+    return note + "显存使用比例借用 vLLM 的 gpu_memory_utilization：只按总显存的这一部分规划权重和缓存，" + usable_note() + "。"
 
 
 def fit_html(plan: FitPlan) -> str:
@@ -176,9 +184,7 @@ def fit_html(plan: FitPlan) -> str:
     elif plan.longest_context == 0:
         longest = "0 个 token（连 1 个 token 都放不下）"
     else:
-        longest = f"<b>{plan.longest_context:,}</b> 个 token"
-        if p.has_released_context and plan.longest_context >= p.context_length:
-            longest += f"（超过模型的上下文 {p.context_length:,}：显存不是瓶颈）"
+        longest = f"<b>{plan.longest_context:,}</b> 个 token{past_context_capacity(plan)}"
     lines.append(f"批次 B = {B:,} 时，放得下的最长上下文：{longest}")
     lines.append(f"上下文 S = {S:,} 时，放得下的最大批次：<b>{plan.largest_batch:,}</b> 条序列")
     lines.append(f'<span style="font-size:90%;color:#555">{approximation_note(plan.weight_dtype)}</span>')
@@ -212,5 +218,27 @@ def plan_line(plan: FitPlan) -> str:
     head = f"{p.label}，{plan.weight_dtype} 权重 {format_bytes(plan.weight_bytes)}，可用 {format_bytes(plan.budget_bytes)}"
     if not plan.weights_fit:
         return f"{head}：权重本身就放不下，还差 {format_bytes(-plan.room_bytes)}"
-    return (f"{head}：留给缓存 {format_bytes(plan.room_bytes)}，最长上下文 {plan.longest_context:,} 个 token，"
+    longest = "不受显存限制（滑动窗口让缓存封顶）" if plan.longest_context is None else \
+        f"{plan.longest_context:,} 个 token{past_context_capacity(plan)}"
+    return (f"{head}：留给缓存 {format_bytes(plan.room_bytes)}，最长上下文 {longest}，"
             f"{plan.seq_len:,} 个 token 时最大批次 {plan.largest_batch}")
+
+
+def past_context_capacity(plan: FitPlan) -> str:
+    """The note after a longest context at or past the model's released one ("" otherwise): memory is not the
+    limit, and the number is only the formula's capacity."""
+    p, longest = plan.model, plan.longest_context
+    if longest is None or not p.has_released_context or longest < p.context_length:
+        return ""
+    return f"（超过模型的上下文 {p.context_length:,}：显存不是瓶颈，这只是按公式算出的容量）"
+
+
+def int8_gain_line(fp16_7b: FitPlan, int8_8b: FitPlan) -> str:
+    """Why int8 Llama-3-8B holds many sequences where FP16 LLaMA-7B holds none: the weights halve, and GQA cuts each
+    sequence's cache by the ratio of KV heads (both at the plans' seq_len, FP16 caches)."""
+    a, b = fp16_7b.model, int8_8b.model
+    ratio = Fraction(fp16_7b.cache_bytes, int8_8b.cache_bytes)
+    return (f"为什么 int8 的{spaced(b.label)}放得下这么多条：int8 把权重减半（{format_bytes(b.weight_bytes('fp16'))} → "
+            f"{format_bytes(int8_8b.weight_bytes)}）；它又用 GQA（{b.n_kv_head} 个 KV 头），一条 {int8_8b.seq_len:,} 个 token "
+            f"的序列的缓存只要 {format_bytes(int8_8b.cache_bytes)}，是 {a.label}（{a.n_kv_head} 个 KV 头，"
+            f"{format_bytes(fp16_7b.cache_bytes)}）的 1/{ratio_text(ratio)}")

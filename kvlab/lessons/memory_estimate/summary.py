@@ -26,7 +26,8 @@ def summary_html(check: AllocationCheck) -> str:
         f"原文 3.4 节的代码是对的：LLaMA-7B 在 {CHAPTER_S:,} 个 token、FP16 时每层 "
         f"{format_bytes(llama.layer_kv_cache_bytes(0, CHAPTER_S))}，共 {format_bytes(llama.kv_cache_bytes(CHAPTER_S))}；"
         f"{CHAPTER_LONG_S:,} 个 token 时 {format_bytes(llama.kv_cache_bytes(CHAPTER_LONG_S))}。注释里的 "
-        f"{comment_layer}、{comment_total} 是这段代码在 S = {SHAPE_EXAMPLE_S:,} 时的输出（漏乘任意一个 2 也会得到它们）；"
+        f"{comment_layer}、{comment_total} 与这段代码在 S = {SHAPE_EXAMPLE_S:,} 时的输出相同，这是最可能的来历"
+        "（漏乘任意一个 2 也会得到它们）；"
         f"正文的「约{TEXT_LONG_GB}GB」又是在 {comment_total} 上乘 {long_factor} 得来的。所以三个数都恰好少了一半。",
         f"GB（10⁹ 字节）与 GiB（2³⁰ 字节）只差约 {float((gb / gib - 1) * 100):.0f}%，kvlab 一律用 GiB 并写出单位。",
         f"公式里的 H 是 KV 头数：{twin.gqa.label} 的缓存只有{spaced(twin.mha.label)}的 1/{ratio_text(twin.ratio)}；"

@@ -21,8 +21,8 @@ from ...paging import mean_paged_slots, reserved_fill, reserved_slots
 from ...presets import GPU_PRESETS, MODEL_PRESETS, ModelPreset
 from ...viz import misconceptions_plots as plots
 from ...viz.widgets import Panel, View, dropdown, float_box, int_slider, selection_slider
-from ..memory_estimate import (CACHE_DTYPE_LABEL, DEFAULT_USABLE, FitPlan, USABLE_LABEL, WEIGHT_DTYPE_LABEL, plan_fit, share_or,
-                               weights_do_not_fit)
+from ..memory_estimate import (CACHE_DTYPE_LABEL, DEFAULT_USABLE, FitPlan, USABLE_LABEL, WEIGHT_DTYPE_LABEL, plan_fit,
+                               share_or, usable_note, weights_do_not_fit)
 from .common import DEFAULT_PROMPT, leave_a_core
 
 
@@ -228,8 +228,7 @@ def budget_html(plan: ReservationPlan) -> str:
     left = "只剩" if plan.capacity == 0 else ""
     lines = [
         f"{html.escape(plan.gpu)}：总显存 {format_bytes(plan.total_bytes)}，按 {float(fit.usable):g} 规划 "
-        f"{format_bytes(plan.budget_bytes)}（其余 {float(1 - fit.usable):.0%} 留给 CUDA 上下文等开销；激活也要占显存，"
-        f"所以下面的缓存空间是上限）；"
+        f"{format_bytes(plan.budget_bytes)}（{usable_note(fit.usable)}）；"
         f"{html.escape(p.label)} 的 {fit.weight_dtype} 权重 {format_bytes(plan.weight_bytes)}；"
         f"留给 KV Cache 的{left} <b>{format_bytes(plan.room_bytes)}</b>。",
         f"每条序列预留 R = {R:,} 个 token × {format_bytes(plan.per_token_bytes)}（{fit.cache_dtype}）= "
@@ -350,7 +349,7 @@ def refused_allocation(model: ToyTransformer) -> RefusedAllocation | None:
 
 def refusal_html(refused: RefusedAllocation) -> str:
     """The Chinese line, and the API's own message folded away as a detail."""
-    return (f"<p><b>{html.escape(refused.line)}</b>：什么都没有分配，内核安然无恙。</p>"
+    return (f"<p><b>{html.escape(refused.line)}</b>：什么都没有分配，Jupyter 内核安然无恙。</p>"
             f"<details><summary>细节：API 抛出的 ValueError 原文（英文）。开头的 <code>{html.escape(refused.argument)}</code> "
             f"是它建议改小的参数；{refused.batch_size:,} 是批次大小 B（要同时缓存的序列数）：演示模型一条序列的缓存只有 "
             f"{format_bytes(refused.requested_bytes // max(refused.batch_size, 1))}，要凑出两倍于空闲内存的缓存，"

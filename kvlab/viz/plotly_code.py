@@ -4,16 +4,17 @@ plotly's FigureWidget is an anywidget whose ``_esm`` is plotly's whole widget bu
 inside), synced and saved with every figure: a chapter executed with its widget state saved carried one copy per
 figure (3.4: four copies, 20 MB). Here one PlotlyCode widget per kernel carries the bundle gzip-compressed
 (about 1.5 MB; a notebook saved with its widget state keeps this one copy), and each figure's ``_esm`` is a few
-lines that wait for it (FIGURE_ESM): the front end decompresses and imports it once per page. Relies on anywidget's
+lines that wait for it (``js/figure.mjs``): the front end decompresses and imports it once per page. Relies on anywidget's
 module contract (a default export returning ``initialize``/``render``), which plotly's bundle also follows, and on
 plotly.js setting ``window.Plotly`` when it loads (the browser-drawn steps of ``browser_steps.py`` draw with it);
-tests/test_widget_private_api.py checks all three.
+tests/test_widget_private_api.py checks all three. The JavaScript lives in ``js/*.mjs`` (:func:`esm`).
 """
 from __future__ import annotations
 
 import functools
 import gzip
 import json
+from pathlib import Path
 
 import plotly.graph_objects as go
 from traitlets import Bytes, Unicode
@@ -25,51 +26,21 @@ except ImportError:  # figure_mode() is then "rerender": no figure widget is mad
 
     AnyWidget = W.DOMWidget
 
-SLOT_JS = """
-const KEY = Symbol.for("kvlab.plotly-widget-code");
-function slot(version) {
-  const all = (globalThis[KEY] ??= {});
-  if (!all[version]) {
-    let resolve, reject;
-    const promise = new Promise((a, b) => { resolve = a; reject = b; });
-    all[version] = { promise, resolve, reject, started: false };
-  }
-  return all[version];
-}
-"""
-QUIET_METHODS = ("_sendTraceDeltas", "_sendLayoutDelta")  # plotly's FigureView methods made no-ops (CODE_ESM)
-CODE_ESM = SLOT_JS + f"const QUIET = {json.dumps(QUIET_METHODS)};" + """
-async function load(bytes) {
-  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-  const url = URL.createObjectURL(new Blob([await new Response(stream).text()], { type: "text/javascript" }));
-  try { return quiet(await import(url)).default; } finally { URL.revokeObjectURL(url); }
-}
-// After every redraw plotly's view diffs the whole drawn figure against its data and sends the result to the
-// kernel (about 13 KiB a heatmap figure), which PanelFigureWidget ignores: skipped here, in the browser.
-function quiet(module) {
-  const view = module.FigureView && module.FigureView.prototype;
-  for (const name of QUIET) if (view && typeof view[name] === "function") view[name] = function () {};
-  return module;
-}
-export default () => ({
-  initialize({ model }) {
-    const s = slot(model.get("version"));
-    if (!s.started) { s.started = true; load(model.get("code")).then(s.resolve, s.reject); }
-  },
-});
-"""
-FIGURE_ESM = SLOT_JS + """
-export default () => {
-  let figure;
-  return {
-    async initialize(ctx) {
-      figure = (await slot(VERSION).promise)();
-      return figure.initialize?.(ctx);
-    },
-    render(ctx) { return figure.render(ctx); },
-  };
-};
-"""
+JS = Path(__file__).with_name("js")  # the browser's side of the widgets, one ES module per file (shipped in the wheel)
+QUIET_METHODS = ("_sendTraceDeltas", "_sendLayoutDelta")  # plotly's FigureView methods made no-ops (code.mjs)
+
+
+def esm(*names: str, **consts) -> str:
+    """An anywidget module (``_esm``) assembled from ``kvlab/viz/js``: ``slot.mjs`` (every widget shares plotly's code
+    through it), ``const NAME = <JSON>;`` for each of ``consts`` (values the kernel decides), then the files
+    ``names`` (``"pick"`` -> ``pick.mjs``) in order. Each file is checked alone by ``node --check``; the assembled
+    module by tests/test_js.py."""
+    head = "".join(f"const {name} = {json.dumps(value)};\n" for name, value in consts.items())
+    return "\n".join([(JS / "slot.mjs").read_text(encoding="utf-8"), head]
+                     + [(JS / f"{name}.mjs").read_text(encoding="utf-8") for name in names])
+
+
+CODE_ESM = esm("code", QUIET=list(QUIET_METHODS))
 
 
 @functools.cache

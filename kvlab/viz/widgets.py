@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import html
-import json
 import os
 import sys
 import time
@@ -38,7 +37,7 @@ from traitlets import Dict, TraitError
 from ..assets import AssetError
 from ..inputs import InputError
 from .browser_steps import AHEAD_DELAY_S, FREE_KEY, Axis, RenderAhead
-from .plotly_code import FIGURE_ESM, plotly_code, plotly_version
+from .plotly_code import esm, plotly_code, plotly_version
 
 # Argument names in API errors -> what the learner sees on the control.
 FRIENDLY_NAMES = {
@@ -156,7 +155,7 @@ class PanelFigureWidget(go.FigureWidget):
     and answered with another message each time). Its code comes from the kernel's one :class:`PlotlyCode`
     instead of a copy of plotly's bundle per figure."""
 
-    _esm = f"const VERSION = {json.dumps(plotly_version())};" + FIGURE_ESM
+    _esm = esm("figure", VERSION=plotly_version())  # js/figure.mjs
 
     def __init__(self, *args, **kwargs):
         plotly_code()  # opened before the first figure, so its code is on its way first

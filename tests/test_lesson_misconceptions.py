@@ -214,6 +214,7 @@ def test_every_key_is_reached_and_every_claim_checks():
     assert all(rules[c.key].substantive for c in idle)  # an idle run says something substantive in every chooser
     said = lesson.ZH.say(idle[-1])
     assert "平均每个 token 0.050 ms，比一步解码（2.00 ms）少" in said
+    assert "成批处理，读一遍权重、调度一次的开销由 128 个 token 分摊" in said and "并行" not in said  # review r45, 9
     assert lesson.explain_prefill(_prefill_shapes()["launch-bound GPU"])[0].key == "misconceptions.prefill.cheaper"
 
 
@@ -805,21 +806,23 @@ def test_summary_rows(demo):
     timings["kv"].cache_bytes[:] = [4096, 6144, 8192]
     lab = {"kv": lesson.BugRun("kv", "计算", ["a"], ["a"], [0.0]),
            "k_as_v": lesson.BugRun("k_as_v", "计算", ["a"], ["b"], [9.0])}
-    prefill = lesson.PrefillDecode(128, 0.0064, 0.002)
+    prefill = lesson.PrefillDecode(128, 0.0064, 0.002, (129, 136))
     rows = lesson.summary_rows(model, runs, timings, prefill, [lesson.plan_reservation(reserved_tokens=2048)], lab,
                                lesson.scenario_plans())
     assert [r.topic[:3] for r in rows[:4]] == ["3.1", "3.2", "3.3", "3.4"] and len(rows) == 9
     assert "无缓存 6.00 ms，有缓存 2.00 ms（不缓存是它的 3.0 倍）" in rows[0].measured and "8.0 KiB" in rows[0].measured
     assert "（4, 2, 2, 6, 32）" in rows[1].measured and "2 × 4 × 2 × 2 × 6 × 32 × 4 B = 24,576 B" in rows[1].measured
     assert "trace 记录 24,576 B" in rows[1].measured
-    assert "预填充 128 个 token 一次前向 6.40 ms（每个 token 0.05 ms）；之后每个解码步 2.00 ms" in rows[2].measured
+    assert "预填充 128 个 token 一次前向 6.40 ms（每个 token 0.05 ms）；之后每个解码步（t = 129–136）的中位数 2.00 ms" \
+        in rows[2].measured and "也不是同一次测量" in rows[2].measured  # why 3.1's row differs (review r45, 10)
     assert "1.00 GiB（原文写 0.50 GB）" in rows[3].measured and "放得下 9 条" in rows[3].measured
     assert "B × S = 2 × 6" in rows[4].measured and "全部不变" in rows[4].measured and "全部等于" in rows[4].measured
     assert "无缓存 6.00 ms，只缓存 K 5.00 ms，有缓存 2.00 ms" in rows[5].measured  # the last of 2 decode steps
     assert "（无缓存 / 只缓存 K / 有缓存）4 / 4 / 4" in rows[5].measured
-    assert "预留 2,048 → 9 条" in rows[6].measured
+    assert "预留 2,048 → 9 条" in rows[6].measured and "把闲置压到每条序列的最后一块之内" in rows[6].conclusion
     assert "1 个坏缓存" in rows[7].measured and "缓存 C 第 1 步" in rows[7].measured and "全部相同" in rows[7].measured
     assert "长文档问答：闲置" in rows[8].measured and "多轮对话" in rows[8].measured
+    assert "请求长度相对预留越短、越分散（单轮问答、多轮对话）" in rows[8].conclusion
     html = lesson.summary_html(rows)
     assert html.count("<tr>") == 10
 
@@ -828,4 +831,24 @@ def test_prefill_vs_decode(demo):
     model, tok = demo
     p = lesson.prefill_vs_decode(model, tok, prompt_len=16, new_tokens=3, repeats=1)
     assert p.prompt_len == 16 and p.prefill_seconds > 0 and p.decode_seconds > 0
+    assert p.decode_lens == (17, 18)  # tokens per sequence after the two decode steps timed
     assert p.prefill_per_token == p.prefill_seconds / 16
+
+
+def test_optional_parts_are_marked_in_the_heading_and_named_in_the_guide():
+    """Review r45 (teacher view): what is not core in 3.5 is marked 选学 in its heading and named in the guide, as in
+    3.3; the core keeps the prefix-dependency experiment, why Q is never cached, the pool against the reservation and
+    the bug lab."""
+    from pathlib import Path
+
+    from kvlab.teacher import minutes
+    from kvlab.teacher.chapters import CHAPTERS
+
+    guide = next(g for g in CHAPTERS if g.notebook == "05_misconceptions.ipynb")
+    path = Path(__file__).resolve().parent.parent / "chapters" / guide.notebook
+    _, _, secs = minutes.sections(minutes.read_notebook(path))
+    marked = [s.heading for s in secs if s.heading.startswith("选学：")]
+    assert sorted(marked) == sorted(guide.optional_sections)
+    core = [s.heading for s in secs if not (s.heading.startswith("选学：") or s.parent.startswith("选学："))]
+    for part in ("为什么不能「只重算 V」", "那为什么 Q 从来不用缓存", "一张卡，权重和缓存共用", "找 bug", "动手：逐个排查"):
+        assert any(part in h for h in core), part

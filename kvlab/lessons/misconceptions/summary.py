@@ -25,6 +25,7 @@ class PrefillDecode:
     prompt_len: int
     prefill_seconds: float  # median over repeats
     decode_seconds: float  # median decode step
+    decode_lens: tuple[int, int] = (0, 0)  # tokens per sequence after the first and the last decode step timed
 
     @property
     def prefill_per_token(self) -> float:
@@ -37,7 +38,7 @@ def prefill_vs_decode(model: ToyTransformer, tokenizer, prompt_len: int = 128, n
     """Time a prefill of ``prompt_len`` corpus tokens and the decode steps after it (chapter 3.3, quickly)."""
     prompt = corpus_prompts(tokenizer, prompt_len, 1)
     t = time_generate(model, prompt, positive_int("new_tokens", new_tokens), ("kv",), repeats=repeats)["kv"]
-    return PrefillDecode(prompt_len, t.step_seconds[0], median(t.step_seconds[1:]))
+    return PrefillDecode(prompt_len, t.step_seconds[0], median(t.step_seconds[1:]), (t.seq_len[1], t.seq_len[-1]))
 
 
 def _per_token_agrees(v) -> bool:
@@ -64,7 +65,7 @@ CHOOSERS = (K_ONLY, KV_SPEEDUP, PREFILL)
 ZH = Catalog("zh", {
     **K_ONLY_TEMPLATES,
     "misconceptions.prefill.cheaper": "预填充 {prompt_len} 个 token 一次前向 {prefill_ms}，平均每个 token {per_token_ms}，比一步"
-                                      "解码（{decode_ms}）少：整段提示词在一次前向里并行处理，每个 token 分到的开销小得多。",
+                                      "解码（{decode_ms}）少：整段提示词在一次前向里成批处理，读一遍权重、调度一次的开销由 {prompt_len} 个 token 分摊。",
     "misconceptions.prefill.unclear": "预填充 {prompt_len} 个 token 一次前向 {prefill_ms}，一步解码 {decode_ms}：这一次的计时"
                                       "说不清平均每个 token 谁多谁少（多半是计时被别的程序打断了）；关掉别的占 CPU 的程序，"
                                       "再运行这一格。",
@@ -87,6 +88,11 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
 
 
+def _lens(p: PrefillDecode) -> str:
+    first, last = p.decode_lens
+    return f"{first}–{last}" if first != last else f"{first}"
+
+
 def chapter_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str, DecodeTiming],
                  prefill: PrefillDecode, plan: ReservationPlan) -> list[SummaryRow]:
     """Sections 3.1-3.4, each in one line, from this notebook's own runs."""
@@ -106,8 +112,8 @@ def chapter_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str,
                    f"{c.n_kv_head}, {r.stored_tokens}, {c.head_dim}）：{shape} = {formula:,} B，trace 记录 "
                    f"{r.final_bytes:,} B", "缓存大小 = 2（K、V）× L × B × H × S × D × 每元素字节，随 B 和 S 线性增长"),
         SummaryRow("3.3 预填充与解码", f"预填充 {prefill.prompt_len} 个 token 一次前向 {_ms(prefill.prefill_seconds)}"
-                   f"（每个 token {_ms(prefill.prefill_per_token)}）；之后每个解码步 {_ms(prefill.decode_seconds)}，"
-                   "只出 1 个 token",
+                   f"（每个 token {_ms(prefill.prefill_per_token)}）；之后每个解码步（t = {_lens(prefill)}）的中位数 "
+                   f"{_ms(prefill.decode_seconds)}，只出 1 个 token。与 3.1 那一行的有缓存步长度不同，也不是同一次测量",
                    "预填充一次前向处理整段提示词；解码一步只出一个 token，每步都要读一遍权重和缓存"),
         SummaryRow("3.4 LLaMA-7B 的显存", f"S = 2048、B = 1、FP16：{format_bytes(llama.kv_cache_bytes(2048))}（原文写 "
                    f"0.50 GB）；{plan.gpu} 按 {float(plan.fit.usable):g} 规划，放下权重后每条预留 "
@@ -128,8 +134,8 @@ def scenario_row(plans: dict[str, ReservationPlan]) -> SummaryRow:
     parts = "；".join(f"{p.spread.label}：闲置 {1 - p.used_share:.0%}，固定 {p.capacity} 条 vs 分页约 "
                      f"{p.paged_capacity:.1f} 条" for p in plans.values())
     return SummaryRow("业务场景", f"{first.gpu} + {first.model.label}，每条预留整个上下文 {first.reserved_tokens:,}：{parts}",
-                      "请求越接近上下文长度（长文档问答），固定预留浪费越少、分页收益越小；请求越短（单轮问答、多轮对话），"
-                      "分页省得越多")
+                      "请求越接近上下文长度（长文档问答），固定预留浪费越少、分页收益越小；请求长度相对预留越短、越分散"
+                      "（单轮问答、多轮对话），分页省得越多")
 
 
 def summary_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str, DecodeTiming],
@@ -154,7 +160,7 @@ def summary_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str,
                    f"（无缓存 / 只缓存 K / 有缓存）{v_last['none']} / {v_last['k_only']} / {v_last['kv']}",
                    "V 必须和 K 一起缓存，否则每步仍要把整个前缀重算一遍"),
         SummaryRow("误区 3：缓存越大越好", f"{first.gpu} + {first.model.label}（FP16，按 {float(first.fit.usable):g} 规划）："
-                   f"{plans}", "预留多少要看显存预算和请求长度的分布；按需分页（PagedAttention）避免闲置"),
+                   f"{plans}", "预留多少要看显存预算和请求长度的分布；按需分页（PagedAttention）把闲置压到每条序列的最后一块之内"),
         SummaryRow("找 bug", f"{len(broken)} 个坏缓存在提示词「{lab[REFERENCE].prompt}」上第一次生成不同的 token：{steps}；正确的缓存："
                    f"{'全部相同' if lab[REFERENCE].first_token_step is None else '不同！'}",
                    "缓存的 bug 不会报错，只会悄悄改变输出：与无缓存的参考逐步对比才能发现"),

@@ -21,8 +21,9 @@ __all__ = [
 ]
 
 
-def load_demo_model(device=None):
-    """The trained tiny Chinese character model from ``assets/``: returns ``(model, tokenizer)``."""
+def load_demo_model(device=None, lang="zh"):
+    """A trained tiny demo model from ``assets/``: returns ``(model, tokenizer)``. ``lang="zh"`` (default): the
+    Chinese character model; ``lang="en"``: the English subword model; any other code: ValueError."""
     from .demo import load_demo_model as _load
 
-    return _load(device)
+    return _load(device, lang)

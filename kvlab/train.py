@@ -1,7 +1,10 @@
-"""Train the demo model: ``python -m kvlab.train [--replace-shipped]``.
+"""Train a demo model: ``python -m kvlab.train [--lang zh|en] [--replace-shipped]``.
 
+``--lang zh`` (the default) trains the Chinese character model on corpus_zh.txt; ``--lang en`` the English
+subword model on corpus_en.txt (its byte-level BPE tokenizer is trained first, on the same text: see
+:class:`~kvlab.tokenizer.SubwordTokenizer`). Same architecture and training recipe for both.
 Deterministic (fixed seed, fixed window order) and small enough for a 2-core CPU in under three minutes.
-Writes a complete assets folder (weights as safetensors, config, tokenizer, the training text) to
+Writes the language's model files (weights as safetensors, config, tokenizer, the training text) to
 ``./trained-demo-model/`` by default; the course uses it with ``KVLAB_ASSETS=<that folder>``. Only
 ``--replace-shipped`` writes over the model the chapters ship with (restore it with ``git checkout assets/``).
 
@@ -33,17 +36,18 @@ from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
 from ._validate import positive_float, positive_int, seed_value
-from .assets import CORPUS, DEMO_CONFIG, DEMO_TOKENIZER, DEMO_WEIGHTS, assets_dir, corpus_text
+from .assets import DEMO_MODELS, assets_dir, corpus_text, demo_assets
 from .cli import usage_error
 from .config import ModelConfig
 from .device import check_fits
 from .model import ToyTransformer
-from .tokenizer import CharTokenizer, show_character
+from .tokenizer import TOKENIZERS, show_character
 
 DEFAULT_OUT = "trained-demo-model"  # relative to the current directory
 MAX_STEPS = 100_000  # about 3 hours on a 2-core CPU at the default batch
 RUNTIME_BYTES = 96 * 2**20  # autograd's and the kernels' workspaces on first use (about 65 MiB measured)
 CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"  # absent in an installed wheel
+LANG_CHAPTERS = {"zh": "", "en": "en"}  # each edition's notebooks, under CHAPTERS
 
 
 class TrainingRefused(Exception):
@@ -106,15 +110,16 @@ def final_loss(losses: list[float], last: int = 50) -> tuple[float, int]:
     return sum(tail) / len(tail), len(tail)
 
 
-def train(text: str, cfg: TrainConfig, progress: bool = True):
-    """Train a fresh demo model on ``text``. Returns (model, tokenizer, losses, seconds).
+def train(text: str, cfg: TrainConfig, progress: bool = True, lang: str = "zh"):
+    """Train a fresh demo model of ``lang`` (its tokenizer first) on ``text``. Returns (model, tokenizer, losses,
+    seconds).
 
     Stops with :class:`TrainingRefused` at the first loss that is not finite (the weights are lost by then)."""
     torch.manual_seed(cfg.seed)
-    tokenizer = CharTokenizer.from_text(text)
+    tokenizer = TOKENIZERS[demo_assets(lang).lang].from_text(text)
     data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
     if len(data) <= cfg.seq_len + 1:
-        raise ValueError(f"text: {len(data)} characters is too short for seq_len={cfg.seq_len}")
+        raise ValueError(f"text: {len(data)} tokens is too short for seq_len={cfg.seq_len}")
     model = ToyTransformer(demo_model_config(tokenizer.vocab_size), seed=cfg.seed)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -198,16 +203,19 @@ def _notebook_prompts(source: str) -> list[str]:
     return found
 
 
-def chapter_prompts(chapters: Path = CHAPTERS) -> list[str]:
-    """Every prompt the chapters give the demo model, collected (not listed by hand) from kvlab's lesson and
-    exercise modules and, in a checkout, from the notebooks' code cells."""
+def chapter_prompts(chapters: Path = CHAPTERS, lang: str = "zh") -> list[str]:
+    """Every prompt the chapters of ``lang``'s edition give its demo model, collected (not listed by hand): for
+    Chinese from kvlab's lesson and exercise modules and, in a checkout, from the notebooks' code cells; for
+    English from the code cells of the English notebooks (``chapters/en/``; kvlab's modules hold Chinese
+    prompts)."""
     from . import exercises, lessons
 
     found = []
-    for package in (lessons, exercises):
+    for package in (lessons, exercises) if demo_assets(lang).lang == "zh" else ():
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if not info.name.endswith(".__main__"):
                 found += _module_prompts(importlib.import_module(info.name))
+    chapters = chapters / LANG_CHAPTERS[lang]
     for notebook in sorted(chapters.glob("*.ipynb")) if chapters.is_dir() else []:
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
         for cell in cells:
@@ -216,7 +224,7 @@ def chapter_prompts(chapters: Path = CHAPTERS) -> list[str]:
     return sorted(set(found))
 
 
-def check_prompts(tokenizer: CharTokenizer, prompts: list[str], what: str) -> None:
+def check_prompts(tokenizer, prompts: list[str], what: str) -> None:
     """:class:`TrainingRefused` unless ``tokenizer`` can write every one of ``prompts``."""
     unreadable = [p for p in prompts if tokenizer.unknown(p)]
     if unreadable:
@@ -228,7 +236,7 @@ def check_prompts(tokenizer: CharTokenizer, prompts: list[str], what: str) -> No
 
 
 @torch.no_grad()
-def check_trained(model: ToyTransformer, tokenizer: CharTokenizer, prompts: list[str], cfg: TrainConfig) -> None:
+def check_trained(model: ToyTransformer, tokenizer, prompts: list[str], cfg: TrainConfig) -> None:
     """:class:`TrainingRefused` unless every weight, and the logits of every chapter prompt, are finite."""
     bad = [name for name, t in model.state_dict().items() if not torch.isfinite(t).all()]
     if bad:
@@ -250,15 +258,15 @@ def _replace(path: Path, write) -> None:
     os.replace(tmp, path)
 
 
-def save(model, tokenizer, cfg: TrainConfig, losses, seconds, out: Path, text: str) -> list[Path]:
-    """Write a complete assets folder: weights, config (with the training record), tokenizer, training text."""
+def save(model, tokenizer, cfg: TrainConfig, losses, seconds, out: Path, text: str, lang: str = "zh") -> list[Path]:
+    """Write ``lang``'s model files: weights, config (with the training record), tokenizer, training text."""
     out.mkdir(parents=True, exist_ok=True)
     weights = {k: v.contiguous() for k, v in model.state_dict().items()}
     mean, n = final_loss(losses)
     meta = {"model": model.config.to_dict(), "training": asdict(cfg) | {
         "final_loss_mean": round(mean, 4), "final_loss_steps": n, "seconds": round(seconds, 1),
         "torch": torch.__version__}}
-    paths = [out / DEMO_WEIGHTS, out / DEMO_CONFIG, out / DEMO_TOKENIZER, out / CORPUS]
+    paths = [out / name for name in demo_assets(lang).files]
     _replace(paths[0], lambda p: save_file(weights, str(p), metadata={"format": "pt"}))
     _replace(paths[1], lambda p: p.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n",
                                               encoding="utf-8"))
@@ -268,10 +276,10 @@ def save(model, tokenizer, cfg: TrainConfig, losses, seconds, out: Path, text: s
 
 
 # -- the command line -----------------------------------------------------------------------------------------
-def read_corpus(parser, path: Path | None) -> str:
+def read_corpus(parser, path: Path | None, lang: str = "zh") -> str:
     if path is None:
         try:
-            return corpus_text()
+            return corpus_text(lang)
         except ValueError as exc:  # the shipped corpus is missing or broken: its restore command
             usage_error(parser, f"corpus: {exc}")
     if not path.is_file():
@@ -316,7 +324,9 @@ def parse_args(argv=None):
                    help=f"tokens per training window (1 to {demo_model_config(1).max_seq_len})")
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate")
     p.add_argument("--seed", type=int, default=d.seed, help="0 to 2**64 - 1")
-    p.add_argument("--corpus", type=Path, default=None, help="training text (default: the shipped corpus_zh.txt)")
+    p.add_argument("--lang", default="zh", help=f"which demo model: {' or '.join(DEMO_MODELS)} (default: zh)")
+    p.add_argument("--corpus", type=Path, default=None,
+                   help="training text (default: the shipped corpus_zh.txt, or corpus_en.txt with --lang en)")
     p.add_argument("--out", type=Path, default=None, help=f"output folder (default: ./{DEFAULT_OUT}/)")
     p.add_argument("--replace-shipped", action="store_true",
                    help="write over the model the chapters ship with (assets/); restore it with git checkout assets/")
@@ -324,15 +334,20 @@ def parse_args(argv=None):
     try:
         cfg = TrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
                           seed=args.seed)
+        lang = demo_assets(args.lang).lang
     except ValueError as exc:
         usage_error(p, exc)
     out = output_folder(p, args.out, args.replace_shipped)
-    text = read_corpus(p, args.corpus)
-    tokenizer = CharTokenizer.from_text(text)
-    if len(text) <= cfg.seq_len + 1:
-        usage_error(p, f"seq_len: {cfg.seq_len} needs a corpus of more than {cfg.seq_len + 1} characters; "
-                       f"it has {len(text)}")
-    prompts = chapter_prompts()
+    text = read_corpus(p, args.corpus, lang)
+    try:
+        tokenizer = TOKENIZERS[lang].from_text(text)
+        tokens = len(tokenizer.encode(text))
+    except ValueError as exc:
+        usage_error(p, f"corpus: {exc}")
+    if tokens <= cfg.seq_len + 1:
+        usage_error(p, f"seq_len: {cfg.seq_len} needs a corpus of more than {cfg.seq_len + 1} tokens; "
+                       f"it has {tokens}")
+    prompts = chapter_prompts(lang=lang)
     try:
         check_prompts(tokenizer, prompts, "a model trained on this corpus")
         check_fits(training_bytes(cfg, tokenizer.vocab_size, len(text)), "cpu",
@@ -341,13 +356,13 @@ def parse_args(argv=None):
         usage_error(p, f"corpus: {exc}")
     except ValueError as exc:
         usage_error(p, exc)
-    return cfg, text, out, prompts
+    return cfg, text, out, prompts, lang
 
 
 def main(argv=None) -> int:
-    cfg, text, out, prompts = parse_args(argv)
+    cfg, text, out, prompts, lang = parse_args(argv)
     try:
-        model, tokenizer, losses, seconds = train(text, cfg)
+        model, tokenizer, losses, seconds = train(text, cfg, lang=lang)
         check_trained(model, tokenizer, prompts, cfg)
     except TrainingRefused as exc:
         print(f"kvlab.train: nothing was saved: {exc}", file=sys.stderr)
@@ -355,10 +370,10 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("kvlab.train: interrupted; nothing was saved", file=sys.stderr)
         return 130
-    paths = save(model, tokenizer, cfg, losses, seconds, out, text)
+    paths = save(model, tokenizer, cfg, losses, seconds, out, text, lang)
     mean, n = final_loss(losses)
     print(f"trained {model.config.n_params():,} parameters on {len(text):,} characters "
-          f"({tokenizer.vocab_size} distinct) in {seconds:.1f} s")
+          f"({len(tokenizer.encode(text)):,} tokens, a vocabulary of {tokenizer.vocab_size}) in {seconds:.1f} s")
     print(f"loss: first step {losses[0]:.3f}, mean of the last {n} steps {mean:.3f}")
     for path in paths:
         print(f"wrote {path} ({path.stat().st_size:,} bytes)")

@@ -5,7 +5,7 @@ import shutil
 import pytest
 
 from kvlab import assets, load_demo_model
-from kvlab.assets import CORPUS, AssetError
+from kvlab.assets import CORPUS, DEMO_MODELS, AssetError
 
 
 @pytest.fixture
@@ -19,7 +19,9 @@ def asset_copy(tmp_path, monkeypatch):
 def restore_named(error, name):
     text = str(error)
     assert text.startswith(name), text
-    assert "git checkout assets/" in text and "python -m kvlab.train --replace-shipped" in text, text
+    retrain = "python -m kvlab.train --lang en --replace-shipped" if name in DEMO_MODELS["en"].files else \
+        "python -m kvlab.train --replace-shipped"
+    assert "git checkout assets/" in text and retrain in text, text
 
 
 def test_missing_corpus(asset_copy):
@@ -43,12 +45,41 @@ def test_corpus_is_read_again_after_it_changes(asset_copy):
     assert assets.corpus_text() == "人工智能。" * 3 != first
 
 
-@pytest.mark.parametrize("name", [assets.DEMO_WEIGHTS, assets.DEMO_CONFIG, assets.DEMO_TOKENIZER])
-def test_missing_model_file(asset_copy, name):
+MODEL_FILES = [(m.lang, name) for m in DEMO_MODELS.values() for name in (m.weights, m.config, m.tokenizer)]
+
+
+@pytest.mark.parametrize("lang, name", MODEL_FILES)
+def test_missing_model_file(asset_copy, lang, name):
     (asset_copy / name).unlink()
     with pytest.raises(AssetError) as info:
-        load_demo_model("cpu")
+        load_demo_model("cpu", lang=lang)
     restore_named(info.value, name)
+
+
+@pytest.mark.parametrize("lang, name", MODEL_FILES)
+def test_broken_model_file(asset_copy, lang, name):
+    (asset_copy / name).write_bytes(b"{not json")
+    with pytest.raises(AssetError) as info:
+        load_demo_model("cpu", lang=lang)
+    restore_named(info.value, name)
+
+
+def test_each_language_loads_from_kvlab_assets(asset_copy):
+    """KVLAB_ASSETS points at both models; a folder without the English files still serves the Chinese one."""
+    for name in DEMO_MODELS["en"].files:
+        (asset_copy / name).unlink()
+    assert load_demo_model("cpu")[1].encode("人工")
+    with pytest.raises(AssetError) as info:
+        load_demo_model("cpu", lang="en")
+    text = str(info.value)
+    assert DEMO_MODELS["en"].weights in text and "python -m kvlab.train --lang en --replace-shipped" in text, text
+
+
+def test_missing_english_corpus(asset_copy):
+    (asset_copy / DEMO_MODELS["en"].corpus).unlink()
+    with pytest.raises(AssetError) as info:
+        assets.corpus_text("en")
+    restore_named(info.value, DEMO_MODELS["en"].corpus)
 
 
 def panels(model, tok):

@@ -62,3 +62,34 @@ def test_per_layer_cache_shape_matches_transformers():
 def test_to_hf_llama_rejects_other_models():
     with pytest.raises(ValueError, match="model"):
         to_hf_llama(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_demo_models_match_transformers(lang):
+    """Each shipped demo model, on its own corpus's tokens: the same logits and the same greedy text as
+    LlamaForCausalLM with its weights, with and without a cache."""
+    from kvlab import load_demo_model
+    from kvlab.assets import corpus_text
+
+    model, tok = load_demo_model("cpu", lang=lang)
+    hf = to_hf_llama(model)
+    ids = torch.tensor([tok.encode(corpus_text(lang))[:48]])
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids), hf(ids).logits, atol=1e-4, rtol=0)
+    prompt = ids[:, :5]
+    for use_cache in (True, False):
+        theirs = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=24, do_sample=False,
+                             use_cache=use_cache, pad_token_id=0)
+        assert torch.equal(generate(model, prompt, 24, cache="kv" if use_cache else "none").tokens, theirs)
+
+
+def test_the_english_tokenizer_file_reads_the_same_in_transformers():
+    """The English tokenizer is a standard tokenizers file: transformers' fast tokenizer gives the same ids."""
+    from kvlab import load_demo_model
+    from kvlab.assets import DEMO_MODELS, assets_dir, corpus_text
+
+    _, tok = load_demo_model("cpu", lang="en")
+    theirs = transformers.PreTrainedTokenizerFast(tokenizer_file=str(assets_dir() / DEMO_MODELS["en"].tokenizer))
+    text = corpus_text("en")
+    assert theirs.encode(text, add_special_tokens=False) == tok.encode(text)
+    assert theirs.decode(tok.encode(text), clean_up_tokenization_spaces=False) == text

@@ -8,7 +8,7 @@ import peak_memory
 import pytest
 
 from kvlab import load_demo_model, train
-from kvlab.assets import ASSET_FILES, DEMO_CONFIG, assets_dir
+from kvlab.assets import ASSET_FILES, DEMO_CONFIG, DEMO_MODELS, assets_dir
 
 QUICK = ["--steps", "3", "--batch-size", "2", "--seq-len", "16"]
 
@@ -54,7 +54,7 @@ def test_default_output_leaves_the_shipped_model_alone(shipped, capsys):
     assert train.main(QUICK) == 0
     assert digests(shipped) == before
     out = shipped.parent / "work" / train.DEFAULT_OUT
-    assert sorted(p.name for p in out.iterdir()) == sorted(ASSET_FILES)  # a complete assets folder
+    assert sorted(p.name for p in out.iterdir()) == sorted(DEMO_MODELS["zh"].files)  # the model's whole folder
     printed = capsys.readouterr().out
     assert f"KVLAB_ASSETS={out}" in printed  # how to use it
 
@@ -73,6 +73,38 @@ def test_replace_shipped_writes_a_model_the_course_loads(shipped):
     model, tok = load_demo_model("cpu")
     assert all(tok.encode(p) for p in train.chapter_prompts())
     assert not list(shipped.glob("*.tmp"))
+
+
+def test_the_english_model_replaces_only_its_own_files(shipped, capsys):
+    before = digests(shipped)
+    assert train.main([*QUICK, "--lang", "en", "--replace-shipped"]) == 0
+    after = digests(shipped)
+    assert {name for name in before if before[name] != after[name]} <= set(DEMO_MODELS["en"].files)
+    assert after[DEMO_MODELS["en"].weights] != before[DEMO_MODELS["en"].weights]
+    meta = json.loads((shipped / DEMO_MODELS["en"].config).read_text(encoding="utf-8"))
+    assert meta["training"]["steps"] == 3 and meta["model"]["vocab_size"] == 512
+    model, tok = load_demo_model("cpu", lang="en")
+    assert tok.decode(tok.encode("Artificial intelligence")) == "Artificial intelligence"
+    assert "a vocabulary of 512" in capsys.readouterr().out
+
+
+def test_an_english_corpus_outside_ascii_is_refused(shipped, tmp_path, capsys):
+    corpus = tmp_path / "naive.txt"
+    corpus.write_text("A na\u00efve caf\u00e9 serves the cache. " * 40, encoding="utf-8")
+    line = usage_error([*QUICK, "--lang", "en", "--corpus", str(corpus)], capsys)
+    assert line.startswith("python -m kvlab.train: error: --corpus:") and "ASCII" in line, line
+
+
+def test_english_prompts_come_from_the_english_notebooks(tmp_path):
+    import nbformat
+
+    (tmp_path / "en").mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('ids = tok.encode("Artificial")')])
+    nbformat.write(nb, tmp_path / "en" / "01.ipynb")
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('tok.encode("人工")')]),
+                   tmp_path / "01.ipynb")
+    assert train.chapter_prompts(tmp_path, lang="en") == ["Artificial"]
+    assert "人工" in train.chapter_prompts(tmp_path, lang="zh")
 
 
 def test_mean_of_the_last_steps_with_fewer_than_50(shipped, capsys):
@@ -120,9 +152,12 @@ def test_a_model_that_cannot_read_the_prompts_is_not_saved():
     (["--batch-size", "100000000"], "--batch-size"),  # a training batch of about 650 TB
     (["--out", "a-file"], "--out"),
     (["--replace-shipped", "--out", "elsewhere"], "--out"),
+    (["--lang", "fr"], "--lang"),
+    (["--lang", "en", "--seq-len", "256", "--corpus", "short.txt"], "--seq-len"),
 ])
 def test_bad_arguments_are_usage_errors(shipped, capsys, args, flag):
     (shipped.parent / "work" / "a-file").write_text("not a folder")
+    (shipped.parent / "work" / "short.txt").write_text("The key and the value. " * 20)  # about 120 tokens
     line = usage_error(["--steps", "2", *args], capsys)
     assert line.startswith(f"python -m kvlab.train: error: {flag}"), line
 

@@ -69,6 +69,11 @@ COST_SHAPES = {  # name -> the grid, and the key its cost claim must take
     "no visible cost": (cells(level(CONTIGUOUS), level([c * 1.03 for c in CONTIGUOUS])), "paged.cost.same"),
     # issue 31's busy run: +2.17 ms at 2.25 MiB, +1.76 ms at 3.75 MiB: slower, but not "the more bytes, the slower"
     "busy, not monotone": (cells(level([4.0] * 6), level([4.8, 5.2, 5.0, 5.4, 6.17, 5.76])), "paged.cost.slower"),
+    # review r26's busy run: extra 0.18, 0.19, 0.28 ms at B = 1 and 0.27, 2.08, 2.38 ms at B = 8 (a dip between the two B,
+    # a rise within each), the gather 0.26 ms: grows, the gather about a tenth of it
+    "busy, rises within each B": (cells(level([1.3, 1.3, 1.3, 1.4, 1.4, 1.35]),
+                                        level([1.48, 1.49, 1.58, 1.67, 3.48, 3.73]), (0.26,) * 3),
+                                  "paged.cost.grows_elsewhere"),
     "busy, spiky": (cells(level([4.0] * 6), level([5.0, 2.9, 5.0, 5.0, 5.0, 5.0])), "paged.cost.contradicts"),
     "noisy rounds": (cells(level([4.0] * 6), [(6.0, 3.0, 4.0)] * 6), "paged.cost.noisy"),
     "no numbers": (cells(level([float("nan")] * 6), level([float("nan")] * 6)), "paged.cost.unmeasured"),
@@ -81,10 +86,13 @@ def test_every_cost_shape_gets_its_claim_and_the_gather_is_measured():
         assert said[1].key == key, (name, said[1].key)
         assert said[0].key == ("paged.gather.measured" if "numbers" not in name else "paged.gather.measured")
     text = lesson.ZH.say(lesson.explain_cost(COST_SHAPES["idle CPU, gather a part"][0])[1])
-    assert "0.10、0.30、0.50、0.70、1.10、1.60 ms" in text and "只占多出的时间的 6%" in text  # 0.1 of 1.6 ms
-    assert "(1, 32)、(1, 128)、(1, 224)、(8, 32)、(8, 128)、(8, 224)" in text
+    assert "0.10、0.30、0.50、0.70、1.10、1.60 ms" in text and "是那一格多出的时间的 6%：收集只是一小部分" in text  # 0.1/1.6
+    assert "B 依次是 1、1、1、8、8、8，每条的长度依次是 32、128、224、32、128、224 个 token" in text
     busy = lesson.ZH.say(lesson.explain_cost(COST_SHAPES["busy, not monotone"][0])[1])
-    assert "越多" not in busy and "6/6 个格子里比连续缓存慢 15% 以上" in busy
+    assert "并不是每条越长就越多" in busy and "6/6 个格子里比连续缓存慢 15% 以上" in busy and "多花 0.80、1.20" in busy
+    assert "是那一格多出的时间的 6%" in busy  # the extra time and the gather's share, in the slower branch too
+    r26 = lesson.ZH.say(lesson.explain_cost(COST_SHAPES["busy, rises within each B"][0])[1])
+    assert "0.18、0.19、0.28、0.27、2.08、2.38 ms" in r26 and "B 相同时，每条越长" in r26 and "的 11%" in r26
     gpu = lesson.ZH.say(lesson.explain_cost(COST_SHAPES["GPU launch-bound"][0])[1])
     assert "几乎不随 B 和长度变（各格子 0.80、0.80" in gpu and "逐个启动内核" in gpu
 
@@ -262,7 +270,7 @@ def test_every_template_shows_exactly_what_its_rule_shows():
 
 
 def test_why_sentence_names_the_other_device():
-    assert "在 GPU 上" in cost.why_sentence(cells(level([1.0]), level([1.2])))
+    assert "在 GPU 上预计（这里没有测）" in cost.why_sentence(cells(level([1.0]), level([1.2])))
     assert "在 GPU 上" not in cost.why_sentence(cells(level([1.0]), level([1.2]), device="cuda:0"))
 
 

@@ -126,8 +126,10 @@ def gather_bytes(config, batch: int, length: int, block_size: int, element_bytes
 
 # -- what the grid measured, as claims (kvlab.claims) -----------------------------------------------------------
 # Cells in order of the bytes they gather. Every predicate reads the printed series: "the more bytes, the slower" only
-# where the extra time rises at every cell, "a fixed cost" only where it is about the same in every cell, and nothing
+# where, at the same B, the extra time rises at every longer length (the ratios of different B have different
+# denominators, so they are never compared), "a fixed cost" only where it is about the same in every cell, and nothing
 # substantive unless most cells' rounds agree (each cell's rounds are compared by cell_verdict, the count printed).
+# Every claim that reads an extra time also prints the gather's share of the largest cell's extra time.
 def cell_verdict(cell: StepCost) -> str:
     """From the fastest rounds' ratio: "slower" or "faster" beyond ±15 % when most rounds point the same way,
     "same" within ±15 %, else "unclear" (the rounds disagree)."""
@@ -155,6 +157,20 @@ def _rises(xs) -> bool:
     return all(b > a for a, b in zip(xs, xs[1:]))
 
 
+def _by_batch(v, name: str) -> list[tuple[float, ...]]:
+    """The printed series ``name`` split by the printed batch sizes, each B's cells in printed order."""
+    groups: dict[float, list[float]] = {}
+    for b, x in zip(_all(v["batches"]), _all(v[name]), strict=True):
+        groups.setdefault(b, []).append(x)
+    return [tuple(xs) for xs in groups.values()]
+
+
+def _rises_per_batch(v) -> bool:
+    """At every B measured at two lengths or more, the extra time rises at every longer length (and so do the bytes)."""
+    extra, mib = _by_batch(v, "extra"), _by_batch(v, "mib")
+    return any(len(xs) > 1 for xs in extra) and all(map(_rises, extra)) and all(map(_rises, mib))
+
+
 def _level(xs, spread: float = 0.3) -> bool:
     """All positive and about the same: the largest within ``spread`` of the smallest."""
     return min(xs) > 0 and max(xs) <= (1 + spread) * min(xs)
@@ -168,33 +184,32 @@ def _share_of(v) -> bool:
 
 def _grows(v) -> bool:
     extra, ratios = _all(v["extra"]), _all(v["ratios"])
-    return (_agree(v) and _rises(_all(v["mib"])) and min(extra) > 0 and _rises(extra) and ratios[-1] >= 1 + BAND
-            and _share_of(v))
+    return _agree(v) and min(extra) > 0 and _rises_per_batch(v) and ratios[-1] >= 1 + BAND and _share_of(v)
 
 
 def _flat_extra(v) -> bool:
-    """The extra time about the same in every cell, and not rising at every cell (that would be a growth)."""
-    extra = _all(v["extra"])
-    return _level(extra) and not (len(extra) > 1 and _rises(extra))
+    """The extra time about the same in every cell, and not rising with the length at every B (that is a growth)."""
+    return _level(_all(v["extra"])) and not _rises_per_batch(v)
 
 
 def _slower_count(v) -> bool:
     return v["slower"] == sum(r >= 1 + BAND for r in _all(v["ratios"]))
 
 
-GROWS = ("mib", "extra", "ratios", "agree", "cells", "gather", "share")
+SHARE = ("gather", "share")  # the largest cell's gather and its share of that cell's extra time
+GROWS = ("batches", "lengths", "mib", "extra", "ratios", "agree", "cells", *SHARE)
 COST = Chooser("paged.cost", (
     Rule("paged.cost.grows_gather", GROWS, lambda v: _grows(v) and v["share"] >= 50),
     Rule("paged.cost.grows_elsewhere", GROWS, lambda v: _grows(v) and v["share"] < 50),
-    Rule("paged.cost.fixed_flat", ("contiguous", "extra", "ratios", "agree", "cells"),
+    Rule("paged.cost.fixed_flat", ("contiguous", "batches", "mib", "extra", "ratios", "agree", "cells", *SHARE),
          lambda v: _agree(v) and _level(_all(v["contiguous"]), BAND) and _flat_extra(v)
-         and min(_all(v["ratios"])) >= 1 + BAND),
-    Rule("paged.cost.fixed", ("mib", "extra", "ratios", "agree", "cells"),
-         lambda v: _agree(v) and _flat_extra(v) and max(_all(v["ratios"])) >= 1 + BAND),
+         and min(_all(v["ratios"])) >= 1 + BAND and _share_of(v)),
+    Rule("paged.cost.fixed", GROWS,
+         lambda v: _agree(v) and _flat_extra(v) and max(_all(v["ratios"])) >= 1 + BAND and _share_of(v)),
     Rule("paged.cost.same", ("ratios",), lambda v: all(abs(r - 1) < BAND for r in _all(v["ratios"]))),
-    Rule("paged.cost.slower", ("slower", "cells", "ratios", "mib", "agree"),
+    Rule("paged.cost.slower", ("slower", *GROWS),
          lambda v: _agree(v) and _slower_count(v) and 2 * v["slower"] > v["cells"]
-         and min(_all(v["ratios"])) * (1 + BAND) > 1 and not _rises(_all(v["ratios"]))),
+         and min(_all(v["ratios"])) * (1 + BAND) > 1 and not _rises_per_batch(v) and _share_of(v)),
     Rule("paged.cost.contradicts", ("ratios",), lambda v: max(_all(v["ratios"])) >= 1 + BAND
          and min(_all(v["ratios"])) * (1 + BAND) <= 1, substantive=False),
     Rule("paged.cost.noisy", ("ratios", "agree", "cells"), substantive=False),
@@ -229,7 +244,8 @@ def explain_cost(cost: PagingCost) -> list[Claim]:
     big = cells[-1]
     gather = min(big.gather_ms)
     ratios = _series([c.ratio for c in cells], 2)
-    numbers = {"mib": _series([_mib(c.gather_bytes) for c in cells], 2, "MiB"),
+    numbers = {"batches": _series([c.batch for c in cells], 0), "lengths": _series([c.length for c in cells], 0),
+               "mib": _series([_mib(c.gather_bytes) for c in cells], 2, "MiB"),
                "extra": _series([c.extra_ms for c in cells], 2, "ms", DIFFERENCE), "ratios": ratios,
                "contiguous": _series([c.best_contiguous_ms for c in cells], 2, "ms"),
                "agree": number(sum(cell_verdict(c) != "unclear" for c in cells), 0), "cells": number(len(cells), 0),
@@ -248,32 +264,32 @@ def cell_order(cost: PagingCost) -> str:
 _RERUN = ("重跑这一格（可以把第一行改成 lesson.paging_cost(model, tok, rounds=7)，多测几轮）；机器忙时先关掉别的占 CPU 的"
           "程序。")
 _BAND = f"{BAND:.0%}"
-_CELLS = ("各格子（B, 每条的长度）按要收集的字节从少到多是 {order}，各收集 {mib}；分页的一步比连续缓存多花 {extra}，"
-          "比值 {ratios}")
+_CELLS = ("各格子按要收集的字节从少到多排：B 依次是 {batches}，每条的长度依次是 {lengths} 个 token，各收集 {mib}；"
+          "分页的一步比连续缓存多花 {extra}，比值 {ratios}（{agree}/{cells} 个格子的几轮结论一致）")
+_SHARE = "收集最多的那一格，单独测的收集要 {gather}，是那一格多出的时间的 {share}"
 ZH_TEMPLATES = {
     "paged.gather.measured": "分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {batch}、每条 {length} 个 "
                              "token 时每步拷贝 {big_mib}，单独测这一步收集，最快要 {gather}。",
     "paged.gather.unmeasured": "分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {batch}、每条 {length} 个 "
                                "token 时每步拷贝 {big_mib}；这一次收集的耗时没有测出有效的数；" + _RERUN,
-    "paged.cost.grows_gather": _CELLS + "（{agree}/{cells} 个格子的几轮结论一致）：分页的一步更慢，而且要收集的字节越多，多出的"
-                               "时间越多，每一格都比前一格多。收集最多的那一格，单独测的收集要 {gather}，是多出的时间的 "
-                               "{share}：多出的时间大部分就花在收集上。",
-    "paged.cost.grows_elsewhere": _CELLS + "（{agree}/{cells} 个格子的几轮结论一致）：分页的一步更慢，而且要收集的字节越多，多出的"
-                                  "时间越多，每一格都比前一格多。收集最多的那一格，单独测的收集要 {gather}，只占多出的时间的 "
-                                  "{share}；其余来自收集之外、这里没有分开测的部分：每一步在 Python 里准备块表索引、注意力读"
-                                  "收集出来的 K/V（收集后只是转置成按头排列的视图，同一个头的数据在内存里是隔开的，不像连续缓存"
-                                  "那样挨在一起）。",
-    "paged.cost.fixed_flat": "连续缓存的一步几乎不随 B 和长度变（各格子 {contiguous}）：这个小模型的一步主要花在固定开销上"
-                             f"（GPU 上是逐个启动内核，CPU 上是逐个调用算子）。分页的一步每一格都慢了 {_BAND} 以上（比值 "
-                             "{ratios}），多出的时间差不多（{extra}；{agree}/{cells} 个格子的几轮结论一致）：是每层两次收集和"
-                             "准备块表索引这类每步固定的开销，而不是拷贝的字节。",
-    "paged.cost.fixed": _CELLS + "（{agree}/{cells} 个格子的几轮结论一致）：每一格多出的时间都差不多，不随要收集的字节增长："
-                        "更像是每一步准备块表索引这类固定的开销。",
+    "paged.cost.grows_gather": _CELLS + "：分页的一步更慢，而且 B 相同时，每条越长、要收集的字节越多，多出的时间就越多"
+                               "（同一个 B 里每一格都比前一格多）。" + _SHARE + "：多出的时间大部分就花在收集上。",
+    "paged.cost.grows_elsewhere": _CELLS + "：分页的一步更慢，而且 B 相同时，每条越长、要收集的字节越多，多出的时间就越多"
+                                  "（同一个 B 里每一格都比前一格多）。" + _SHARE + "：收集只是一小部分，多出的时间大部分"
+                                  "来自收集之外、这里没有分开测的部分：每一步在 Python 里准备块表索引、注意力读收集出来的 "
+                                  "K/V（收集后只是转置成按头排列的视图，同一个头的数据在内存里是隔开的，不像连续缓存那样挨在"
+                                  "一起）。",
+    "paged.cost.fixed_flat": "连续缓存的一步几乎不随 B 和长度变（各格子 {contiguous}；B 依次是 {batches}，各收集 {mib}）：这个小模型的一步"
+                             "主要花在固定开销上（GPU 上是逐个启动内核，CPU 上是逐个调用算子）。分页的一步每一格都慢了 "
+                             f"{_BAND} 以上（比值 {{ratios}}），多出的时间差不多（{{extra}}；{{agree}}/{{cells}} 个格子的几轮"
+                             "结论一致）：是每层两次收集和准备块表索引这类每步固定的开销，而不是拷贝的字节。" + _SHARE + "。",
+    "paged.cost.fixed": _CELLS + "：每一格多出的时间都差不多，不随要收集的字节增长：更像是每一步准备块表索引这类固定的开销。"
+                        + _SHARE + "。",
     "paged.cost.same": f"每一格两种缓存都相差不到 {_BAND}（分页比连续缓存，比值 {{ratios}}）：在这台机器上，这么小的模型"
                        "看不出分页的代价。",
-    "paged.cost.slower": f"分页的一步在 {{slower}}/{{cells}} 个格子里比连续缓存慢 {_BAND} 以上，没有一格明显更快"
-                         "（格子 {order} 各收集 {mib}；{agree}/{cells} 个格子的几轮结论一致）。分页比连续缓存的比值"
-                         "（{ratios}）并不是一格比一格大：这次看不出分页的代价随要收集的字节怎样变。想看清楚，可以" + _RERUN,
+    "paged.cost.slower": _CELLS + f"。分页的一步在 {{slower}}/{{cells}} 个格子里比连续缓存慢 {_BAND} 以上，没有一格明显"
+                         "更快。" + _SHARE + "。但 B 相同时，多出的时间并不是每条越长就越多：这次看不出分页的代价随要收集的"
+                         "字节怎样变。想看清楚，可以" + _RERUN,
     "paged.cost.contradicts": "各格子的结论互相矛盾：有的格子分页明显更慢，有的反而明显更快（分页比连续缓存，比值 {ratios}）。"
                               "分页不会让一步变快，这是机器太忙造成的：这次说不准分页慢多少；" + _RERUN,
     "paged.cost.noisy": "分页比连续缓存，各格子的比值 {ratios}，只有 {agree}/{cells} 个格子的几轮结论一致：这台机器太忙，"
@@ -283,13 +299,14 @@ ZH_TEMPLATES = {
 
 
 def why_sentence(cost: PagingCost) -> str:
-    """Why a real paged cache does not pay for the gather, and what would differ on the other kind of device (no
-    measured number: what vLLM's kernel does, and the published figure)."""
+    """Why a real paged cache does not pay for the gather, and what is expected on the other kind of device (no
+    measured number, and no cause read from one: the claims above say how much of the extra time the gather is)."""
     gpu = cost.device.startswith("cuda")
-    base = ("这里的分页是纯 PyTorch 写的：注意力需要连续的 K、V，所以每一步先把块拷贝到一起。vLLM 的 PagedAttention "
-            "内核在注意力内部按块表直接读各个块，不做这次拷贝。按块读并非完全免费：vLLM 的论文量到它的注意力内核比读连续内存的"
-            "内核慢约 20–26%，但注意力只占一步的一部分，换来的批次更大，整体吞吐反而高得多。")
+    base = ("这里的分页是纯 PyTorch 写的：注意力需要连续的 K、V，所以每一步先把块拷贝到一起（这次拷贝占多出的时间多少，"
+            "上面按这次的测量说了）。vLLM 的 PagedAttention 内核在注意力内部按块表直接读各个块，不做这次拷贝。按块读并非"
+            "完全免费：vLLM 的论文量到它的注意力内核比读连续内存的内核慢约 20–26%，但注意力只占一步的一部分，换来的批次"
+            "更大，整体吞吐反而高得多。")
     if gpu:
         return base
-    return base + ("在 GPU 上，演示模型这么小，一步的时间主要花在启动内核上：两种缓存的一步都几乎不随 B 和长度变，"
-                   "分页多出的是几次内核启动的固定时间。")
+    return base + ("在 GPU 上预计（这里没有测）：演示模型这么小，一步的时间主要花在启动内核上，两种缓存的一步都几乎不随 B "
+                   "和长度变，分页多出的主要是几次内核启动的固定时间。")

@@ -13,20 +13,21 @@ from .walkthrough import DEFAULT_PROMPT, DecodeStep, decode_walkthrough, most_at
 from .formulas import layer_qkv, FormulaCheck, check_two_formulas
 from ...measure import ProjectionCount, count_projections  # exercise 3.1-2 counts with them too
 from .timings import (timing_model, measure_decode_latency, theil_sen, StepFit, fit_step_time, uncached_flops, StepEnds,
-                      step_ends, timing_ends, cached_step_growth, crossover_length)
+                      step_ends, steps_between, timing_ends, cached_step_growth, crossover_length)
 from .panels import (STEP_LABEL, LAYER_LABEL, HEAD_LABEL, render_step, walkthrough_panel, NEW_TOKENS_LABEL,
                      REPEATS_LABEL, LATENCY_MAX_WORK, latency_work, render_latency, latency_panel)
 from .sentences import (RISING_DIP, RISING_JUMP, TOTALS, UNCACHED, CROSSOVER, STEP_UNREAD, STEP_STEEP, STEP_EXPONENT,
-                        CUMULATIVE, CACHED, EXTRAPOLATION, GROWTH_RULES, GROWTH, GROWING, CHOOSERS, ZH, show_claims,
-                        explain_latency, explain_growth)
+                        CUMULATIVE, CUMULATIVE_LEVEL, CACHED, EXTRAPOLATION, GROWTH_RULES, GROWTH, RERUN, STALLED,
+                        GROWING, CHOOSERS, ZH, show_claims, explain_latency, explain_growth)
 
 __all__ = [
     "DEFAULT_PROMPT", "DecodeStep", "decode_walkthrough", "most_attended", "steps_where_heads_agree", "layer_qkv",
     "FormulaCheck", "check_two_formulas", "ProjectionCount", "count_projections", "timing_model",
     "measure_decode_latency", "theil_sen", "StepFit", "fit_step_time", "uncached_flops", "StepEnds", "step_ends",
-    "timing_ends", "cached_step_growth", "crossover_length", "STEP_LABEL", "LAYER_LABEL", "HEAD_LABEL", "render_step",
-    "walkthrough_panel", "NEW_TOKENS_LABEL", "REPEATS_LABEL", "LATENCY_MAX_WORK", "latency_work", "render_latency",
-    "latency_panel", "RISING_DIP", "RISING_JUMP", "TOTALS", "UNCACHED", "CROSSOVER", "STEP_UNREAD", "STEP_STEEP",
-    "STEP_EXPONENT", "CUMULATIVE", "CACHED", "EXTRAPOLATION", "GROWTH_RULES", "GROWTH", "GROWING", "CHOOSERS", "ZH",
-    "show_claims", "explain_latency", "explain_growth",
+    "steps_between", "timing_ends", "cached_step_growth", "crossover_length", "STEP_LABEL", "LAYER_LABEL",
+    "HEAD_LABEL", "render_step", "walkthrough_panel", "NEW_TOKENS_LABEL", "REPEATS_LABEL", "LATENCY_MAX_WORK",
+    "latency_work", "render_latency", "latency_panel", "RISING_DIP", "RISING_JUMP", "TOTALS", "UNCACHED", "CROSSOVER",
+    "STEP_UNREAD", "STEP_STEEP", "STEP_EXPONENT", "CUMULATIVE", "CUMULATIVE_LEVEL", "CACHED", "EXTRAPOLATION",
+    "GROWTH_RULES", "GROWTH", "RERUN", "STALLED", "GROWING", "CHOOSERS", "ZH", "show_claims", "explain_latency",
+    "explain_growth",
 ]

@@ -11,7 +11,7 @@ from ...measure import DecodeTiming
 from ...stats import median
 from ...memory import format_bytes, kv_bytes_per_token
 from ...model import ToyTransformer
-from .timings import StepEnds, StepFit, crossover_length, step_ends, timing_ends, uncached_flops
+from .timings import StepEnds, StepFit, crossover_length, step_ends, steps_between, timing_ends, uncached_flops
 
 
 def _ms(x: float) -> Number:
@@ -45,14 +45,57 @@ def _share_agrees(v) -> bool:
     return abs(v["share"] - 100 * (last - first) / last) <= 1 + 2 / last
 
 
+def _ratio_range(a: float, b: float, da: float, db: float) -> tuple[float, float]:
+    """The least and the most a / b can be for a and b printed to within ±da and ±db."""
+    if b - db <= 0:
+        raise ZeroDivisionError("b: may be 0 at its printed precision")
+    return max(a - da, 0) / (b + db), (a + da) / (b - db)
+
+
+def _ratio_agrees(r: float, a: float, b: float, da: float = 0.005, db: float = 0.005, dr: float = 0.05) -> bool:
+    """The printed ratio r (±dr) is a / b of the printed a and b (2 decimals by default), within their rounding."""
+    lo, hi = _ratio_range(a, b, da, db)
+    return lo - dr <= r <= hi + dr
+
+
+def _change_agrees(pct: float, a: float, b: float, da: float = 0.005, db: float = 0.005) -> bool:
+    """The printed percentage pct (no decimals) is |a - b| / b of the printed a and b, within their rounding."""
+    lo, hi = _ratio_range(a, b, da, db)
+    least = 0 if lo <= 1 <= hi else min(abs(lo - 1), abs(hi - 1))
+    return 100 * least - 0.5 <= pct <= 100 * max(abs(lo - 1), abs(hi - 1)) + 0.5
+
+
 def _ends_numbers(ends: StepEnds) -> dict[str, Number]:
     return {"t0": _count(ends.t0), "first": _ms(ends.first_ms), "t1": _count(ends.t1), "last": _ms(ends.last_ms),
             "median": _ms(ends.median_ms), "eighths": series(ends.eighths_ms, 2, "ms"), "share": _pct(ends.share)}
 
 
+def _level_ends(v) -> bool:
+    """The first and the last eighth's medians within a tenth of the median step of all."""
+    return abs(v["eighths"][-1] - v["eighths"][0]) <= 0.1 * v["median"]
+
+
+def _totals_agree(v) -> bool:
+    return v["kv_s"] < v["none_s"] and v["speedup"] > 1 and _ratio_agrees(v["speedup"], v["none_s"], v["kv_s"])
+
+
+def _estimates_agree(v) -> bool:
+    return v["robust"] > 1 and _ratio_agrees(v["robust"], v["none_est"], v["kv_est"])
+
+
+STALLED = 1.2  # a total this much above its estimate by medians was lengthened by stalls; ratios this far apart differ
+
+
 TOTALS = Chooser("decode.totals", (
-    Rule("decode.totals.faster", ("n", "none_s", "kv_s", "speedup"),
-         lambda v: v["kv_s"] < v["none_s"] and v["speedup"] > 1),
+    Rule("decode.totals.faster", ("n", "none_s", "kv_s", "speedup", "robust"),
+         lambda v: _totals_agree(v) and 1 / STALLED <= v["robust"] / v["speedup"] <= STALLED),
+    Rule("decode.totals.kv_stalled", ("n", "none_s", "kv_s", "speedup", "none_est", "kv_est", "robust"),
+         lambda v: _totals_agree(v) and _estimates_agree(v) and v["robust"] > STALLED * v["speedup"]
+         and v["kv_s"] >= STALLED * v["kv_est"]),
+    Rule("decode.totals.none_stalled", ("n", "none_s", "kv_s", "speedup", "none_est", "kv_est", "robust"),
+         lambda v: _totals_agree(v) and _estimates_agree(v) and v["robust"] < v["speedup"] / STALLED
+         and v["none_s"] >= STALLED * v["none_est"]),
+    Rule("decode.totals.uncertain", ("n", "none_s", "kv_s"), lambda v: v["kv_s"] < v["none_s"], substantive=False),
     Rule("decode.totals.unclear", ("n", "none_s", "kv_s"), substantive=False),
 ))
 
@@ -61,9 +104,8 @@ UNCACHED = Chooser("decode.uncached", (
          lambda v: _rising(v) and v["share"] >= 50 and v["rate"] > 0 and _share_agrees(v)),
     Rule("decode.uncached.fixed_dominates", ("eighths", "t0", "t1", "rate", "share"),
          lambda v: _rising(v) and v["share"] < 50 and v["rate"] > 0 and _share_agrees(v)),
-    Rule("decode.uncached.flat", ("median", "t0", "first", "t1", "last"),
-         lambda v: abs(v["last"] - v["first"]) <= 0.1 * v["median"]),
-    Rule("decode.uncached.noisy", ("t0", "first", "t1", "last", "median"), substantive=False),
+    Rule("decode.uncached.flat", ("eighths", "t0", "t1", "median"), _level_ends),
+    Rule("decode.uncached.noisy", ("eighths", "t0", "t1", "median"), substantive=False),
 ))
 
 CROSSOVER = Chooser("decode.crossover", (
@@ -72,47 +114,74 @@ CROSSOVER = Chooser("decode.crossover", (
     Rule("decode.crossover.passed", ("cross", "n"), lambda v: v["cross"] <= v["n"]),
 ))
 
+
+def _level(v) -> bool:
+    """The second half's first and last medians agree with an exponent near 0 (within the rise t^0.3 allows over
+    a doubling of t)."""
+    return 0.8 * v["from"] <= v["to"] <= 1.25 * v["from"]
+
+
 def _exponent_holds(low: float, high: float):
     """The fitted exponent within [low, high), and the second half's measured medians agreeing: about level for an
-    exponent near 0 (within the rise t^0.3 allows over a doubling of t), rising for a larger one."""
+    exponent near 0, rising for a larger one."""
     def holds(v) -> bool:
-        level = 0.8 * v["from"] <= v["to"] <= 1.25 * v["from"]
-        return low <= v["k"] < high and (level if high <= 0.3 else v["to"] > v["from"])
+        return v["t_from"] < v["t_to"] and low <= v["k"] < high and (_level(v) if high <= 0.3 else v["to"] > v["from"])
     return holds
 
+
+STEP = ("k", "t_from", "t_to", "from", "to")  # the exponent and the second half's first and last medians, with their t
 
 # Said instead of the exponent's reading when the mode's growth sentence above says otherwise: no exponent reading
 # beside a "can't tell", only "level" beside "level"; and "t² shows" only where the counted crossover is near.
 STEP_UNREAD = Chooser("decode.exponent_unread", (Rule("decode.exponent_unread.noisy", ("k",), substantive=False),))
 STEP_STEEP = Chooser("decode.exponent_steep", (
-    Rule("decode.exponent_steep.not_t2", ("k", "from", "to"), lambda v: v["k"] >= 1.15 and v["to"] > v["from"]),
+    Rule("decode.exponent_steep.not_t2", STEP, lambda v: v["k"] >= 1.15 and v["to"] > v["from"]),
 ))
 
 STEP_EXPONENT = Chooser("decode.step_exponent", (
-    Rule("decode.step_exponent.flat", ("k", "from", "to"), _exponent_holds(-0.3, 0.3)),
-    Rule("decode.step_exponent.mixed", ("k", "from", "to"), _exponent_holds(0.3, 0.85)),
-    Rule("decode.step_exponent.linear", ("k", "from", "to"), _exponent_holds(0.85, 1.15)),
-    Rule("decode.step_exponent.between", ("k", "from", "to"), _exponent_holds(1.15, 1.85)),
-    Rule("decode.step_exponent.quadratic", ("k", "from", "to"), _exponent_holds(1.85, 2.3)),
-    Rule("decode.step_exponent.noisy", ("k",), substantive=False),
+    Rule("decode.step_exponent.flat", STEP, _exponent_holds(-0.3, 0.3)),
+    Rule("decode.step_exponent.mixed", STEP, _exponent_holds(0.3, 0.85)),
+    Rule("decode.step_exponent.linear", STEP, _exponent_holds(0.85, 1.15)),
+    Rule("decode.step_exponent.between", STEP, _exponent_holds(1.15, 1.85)),
+    Rule("decode.step_exponent.quadratic", STEP, _exponent_holds(1.85, 2.3)),
+    Rule("decode.step_exponent.not_level", STEP, lambda v: -0.3 <= v["k"] < 0.3 and not _level(v), substantive=False),
+    Rule("decode.step_exponent.not_rising", STEP, lambda v: 0.3 <= v["k"] < 2.3 and v["to"] <= v["from"],
+         substantive=False),
+    Rule("decode.step_exponent.out_of_range", ("k",), lambda v: not -0.3 <= v["k"] < 2.3, substantive=False),
     Rule("decode.step_exponent.unfit", substantive=False),
 ))
 
+
+def _stalls(v) -> bool:
+    """The cumulative exponent above 1 beside first and last step times within a tenth of each other (which cannot
+    give it), and a total well above the passes x the median step (stalls lengthened it), all as printed."""
+    product_slack = v["passes"] * 0.005 / 1e3 + 0.005
+    return (v["k"] >= 1.15 and v["spread"] < 10 and _change_agrees(v["spread"], v["late"], v["early"])
+            and abs(v["product"] - v["passes"] * v["median"] / 1e3) <= product_slack
+            and v["excess"] >= 1.3 and _ratio_agrees(v["excess"], v["total"], v["product"]))
+
+
+GROWTH_READINGS = ("decode.cumulative.between", "decode.cumulative.quadratic")  # "later steps are slower"
 CUMULATIVE = Chooser("decode.cumulative", (
     Rule("decode.cumulative.early_slow", ("k", "early", "late"),
          lambda v: v["k"] < 0.85 and v["early"] >= 1.5 * v["late"]),
     Rule("decode.cumulative.linear", ("k",), lambda v: 0.85 <= v["k"] < 1.15),
-    Rule("decode.cumulative.between", ("k", "late", "early"), lambda v: 1.15 <= v["k"] < 1.85 and v["late"] > v["early"]),
-    Rule("decode.cumulative.quadratic", ("k", "late", "early"), lambda v: 1.85 <= v["k"] < 2.3 and v["late"] > v["early"]),
+    Rule("decode.cumulative.between", ("k", "late", "early"),
+         lambda v: 1.15 <= v["k"] < 1.85 and v["late"] >= 1.1 * v["early"]),
+    Rule("decode.cumulative.quadratic", ("k", "late", "early"),
+         lambda v: 1.85 <= v["k"] < 2.3 and v["late"] >= 1.1 * v["early"]),
+    Rule("decode.cumulative.stalls", ("k", "early", "late", "spread", "total", "passes", "median", "product", "excess"),
+         _stalls, substantive=False),
     Rule("decode.cumulative.noisy", ("k",), substantive=False),
     Rule("decode.cumulative.unfit", substantive=False),
 ))
+# beside a mode whose steps were not said to grow, the cumulative exponent is not read as "later steps are slower"
+CUMULATIVE_LEVEL = Chooser(CUMULATIVE.name, tuple(r for r in CUMULATIVE.rules if r.key not in GROWTH_READINGS))
 
 CACHED = Chooser("decode.cached", (
-    Rule("decode.cached.flat", ("median", "t0", "first", "t1", "last"),
-         lambda v: abs(v["last"] - v["first"]) <= 0.1 * v["median"]),
+    Rule("decode.cached.flat", ("eighths", "t0", "t1", "median"), _level_ends),
     Rule("decode.cached.grows", ("eighths", "t0", "t1", "share"), lambda v: _rising(v) and _share_agrees(v)),
-    Rule("decode.cached.noisy", ("median", "t0", "first", "t1", "last"), substantive=False),
+    Rule("decode.cached.noisy", ("eighths", "t0", "t1", "median"), substantive=False),
 ))
 
 EXTRAPOLATION = Chooser("decode.extrapolation", (
@@ -143,48 +212,76 @@ GROWTH = Chooser("decode.growth", (
     Rule("decode.growth.noisy", ("t0", "t1", "first", "last"), substantive=False),
 ))
 
+SAME_STEPS = 0.15  # two measurements of the same steps this close (as a share of the earlier one) agree
+COMPARED = ("lo", "hi", "here", "there", "diff")  # the lengths both runs took, each run's median step there, |here - there|
+RERUN = Chooser("decode.rerun", (
+    Rule("decode.rerun.same", COMPARED,
+         lambda v: v["lo"] < v["hi"] and v["diff"] <= 100 * SAME_STEPS and _change_agrees(v["diff"], v["here"], v["there"])),
+    Rule("decode.rerun.slower", COMPARED,
+         lambda v: v["lo"] < v["hi"] and v["here"] > v["there"] and v["diff"] > 100 * SAME_STEPS
+         and _change_agrees(v["diff"], v["here"], v["there"])),
+    Rule("decode.rerun.faster", COMPARED,
+         lambda v: v["lo"] < v["hi"] and v["here"] < v["there"] and v["diff"] > 100 * SAME_STEPS
+         and _change_agrees(v["diff"], v["here"], v["there"])),
+    Rule("decode.rerun.unclear", ("lo", "hi"), substantive=False),
+))
+
 GROWING = {"decode.uncached.growth_dominates", "decode.uncached.fixed_dominates", "decode.cached.grows"}
 CHOOSERS = (TOTALS, UNCACHED, CROSSOVER, STEP_EXPONENT, STEP_UNREAD, STEP_STEEP, CUMULATIVE, CACHED, EXTRAPOLATION,
-            GROWTH)
+            GROWTH, RERUN)
 
 _GROWTH_ZH = ("有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 涨到 {last}，拟合斜率 {slope}：缓存里每多一个 "
               "token，每一步就多花这么多时间。在 t = {t1} 附近，这部分占单步的 {share}，{size}。每多一个 token 要多读 "
               "{per_token} 的 K/V；若把这部分时间全算作读缓存，等效读取速度约 {rate}，其中还包括和这些 K/V 做注意力的计算，"
               "所以真正的读取速度只会更快。")
 _RERUN = "把上面面板里的「重复次数（取中位数）」调大，点「运行测量」，再运行这一格；机器忙时先关掉别的占 CPU 的程序。"
+_TOTALS = "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}"
+_STALLED = (_TOTALS + "，无缓存用时是有缓存的 {speedup} 倍。按各步耗时的中位数估算，无缓存约 {none_est}、有缓存约 {kv_est}，"
+            "是 {robust} 倍：")
+_EIGHTHS = "把各步按 t 分成八段（从 t = {t0} 附近到 t = {t1} 附近），每段单步耗时的中位数 {eighths}，全部步的中位数 {median}"
+_SECOND_HALF = "后半段 t ≈ {t_from} → {t_to}，"
 ZH = Catalog("zh", {
-    "decode.totals.faster": "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}，有缓存快 {speedup}。",
-    "decode.totals.unclear": "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}；这一次有缓存没有更快，"
-                             "多半是计时被别的程序打断了，" + _RERUN,
+    "decode.totals.faster": _TOTALS + "，无缓存用时是有缓存的 {speedup} 倍（按各步耗时的中位数估算是 {robust} 倍，两者相符）。",
+    "decode.totals.kv_stalled": _STALLED + "有缓存那次的累计时间比按中位数估算的长出一截，是被几次卡顿拖长的，"
+                                "按中位数算的倍数更可靠。",
+    "decode.totals.none_stalled": _STALLED + "无缓存那次的累计时间比按中位数估算的长出一截，是被几次卡顿拖长的，"
+                                  "按中位数算的倍数更可靠。",
+    "decode.totals.uncertain": _TOTALS + "；有缓存更快，但这一次说不准快多少：累计时间和各步耗时的中位数给出的倍数对不上，"
+                               "多半是计时被别的程序打断了；" + _RERUN,
+    "decode.totals.unclear": _TOTALS + "；这一次有缓存没有更快，多半是计时被别的程序打断了，" + _RERUN,
     "decode.uncached.growth_dominates": "无缓存：把各步按 t 分成八段，每段单步耗时的中位数基本上一段比一段长：{eighths}（从 t = {t0} "
                                         "附近到 t = {t1} 附近）。多出的时间花在随 t 增长的投影、前馈网络和注意力上，按它们的 "
                                         "FLOP 数折算约 {rate}；在 t = {t1} 附近这部分占单步的 {share}，随 t 增长的部分占大头。",
     "decode.uncached.fixed_dominates": "无缓存：把各步按 t 分成八段，每段单步耗时的中位数基本上一段比一段长：{eighths}（从 t = {t0} "
                                        "附近到 t = {t1} 附近）。多出的时间按随 t 增长的 FLOP 数折算约 {rate}；在 t = {t1} "
                                        "附近这部分只占单步的 {share}，固定开销仍占大头。",
-    "decode.uncached.flat": "无缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}，在这么短的长度内"
-                            "看不出随 t 的增长：固定开销（例如在 GPU 上逐个启动核函数）盖过了随 t 增长的计算；把生成长度"
-                            "调大，才看得出增长从哪里开始。",
-    "decode.uncached.noisy": "无缓存：t = {t0} 附近单步耗时的中位数 {first}，t = {t1} 附近 {last}，全部步的中位数 {median}："
-                             "这一次计时太乱（或长度太短），说不清随 t 增长了多少；把生成长度调大或" + _RERUN,
+    "decode.uncached.flat": "无缓存：" + _EIGHTHS + "；头尾两段相差不到全部步中位数的一成，在这么短的长度内看不出随 t 的增长："
+                            "固定开销（例如在 GPU 上逐个启动 GPU 内核）盖过了随 t 增长的计算；把生成长度调大，才看得出增长从哪里开始。",
+    "decode.uncached.noisy": "无缓存：" + _EIGHTHS + "：这一次计时太乱（或长度太短），说不清随 t 增长了多少；把生成长度调大或"
+                             + _RERUN,
     "decode.crossover.far": "按 FLOP 数，t² 项要到 t ≈ {cross} 才追上线性项，远超这次测量的最大长度 t = {n}。",
     "decode.crossover.near": "按 FLOP 数，t² 项要到 t ≈ {cross} 才追上线性项，已经接近这次测量的最大长度 t = {n}。",
     "decode.crossover.passed": "按 FLOP 数，t² 项在 t ≈ {cross} 追上线性项，这次测量（最大 t = {n}）已经越过了它。",
-    "decode.step_exponent.flat": "{mode}的单步指数 {k} 接近 0（后半段从 {from} 到 {to}）：后半段的单步耗时几乎不随 t 变，"
-                                 "固定开销为主。",
-    "decode.step_exponent.mixed": "{mode}的单步指数 {k} 在 0 和 1 之间（后半段从 {from} 涨到 {to}）：固定开销和随 t 增长的"
-                                  "部分都有份。",
-    "decode.step_exponent.linear": "{mode}的单步指数 {k} 接近 1（后半段从 {from} 涨到 {to}）：后半段的单步耗时大致随 t "
-                                   "成正比地变长。",
+    "decode.step_exponent.flat": "{mode}的单步指数 {k} 接近 0（" + _SECOND_HALF + "从 {from} 到 {to}）：后半段的单步耗时几乎"
+                                 "不随 t 变，固定开销为主。",
+    "decode.step_exponent.mixed": "{mode}的单步指数 {k} 在 0 和 1 之间（" + _SECOND_HALF + "从 {from} 涨到 {to}）：固定开销"
+                                  "和随 t 增长的部分都有份。",
+    "decode.step_exponent.linear": "{mode}的单步指数 {k} 接近 1（" + _SECOND_HALF + "从 {from} 涨到 {to}）：后半段的单步耗时"
+                                   "大致随 t 成正比地变长。",
     "decode.exponent_unread.noisy": "{mode}的单步指数 {k}：上一句已经说明，这么短的长度内随 t 增长的那一项分不出来，这个指数"
-                                   "反映的是计时波动，不作解读（下一节用 1,024 个 token 专门测有缓存的增长）。",
-    "decode.exponent_steep.not_t2": "{mode}的单步指数 {k} 大于 1（后半段从 {from} 涨到 {to}），比按 FLOP 数预计"
-                                                 "的更陡：在这个长度上 t² 项还很小（见上面的转折点），多出来的陡度来自计时"
-                                                 "波动和矩阵乘法在不同长度下效率不同，不是 t² 项。",
-    "decode.step_exponent.between": "{mode}的单步指数 {k} 在 1 和 2 之间（后半段从 {from} 涨到 {to}）：t² 部分已经显现。",
-    "decode.step_exponent.quadratic": "{mode}的单步指数 {k} 接近 2（后半段从 {from} 涨到 {to}）：t² 部分为主。",
-    "decode.step_exponent.noisy": "{mode}的单步指数 {k} 和后半段实测的单步耗时对不上，或者不在 0 到 2 之间：这是计时噪声；"
-                                  + _RERUN,
+                                    "反映的是计时波动，不作解读。",
+    "decode.exponent_steep.not_t2": "{mode}的单步指数 {k} 大于 1（" + _SECOND_HALF + "从 {from} 涨到 {to}），比按 FLOP 数预计"
+                                    "的更陡：在这个长度上 t² 项还很小（见上面的 t*），多出来的陡度来自计时波动和矩阵乘法在"
+                                    "不同长度下效率不同，不是 t² 项。",
+    "decode.step_exponent.between": "{mode}的单步指数 {k} 在 1 和 2 之间（" + _SECOND_HALF + "从 {from} 涨到 {to}）：t² 部分"
+                                    "已经显现。",
+    "decode.step_exponent.quadratic": "{mode}的单步指数 {k} 接近 2（" + _SECOND_HALF + "从 {from} 涨到 {to}）：t² 部分为主。",
+    "decode.step_exponent.not_level": "{mode}的单步指数 {k} 接近 0，但" + _SECOND_HALF + "头尾的单步中位数 {from}、{to} 一个比"
+                                      "另一个高出 25% 以上，与指数对不上：这是计时噪声；" + _RERUN,
+    "decode.step_exponent.not_rising": "{mode}的单步指数 {k} 说单步耗时随 t 变长，但" + _SECOND_HALF + "单步中位数从 {from} 到 "
+                                       "{to}，并没有变长，与指数对不上：这是计时噪声；" + _RERUN,
+    "decode.step_exponent.out_of_range": "{mode}的单步指数 {k} 不在 0 到 2 之间（单步耗时不会随 t 变短，按 FLOP 数也不会涨得比 "
+                                         "t² 还快）：这是计时噪声；" + _RERUN,
     "decode.step_exponent.unfit": "{mode}的单步指数这一次拟合不出来；" + _RERUN,
     "decode.cumulative.early_slow": "{mode}的累计指数 {k} 小于 1：前 4 次前向计算（含预填充）平均 {early}，比后半段的单步"
                                     "中位数 {late} 慢得多，累计曲线先陡后缓。",
@@ -193,27 +290,38 @@ ZH = Catalog("zh", {
                                  "计算平均 {early}），总时间增长得比 n 快。",
     "decode.cumulative.quadratic": "{mode}的累计指数 {k} 接近 2：后面的步慢得多（后半段的单步中位数 {late}，前 4 次前向计算"
                                    "平均 {early}），总时间接近随 n² 增长。",
+    "decode.cumulative.stalls": "{mode}的累计指数 {k}：前 4 次前向计算平均 {early}，后半段的单步中位数 {late}，相差 {spread}，"
+                                "撑不起这个指数；累计 {total} 是 {passes} 次前向计算 × 单步中位数 {median}（约 {product}）的 "
+                                "{excess} 倍：累计时间是被中途几次卡顿拉高的，这个指数不作解读。",
     "decode.cumulative.noisy": "{mode}的累计指数 {k}：这一次的计时太乱，说不清是哪一段拖慢的；" + _RERUN,
     "decode.cumulative.unfit": "{mode}的累计指数这一次拟合不出来；" + _RERUN,
-    "decode.cached.flat": "有缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}，看不出随 t 的增长："
-                          "读缓存那一项在这么短的长度内淹没在固定开销和计时噪声里。",
+    "decode.cached.flat": "有缓存：" + _EIGHTHS + "；头尾两段相差不到全部步中位数的一成，看不出随 t 的增长：读缓存那一项在这么"
+                          "短的长度内淹没在固定开销和计时噪声里。",
     "decode.cached.grows": "有缓存：把各步按 t 分成八段，每段单步耗时的中位数基本上一段比一段长：{eighths}（从 t = {t0} 附近到 "
                            "t = {t1} 附近）；随 t 增长的部分在 t = {t1} 附近约占单步的 {share}。",
-    "decode.cached.noisy": "有缓存：单步耗时的中位数 {median}，t = {t0} 附近 {first}，t = {t1} 附近 {last}：这一次计时噪声太大，"
-                           "说不清随 t 增长了多少；" + _RERUN,
+    "decode.cached.noisy": "有缓存：" + _EIGHTHS + "：这一次计时噪声太大，说不清随 t 增长了多少；" + _RERUN,
     "decode.extrapolation.both": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}，有缓存每步的耗时随 t 增长约 {slope}），"
                                  "把滑块拉到最右（{top} 个 token），无缓存一次约需 {none_min}，有缓存约 {kv_s}。",
     "decode.extrapolation.kv_flat": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}），把滑块拉到最右（{top} 个 token），"
                                     "无缓存一次约需 {none_min}；有缓存这次没测出随 t 的增长，按单步中位数 {median} 算约 "
-                                    "{kv_s}（读缓存那一项没算进去，实际会更长，长多少见下一节测出的斜率）。",
+                                    "{kv_s}（读缓存那一项没算进去，实际会更长，长多少见下面一小节测出的斜率）。",
     "decode.extrapolation.none": "这一次说不清无缓存的单步耗时随 t 怎样增长，就不按它外推到滑块最右（{top} 个 token）；"
                                  "把生成长度调大或" + _RERUN,
     **{f"decode.growth.{size}": _GROWTH_ZH.replace("{size}", word)
        for size, word in (("large", "占了大头"), ("half", "约占一半"), ("notable", "已经不小"), ("small", "还不大"))},
     "decode.growth.flat": "有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 到 {last}，几乎不变：读缓存那一项"
-                          "淹没在固定开销里（在 GPU 上，时间主要花在逐个启动核函数上，常常就是这样）。",
+                          "淹没在固定开销里（在 GPU 上，时间主要花在逐个启动 GPU 内核上，常常就是这样）。",
     "decode.growth.noisy": "有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 到 {last}，这一次没有测出清楚的"
                            "增长，计时噪声盖过了它；重跑这一格，或者把这一格里的 new_tokens=1024 改大（最多约 2000）再试。",
+    "decode.rerun.same": "同样是 t = {lo} 到 {hi} 的这些步，这一格单步耗时的中位数 {here}，上面面板那次（有缓存）{there}，"
+                         "相差 {diff}，两次测量对得上。",
+    "decode.rerun.slower": "同样是 t = {lo} 到 {hi} 的这些步，这一格单步耗时的中位数 {here}，比上面面板那次（有缓存）的 {there} "
+                           "慢 {diff}：同样长度的一步不会自己变慢，多半是两次之间机器的忙闲变了。比较两次测量时，看增长（斜率）"
+                           "比看绝对的耗时可靠。",
+    "decode.rerun.faster": "同样是 t = {lo} 到 {hi} 的这些步，这一格单步耗时的中位数 {here}，比上面面板那次（有缓存）的 {there} "
+                           "快 {diff}：同样长度的一步不会自己变快，多半是两次之间机器的忙闲变了。比较两次测量时，看增长（斜率）"
+                           "比看绝对的耗时可靠。",
+    "decode.rerun.unclear": "这一格和上面面板那次（有缓存）在 t = {lo} 到 {hi} 之间的单步耗时这一次比不清；" + _RERUN,
 }, words={"none": "无缓存", "kv": "有缓存", "min": "分钟"})
 
 
@@ -223,37 +331,59 @@ def show_claims(claims: list[Claim]) -> None:
 
 
 def _exponent_claims(timing: DecodeTiming, mode: str, growth: Claim, crossover: Claim) -> list[Claim]:
-    """The step exponent (fitted over the second half) beside the medians of that half's first and last eighth;
-    the cumulative exponent beside the first 4 passes' mean and the second half's median step. The exponent's
-    reading agrees with the sentences before it: ``growth`` (this mode's steps: can't tell -> not read; level ->
-    only "level") and the counted ``crossover`` (far -> a steep exponent is not the t² term)."""
+    """The step exponent (fitted over the second half) beside the medians of that half's first and last eighth and
+    their t; the cumulative exponent beside the first 4 passes' mean and the second half's median step (and, where
+    those cannot give it, beside the total against passes x the median step: stalls). The readings agree with the
+    sentences before them: ``growth`` (this mode's steps: can't tell -> not read; level -> only "level", and the
+    cumulative exponent not read as "later steps are slower") and the counted ``crossover`` (far -> a steep
+    exponent is not the t² term)."""
     steps_ms = [s * 1e3 for s in timing.step_seconds]
     early, late = sum(steps_ms[:4]) / len(steps_ms[:4]), median(steps_ms[1 + (len(steps_ms) - 1) // 2:])
-    eighths = timing_ends(timing).eighths_ms
-    step = {"k": number(timing.step_exponent, kind=DIFFERENCE), "from": _ms(eighths[len(eighths) // 2]),
-            "to": _ms(eighths[-1])}
-    k_cum = number(timing.cumulative_exponent, kind=DIFFERENCE)
+    ends = timing_ends(timing)
+    half = len(ends.eighths_ms) // 2
+    step = {"k": number(timing.step_exponent, kind=DIFFERENCE), "t_from": _count(ends.eighths_t[half]),
+            "t_to": _count(ends.eighths_t[-1]), "from": _ms(ends.eighths_ms[half]), "to": _ms(ends.eighths_ms[-1])}
     reading = STEP_EXPONENT.choose(step, {"mode": mode})
     read = STEP_EXPONENT.rule(reading.key).substantive  # an exponent already said to be noise or unfit stays so
+    grows = growth.key in GROWING
     if read and (growth.key.endswith(".noisy")
                  or (growth.key.endswith(".flat") and reading.key != "decode.step_exponent.flat")):
         reading = STEP_UNREAD.choose(step, {"mode": mode})
     elif reading.key in ("decode.step_exponent.between", "decode.step_exponent.quadratic") \
             and crossover.key == "decode.crossover.far":
         reading = STEP_STEEP.choose(step, {"mode": mode})
-    return [reading,
-            CUMULATIVE.choose({"k": k_cum, "early": _ms(early), "late": _ms(late)}, {"mode": mode})]
+    total, passes = sum(steps_ms) / 1e3, len(steps_ms)
+    product = passes * ends.median_ms / 1e3
+    cumulative = {"k": number(timing.cumulative_exponent, kind=DIFFERENCE), "early": _ms(early), "late": _ms(late),
+                  "spread": _pct(ratio(abs(late - early), early)), "total": number(total, 2, "s"),
+                  "passes": _count(passes), "median": _ms(ends.median_ms), "product": number(product, 2, "s"),
+                  "excess": number(ratio(total, product), 1)}
+    return [reading, (CUMULATIVE if grows else CUMULATIVE_LEVEL).choose(cumulative, {"mode": mode})]
+
+
+def _estimate_s(timing: DecodeTiming, ends: StepEnds) -> float:
+    """A run's total by medians: its prefill pass, then each eighth of its decode steps at that eighth's median."""
+    return timing.step_seconds[0] + ends.by_medians_ms / 1e3
+
+
+def _totals(none_t: DecodeTiming, kv_t: DecodeTiming, none: StepEnds, kv: StepEnds) -> Claim:
+    total_none, total_kv = none_t.cumulative_seconds[-1], kv_t.cumulative_seconds[-1]
+    est_none, est_kv = _estimate_s(none_t, none), _estimate_s(kv_t, kv)
+    return TOTALS.choose({"n": _count(kv_t.new_tokens), "none_s": number(total_none, 2, "s"),
+                          "kv_s": number(total_kv, 2, "s"), "speedup": number(ratio(total_none, total_kv), 1),
+                          "none_est": number(est_none, 2, "s"), "kv_est": number(est_kv, 2, "s"),
+                          "robust": number(ratio(est_none, est_kv), 1)})
 
 
 def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> list[Claim]:
-    """What this run measured, as claims (:data:`CHOOSERS`; :func:`show_claims` prints them): the totals, the
-    uncached steps' growth from measured medians, the counted crossover, both modes' exponents, the cached steps,
-    and the slider's right end extrapolated from the growth this run measured (or not at all)."""
+    """What this run measured, as claims (:data:`CHOOSERS`; :func:`show_claims` prints them): the totals (beside
+    the same by medians), the uncached steps' growth from measured medians, the counted crossover, both modes'
+    exponents, the cached steps, and the slider's right end extrapolated from the growth this run measured (or not
+    at all)."""
     c = model.config
     flops = uncached_flops(c)
     none_t, kv_t = results["none"], results["kv"]
     none, kv = timing_ends(none_t), timing_ends(kv_t)
-    total_none, total_kv = none_t.cumulative_seconds[-1], kv_t.cumulative_seconds[-1]
     rate = ratio(flops(none.t1) - flops(none.t0), none.last_ms - none.first_ms) / 1e6
     uncached = UNCACHED.choose({**_ends_numbers(none), "rate": number(rate, 1, "GFLOP/s")})
     cached = CACHED.choose(_ends_numbers(kv))
@@ -268,8 +398,7 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
     n = none_t.seq_len[-1]
     crossover = CROSSOVER.choose({"cross": _count(crossover_length(model)), "n": _count(n)})
     return [
-        TOTALS.choose({"n": _count(kv_t.new_tokens), "none_s": number(total_none, 2, "s"),
-                       "kv_s": number(total_kv, 2, "s"), "speedup": number(ratio(total_none, total_kv), 1, "×")}),
+        _totals(none_t, kv_t, none, kv),
         uncached,
         crossover,
         *_exponent_claims(none_t, "none", uncached, crossover),
@@ -281,11 +410,28 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
     ]
 
 
-def explain_growth(fit: StepFit, model: ToyTransformer) -> list[Claim]:
+COMPARED_AT_LEAST = 8  # steps of each run at the lengths both took, for their medians to be compared
+
+
+def _rerun(fit: StepFit, earlier: DecodeTiming) -> list[Claim]:
+    """The long run's median step beside the latency panel's (cached) at the lengths both took (none: no claim)."""
+    t_before, ms_before = earlier.seq_len[1:], [s * 1e3 for s in earlier.step_seconds[1:]]
+    lo, hi = max(min(fit.t), min(t_before)), min(max(fit.t), max(t_before))
+    here, there = steps_between(fit.t, fit.step_ms, lo, hi), steps_between(t_before, ms_before, lo, hi)
+    if lo >= hi or min(len(here), len(there)) < COMPARED_AT_LEAST:
+        return []
+    here_ms, there_ms = median(here), median(there)
+    return [RERUN.choose({"lo": _count(lo), "hi": _count(hi), "here": _ms(here_ms), "there": _ms(there_ms),
+                          "diff": _pct(ratio(abs(here_ms - there_ms), there_ms))})]
+
+
+def explain_growth(fit: StepFit, model: ToyTransformer, earlier: DecodeTiming | None = None) -> list[Claim]:
     """The long cached run as a claim (:data:`GROWTH`): measured medians at both ends, the fitted slope only where
-    it agrees with them, and the cache read rate it implies."""
+    it agrees with them, and the cache read rate it implies; given the ``earlier`` cached run (the latency panel's),
+    the two runs' median steps at the lengths both took, compared (:data:`RERUN`)."""
     ends = step_ends(fit.t, fit.step_ms)
     per_token = format_bytes(kv_bytes_per_token(model.config)).split()
     rate = ratio(kv_bytes_per_token(model.config), fit.slope_ms / 1e3) / 1e9 if fit.slope_ms > 0 else math.nan
     return [GROWTH.choose({**_ends_numbers(ends), "slope": number(fit.slope_ms * 1e3, 2, "µs/token", DIFFERENCE),
-                           "per_token": Number(per_token[0], per_token[1]), "rate": number(rate, 1, "GB/s")})]
+                           "per_token": Number(per_token[0], per_token[1]), "rate": number(rate, 1, "GB/s")}),
+            *(_rerun(fit, earlier) if earlier is not None else [])]

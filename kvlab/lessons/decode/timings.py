@@ -91,12 +91,14 @@ def uncached_flops(config: ModelConfig):
 @dataclass(frozen=True)
 class StepEnds:
     """Measured medians of a run's decode steps: of each eighth of them in order of t, and of all of them; t0 and
-    t1 are the median t of the first and the last eighth."""
+    t1 are the median t of the first and the last eighth, ``eighths_t`` that of each eighth."""
 
     t0: int
     t1: int
     eighths_ms: tuple[float, ...]
     median_ms: float
+    eighths_t: tuple[int, ...] = ()
+    by_medians_ms: float = float("nan")  # the steps' time by medians: each eighth's steps x its median (no stalls)
 
     @property
     def first_ms(self) -> float:
@@ -124,8 +126,15 @@ def step_ends(t, ms) -> StepEnds:
     cuts = [round(i * len(t) / 8) for i in range(9)]
     parts = [(t[a:b], ms[a:b]) for a, b in zip(cuts, cuts[1:]) if b > a]
     eighths = tuple(median(m) for _, m in parts)
-    return StepEnds(round(median(parts[0][0])), round(median(parts[-1][0])),
-                    eighths if len(eighths) > 1 else eighths * 2, median(ms))
+    at = tuple(round(median(x)) for x, _ in parts)
+    if len(eighths) == 1:  # one step: a series of two equal medians
+        eighths, at = eighths * 2, at * 2
+    return StepEnds(at[0], at[-1], eighths, median(ms), at, sum(len(m) * median(m) for _, m in parts))
+
+
+def steps_between(t, ms, lo: int, hi: int) -> list[float]:
+    """The step times ``ms`` of the steps whose length t is within [lo, hi]."""
+    return [m for x, m in zip(t, ms) if lo <= x <= hi]
 
 
 def timing_ends(timing: DecodeTiming) -> StepEnds:

@@ -197,7 +197,7 @@ def test_every_sharing_shape_gets_its_claim(small_sharing):
     rules = {r.key: r for c in lesson.CHOOSERS for r in c.rules}
     assert rules[idle.key].substantive
     text = lesson.ZH.say(idle)
-    assert "共享让首 token 快了" in text and idle.fields["plain_ttft"].text in text
+    assert "共享让首 token 延迟短了" in text and idle.fields["plain_ttft"].text in text
 
 
 def test_batching_idle_run_says_something_substantive_and_true(small_batching):
@@ -436,3 +436,22 @@ def test_the_quiz_schedules_are_the_schedulers_own():
     assert run.preemptions == 1 and [len(o.tokens) for o in run.outcomes] == [8, 8]  # both finish
     static = review.schedule("static", review.QUIZ_WAIT, 2)
     assert [o.ttft_steps for o in static.outcomes] == [1, 1, 6] and static.preemptions == 0
+
+
+def test_slower_or_faster_needs_every_round_beyond_the_band():
+    """Review r26: 「连续批处理每个 token 慢了 38%」 was said with rounds 1.44 and 1.04; the second is inside ±15 %."""
+    num = claims.number
+    tpot = {"static_tpot": num(1.0, 2, "ms"), "cont_tpot": num(1.38, 2, "ms"), "ratio": num(1.38, 2),
+            "static_itl": num(1.0, 2, "ms"), "cont_itl": num(1.4, 2, "ms"), "gain": num(38, 0, "%"),
+            "cont_batch": num(3.0, 1), "static_batch": num(2.0, 1)}
+    said = batching.TPOT.choose({**tpot, "rounds": claims.series([1.44, 1.04], 2)})
+    assert said.key == "paged.tpot.unclear" and "幅度差得很远" in lesson.ZH.say(said)
+    assert batching.TPOT.choose({**tpot, "rounds": claims.series([1.44, 1.16], 2)}).key == "paged.tpot.slower"
+    tps = {"cont_tps": num(130, 0), "static_tps": num(100, 0), "ratio": num(1.3, 2), "gain": num(30, 0, "%"),
+           "cont_batch": num(3.0, 1), "static_batch": num(2.0, 1)}
+    assert batching.THROUGHPUT.choose({**tps, "rounds": claims.series([1.3, 1.1], 2)}).key == "paged.throughput.unclear"
+    from kvlab.lessons.paged import sharing
+
+    ttft = {"plain_ttft": num(10.0, 2, "ms"), "shared_ttft": num(6.0, 2, "ms"), "ratio": num(0.6, 2), "gain": num(40, 0, "%")}
+    assert sharing.SERVE_TTFT.choose({**ttft, "rounds": claims.series([0.6, 0.9], 2)}).key == "paged.sharing_ttft.unclear"
+    assert sharing.SERVE_TTFT.choose({**ttft, "rounds": claims.series([0.6, 0.8], 2)}).key == "paged.sharing_ttft.shorter"

@@ -158,13 +158,23 @@ def _within(r: float) -> bool:
     return abs(r - 1) < BAND
 
 
+def _all_above(rounds) -> bool:
+    """Every round's printed ratio at least 1 + BAND: each round alone says "more", not only the best one."""
+    return min(_all(rounds)) >= 1 + BAND
+
+
+def _all_below(rounds) -> bool:
+    """Every round's printed ratio at most 1 / (1 + BAND): each round alone says "less"."""
+    return max(_all(rounds)) * (1 + BAND) <= 1
+
+
 TPS = ("cont_tps", "static_tps", "ratio", "rounds")
 THROUGHPUT = Chooser("paged.throughput", (
     Rule("paged.throughput.faster", (*TPS, "gain", "cont_batch", "static_batch"),
-         lambda v: v["ratio"] >= 1 + BAND and min(_all(v["rounds"])) > 1 and _gain(v, v["ratio"])
+         lambda v: v["ratio"] >= 1 + BAND and _all_above(v["rounds"]) and _gain(v, v["ratio"])
          and _ratio_of(v["ratio"], v["cont_tps"], v["static_tps"], 1, 1) and v["cont_batch"] > v["static_batch"]),
     Rule("paged.throughput.slower", (*TPS, "gain", "cont_batch", "static_batch"),
-         lambda v: v["ratio"] * (1 + BAND) <= 1 and max(_all(v["rounds"])) < 1 and _gain(v, v["ratio"])
+         lambda v: v["ratio"] * (1 + BAND) <= 1 and _all_below(v["rounds"]) and _gain(v, v["ratio"])
          and _ratio_of(v["ratio"], v["cont_tps"], v["static_tps"], 1, 1) and v["cont_batch"] > v["static_batch"]),
     Rule("paged.throughput.same", TPS,
          lambda v: _within(v["ratio"]) and _ratio_of(v["ratio"], v["cont_tps"], v["static_tps"], 1, 1)),
@@ -211,10 +221,10 @@ def _tpot_ratio(v) -> bool:
 
 TPOT = Chooser("paged.tpot", (
     Rule("paged.tpot.slower", (*TPOTS, "gain", "cont_batch", "static_batch"),
-         lambda v: v["ratio"] >= 1 + BAND and min(_all(v["rounds"])) > 1 and _gain(v, v["ratio"]) and _tpot_ratio(v)
+         lambda v: v["ratio"] >= 1 + BAND and _all_above(v["rounds"]) and _gain(v, v["ratio"]) and _tpot_ratio(v)
          and v["cont_batch"] > v["static_batch"]),
     Rule("paged.tpot.faster", (*TPOTS, "gain", "cont_batch", "static_batch"),
-         lambda v: v["ratio"] * (1 + BAND) <= 1 and max(_all(v["rounds"])) < 1 and _gain(v, v["ratio"])
+         lambda v: v["ratio"] * (1 + BAND) <= 1 and _all_below(v["rounds"]) and _gain(v, v["ratio"])
          and _tpot_ratio(v) and v["cont_batch"] > v["static_batch"]),
     Rule("paged.tpot.same", (*TPOTS, "cont_batch", "static_batch"),
          lambda v: _within(v["ratio"]) and all(map(_within, _all(v["rounds"]))) and _tpot_ratio(v)
@@ -277,14 +287,16 @@ ZH_TEMPLATES = {
                                "（静态批处理 {static_batch} 条），吞吐却更低：在这台机器上，把更多条序列放进一步并不比分开算"
                                "便宜（下一句看一步的耗时怎样随批次变）。",
     "paged.throughput.same": _TPS_HEAD + f"。相差不到 {_BAND}，在这台机器上分不出哪种吞吐更高。",
-    "paged.throughput.unclear": _TPS_HEAD + "。几轮的结论不一致，这台机器太忙（或太吵），这次说不准哪种吞吐更高；" + _RERUN,
+    "paged.throughput.unclear": _TPS_HEAD + f"。不是每一轮都在同一边差出 {_BAND} 以上（几轮的方向不一致，或者方向一致但幅度差得"
+                                "很远）：这台机器太忙（或太吵），这次说不准哪种吞吐更高、高多少；" + _RERUN,
     "paged.throughput.unmeasured": "这一次没有测出有效的吞吐（总时间为 0 或不是一个数）；" + _RERUN,
     "paged.step_time.flat": _STEPS_HEAD + "，差不多：这个小模型一步的耗时几乎不随批次变（在 GPU 上，小模型的一步主要花在"
                             "逐个启动内核上，就是这样）。所以吞吐之比 {ratio} 接近两种调度的步数之比 {static_steps} ÷ "
                             "{cont_steps} = {bound}：连续批处理少走的那些步，就是它多出的吞吐。",
     "paged.step_time.grows": _STEPS_HEAD + "：批次更满的一步更慢，所以吞吐之比 {ratio} 小于两种调度的步数之比 "
                              "{static_steps} ÷ {cont_steps} = {bound}。在一步的耗时不随批次变的设备上（例如 GPU 上的这个"
-                             "小模型，一步主要花在逐个启动内核上），吞吐之比会接近 {bound}。",
+                             "小模型，一步主要花在逐个启动内核上），吞吐之比会更接近步数之比 {bound}（每个新请求的预填充各是一次"
+                             "单独的前向，所以一般到不了 {bound}）。",
     "paged.step_time.unclear": _STEPS_HEAD + "；两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}，吞吐之比 "
                                "{ratio}：这一次说不清一步的耗时怎样随批次变；" + _RERUN,
     "paged.step_time.unmeasured": "两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}（每台机器都一样）；这一次一步"
@@ -305,7 +317,8 @@ ZH_TEMPLATES = {
     "paged.tpot.same": _TPOT_HEAD + f"：每一轮都相差不到 {_BAND}。批次多几条序列（平均 {{cont_batch}} 条对 "
                        "{static_batch} 条），这个小模型的一步几乎不变慢（GPU 上小模型的一步主要花在启动内核上，也是这样）："
                        "连续批处理在吞吐和首 token 延迟上的变化几乎不用拿每个 token 的速度来换。" + _ITL,
-    "paged.tpot.unclear": _TPOT_HEAD + "：几轮的结论不一致，这台机器太忙，这次说不准哪种每个 token 更快；" + _RERUN + _ITL,
+    "paged.tpot.unclear": _TPOT_HEAD + f"：不是每一轮都在同一边差出 {_BAND} 以上（几轮的方向不一致，或者方向一致但幅度差得"
+                          "很远）：这台机器太忙，这次说不准哪种每个 token 更快、快多少；" + _RERUN + _ITL,
     "paged.tpot.unmeasured": "每个 token 的时间（TPOT）这一次没有测出有效的数（没有请求生成两个以上的 token，或者计时为 0）；"
                              + _RERUN,
 }

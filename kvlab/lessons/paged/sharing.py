@@ -17,7 +17,7 @@ from ...paged_cache import PagedKVCache
 from ...paging import SharedPrefix, shared_prefix_blocks
 from ...claims import Chooser, Claim, Rule, number, ratio
 from ...serving import Request, serve
-from .batching import BAND, Rounds, _all, _gain, _ms, _ratio_of, _rounds, _within, serve_in_rounds
+from .batching import BAND, Rounds, _all, _all_above, _all_below, _gain, _ms, _ratio_of, _rounds, _within, serve_in_rounds
 from .runs import BLOCK_SIZE, corpus_ids
 
 SHARE_PREFIX, SHARE_REQUESTS, SHARE_NEW_TOKENS = 40, 4, 16  # the real run's defaults
@@ -148,13 +148,13 @@ def serve_sharing(model: ToyTransformer, tokenizer, rounds: int = SERVE_ROUNDS,
 TTFT_FIELDS = ("plain_ttft", "shared_ttft", "ratio", "rounds")
 SERVE_TTFT = Chooser("paged.sharing_ttft", (
     Rule("paged.sharing_ttft.shorter", (*TTFT_FIELDS, "gain"),
-         lambda v: v["ratio"] * (1 + BAND) <= 1 and max(_all(v["rounds"])) < 1 and _gain(v, v["ratio"])
+         lambda v: v["ratio"] * (1 + BAND) <= 1 and _all_below(v["rounds"]) and _gain(v, v["ratio"])
          and _ratio_of(v["ratio"], v["shared_ttft"], v["plain_ttft"], 0.01, 0.01)),
     Rule("paged.sharing_ttft.same", TTFT_FIELDS,
          lambda v: _within(v["ratio"]) and all(map(_within, _all(v["rounds"])))
          and _ratio_of(v["ratio"], v["shared_ttft"], v["plain_ttft"], 0.01, 0.01)),
     Rule("paged.sharing_ttft.longer", (*TTFT_FIELDS, "gain"),
-         lambda v: v["ratio"] >= 1 + BAND and min(_all(v["rounds"])) > 1 and _gain(v, v["ratio"])
+         lambda v: v["ratio"] >= 1 + BAND and _all_above(v["rounds"]) and _gain(v, v["ratio"])
          and _ratio_of(v["ratio"], v["shared_ttft"], v["plain_ttft"], 0.01, 0.01), substantive=False),
     Rule("paged.sharing_ttft.unclear", TTFT_FIELDS, substantive=False),
     Rule("paged.sharing_ttft.unmeasured", substantive=False),
@@ -174,14 +174,14 @@ _RERUN = "重跑这一格（serve_sharing 的 rounds 可以调到 5，多测几�
 _HEAD = ("首 token 延迟（TTFT）平均：不共享 {plain_ttft}，共享 {shared_ttft}（每一步取几轮里最快的一次），比值 {ratio}；"
          "每一轮单独算的比值 {rounds}")
 ZH_TEMPLATES = {
-    "paged.sharing_ttft.shorter": _HEAD + "。共享让首 token 快了 {gain}：后来的请求只预填充系统提示词之后的部分，"
+    "paged.sharing_ttft.shorter": _HEAD + "。共享让首 token 延迟短了 {gain}：后来的请求只预填充系统提示词之后的部分，"
                                   "它加入的那一步短了。",
     "paged.sharing_ttft.same": _HEAD + f"：每一轮都相差不到 {BAND:.0%}。在这台设备上，少喂这些 token 几乎不省时间："
                                "一次前向的耗时主要是固定的开销（GPU 上的这个小模型就是这样，一步主要花在逐个启动内核上），"
                                "不随喂入的 token 数变。省下的块和计算照样是真的。",
     "paged.sharing_ttft.longer": _HEAD + "：这一次共享反而慢了 {gain}，与少算的 token 方向相反：多半是机器忙，"
                                  "共享那几轮的步被拖慢了；" + _RERUN,
-    "paged.sharing_ttft.unclear": _HEAD + "：几轮的结论不一致，这台机器太忙（或太吵），这次说不准共享让首 token "
-                                  "快了多少；" + _RERUN,
+    "paged.sharing_ttft.unclear": _HEAD + f"：不是每一轮都在同一边差出 {BAND:.0%} 以上（几轮的方向不一致，或者方向"
+                                  "一致但幅度差得很远）：这台机器太忙（或太吵），这次说不准共享让首 token 延迟短了多少；" + _RERUN,
     "paged.sharing_ttft.unmeasured": "这一次首 token 延迟没有测出有效的数（计时为 0 或不是一个数）；" + _RERUN,
 }

@@ -1,7 +1,6 @@
 """The widget layer: rendering, error messages instead of tracebacks, and the Colab path."""
 import sys
 import types
-from collections import deque
 
 import ipywidgets as W
 import plotly.graph_objects as go
@@ -418,7 +417,7 @@ def test_prerendering_is_skipped_for_slow_renders_code_changes_and_without_a_loo
     asyncio.run(session())
     monkeypatch.setattr(kw, "PREFETCH", False)  # off: every change is rendered afresh, nothing is kept
     panel.controls["n"].value = 4
-    assert calls[-1] == (4, 2) and not panel._ready
+    assert calls[-1] == (4, 2) and not panel.drawn.kept
     off = _counting_panel(calls)
     off.prefetch = False  # or off for one panel (a render that is not the same for the same values)
     monkeypatch.setattr(kw, "PREFETCH", True)
@@ -426,7 +425,7 @@ def test_prerendering_is_skipped_for_slow_renders_code_changes_and_without_a_loo
     async def other_session():
         _from_browser(off.controls["n"], 2)
         await asyncio.sleep(kw.PREFETCH_DELAY_S + 0.05)
-        assert calls[-1] == (2, 1) and not off._ready
+        assert calls[-1] == (2, 1) and not off.drawn.kept
 
     asyncio.run(other_session())
 
@@ -746,7 +745,7 @@ def test_a_panel_replaced_by_its_rerun_cell_lets_go_of_what_it_drew(mode, in_bro
         return panel
 
     old = cell()
-    drawn = [weakref.ref(view) for view, _ in old.ahead.states.values()] if old.ahead is not None else []
+    drawn = [weakref.ref(d.view) for d in old.ahead.states.values()] if old.ahead is not None else []
     assert len(drawn) == (6 if mode == "widget" and in_browser else 0)
     new = cell()
     gc.collect()
@@ -807,7 +806,7 @@ def test_a_render_that_measures_says_so_while_it_runs_and_is_never_rendered_ahea
 def test_a_measuring_value_is_not_pre_rendered():
     panel, seen = _measuring_panel("rerender")
     assert kw.PREFETCH and panel._measuring({"n": 4}) and not panel._measuring({"n": 3})
-    panel._render_ms["n"] = deque([1.0])
+    panel._budget("n").record(1.0)
     panel._schedule_next("n", panel.controls["n"], 2, 3)  # its next value, 4, would measure
     assert panel._next is None
 

@@ -4,7 +4,8 @@ While ``python -m kvlab.book`` runs a chapter, ``kvlab.viz.widgets.show`` adds :
 and quiz's output, under the MIME type ``STATIC_MIME``. A panel's static form is its readout and figures as they
 are on screen, plus, for each control it declares ``static``, the states of that control's values (one control
 at a time, the others at their defaults), each rendered by the panel's own ``render`` function, the one the live
-panel calls: the page and the notebook cannot disagree.
+panel calls (through :class:`kvlab.viz.browser_steps.States`, as the live panel draws ahead): the page and the notebook
+cannot disagree.
 
 Figures are stored as plotly JSON (``plotly.io.to_json``, the same encoding a live figure is sent in) in a pool
 of distinct traces and layouts, so a trace that does not change with a slider is stored once per page.
@@ -18,7 +19,7 @@ import pickle
 from pathlib import Path
 
 from ..exercises.quiz import answer_verdict
-from ..viz.browser_steps import figure_json
+from ..viz.browser_steps import States, figure_json
 
 STATIC_MIME = "application/vnd.kvlab.static+json"
 MAX_STATES = 48  # values precomputed per control: all of them, or this many around the default
@@ -107,12 +108,8 @@ def precomputed(panel, name: str, defaults: dict, pool: Pool) -> dict:
     """The states of control ``name``'s values, the others at ``defaults``, each rendered by the panel's render
     (a value the live panel refuses gets the message the panel shows), and how the page offers them."""
     values, labels = option_values(panel, name)
-    states = []
-    for value in values:
-        try:
-            states.append(_state(pool, panel.render(**{**defaults, name: value})))
-        except ValueError as exc:
-            states.append(_state(pool, error=panel.explain(exc)))
+    grid = States(panel.render).grid(name, values, defaults)  # the one mechanism that draws a panel's states ahead
+    states = [_state(pool, error=panel.explain(d.view)) if d.refused else _state(pool, d.view) for d in grid]
     widget = value_widget(panel, name)
     menu = hasattr(widget, "_options_values") and "Slider" not in type(widget).__name__  # a dropdown, not a slider
     return {"widget": "menu" if menu else "slider", "values": [_json_value(v) for v in values], "labels": labels,

@@ -20,11 +20,13 @@ any typed length): a typed value no slider position shows is sent as the one ``F
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import math
 import time
 import weakref
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ipywidgets as W
 import plotly.io as pio
@@ -132,34 +134,139 @@ class BrowserSteps(AnyWidget):
         super().close()
 
 
+@dataclass
+class Budget:
+    """One use's time budget for drawing ahead: spent while the quickest of the last 3 renders took over ``max_ms``
+    (a busy moment passes: quick renders turn it back on), and for good once one render took over ``once_ms`` (a
+    first visit that measured; later ones are cached)."""
+
+    max_ms: float
+    once_ms: float = math.inf
+    ms: deque = field(default_factory=lambda: deque(maxlen=3))
+    broken: bool = False
+
+    def record(self, ms: float) -> None:
+        self.ms.append(ms)
+        self.broken = self.broken or ms > self.once_ms
+
+    @property
+    def spent(self) -> bool:
+        return self.broken or (bool(self.ms) and min(self.ms) > self.max_ms)
+
+
+@dataclass
+class Drawn:
+    """One state: the render's View, or the ValueError of a value the render refuses."""
+
+    view: object
+
+    @property
+    def refused(self) -> bool:
+        return isinstance(self.view, Exception)
+
+    @functools.cached_property
+    def state(self) -> dict:
+        """What the browser draws for it (:func:`state_of`), encoded once."""
+        return state_of(self.view)
+
+
+class States:
+    """A panel's states drawn ahead: the one mechanism behind a slider's next step (``Panel``'s PREFETCH), the values
+    around the shown ones (:class:`RenderAhead`) and the static edition's grid (``kvlab.book.capture``).
+
+    One cache policy: a state is kept by its key until its use names the keys it still wants (:meth:`window`). One time
+    budget per use: :meth:`ahead` draws only while that use's :class:`Budget` is not spent, never a value whose
+    render would measure (``measures(values)`` names them: a timing must not run unasked), and never lets a bug out;
+    :meth:`draw` (a value chosen on screen, or the static grid) always draws, and records its time on the budget.
+    ``noting(text)``: called before a render that measures, with what it measures (the panel says so meanwhile)."""
+
+    def __init__(self, render, measures=None, noting=None):
+        self.render = render
+        self.measures = measures
+        self.noting = noting
+        self.kept: dict = {}  # key -> Drawn
+
+    def measuring(self, values: dict) -> str | None:
+        """What a render of ``values`` measures (None when it only computes, or the hint itself fails)."""
+        try:
+            return self.measures(values) if self.measures is not None else None
+        except Exception:  # a value the render will refuse (and explain)
+            return None
+
+    def draw(self, key, values: dict, budget: Budget | None = None) -> Drawn:
+        """Render ``values`` now (a ValueError is the state of a refused value; any other exception is a bug and
+        propagates), time it on ``budget``, and keep it under ``key`` (None: not kept)."""
+        note = self.measuring(values)
+        if note and self.noting is not None:
+            self.noting(note)
+        t0 = time.perf_counter()
+        try:
+            drawn = Drawn(self.render(**values))
+        except ValueError as exc:
+            drawn = Drawn(exc)
+        finally:
+            if budget is not None:
+                budget.record((time.perf_counter() - t0) * 1e3)
+        if key is not None:
+            self.kept[key] = drawn
+        return drawn
+
+    def ahead(self, key, values: dict, budget: Budget) -> Drawn | None:
+        """Draw ``values`` unasked, unless kept already, over budget, measuring, or failing with a bug (None: not
+        drawn; a bug is shown and explained when that value is really chosen)."""
+        if key is None or key in self.kept or budget.spent or self.measuring(values):
+            return None
+        try:
+            return self.draw(key, values, budget)
+        except Exception:
+            return None
+
+    def get(self, key) -> Drawn | None:
+        return self.kept.get(key) if key is not None else None
+
+    def window(self, keys) -> None:
+        """Keep only the states of ``keys`` (the use's window moved)."""
+        keep = set(keys)
+        self.kept = {k: d for k, d in self.kept.items() if k in keep}
+
+    def grid(self, name: str, values: list, others: dict) -> list[Drawn]:
+        """The static edition's grid: control ``name`` at each of ``values``, the others at ``others``, every one
+        drawn (however long it takes: no kernel waits for the page); nothing kept."""
+        return [self.draw(None, {**others, name: value}) for value in values]
+
+
 class RenderAhead:
     """The kernel's side of a panel's browser-drawn sliders: the states of the current world (keyed by the sliders'
-    positions on their grids, "3,0,12"), rendered ahead around the shown ones while the kernel is idle, one render
-    per turn of the event loop, and sent to :class:`BrowserSteps` every AHEAD_SEND_S.
+    positions on their grids, "3,0,12"), drawn ahead (:class:`States`) around the shown ones while the kernel is
+    idle, one render per turn of the event loop, and sent to :class:`BrowserSteps` every AHEAD_SEND_S.
 
-    ``render(**values) -> View``; ``values()``: the panel's controls now; ``measures(values)``: the message a render of
-    these values shows while it measures (None when it only computes): such values are never rendered ahead.
+    ``drawn``: the panel's States for these sliders; ``values()``: the panel's controls now. :meth:`show` is the one
+    call a panel makes when a value changes: it returns the view to show and sends or renders ahead what the
+    browser needs.
 
     The kernel renders for one panel at a time: the one moved last goes first (Play on one panel right after moves on
     another whose renders are slow must not wait a slow render per frame); the others resume when it is done."""
 
     _latest = None  # a weak reference to the RenderAhead scheduled last
 
-    def __init__(self, axes: list[Axis], render, values, measures=None):
+    def __init__(self, axes: list[Axis], drawn: States, values):
         self.axes = axes
         self.steps = BrowserSteps(axes)
-        self.render = render
+        self.drawn = drawn
         self.values = values
-        self.measures = measures
+        self.budget = Budget(AHEAD_MAX_MS)  # every render of these sliders, shown or ahead
         self.world = None  # the other controls' values the states were rendered for
         self.grids: list = []  # per slider, the values render takes, in the browser's order
-        self.states: dict = {}  # key -> (View or the ValueError, its state)
         self._unsent: dict = {}  # key -> state rendered ahead, not yet sent
         self._todo: list = []  # keys still to render ahead, nearest first
         self._job = None  # the scheduled render-ahead step (an asyncio handle)
-        self.render_ms: deque = deque(maxlen=3)  # the last renders' durations (ms), shown or ahead
         self._sent_at = 0.0
         self.steps.asked = self.send_all
+
+    @property
+    def states(self) -> dict:
+        """key -> :class:`Drawn`, the states of the current world held now."""
+        return self.drawn.kept
 
     # -- keys and values ---------------------------------------------------------------------------------
     def key_of(self, values: dict) -> str | None:
@@ -205,28 +312,45 @@ class RenderAhead:
         return [center] + onward + [key for d in sorted(rings) for key in rings[d]]
 
     # -- the states --------------------------------------------------------------------------------------
+    def show(self, values: dict, changed: str | None, move: int = 0, first=None, others=None):
+        """The view to show for ``values`` (a View, or the ValueError of a refused value), and what the browser needs
+        sent: when slider ``changed`` moved within the world, the state rendered ahead (the browser has shown it
+        already) or rendered now and sent; any other change (``others``, the other controls' values, differs from
+        the world's; a refresh; a slider set off its steps) starts a new world, its first state seeded. ``first``:
+        a view of ``values`` rendered already (the constructor's). Then the values around are rendered ahead."""
+        key = self.key_of(values) if changed in [a.name for a in self.axes] and others == self.world else None
+        new_world = others is None or key is None
+        if new_world:
+            self.new_world(others)
+            key = self.key_of(values)
+        free = key is None  # a value no slider position shows (typed into the box a slider fills)
+        key = FREE_KEY if free else key
+        if self.steps.free != free:
+            self.steps.free = free
+        drawn = self.drawn.get(key)
+        if drawn is None:
+            drawn = Drawn(first) if first is not None else self.drawn.draw(key, values, self.budget)
+            self.drawn.kept[key] = drawn
+            if new_world:
+                self.steps.seed = {"world": self.steps.world, "states": {key: drawn.state}}  # with the widget itself
+            else:
+                self.steps.send_states({key: drawn.state})
+        return drawn.view
+
     def new_world(self, others) -> None:
         """Every state rendered so far is stale: forget them, and tell the browser (the sliders' grids too)."""
         self.cancel()
         self.world = others
         self.grids = [a.values() for a in self.axes]
-        self.states, self._unsent = {}, {}
+        self.drawn.window(())
+        self._unsent = {}
         with self.steps.hold_sync():
             self.steps.grid = [a.synced() for a in self.axes]
             self.steps.world += 1
 
-    def keep(self, key: str, view) -> None:
-        self.states[key] = (view, state_of(view))
-
     def send_all(self) -> None:
         """Every state held (the browser asks when a page is drawn or reloaded)."""
-        self.steps.send_states({key: state for key, (_, state) in self.states.items()}, keep=list(self.states))
-
-    @property
-    def too_slow(self) -> bool:
-        """The quickest of the last renders took over AHEAD_MAX_MS: rendering ahead would hold up the next key
-        (a busy moment passes: the next quick renders turn it back on)."""
-        return bool(self.render_ms) and min(self.render_ms) > AHEAD_MAX_MS
+        self.steps.send_states({key: d.state for key, d in self.states.items()}, keep=list(self.states))
 
     # -- rendering ahead ---------------------------------------------------------------------------------
     def schedule(self, changed: str | None, move: int, go: bool = True) -> None:
@@ -237,13 +361,11 @@ class RenderAhead:
         if center is None:
             return
         star = self.keys_around(center, changed, move)
-        for key in [k for k in self.states if k not in star]:
-            del self.states[key]
+        self.drawn.window(star)
         self.steps.send_states({}, keep=list(self.states))
-        if not go or self.too_slow:
+        if not go or self.budget.spent:
             return
-        self._todo = [key for key in star if key not in self.states
-                      and not (self.measures and self.measures(self.values_at(key)))]
+        self._todo = [key for key in star if key not in self.states]
         RenderAhead._latest = weakref.ref(self)
         try:
             self._job = asyncio.get_running_loop().call_later(AHEAD_DELAY_S, self.step)
@@ -265,20 +387,11 @@ class RenderAhead:
             except RuntimeError:  # no event loop: nothing to wait for
                 pass
         key = self._todo.pop(0)
-        t0 = time.perf_counter()
-        try:
-            view = self.render(**self.values_at(key))
-        except ValueError as exc:
-            view = exc
-        except Exception:  # a bug: shown (and explained) when that value is really chosen
+        drawn = self.drawn.ahead(key, self.values_at(key), self.budget)
+        if drawn is not None:
+            self._unsent[key] = drawn.state
+        if self.budget.spent:
             self._todo = []
-            self.flush()
-            return False
-        self.render_ms.append((time.perf_counter() - t0) * 1e3)
-        if self.too_slow:
-            self._todo = []
-        self.keep(key, view)
-        self._unsent[key] = self.states[key][1]
         if not self._todo or time.monotonic() - self._sent_at >= AHEAD_SEND_S:
             self.flush()
         if self._todo:
@@ -315,5 +428,5 @@ class RenderAhead:
         """Stop for good (a panel replaced by its re-run cell): nothing more is rendered ahead, every state is let go
         of, and the browser's widget is closed."""
         self.cancel()
-        self.states = {}
+        self.drawn.window(())
         self.steps.close()

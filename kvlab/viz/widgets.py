@@ -8,7 +8,8 @@ never a traceback.
 Keeping up with the hand (``python tests/ui_latency.py`` measures it in a real browser): an update
 sends the readout first, then for each figure only the properties that changed, in one comm message
 (:func:`figure_delta`, :class:`PanelFigureWidget`); a slider's next step is rendered ahead while the
-kernel is idle (``PREFETCH``). Values that arrive faster than the panel redraws are coalesced by
+kernel is idle (``PREFETCH``; a panel's browser-drawn sliders: ``kvlab.viz.browser_steps``; both are clients of
+its :class:`~kvlab.viz.browser_steps.States`, the one mechanism that draws states ahead). Values that arrive faster than the panel redraws are coalesced by
 ipywidgets' front end (one message in flight per control, the latest value sent next), so a drag is
 rendered a few times, always ending on the value the slider shows.
 """
@@ -19,10 +20,8 @@ import copy
 import html
 import os
 import sys
-import time
 import traceback
 import weakref
-from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -36,7 +35,7 @@ from traitlets import Dict, TraitError
 
 from ..assets import AssetError
 from ..inputs import InputError
-from .browser_steps import AHEAD_DELAY_S, FREE_KEY, Axis, RenderAhead
+from .browser_steps import AHEAD_DELAY_S, Axis, Budget, RenderAhead, States
 from .plotly_code import esm, plotly_code, plotly_version
 
 # Argument names in API errors -> what the learner sees on the control.
@@ -62,7 +61,6 @@ PREFETCH_MAX_MS = 200.0  # a control whose renders take longer (the quickest of 
                          # times as long, is not pre-rendered: that would hold up the next key press, and slow
                          # renders are often measurements (a first visit measures, later ones are cached)
 PREFETCH_DELAY_S = AHEAD_DELAY_S  # wait this long after showing a value before pre-rendering (a fast drag goes on)
-PREFETCH_KEEP_S = 30.0   # a pre-rendered view older than this is rendered again
 FOLLOW_DELAY_S = 0.01    # a panel that follows another's controls redraws this long after a change made in the browser
 
 
@@ -381,9 +379,12 @@ class Panel:
         self.in_browser = in_browser if mode == "widget" else ()
         axes = [Axis(name, sliders[name]) for name in self.in_browser]
         self.measures = measures
-        self.ahead = RenderAhead(axes, render, self.values, self._measuring) if axes else None
-        self.steps = self.ahead.steps if axes else None
         self.render = render
+        # the states drawn ahead (browser_steps.States): a control's next step (PREFETCH), and the browser-drawn sliders'
+        self.drawn = States(self._render, measures, self._note_measuring)
+        ahead = States(self._render, measures, self._note_measuring)
+        self.ahead = RenderAhead(axes, ahead, self.values) if axes else None
+        self.steps = self.ahead.steps if axes else None
         self.button = button
         self.prefetch = prefetch
         self.message = W.HTML(layout=W.Layout(width="100%"))
@@ -392,11 +393,10 @@ class Panel:
         self.readout.add_class("kvlab-readout")
         self.error: str | None = None
         self._holding = False  # set() changes several controls, then renders once
-        self._ready: OrderedDict = OrderedDict()  # values -> (monotonic time, View): shown or pre-rendered
         self._next = None  # the scheduled pre-render (an asyncio TimerHandle)
         self._follow = None  # the scheduled refresh after another panel's control moved (see follow)
-        self._render_ms: dict = {}  # control name -> durations (ms) of the last renders it caused
-        self._slow: set = set()  # controls that once caused a very slow render: never rendered ahead
+        self._before = None  # the key of the values shown before (see _window)
+        self._budgets: dict[str, Budget] = {}  # control name -> the time budget of pre-rendering its next step
         self._leader: tuple | None = None  # (the panel this one follows, the observer put on its controls)
         self._followers: list[Panel] = []  # panels that follow this one's controls
         self._orphaned = False  # the panel this one follows was replaced by a re-run cell: stale for good
@@ -434,6 +434,9 @@ class Panel:
         if self.steps:
             self._show_steps(self.values(), None, first)
         self._replace_older(css_class)
+
+    def _render(self, **values) -> View:
+        return self.render(**values)  # (read at each call: a test or a lesson may swap a panel's render)
 
     # -- re-run cells: a panel made again replaces the one its cell showed before -------------------------
     _newest: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # css_class -> the newest such panel
@@ -481,22 +484,26 @@ class Panel:
         self._show(self.values())
 
     def _show(self, values: dict, view: View | None = None, changed: str | None = None) -> None:
-        """Show ``view`` (rendered from ``values`` when not given): the readout first (it is ready before the
-        figures are sent), then only what changed in each figure. Nothing on screen changes unless all of
+        """Show ``view`` (rendered from ``values`` when not given, or pre-rendered): the readout first (it is ready
+        before the figures are sent), then only what changed in each figure. Nothing on screen changes unless all of
         it can; a bad value leaves everything as it was, greyed out, with a message."""
         if self._orphaned:
             self._show_orphaned()
             return
+        key = self._key(values) if self._prefetching else None
+        kept = self.drawn.get(key)  # pre-rendered for this move (see PREFETCH)
+        view = kept.view if view is None and kept is not None else view
         if self.steps:
-            self._show_steps(values, changed)
+            self._show_steps(values, changed, view)
+            self._window(key)
             return
         try:
             if view is None:
-                view = self._timed_render(values, changed)
+                view = self.drawn.draw(key, values, self._budget(changed)).view
+            if isinstance(view, ValueError):
+                self._show_error(view, explain_error(view), "warn")
+                return
             deltas = [fig_view.plan(fig) for fig_view, fig in zip(self.views, view.figures)]
-        except ValueError as exc:
-            self._show_error(exc, explain_error(exc), "warn")
-            return
         except Exception as exc:  # a bug: say so in the panel (browser tests look for it), keep the kernel alive
             self._show_bug(exc)
             return
@@ -508,39 +515,31 @@ class Panel:
         except Exception as exc:
             self._show_bug(exc)
             return
+        self._shown()
+        self._window(key)
+
+    def _window(self, key) -> None:
+        """PREFETCH's window of states: the one shown and the one shown before it (a step back shows at once); the
+        step ahead joins them while the kernel is idle."""
+        self.drawn.window([self._before, key])
+        self._before = key
+
+    def _shown(self) -> None:
         self.error = None
         self.message.value = ""
         self._mark_stale(False)
-        self._remember(values, view)
 
     def _show_steps(self, values: dict, changed: str | None, first: View | None = None, move: int = 0) -> None:
-        """Browser-drawn sliders (``in_browser``): when one of them moved, the browser has shown its value already
-        if it was rendered ahead, and the kernel takes that view as the panel's readout, figures and result; any
-        other change (or a refresh) starts a new world. Then the values around the new ones are rendered ahead.
-        ``first``: the view of ``values`` the constructor rendered; ``move``: the direction the slider moved."""
-        ahead = self.ahead
+        """Browser-drawn sliders (``in_browser``): :meth:`RenderAhead.show` gives the view (rendered ahead, or now;
+        ``first``: one rendered already) and sends the browser what it needs; then the values around the new ones
+        are rendered ahead. ``move``: the direction the slider moved."""
         others = self._key({k: v for k, v in values.items() if k not in self.in_browser})
-        key = ahead.key_of(values) if changed in self.in_browser and others == ahead.world else None
         try:
-            new_world = others is None or key is None  # another control, a refresh, or a slider set off its steps
-            if new_world:
-                ahead.new_world(others)
-                key = ahead.key_of(values)
-            free = key is None  # a value no slider position shows (typed into the box a slider fills)
-            key = FREE_KEY if free else key
-            if self.steps.free != free:
-                self.steps.free = free
-            if key not in ahead.states:
-                ahead.keep(key, first if first is not None else self._refusal_or_view(values, changed))
-                if new_world:
-                    self.steps.seed_state(key, ahead.states[key][1])
-                else:
-                    self.steps.send_states({key: ahead.states[key][1]})
+            view = self.ahead.show(values, changed, move, first, others)
         except Exception as exc:  # a bug: say so in the panel, keep the kernel alive
             self._show_bug(exc)
             return
-        view = ahead.states[key][0]
-        ahead.schedule(changed, move, go=not self._orphaned)
+        self.ahead.schedule(changed, move, go=not self._orphaned)
         if isinstance(view, ValueError):
             self._show_error(view, explain_error(view), "warn")
             return
@@ -548,18 +547,7 @@ class Panel:
         self.result = view.result
         for fig_view, fig in zip(self.views, view.figures):
             fig_view.update(fig)
-        self.error = None
-        self.message.value = ""
-        self._mark_stale(False)
-
-    def _refusal_or_view(self, values: dict, changed: str | None):
-        t0 = time.perf_counter()
-        try:
-            return self._timed_render(values, changed)
-        except ValueError as exc:
-            return exc
-        finally:
-            self.ahead.render_ms.append((time.perf_counter() - t0) * 1e3)
+        self._shown()
 
     def render_ahead(self) -> None:
         """Render every value of the browser-drawn sliders ahead now (what the idle kernel does bit by bit)."""
@@ -599,7 +587,7 @@ class Panel:
         # changed in the browser: a value pre-rendered for this move is shown at once
         self._cancel_next()
         values = self.values()
-        self._show(values, self._recall(values), name)
+        self._show(values, changed=name)
         if self.error is None:
             self._schedule_next(name, moved, change["old"], change["new"])
 
@@ -627,81 +615,57 @@ class Panel:
         except TypeError:  # unhashable control values: nothing is kept
             return None
 
-    def _remember(self, values: dict, view: View) -> None:
-        key = self._key(values)
-        if key is not None and self._prefetching:
-            self._ready[key] = (time.monotonic(), view)
-            self._ready.move_to_end(key)
-            while len(self._ready) > 4:
-                self._ready.popitem(last=False)
-
-    def _recall(self, values: dict) -> View | None:
-        key = self._key(values)
-        kept = self._ready.get(key) if key is not None else None
-        if kept is None or time.monotonic() - kept[0] > PREFETCH_KEEP_S:
-            return None
-        return kept[1]
-
     def _forget(self) -> None:
         self._cancel_next()
-        self._ready.clear()
+        self.drawn.window(())
 
     def _cancel_next(self) -> None:
         if self._next is not None:
             self._next.cancel()
             self._next = None
 
+    def _budget(self, name: str | None) -> Budget | None:
+        """The time budget of pre-rendering control ``name``'s next step (its renders, shown or ahead, are timed)."""
+        if name is None:
+            return None
+        return self._budgets.setdefault(name, Budget(PREFETCH_MAX_MS, once_ms=2.5 * PREFETCH_MAX_MS))
+
     def _schedule_next(self, name: str, moved, old, new) -> None:
         """Pre-render control ``name`` one more step of the widget being ``moved`` (old -> new), once the kernel
         is idle."""
-        times = self._render_ms.get(name)
-        if not times or min(times) > PREFETCH_MAX_MS or name in self._slow:
+        budget = self._budget(name)
+        if not budget.ms or budget.spent:
             return
         value = next_value(moved, old, new)
         if value is None:
             return
         values = {**self.values(), name: value}
-        if self._recall(values) is not None or self._measuring(values):
+        key = self._key(values)
+        if key is None or self.drawn.get(key) is not None or self.drawn.measuring(values):
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no event loop (plain Python): nothing runs "later"
             return
-        self._next = loop.call_later(PREFETCH_DELAY_S, self._prerender, values, name)
+        self._next = loop.call_later(PREFETCH_DELAY_S, self._prerender, key, values, name)
 
     def _name_of(self, control) -> str | None:
         return next((n for n, c in self.controls.items() if c is control), None)
 
     def _measuring(self, values: dict) -> str | None:
         """What the panel says while rendering ``values`` measures (see ``measures``); None when it does not."""
-        try:
-            return self.measures(values) if self.measures is not None else None
-        except Exception:  # a value the render will refuse (and explain)
-            return None
+        return self.drawn.measuring(values)
 
-    def _timed_render(self, values: dict, changed: str | None) -> View:
-        note = self._measuring(values)
-        if note:  # sent now, while the measurement runs; the view that follows clears it
-            self.message.value = message_html(note, "info")
-            self._mark_stale(True)
-        start = time.perf_counter()
-        view = self.render(**values)
-        if changed is not None:
-            ms = (time.perf_counter() - start) * 1e3
-            self._render_ms.setdefault(changed, deque(maxlen=3)).append(ms)
-            if ms > 2.5 * PREFETCH_MAX_MS:
-                self._slow.add(changed)
-        return view
+    def _note_measuring(self, note: str) -> None:
+        """Said while a render measures (sent now; the view that follows clears it)."""
+        self.message.value = message_html(note, "info")
+        self._mark_stale(True)
 
-    def _prerender(self, values: dict, changed: str) -> None:
+    def _prerender(self, key, values: dict, changed: str) -> None:
         self._next = None  # (any change since it was scheduled cancelled it)
-        try:
-            view = self._timed_render(values, changed)
-            if not all(isinstance(fig, go.Figure) for fig in view.figures):
-                return
-        except Exception:  # a bad or failing value is rendered (and explained) when it is really chosen
-            return
-        self._remember(values, view)
+        drawn = self.drawn.ahead(key, values, self._budget(changed))
+        if drawn is not None and not drawn.refused and not all(isinstance(f, go.Figure) for f in drawn.view.figures):
+            self.drawn.window([k for k in self.drawn.kept if k != key])  # a bug: shown when that value is chosen
 
     def follow(self, leader: Panel) -> None:
         """Render afresh whenever one of ``leader``'s controls changes (this panel's render reads them). A change

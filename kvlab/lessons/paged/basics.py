@@ -92,7 +92,8 @@ def exhausted_pool(model: ToyTransformer, tokenizer, num_blocks: int = 6, block_
 
 
 def exhausted_html(e: Exhausted) -> str:
-    return (f'<div style="background:#fdecea;color:#8a1c1c;padding:6px 10px;border-radius:4px">'
+    return ("错误信息原文是英文的，大意是：块池里的空闲块不够这一步用，这一步什么都没有写入。"
+            f'<div style="background:#fdecea;color:#8a1c1c;padding:6px 10px;border-radius:4px">'
             f"PoolExhaustedError: {html.escape(e.message)}</div>"
             f"出错之后：各行存着 {e.lengths} 个 token，{e.blocks_in_use} 块在用、{e.free_blocks} 块空闲"
             f"（共 {e.pool_blocks} 块）；每个块要么空闲、要么只属于一张块表："

@@ -86,6 +86,12 @@ def test_numeric_keys_are_computed_by_kvlab_not_typed(banks):
     assert cp.decode_checkpoint(other)[0].answer == 3 * 2 * cp.SCORE_STEP  # layers x heads x one row of t
     assert cp.storage_checkpoint(other)[0].answer == kv_cache_bytes(3, 2, 32, cp.STORAGE_SLOTS, cp.STORAGE_BATCH,
                                                                     "fp32")
+    per_token = kv_cache_bytes(cfg.n_layer, cfg.n_kv_head, cfg.head_dim, 1, 1, "fp32")
+    assert banks["3.2"][1].answer == per_token * sum(range(1, cp.CONCAT_N + 1)) / 2**20  # pass t writes t tokens
+    big = MODEL_PRESETS[cp.STORAGE_PRESET]
+    assert banks["3.2"][2].answer == big.kv_cache_bytes(cp.STORAGE_S, cp.STORAGE_B, "int8") / 2**20
+    # review r26: not a number chapter 3.2's table prints (B = 1, FP16, S = 1,024 and 4,096)
+    assert all(banks["3.2"][2].answer * 2**20 != big.kv_cache_bytes(s) for s in (1024, 4096))
     n = cp.SCORE_PASSES
     assert cp.uncached_over_cached_scores(cfg) == pytest.approx(sum(t * t for t in range(1, n + 1))
                                                                 / sum(range(1, n + 1)))

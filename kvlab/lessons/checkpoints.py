@@ -30,7 +30,8 @@ SCORE_STEP = 100  # the sequence length of the decode step whose scores are coun
 SCORE_PASSES = 60  # forward passes summed, the t-th over t tokens
 # 3.2
 STORAGE_BATCH, STORAGE_SLOTS = 2, 256  # the demo model's cache, preallocated
-STORAGE_PRESET, STORAGE_S = "Gemma-7B", 4096
+STORAGE_PRESET, STORAGE_S, STORAGE_B, STORAGE_DTYPE = "Gemma-7B", 4096, 3, "int8"  # not a row of 3.2's table
+CONCAT_N = 100  # tokens a concatenating cache stores, one pass at a time, in the checkpoint
 # 3.3
 PREFILL_P = 256  # prefill of P tokens against one decode step at the same length
 BATCH_B, SHORT_CONTEXT, LONG_CONTEXT = 16, 8, 1000  # a batched decode step
@@ -98,13 +99,17 @@ def decode_checkpoint(config=None) -> list:
 
 
 def storage_checkpoint(config=None) -> list:
-    """3.2: the demo model's preallocated cache in bytes, what it holds before it is full, a real model's cache in MiB
-    and what concatenating copies."""
+    """3.2, cases the chapter does not print: the demo model's preallocated cache in bytes, what a concatenating cache
+    writes for ``CONCAT_N`` tokens, a real model's batch in INT8 in MiB, and how that write total grows with n."""
     C = Choice
     cfg = config or demo_config()
-    B, S = STORAGE_BATCH, STORAGE_SLOTS
+    B, S, n = STORAGE_BATCH, STORAGE_SLOTS, CONCAT_N
     demo_bytes = kv_cache_bytes(cfg.n_layer, cfg.n_kv_head, cfg.head_dim, S, B, "fp32")
+    per_token = kv_cache_bytes(cfg.n_layer, cfg.n_kv_head, cfg.head_dim, 1, 1, "fp32")
+    written = per_token * n * (n + 1) // 2  # pass t writes all t tokens into a new tensor
+    twice = (2 * n) * (2 * n + 1) / (n * (n + 1))
     big = MODEL_PRESETS[STORAGE_PRESET]
+    big_bytes = big.kv_cache_bytes(STORAGE_S, STORAGE_B, STORAGE_DTYPE)
     return [
         NumberQuestion("3.2", f"演示模型：L = {cfg.n_layer} 层，H = {cfg.n_kv_head} 个 KV 头，头维度 D = {cfg.head_dim}，FP32"
                               f"（每个元素 4 字节）。预分配一个批次 B = {B}、最多 S = {S} 个 token 的缓存：K 和 V 一共占多少字节？",
@@ -112,25 +117,27 @@ def storage_checkpoint(config=None) -> list:
                        f"2（K 和 V）× {cfg.n_layer} × {B} × {cfg.n_kv_head} × {S} × {cfg.head_dim} × 4 = {demo_bytes:,} 字节"
                        f" = {format_bytes(demo_bytes)}。注意 H 是 KV 头数（{cfg.n_kv_head}），不是查询头数（{cfg.n_head}）。",
                        "字节数 = 2 × L × B × H × S × D × 每元素字节数；H 用 KV 头数。"),
-        ChoiceQuestion("3.2", "上一题的缓存预分配好以后，只写进了 10 个 token。这时它占多少内存？", (
-            C(f"和写满时一样：{format_bytes(demo_bytes)}", True,
-              "预分配按 S 一次分配好，之后原地写入：占用由 S 决定，不由已经写了多少决定。"),
-            C("只有 10 个 token 的 K/V 那么多", False, "那是逐步拼接的缓存：它只存已有的 token，但每步都要分配新内存、拷贝旧数据。"),
-            C("0：写满之前不占内存", False, "张量在创建时就分配了全部空间，没写的位置也占着。"),
-            C("一半：先分配一半，不够再翻倍", False, "那是某些动态数组的策略；预分配的缓存一开始就按 S 分配全部。"))),
-        NumberQuestion("3.2", f"{big.label}：L = {big.n_layer} 层，{big.n_kv_head} 个 KV 头，头维度 {big.head_dim}，FP16。"
-                              f"B = 1，S = {STORAGE_S} 个 token：KV Cache 占多少 MiB？",
-                       big.kv_cache_bytes(STORAGE_S, 1, "fp16") / 2**20, "MiB",
-                       f"2 × {big.n_layer} × 1 × {big.n_kv_head} × {STORAGE_S} × {big.head_dim} × 2 字节 = "
-                       f"{big.kv_cache_bytes(STORAGE_S, 1, 'fp16'):,} 字节 = {format_bytes(big.kv_cache_bytes(STORAGE_S))}"
-                       f"（1 MiB = 2²⁰ 字节）。",
+        NumberQuestion("3.2", f"还是演示模型，B = 1、FP32，改用逐步拼接：每存进 1 个 token，就用 torch.cat 分配一块新存储，"
+                              f"把已有的 token 和新 token 一起写进去。从空缓存存到 n = {n} 个 token，所有层的 K、V 一共写入"
+                              "多少 MiB？（误差 10% 以内算对）",
+                       written / 2**20, "MiB",
+                       f"每个 token 的 K、V（所有层）是 2 × {cfg.n_layer} × {cfg.n_kv_head} × {cfg.head_dim} × 4 = "
+                       f"{per_token:,} 字节。第 t 次拼接要写 t 个 token，1 + 2 + … + {n} = {n * (n + 1) // 2:,} 个 token，"
+                       f"共 {written:,} 字节 = {format_bytes(written)}。预分配每个 token 只写一次：{n} 个 token 共 "
+                       f"{format_bytes(per_token * n)}。",
+                       "先算一个 token 的 K、V 有多少字节；再数第 1、2、…、n 次拼接各要写几个 token。", rel_tol=0.1),
+        NumberQuestion("3.2", f"{big.label}：L = {big.n_layer} 层，{big.n_kv_head} 个 KV 头，头维度 {big.head_dim}。"
+                              f"缓存用 INT8（每个元素 1 字节），B = {STORAGE_B}，S = {STORAGE_S:,} 个 token：KV Cache 占多少 MiB？",
+                       big_bytes / 2**20, "MiB",
+                       f"2 × {big.n_layer} × {STORAGE_B} × {big.n_kv_head} × {STORAGE_S:,} × {big.head_dim} × 1 字节 = "
+                       f"{big_bytes:,} 字节 = {big_bytes / 2**20:,.0f} MiB（1 MiB = 2²⁰ 字节），即 {format_bytes(big_bytes)}。",
                        "先用公式算出字节数，再除以 1024 × 1024。"),
-        ChoiceQuestion("3.2", "逐步拼接（每步用 torch.cat 把新 K/V 接到旧缓存后面）生成 n 个 token，一共要拷贝大约多少个 token 的 K/V？", (
-            C("约 n²/2 个", True, "第 t 步要把已有的 t 个 token 全部拷到新分配的存储里，1 + 2 + … + n ≈ n²/2；"
-              "预分配只写新 token，共 n 个。"),
-            C("约 n 个：每步只拷贝新 token", False, "那是预分配：原地写入新 token。torch.cat 每次都生成一个新张量，旧数据全要拷一遍。"),
-            C("0 个：torch.cat 只是把两个张量连起来，不拷贝", False, "torch.cat 返回一个新的连续张量，旧数据和新数据都要拷进去。"),
-            C("约 n³/3 个", False, "n³/3 是不用缓存时注意力分数的总数（3.1 节），不是拼接的拷贝量。"))),
+        ChoiceQuestion("3.2", f"第二题的逐步拼接，如果存到 {2 * n} 个 token 而不是 {n} 个，一共写入的字节大约变成几倍？", (
+            C("约 4 倍", True, f"写入量约为 n²/2：n 翻倍，它约变为 2² = 4 倍（精确地说是 {twice:.2f} 倍）。预分配只写 n 个 "
+                              "token，才是 2 倍。"),
+            C("约 2 倍：token 数翻倍", False, "那是预分配：每个 token 只写一次。逐步拼接每次都把已有的 token 全部重写。"),
+            C("约 8 倍", False, "8 = 2³ 是 n³ 的增长；拼接的写入量是 1 + 2 + … + n ≈ n²/2，是 n² 的增长。"),
+            C("不变：每次只多写 1 个 token", False, "每次拼接都要把已有的 t 个 token 重写一遍，不只是新的那 1 个。"))),
     ]
 
 

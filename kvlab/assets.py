@@ -39,7 +39,7 @@ ASSET_FILES = tuple(name for m in DEMO_MODELS.values() for name in m.files)  # w
 
 def demo_assets(lang: str = "zh") -> DemoAssets:
     """The demo model of ``lang``; ValueError naming the languages that have one."""
-    if lang not in DEMO_MODELS:
+    if not isinstance(lang, str) or lang not in DEMO_MODELS:
         raise ValueError(f"lang: {lang!r} has no demo model; choose one of {', '.join(map(repr, DEMO_MODELS))}")
     return DEMO_MODELS[lang]
 

@@ -71,9 +71,10 @@ def test_cached_and_uncached_text_agree_and_sampling_is_seeded(demo):
     assert torch.equal(a, generate(model, prompt, 40, temperature=0.9, seed=3).tokens)
 
 
-def test_unknown_language_is_refused_naming_both():
+@pytest.mark.parametrize("lang", ["fr", "EN", "", None, ["en"]])
+def test_unknown_language_is_refused_naming_both(lang):
     with pytest.raises(ValueError, match="lang") as info:
-        load_demo_model("cpu", lang="fr")
+        load_demo_model("cpu", lang=lang)
     assert "'zh'" in str(info.value) and "'en'" in str(info.value)
 
 

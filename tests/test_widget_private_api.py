@@ -49,7 +49,7 @@ def test_ipywidgets_still_holds_a_property_lock_while_applying_a_browser_update(
 
 
 def test_plotly_bundle_still_follows_anywidgets_module_contract():
-    """FIGURE_ESM calls the bundle's default export and then its initialize/render, as anywidget does."""
+    """js/figure.mjs calls the bundle's default export and then its initialize/render, as anywidget does."""
     bundle = str(go.FigureWidget._esm)
     assert len(bundle) > 1_000_000, "plotly.py's FigureWidget _esm is no longer its whole widget bundle"
     exports = re.findall(r"export\s*\{([^}]*)\}", bundle)

@@ -84,7 +84,8 @@ def test_button_panel_waits_for_click():
         return kw.View([go.Figure()], str(n))
 
     button = W.Button(description="run")
-    panel = kw.Panel({"n": W.IntSlider(value=1, min=1, max=9)}, render, button=button, mode="rerender")
+    panel = kw.Panel({"n": W.IntSlider(value=1, min=1, max=9)}, render, mode="rerender",
+                     options=kw.PanelOptions(button=button))
     panel.set(n=7)
     assert calls == [1]  # a costly measurement does not rerun on every slider move
     button.click()
@@ -93,7 +94,8 @@ def test_button_panel_waits_for_click():
 
 def test_control_classes_for_browser_tests():
     slider = W.IntSlider(value=1)
-    panel = kw.Panel({"step": slider}, lambda step: kw.View([go.Figure()], ""), css_class="kvlab-x", mode="rerender")
+    panel = kw.Panel({"step": slider}, lambda step: kw.View([go.Figure()], ""), mode="rerender",
+                     options=kw.PanelOptions(css_class="kvlab-x"))
     assert "kvlab-control-step" in slider._dom_classes
     assert {"kvlab-x", "kvlab-panel"} <= set(panel.widget._dom_classes)
     assert "kvlab-figure" in panel.views[0].widget._dom_classes
@@ -157,8 +159,8 @@ def test_failing_figure_update_is_reported_and_numbers_stay_consistent():
 def test_extra_widgets_can_sit_beside_their_control():
     play, slider = kw.play_slider("filled", 1, 0, 9)
     other = W.IntSlider(value=2)
-    panel = kw.Panel({"a": other, "filled": slider}, lambda a, filled: kw.View([go.Figure()], ""),
-                     extra={"filled": play}, mode="rerender")
+    panel = kw.Panel({"a": other, "filled": slider}, lambda a, filled: kw.View([go.Figure()], ""), mode="rerender",
+                     options=kw.PanelOptions(extra={"filled": play}))
     row = panel.widget.children[1].children  # [0] is the stale-style holder
     assert list(row) == [other, play, slider]
 
@@ -336,7 +338,7 @@ def test_a_slider_that_writes_into_a_box_is_prerendered_along_its_own_steps():
     box = W.IntText(value=64)
     slider = W.SelectionSlider(options=[16, 32, 64, 128, 256], value=64)
     slider.observe(lambda change: setattr(box, "value", change["new"]), names="value")
-    panel = kw.Panel({"n": box}, render, mode="widget", extra={"n": slider})
+    panel = kw.Panel({"n": box}, render, mode="widget", options=kw.PanelOptions(extra={"n": slider}))
 
     async def session():
         slider.set_state({"index": 3})  # the browser moves the slider one step right: 128
@@ -491,7 +493,7 @@ def test_control_factories_show_their_label_in_full():
 
 def test_more_folds_the_named_controls_under_a_closed_section():
     n, kind = W.IntText(value=3), W.Dropdown(options=["bar", "line"], value="bar")
-    panel = kw.Panel({"n": n, "kind": kind}, _render, mode="rerender", more=("kind",))
+    panel = kw.Panel({"n": n, "kind": kind}, _render, mode="rerender", options=kw.PanelOptions(more=("kind",)))
     section = panel.more
     assert isinstance(section, W.Accordion) and section.selected_index is None  # closed at first
     assert section.titles == (kw.MORE_LABEL,) and "kvlab-more" in section._dom_classes
@@ -501,7 +503,8 @@ def test_more_folds_the_named_controls_under_a_closed_section():
     assert panel.views[0].figure.data[0].type == "scatter"
     assert kw.Panel({"n": W.IntText(value=3)}, lambda n: _render(n, "bar"), mode="rerender").more is None
     with pytest.raises(ValueError, match="^more"):
-        kw.Panel({"n": W.IntText(value=3)}, lambda n: _render(n, "bar"), mode="rerender", more=("size",))
+        kw.Panel({"n": W.IntText(value=3)}, lambda n: _render(n, "bar"), mode="rerender",
+                 options=kw.PanelOptions(more=("size",)))
 
 
 # -- issue 19 holes 2 and 10: re-run cells, set() all or nothing --------------------------------------------
@@ -693,7 +696,7 @@ def test_in_browser_slider_that_fills_a_box_shows_a_typed_value_as_the_free_stat
     box = W.IntText(value=4)
     slider = W.SelectionSlider(options=[("1", 1), ("4", 4), ("16", 16)], value=4)
     slider.observe(lambda change: setattr(box, "value", change["new"]), names="value")
-    panel = kw.Panel({"n": box}, render, mode="widget", extra={"n": slider}, in_browser="n")
+    panel = kw.Panel({"n": box}, render, mode="widget", in_browser="n", options=kw.PanelOptions(extra={"n": slider}))
     panel.sent = []
     panel.steps.send = panel.sent.append
     panel.steps.asked()
@@ -739,7 +742,8 @@ def test_a_panel_replaced_by_its_rerun_cell_lets_go_of_what_it_drew(mode, in_bro
     def cell():  # the same cell, run again and again
         play, slider = kw.play_slider("step", 2, 1, 6)
         panel = kw.Panel({"step": slider}, lambda step: kw.View([_bars([step])], f"step = {step}", result=step),
-                         mode=mode, extra=[play], in_browser=in_browser, css_class="kvlab-rerun-test")
+                         mode=mode, in_browser=in_browser,
+                         options=kw.PanelOptions(extra=[play], css_class="kvlab-rerun-test"))
         if panel.ahead is not None:
             panel.render_ahead()  # what the idle kernel does after the cell
         return panel
@@ -778,7 +782,7 @@ def _measuring_panel(mode="widget"):
 
     controls = {"n": W.IntSlider(value=2, min=1, max=5)}
     panel = kw.Panel(controls, render, mode=mode, in_browser="n",
-                     measures=lambda values: None if values["n"] in measured else f"正在测量 n = {values['n']}……")
+                     options=kw.PanelOptions(measures=lambda values: None if values["n"] in measured else f"正在测量 n = {values['n']}……"))
     holder["panel"] = panel
     if panel.steps is not None:
         panel.sent = []
@@ -813,7 +817,7 @@ def test_a_measuring_value_is_not_pre_rendered():
 
 def test_a_measures_hint_that_fails_counts_as_not_measuring():
     panel = kw.Panel({"n": W.IntSlider(value=2)}, lambda n: kw.View([], f"n = {n}", result=n), mode="rerender",
-                     measures=lambda values: 1 / 0)
+                     options=kw.PanelOptions(measures=lambda values: 1 / 0))
     _from_browser(panel.controls["n"], 3)
     assert panel.result == 3 and panel.message.value == "" and not panel.stale
 

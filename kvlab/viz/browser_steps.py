@@ -332,7 +332,7 @@ class RenderAhead:
             drawn = Drawn(first) if first is not None else self.drawn.draw(key, values, self.budget)
             self.drawn.kept[key] = drawn
             if new_world:
-                self.steps.seed = {"world": self.steps.world, "states": {key: drawn.state}}  # with the widget itself
+                self.steps.seed_state(key, drawn.state)  # with the widget itself
             else:
                 self.steps.send_states({key: drawn.state})
         return drawn.view

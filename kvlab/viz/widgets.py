@@ -336,31 +336,50 @@ def more_section(items: list) -> W.Accordion:
     return section
 
 
+@dataclass(frozen=True)
+class PanelOptions:
+    """How a :class:`Panel` is laid out and when it renders, beyond its controls and render function.
+
+    ``css_class``: the panel's class (the browser tests find it by it; a panel made again with the same class, by a
+    re-run cell, replaces the older one). ``extra`` widgets are shown but not observed (e.g. a Play button linked to
+    a slider): a list goes before the controls, a dict ``{control name: widget}`` puts each widget just before that
+    control. With a ``button``, changes wait for a click instead of re-rendering at once (costly measurements).
+    ``layout``: "vertical", "horizontal" (one wrapping row) or "grid" (rows of ``columns`` cells).
+    ``prefetch``: pre-render a slider's next step while idle (see PREFETCH); ``render`` must then give the same view
+    for the same values (it may keep its own cache).
+    ``more``: controls folded under a closed 「更多设置」 section after the others (a panel with many controls shows its
+    few main ones up front); they work as before once opened.
+    ``measures(values)``: for values whose render starts a measurement (a length not timed yet), what the panel says
+    while it runs (the figures greyed out until it is done); None for a render that only computes or reads what was
+    measured. Such values are never rendered ahead or pre-rendered (a timing must not run unasked)."""
+
+    css_class: str = ""
+    layout: str = "vertical"
+    columns: int = 4
+    extra: object = ()
+    more: tuple = ()
+    button: W.Button | None = None
+    prefetch: bool = True
+    measures: Callable[[dict], str | None] | None = None
+
+
 class Panel:
     """Controls wired to ``render(**values) -> View``; updates figures and the readout on change."""
 
     explain = staticmethod(explain_error)  # the message a refused value gets (the static edition shows it too)
 
-    def __init__(self, controls: dict, render: Callable[..., View], css_class: str = "", mode: str | None = None,
-                 layout: str = "vertical", extra=(), button: W.Button | None = None, columns: int = 4,
-                 prefetch: bool = True, static=(), more=(), in_browser=(), measures=None):
-        """``extra`` widgets are shown but not observed (e.g. a Play button linked to a slider): a list goes
-        before the controls, a dict ``{control name: widget}`` puts each widget just before that control.
-        With a ``button``, changes wait for a click instead of re-rendering at once (costly measurements).
-        ``layout``: "vertical", "horizontal" (one wrapping row) or "grid" (rows of ``columns`` cells).
-        ``prefetch``: pre-render a slider's next step while idle (see PREFETCH); ``render`` must then give
-        the same view for the same values (it may keep its own cache).
-        ``static``: the controls whose states the static edition (``python -m kvlab.book``) precomputes with
+    def __init__(self, controls: dict, render: Callable[..., View], static=(), in_browser=(), mode: str | None = None,
+                 options: PanelOptions | None = None):
+        """``static``: the controls whose states the static edition (``python -m kvlab.book``) precomputes with
         ``render``, one control at a time around the defaults, so they still work on a page without a kernel.
-        ``more``: controls folded under a closed 「更多设置」 section after the others (a panel with many controls
-        shows its few main ones up front); they work as before once opened.
         ``in_browser``: sliders (a name or several) whose values around the shown ones are rendered ahead while
         the kernel is idle and switched in the browser without the kernel (:mod:`kvlab.viz.browser_steps`); a
-        ``render`` that measures names the values that would in ``measures``. Where figures are not widgets (Colab,
-        no anywidget) they are ordinary controls.
-        ``measures(values)``: for values whose render starts a measurement (a length not timed yet), what the panel
-        says while it runs (the figures greyed out until it is done); None for a render that only computes or reads
-        what was measured. Such values are never rendered ahead or pre-rendered (a timing must not run unasked)."""
+        ``render`` that measures names the values that would in ``options.measures``. Where figures are not widgets
+        (Colab, no anywidget: ``mode``) they are ordinary controls. The rest: :class:`PanelOptions`."""
+        self.options = options = options or PanelOptions()
+        css_class, layout, columns, extra, more, button, measures = (
+            options.css_class, options.layout, options.columns, options.extra, options.more, options.button,
+            options.measures)
         for arg, names in (("static", static), ("more", more)):
             unknown = [name for name in names if name not in controls]
             if unknown:
@@ -386,7 +405,7 @@ class Panel:
         self.ahead = RenderAhead(axes, ahead, self.values) if axes else None
         self.steps = self.ahead.steps if axes else None
         self.button = button
-        self.prefetch = prefetch
+        self.prefetch = options.prefetch
         self.message = W.HTML(layout=W.Layout(width="100%"))
         self.style = W.HTML(STALE_CSS, layout=W.Layout(display="none"))
         self.readout = W.HTML(layout=W.Layout(width="100%"))

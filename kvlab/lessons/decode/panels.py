@@ -12,7 +12,7 @@ from ...measure import device_label
 from ...model import ToyTransformer
 from ...inputs import InputError, whole_number
 from ...viz import decode_plots as plots
-from ...viz.widgets import Panel, View, dropdown, int_slider, play_slider, run_button
+from ...viz.widgets import Panel, PanelOptions, View, dropdown, int_slider, play_slider, run_button
 from .timings import measure_decode_latency
 from .walkthrough import DecodeStep, most_attended
 
@@ -62,8 +62,8 @@ def walkthrough_panel(model: ToyTransformer, steps: list[DecodeStep]) -> Panel:
     heads = [(f"{h}（KV 组 {h // cfg.n_rep}）", h) for h in range(cfg.n_head)]
     return Panel({"step": step_slider, "layer": dropdown(LAYER_LABEL, list(range(cfg.n_layer)), 0, width="120px"),
                   "head": dropdown(HEAD_LABEL, heads, 0, width="200px")},
-                 partial(render_step, steps), extra=[play], layout="horizontal", css_class="kvlab-walkthrough",
-                 static=("step",), in_browser="step")
+                 partial(render_step, steps), static=("step",), in_browser="step",
+                 options=PanelOptions(extra=[play], layout="horizontal", css_class="kvlab-walkthrough"))
 
 
 NEW_TOKENS_LABEL, REPEATS_LABEL = "生成 token 数", "重复次数（取中位数）"  # the latency panel's controls, as shown
@@ -116,4 +116,4 @@ def latency_panel(model: ToyTransformer, new_tokens: int = 192) -> Panel:
 
     return Panel({"new_tokens": int_slider(NEW_TOKENS_LABEL, new_tokens, 32, model.config.max_seq_len - 8, step=32),
                   "repeats": int_slider(REPEATS_LABEL, 1, 1, 5, width="300px")},
-                 render, layout="horizontal", css_class="kvlab-latency", button=run_button())
+                 render, options=PanelOptions(layout="horizontal", css_class="kvlab-latency", button=run_button()))

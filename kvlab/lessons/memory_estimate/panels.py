@@ -8,7 +8,7 @@ from ... import inputs
 from ...memory import DTYPE_BITS
 from ...presets import GPU_PRESETS, MODEL_PRESETS
 from ...viz import memory_estimate_plots as plots
-from ...viz.widgets import Panel, View, dropdown, float_box, int_box, multi_select, selection_slider
+from ...viz.widgets import Panel, PanelOptions, View, dropdown, float_box, int_box, multi_select, selection_slider
 from .calculator import cache_curves, calculator_html, estimate_cache
 from .common import (BATCH_LABEL, BUDGET_LABEL, CACHE_DTYPE_LABEL, CHAPTER_MODEL, CHAPTER_S, CURVE_LABEL, CURVE_MODELS,
                     CUSTOM_GPU, DEFAULT_USABLE, GPU_LABEL, MAX_BATCH, MAX_BUDGET_MIB, MAX_SEQ_LEN, MIB, MODEL_LABEL,
@@ -81,8 +81,8 @@ def calculator_panel(model: str = CHAPTER_MODEL, seq_len: int = CHAPTER_S, batch
                 "batch_size": int_box(BATCH_LABEL, batch_size, width="160px"),
                 "dtype": dropdown(CACHE_DTYPE_LABEL, list(DTYPE_BITS), dtype, width="200px"),
                 "curve_models": curve_selector(curve_models)}
-    return Panel(controls, render_calculator, layout="horizontal", css_class="kvlab-calc", extra={"seq_len": slider},
-                 static=("model", "seq_len"), in_browser="seq_len")
+    return Panel(controls, render_calculator, static=("model", "seq_len"), in_browser="seq_len",
+                 options=PanelOptions(layout="horizontal", css_class="kvlab-calc", extra={"seq_len": slider}))
 
 
 def share_or(control: str, share: float, plan) -> str:
@@ -133,6 +133,6 @@ def fit_panel(model: str = CHAPTER_MODEL, gpu: str = "T4 16 GB (Colab)", seq_len
                 "gpu": gpu_box, "budget_mib": budget, "usable": share,
                 "seq_len": int_box(SEQ_LABEL, seq_len, width="200px"),
                 "batch_size": int_box(BATCH_LABEL, batch_size, width="160px")}
-    return Panel(controls, render_fit, layout="horizontal", css_class="kvlab-fit",
-                 more=("weight_dtype", "cache_dtype", "budget_mib", "usable", "batch_size"),
-                 static=("model", "weight_dtype", "cache_dtype"))  # not gpu: choosing a card also fills the budget box
+    return Panel(controls, render_fit, static=("model", "weight_dtype", "cache_dtype"),  # not gpu: choosing a card
+                 options=PanelOptions(layout="horizontal", css_class="kvlab-fit",  # also fills the budget box
+                                      more=("weight_dtype", "cache_dtype", "budget_mib", "usable", "batch_size")))

@@ -20,7 +20,7 @@ from ...model import ToyTransformer
 from ...paging import mean_paged_slots, reserved_fill, reserved_slots
 from ...presets import GPU_PRESETS, MODEL_PRESETS, ModelPreset
 from ...viz import misconceptions_plots as plots
-from ...viz.widgets import Panel, View, dropdown, float_box, int_slider, selection_slider
+from ...viz.widgets import Panel, PanelOptions, View, dropdown, float_box, int_slider, selection_slider
 from ..memory_estimate import (CACHE_DTYPE_LABEL, DEFAULT_USABLE, FitPlan, USABLE_LABEL, WEIGHT_DTYPE_LABEL, plan_fit,
                                share_or, usable_note, weights_do_not_fit)
 from .common import DEFAULT_PROMPT, leave_a_core
@@ -276,9 +276,9 @@ def budget_panel(gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, spread: str
                 "cache_dtype": dropdown(CACHE_DTYPE_LABEL, list(DTYPE_BITS), cache_dtype, width="190px"),
                 "usable": share, "reserved_tokens": reserve,
                 "wanted": int_slider(CONCURRENT_LABEL, wanted, 1, MAX_CONCURRENT, width="380px")}
-    return Panel(controls, render_budget, layout="horizontal", css_class="kvlab-budget",
-                 static=("reserved_tokens",), more=("gpu", "model", "weight_dtype", "cache_dtype", "usable"),
-                 in_browser=("reserved_tokens", "wanted"))
+    return Panel(controls, render_budget, static=("reserved_tokens",), in_browser=("reserved_tokens", "wanted"),
+                 options=PanelOptions(layout="horizontal", css_class="kvlab-budget",
+                                      more=("gpu", "model", "weight_dtype", "cache_dtype", "usable")))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from ...measure import DecodeTiming, device_label, time_generate
 from ...model import ToyTransformer
 from ...stats import median
 from ...viz import misconceptions_plots as plots
-from ...viz.widgets import Panel, View, int_slider, run_button
+from ...viz.widgets import Panel, PanelOptions, View, int_slider, run_button
 from ..decode import layer_qkv
 from .common import NEW_TOKENS_LABEL, leave_a_core
 
@@ -266,8 +266,8 @@ def k_only_panel(model: ToyTransformer, prompt_ids, new_tokens: int = 120, repea
     top = model.config.max_seq_len - len(prompt_ids[0])
     return Panel({"new_tokens": int_slider(NEW_TOKENS_LABEL, new_tokens, 40, top - top % 40, step=40),
                   "repeats": int_slider(REPEATS_LABEL, repeats, 1, 5, width="300px")},
-                 partial(render_k_only, model, prompt_ids), layout="horizontal", css_class="kvlab-konly",
-                 button=run_button())
+                 partial(render_k_only, model, prompt_ids),
+                 options=PanelOptions(layout="horizontal", css_class="kvlab-konly", button=run_button()))
 
 
 @dataclass(frozen=True)

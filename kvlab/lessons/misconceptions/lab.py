@@ -16,7 +16,7 @@ from ...model import ToyTransformer
 from ...teaching_caches import BROKEN_CACHES
 from ...viz import misconceptions_plots as plots
 from ...viz.source import snippet_html, source_snippet
-from ...viz.widgets import Panel, View, checkbox, dropdown, int_slider, text_box
+from ...viz.widgets import Panel, PanelOptions, View, checkbox, dropdown, int_slider, text_box
 from .common import NEW_TOKENS_LABEL, leave_a_core
 
 
@@ -253,8 +253,8 @@ def lab_panel(model: ToyTransformer, tokenizer, cache: str = "rope_offset", prom
     controls = {"cache": menu, "prompt": text,
                 "new_tokens": int_slider(NEW_TOKENS_LABEL, new_tokens, 1, MAX_LAB_TOKENS, width="340px"),
                 "reused": reuse, "reveal": reveal}
-    return Panel(controls, partial(render_lab, model, tokenizer, run=run), layout="horizontal",
-                 css_class="kvlab-lab", in_browser="new_tokens")
+    return Panel(controls, partial(render_lab, model, tokenizer, run=run), in_browser="new_tokens",
+                 options=PanelOptions(layout="horizontal", css_class="kvlab-lab"))
 
 
 def run_all_lab_caches(model: ToyTransformer, tokenizer, prompt: str = LAB_PROMPT,

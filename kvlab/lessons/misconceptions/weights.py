@@ -15,7 +15,7 @@ from ...generation import generate
 from ...memory import dtype_name, format_bytes, kv_cache_bytes, stored_tokens
 from ...model import ToyTransformer
 from ...viz import misconceptions_plots as plots
-from ...viz.widgets import Panel, View, int_slider, play_slider
+from ...viz.widgets import Panel, PanelOptions, View, int_slider, play_slider
 from .common import NEW_TOKENS_LABEL, corpus_prompts, leave_a_core
 
 
@@ -144,5 +144,6 @@ def weights_panel(model: ToyTransformer, tokenizer, prompt_len: int = 120, batch
     controls = {"prompt_len": int_slider(PROMPT_LEN_LABEL, prompt_len, 1, M1_LIMITS["prompt_len"], width="340px"),
                 "batch_size": int_slider(BATCH_LABEL, batch_size, 1, M1_LIMITS["batch_size"], width="260px"),
                 "new_tokens": tokens}
-    return Panel(controls, partial(render_weights_vs_cache, model, tokenizer), layout="horizontal",
-                 extra={"new_tokens": play}, css_class="kvlab-weights", in_browser=("prompt_len", "batch_size", "new_tokens"))
+    return Panel(controls, partial(render_weights_vs_cache, model, tokenizer),
+                 in_browser=("prompt_len", "batch_size", "new_tokens"),
+                 options=PanelOptions(layout="horizontal", extra={"new_tokens": play}, css_class="kvlab-weights"))

@@ -12,7 +12,7 @@ from ...paging import DEFAULT_BLOCK_SIZE, SCHEMES, shared_prefix_blocks
 from ...serving import ServeRun
 from ...stats import percentile
 from ...viz import paged_plots as plots
-from ...viz.widgets import Panel, View, dropdown, int_slider, play_slider
+from ...viz.widgets import Panel, PanelOptions, View, dropdown, int_slider, play_slider
 from .batching import BatchingComparison
 from .runs import step_events, waste_timeline
 from .sharing import MAX_SHARE_PREFIX, MAX_SHARE_REQUESTS, QUESTION_TOKENS, SHARE_NEW_TOKENS, SHARE_PREFIX, \
@@ -47,8 +47,8 @@ def blocks_html(run: ServeRun, index: int) -> str:
 def blocks_panel(run: ServeRun) -> Panel:
     """Play / step slider over the steps of ``run``."""
     play, slider = play_slider(STEP_LABEL, 0, 0, len(run.steps) - 1, interval_ms=900)
-    return Panel({"step": slider}, partial(render_blocks, run), extra=[play], layout="horizontal",
-                 css_class="kvlab-blocks", static=("step",), in_browser="step")
+    return Panel({"step": slider}, partial(render_blocks, run), static=("step",), in_browser="step",
+                 options=PanelOptions(extra=[play], layout="horizontal", css_class="kvlab-blocks"))
 
 
 # -- waste of the three schemes -------------------------------------------------------------------------------
@@ -77,8 +77,9 @@ def waste_panel(run: ServeRun, config) -> Panel:
     block = dropdown(BLOCK_LABEL, list(BLOCK_OPTIONS), run.block_size, width="200px")
     reserve = int_slider(RESERVE_LABEL, config.max_seq_len, RESERVE_STEP, config.max_seq_len, step=RESERVE_STEP,
                          width="420px")
-    return Panel({"block_size": block, "reserve": reserve}, partial(render_waste, run, config), layout="horizontal",
-                 css_class="kvlab-waste", static=("block_size", "reserve"), in_browser="reserve")
+    return Panel({"block_size": block, "reserve": reserve}, partial(render_waste, run, config),
+                 static=("block_size", "reserve"), in_browser="reserve",
+                 options=PanelOptions(layout="horizontal", css_class="kvlab-waste"))
 
 
 # -- shared prefixes ----------------------------------------------------------------------------------------
@@ -117,8 +118,8 @@ def sharing_panel(prefix: int = SHARE_PREFIX, requests: int = SHARE_REQUESTS, bl
     return Panel({"prefix": int_slider(PREFIX_LABEL, prefix, 0, MAX_SHARE_PREFIX, width="460px"),
                   "requests": int_slider(REQUESTS_LABEL, requests, 1, MAX_SHARE_REQUESTS, width="320px"),
                   "block_size": dropdown(BLOCK_LABEL, list(SHARE_BLOCK_OPTIONS), block_size, width="200px")},
-                 render_sharing, layout="horizontal", css_class="kvlab-sharing",
-                 static=("prefix", "requests", "block_size"), in_browser=("prefix", "requests"))
+                 render_sharing, static=("prefix", "requests", "block_size"), in_browser=("prefix", "requests"),
+                 options=PanelOptions(layout="horizontal", css_class="kvlab-sharing"))
 
 
 # -- static vs continuous: the measured numbers --------------------------------------------------------------

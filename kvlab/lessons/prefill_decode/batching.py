@@ -20,7 +20,7 @@ from ...memory import format_bytes, kv_bytes_per_token
 from ...model import ToyTransformer
 from ...stats import median
 from ...viz import prefill_decode_plots as plots
-from ...viz.widgets import Panel, View, selection_slider
+from ...viz.widgets import Panel, PanelOptions, View, selection_slider
 from .prefill_sweep import PrefillSweep, prefill_points
 from .roofline import RooflinePoint
 from .sentences import (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, INVERTED_ROWS, MATMUL_ROWS, MATMUL_SLOWDOWN,
@@ -270,8 +270,9 @@ def batch_panel(sweep: BatchSweep, roofs: Roofs, prefill: PrefillSweep, model: T
     slider = selection_slider(BATCH_LABEL, sweep.batch_sizes, sweep.batch_sizes[0])
     context = selection_slider(CONTEXT_LABEL, lab.contexts, sweep.context_len, width="520px", continuous=False)
     return Panel({"batch_size": slider, "context_len": context}, partial(render_batch, lab, roofs, prefill),
-                 layout="horizontal", css_class="kvlab-batch", in_browser=("batch_size", "context_len"),
-                 measures=lambda values: lab.measuring(values["context_len"]))
+                 in_browser=("batch_size", "context_len"),
+                 options=PanelOptions(layout="horizontal", css_class="kvlab-batch",
+                                      measures=lambda values: lab.measuring(values["context_len"])))
 
 
 @dataclass

@@ -21,7 +21,7 @@ from ...model import ToyTransformer
 from ...paging import paged_slots
 from ...stats import median
 from ...viz import prefill_decode_plots as plots
-from ...viz.widgets import Panel, View, int_slider, recent_run, text_box
+from ...viz.widgets import Panel, PanelOptions, View, int_slider, recent_run, text_box
 from .sentences import ALLOCATOR, PRECISION
 from .timeline import Timeline
 
@@ -271,8 +271,8 @@ def padded_batch_panel(model: ToyTransformer, tokenizer, lengths: str = PADDED_L
     """A box of prompt lengths and the block size of the paged count."""
     controls = {"lengths": text_box(PADDED_LENGTHS_LABEL, lengths),
                 "block_size": int_slider(BLOCK_LABEL, 16, 1, 64, width="360px")}
-    return Panel(controls, partial(render_padded_batch, model, tokenizer, {}), layout="horizontal",
-                 css_class="kvlab-unequal", in_browser="block_size")
+    return Panel(controls, partial(render_padded_batch, model, tokenizer, {}), in_browser="block_size",
+                 options=PanelOptions(layout="horizontal", css_class="kvlab-unequal"))
 
 
 # -- FP16 and INT8 caches ----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from ...measure import Roofs, alternate, device_label, measurement_threads, torc
 from ...model import ToyTransformer
 from ...stats import growth_exponent, median
 from ...viz import prefill_decode_plots as plots
-from ...viz.widgets import Panel, View, selection_slider, text_box
+from ...viz.widgets import Panel, PanelOptions, View, selection_slider, text_box
 from .roofline import RooflinePoint
 from .sentences import (LAUNCH_TIME, LAUNCH_WORK, LONG_P, ONE_PASS, PREFILL_GROWTH, PREFILL_RATES, PREFILL_TAIL, RIDGE,
                         SPEEDUP, SPEEDUP_GROWTH, _decimals, count, counts, exponents, ms, ms_series, pct, some, times)
@@ -207,9 +207,9 @@ def prefill_panel(sweep: PrefillSweep, model: ToyTransformer | None = None, prom
     box = text_box(LENGTHS_LABEL, _lengths_text(sweep.lengths), width="520px")
     slider = selection_slider(PROMPT_LEN_LABEL, sweep.lengths, value)
     box.observe(partial(_follow_lengths, slider, sweep.config), names="value")  # before the panel's own observer
-    return Panel({"lengths": box, "prompt_len": slider}, partial(render_prefill, lab), layout="horizontal",
-                 css_class="kvlab-prefill", in_browser="prompt_len",
-                 measures=lambda values: lab.measuring(values["lengths"]))
+    return Panel({"lengths": box, "prompt_len": slider}, partial(render_prefill, lab), in_browser="prompt_len",
+                 options=PanelOptions(layout="horizontal", css_class="kvlab-prefill",
+                                      measures=lambda values: lab.measuring(values["lengths"])))
 
 
 PROPORTIONAL_EXPONENT = 0.8  # a segment of the prefill curve grows "about in proportion to P" from this exponent

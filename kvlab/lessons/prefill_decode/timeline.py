@@ -18,7 +18,7 @@ from ...memory import format_bytes, stored_tokens
 from ...model import ToyTransformer
 from ...stats import median, percentile
 from ...viz import prefill_decode_plots as plots
-from ...viz.widgets import Panel, View, int_slider, play_slider, recent_run, text_box
+from ...viz.widgets import Panel, PanelOptions, View, int_slider, play_slider, recent_run, text_box
 from .sentences import ITL_TAIL, PANEL, PARALLEL, STEP_BUDGET, count, pct, signed_pct, times, us
 
 
@@ -240,9 +240,9 @@ def timeline_panel(model: ToyTransformer, tokenizer, timeline: Timeline | None =
     play, step = play_slider(STEP_LABEL, 1, 1, n, interval_ms=400)
     tokens.observe(partial(_keep_step_in_range, step, play), names="value")  # before the panel's own observer
     return Panel({"prompt": prompt, "new_tokens": tokens, "step": step},
-                 partial(render_timeline, model, tokenizer, runs), extra={"step": play}, layout="grid", columns=2,
-                 css_class="kvlab-timeline", static=("step",), in_browser=("new_tokens", "step"),
-                 measures=partial(_measuring, model, tokenizer, runs))
+                 partial(render_timeline, model, tokenizer, runs), static=("step",), in_browser=("new_tokens", "step"),
+                 options=PanelOptions(extra={"step": play}, layout="grid", columns=2, css_class="kvlab-timeline",
+                                      measures=partial(_measuring, model, tokenizer, runs)))
 
 
 # -- the demo model's decode step against this machine's roofs -----------------------------------------

@@ -12,7 +12,8 @@ from ...memory import DTYPE_BITS, format_bytes, kv_bytes_per_token
 from ...model import ToyTransformer
 from ...presets import MODEL_PRESETS
 from ...viz import storage_plots as plots
-from ...viz.widgets import Panel, View, bold_label, dropdown, int_box, int_slider, play_slider, run_button, text_box
+from ...viz.widgets import (Panel, PanelOptions, View, bold_label, dropdown, int_box, int_slider, play_slider,
+                            run_button, text_box)
 from .growth import compare_cache_growth
 from .padding import padding_waste
 from .shape import (CHAPTER_EXAMPLE, MAX_B, MemoryReadout, QUANTIZED, SHAPE_LABELS, example_bytes, example_numbers,
@@ -43,8 +44,8 @@ def shape_panel() -> Panel:
                 "D": int_slider(SHAPE_LABELS["D"], D, 16, 256, step=16, width="300px"),
                 "S": int_box(SHAPE_LABELS["S"], S, width="220px"), "filled_pct": fill_slider}
     extra = {"L": bold_label("模型的形状"), "S": bold_label("这次请求"), "filled_pct": play}
-    return Panel(controls, render_shape, extra=extra, layout="grid", columns=4, css_class="kvlab-shape",
-                 static=("filled_pct", "L", "D"), in_browser=("L", "H", "D", "filled_pct"))
+    return Panel(controls, render_shape, static=("filled_pct", "L", "D"), in_browser=("L", "H", "D", "filled_pct"),
+                 options=PanelOptions(extra=extra, layout="grid", columns=4, css_class="kvlab-shape"))
 
 
 BATCH_LABEL, DTYPE_LABEL = "批次 B", "数据类型"  # the bytes panel's controls, as shown
@@ -78,8 +79,8 @@ def bytes_panel(shape: Panel) -> Panel:
     def render(B, dtype) -> View:
         return render_bytes(B, dtype, **shape.values())
 
-    panel = Panel(controls, render, extra=[bold_label("形状取自上面的面板")], layout="horizontal",
-                  css_class="kvlab-bytes")
+    panel = Panel(controls, render, options=PanelOptions(extra=[bold_label("形状取自上面的面板")], layout="horizontal",
+                                       css_class="kvlab-bytes"))
     panel.follow(shape)
     return panel
 
@@ -108,8 +109,8 @@ def render_growth(model: ToyTransformer, tokens) -> View:
 def growth_panel(model: ToyTransformer, tokens: int = GROWTH_LENGTHS[0]) -> Panel:
     """A length and a button: each click runs all caches again (a longer run takes longer)."""
     length = dropdown(GROWTH_LABEL, growth_choices(model), tokens, width="420px")
-    return Panel({"tokens": length}, partial(render_growth, model), layout="horizontal", css_class="kvlab-growth",
-                 button=run_button())
+    return Panel({"tokens": length}, partial(render_growth, model),
+                 options=PanelOptions(layout="horizontal", css_class="kvlab-growth", button=run_button()))
 
 
 LENGTHS_LABEL = "每条序列现在的长度（提示词 + 已生成）"
@@ -148,5 +149,6 @@ def render_padding(lengths, block_size, reserve=0) -> View:
 def padding_panel() -> Panel:
     """A box of sequence lengths, the block size and the room reserved for generation."""
     return Panel({"lengths": text_box(LENGTHS_LABEL, "12, 40, 7, 33, 25, 60", width="480px"), "block_size": int_slider(BLOCK_LABEL, 16, 1, 64, width="380px"),
-                  "reserve": int_slider(RESERVE_LABEL, 0, 0, 256, step=8, width="380px")}, render_padding,
-                 layout="horizontal", css_class="kvlab-padding", in_browser=("block_size", "reserve"))
+                  "reserve": int_slider(RESERVE_LABEL, 0, 0, 256, step=8, width="380px")},
+                 render_padding, in_browser=("block_size", "reserve"),
+                 options=PanelOptions(layout="horizontal", css_class="kvlab-padding"))

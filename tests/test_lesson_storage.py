@@ -208,7 +208,7 @@ def test_cache_growth_with_transformers_sees_the_same_tokens_and_reallocations()
     assert torch.equal(hf_dyn.tokens, new) and torch.equal(hf_static.tokens, new)
     assert hf_dyn.layer0_k_tensors == [1, 2, 3, 4, 5, 6] and hf_static.layer0_k_tensors == [1] * 6
     assert hf_dyn.attended == [4, 5, 6, 7, 8, 9] and hf_static.attended == [9] * 6  # K's length: all of it, masked
-    assert hf_dyn.allocations is None and len(growth.claims()) == 3
+    assert hf_dyn.allocations is None and len(growth.claims()) == 4
     assert len(hf_dyn.repeat_ms) == len(hf_static.repeat_ms) == 3
     assert "缓存张量的长度从 4 个位置长到 9 个" in growth.readout_html()
 
@@ -225,7 +225,7 @@ def test_cache_growth_without_transformers_says_why(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_transformers)
     growth = lesson.compare_cache_growth(lesson.wide_cache_model(), new_tokens=2, prompt_len=2)
-    assert set(growth.runs) == {"kv", "dynamic"} and len(growth.claims()) == 1
+    assert set(growth.runs) == {"kv", "dynamic"} and len(growth.claims()) == 2  # late and early
     assert "transformers" in growth.transformers_skipped and "%pip install" in growth.transformers_skipped
     assert html.escape(growth.transformers_skipped) in growth.readout_html()
 
@@ -257,9 +257,9 @@ def test_growth_medians_by_hand():
 
 
 @pytest.mark.parametrize("base,other,key,said", [
-    ([10, 10, 10], [15, 15, 15], "storage.pace.slower", "每一轮都慢 10% 以上：「B」慢了 50%。"),
+    ([10, 10, 10], [15, 15, 15], "storage.pace.slower", "每一轮都慢 10% 以上：按两边的中位数，「B」慢了 50%。"),
     ([7.82, 7.9, 7.7], [11.76, 11.5, 12.0], "storage.pace.slower", "「B」慢了 50%。"),
-    ([10, 10, 10], [8, 8, 8], "storage.pace.faster", "每一轮都快 10% 以上：「B」快了 20%。"),
+    ([10, 10, 10], [8, 8, 8], "storage.pace.faster", "每一轮都快 10% 以上：按两边的中位数，「B」快了 20%。"),
     ([10, 10, 10], [10.2, 9.9, 10.4], "storage.pace.same", "每一轮都在 ±5% 以内：两者几乎一样快。"),
     ([10, 10, 10], [10.5, 10.3, 10.6], "storage.pace.unclear", "有的轮相差不到 10%"),  # one way, but 3-6 %
     ([10, 10, 10], [13, 13, 10.5], "storage.pace.unclear", "有的轮相差不到 10%"),  # one way, one round too close
@@ -323,11 +323,11 @@ def _said(growth):
 
 def test_growth_claims_use_this_chapters_names_and_windows():
     claims, text = _said(_timed([1.0] * 3, [2.0] * 3))
-    assert [c.key for c in claims] == ["storage.pace.slower"]
+    assert [c.key for c in claims] == ["storage.pace.slower"] * 2  # late, then early
     assert text.startswith("后半程（缓存里 36–64 个 token）每次前向的耗时") and "「逐步拼接（dynamic）」慢了 100%" in text
     assert "「逐步拼接（dynamic）」比「预分配（kv）」多用的时间：100、100、100%" in text
     claims, text = _said(_timed([1.0] * 3, [2.0] * 3, [1.0] * 3, [2.0] * 3))
-    assert [c.key for c in claims] == ["storage.pace.slower", "storage.pace.faster", "storage.pace.slower"]
+    assert [c.key for c in claims] == ["storage.pace.slower"] * 2 + ["storage.pace.faster", "storage.pace.slower"]
     assert "前四分之一的解码步（缓存里 9–22 个 token）" in text and "「StaticCache」快了 50%" in text
     assert "「DynamicCache」慢了 100%" in text
     assert "下一格" in _timed([1.0] * 3, [2.0] * 3).readout_html()  # the panel points to the claims, says none
@@ -345,7 +345,7 @@ def test_growth_claims_on_an_idle_run_are_substantive():
     for name in ("idle CPU, copies visible", "idle CPU, fits in L3", "launch-bound GPU"):
         claims, _ = _said(_timed(*GROWTH_SHAPES[name]))
         assert all(lesson.PACE.rule(c.key).substantive for c in claims), (name, [c.key for c in claims])
-    assert [c.key for c in _timed(*GROWTH_SHAPES["launch-bound GPU"]).claims()] == ["storage.pace.same"] * 3
+    assert [c.key for c in _timed(*GROWTH_SHAPES["launch-bound GPU"]).claims()] == ["storage.pace.same"] * 4
 
 
 def test_every_key_of_the_growth_chooser_is_reached_and_every_claim_checks():
@@ -357,7 +357,7 @@ def test_every_key_of_the_growth_chooser_is_reached_and_every_claim_checks():
                                                         "metadata": {"kvlab_claims": [c.record() for c in claims]}}]})
     assert reached == set(lesson.PACE.keys)
     nb = {"cells": cells}
-    assert len(claims_mod.recorded(nb)) == 3 * len(GROWTH_SHAPES)
+    assert len(claims_mod.recorded(nb)) == 4 * len(GROWTH_SHAPES)
     assert claims_mod.check_recorded(nb, lesson.CHOOSERS) == []
 
 

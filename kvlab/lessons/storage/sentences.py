@@ -58,8 +58,8 @@ _PACE_HEAD = ("{when}（缓存里 {t_from}–{t_to} 个 token）每次前向的�
 _PACE_RERUN = ("：在这台机器上，这一次分不出快慢。点上面面板的「运行测量」再测一次（先关掉别的占 CPU 的程序），或者在下拉框里"
                "选更长的 256 个 token，测完再运行这一格。")
 ZH = Catalog("zh", {
-    "storage.pace.slower": _PACE_HEAD + f"，每一轮都慢 {PACE_APART}% 以上：「{{other}}」慢了 {{diff}}。",
-    "storage.pace.faster": _PACE_HEAD + f"，每一轮都快 {PACE_APART}% 以上：「{{other}}」快了 {{diff}}。",
+    "storage.pace.slower": _PACE_HEAD + f"，每一轮都慢 {PACE_APART}% 以上：按两边的中位数，「{{other}}」慢了 {{diff}}。",
+    "storage.pace.faster": _PACE_HEAD + f"，每一轮都快 {PACE_APART}% 以上：按两边的中位数，「{{other}}」快了 {{diff}}。",
     "storage.pace.same": _PACE_HEAD + f"，每一轮都在 ±{PACE_SAME}% 以内：两者几乎一样快。",
     "storage.pace.unclear": _PACE_HEAD + f"，有的轮相差不到 {PACE_APART}%，或者各轮快慢方向不一致" + _PACE_RERUN,
     "storage.pace.untimed": "{when}（缓存里 {t_from}–{t_to} 个 token）：这一次没有测到可以比较的耗时（有一方是 0）"

@@ -4,7 +4,7 @@ numbers as printed, and an idle run says something substantive with every choose
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -15,6 +15,7 @@ from kvlab.lessons import prefill_decode as lesson
 from kvlab.measure import Rate
 
 C = lesson.ROOFLINE_CONFIG
+DEMO = replace(C, n_layer=C.n_layer // 2)  # the demo model has half the big one's layers
 
 
 # -- synthetic measurements ------------------------------------------------------------------------------------
@@ -103,10 +104,11 @@ def chapter_claims(run: Run) -> list[list[claims.Claim]]:
         lesson.explain_worked_bounds(worked, run.roofs) + lesson.explain_step_budget(budget(run.step_ms, run.roofs)),
         lesson.explain_prefill(run.prefill, run.roofs) + lesson.explain_prefill_vs_roof(run.prefill, run.roofs)
         + lesson.explain_prefill_rates(run.prefill) + lesson.explain_long_rate(run.prefill),
-        lesson.explain_decode_vs_roof(run.prefill, run.roofs),
+        lesson.explain_decode_vs_roof(run.prefill, run.roofs, budget(run.step_ms, run.roofs), DEMO),
         lesson.explain_batch_baseline(run.batch, run.prefill), lesson.explain_batch_gain(run.batch),
         lesson.explain_batch(run.batch, run.roofs)
         + lesson.explain_batch_vs_prefill(run.batch, run.prefill),
+        lesson.explain_overlap(run.batch, run.roofs),
         lesson.explain_small_matmuls(run.small, run.batch) + lesson.explain_small_matmul_reads(run.small, run.roofs, run.prefill),
         lesson.explain_allocator(run.alloc),
         lesson.explain_precision(run.precision, C),
@@ -170,6 +172,7 @@ def sweep_at(gflops: dict, decode_ms: float = 16.0) -> lesson.PrefillSweep:
     return sweep({P: pass_cost(C, P).flops / (g * 1e9) * 1e3 for P, g in gflops.items()}, decode_ms)
 
 
+REVIEWED = {1: 10.48, 2: 23.30, 4: 35.53, 8: 31.78, 16: 48.64, 32: 70.26, 64: 134.50, 128: 232.42, 256: 466.12}
 RIDGE_5_5 = roofs(20, 110)  # B = 16 and 32 right of the ridge, 1 to 8 left of it
 Q = roofs(20, 100)  # a quiet machine: ridge 5
 # Shapes the four runs above do not show, each one reaching the keys named (tested below)
@@ -195,7 +198,17 @@ CASES = {
     "far below the roof, rising": lambda: lesson.explain_prefill_vs_roof(sweep_at({128: 10, 256: 20}), Q),
     "half the roof": lambda: lesson.explain_prefill_vs_roof(sweep_at({128: 40, 256: 43}), Q),
     "near the roof and rising": lambda: lesson.explain_prefill_vs_roof(sweep_at({128: 72, 256: 87}), Q),
-    "decode uses the bandwidth up": lambda: lesson.explain_decode_vs_roof(sweep_at({256: 50}, 5.6), Q),
+    "decode uses the bandwidth up": lambda: lesson.explain_decode_vs_roof(sweep_at({256: 50}, 5.6), Q, budget(1.0, Q), DEMO),
+    "decode far below, beyond the demo's overhead": lambda: lesson.explain_decode_vs_roof(  # a quiet machine
+        sweep_at({256: 50}, 40.0), Q, budget(1.0, Q), DEMO),
+    "decode far below on a busy machine": lambda: lesson.explain_decode_vs_roof(  # the review's run (busy roofs)
+        sweep(REVIEWED, {P: 20.27 for P in PS}), roofs(24.8, 37.9, 1.77, 1.37), budget(0.74, Q), DEMO),
+    "the review's sweep": lambda: lesson.explain_prefill_growth(sweep(REVIEWED)) + lesson.explain_prefill(
+        sweep(REVIEWED), roofs(24.8, 37.9)) + lesson.explain_prefill_rates(sweep(REVIEWED, 20.0)),
+    "rates rise but for one small dip": lambda: lesson.explain_prefill_rates(
+        sweep_at({1: 5.3, 2: 4.6, 4: 5.9, 8: 13.1, 16: 17.1, 32: 23.7, 64: 25.0, 128: 29.5, 256: 30.5})),
+    "step grows as the sum model says": lambda: lesson.explain_overlap(batch({1: 20.0, 2: 22.0}), Q),
+    "more rows, a faster step": lambda: lesson.explain_overlap(batch({1: 20.0, 2: 15.0}), Q),
     "compute the longer bound": lambda: lesson.explain_worked_bounds(lesson.worked_decode_step(C, 8), roofs(1000, 100)),
     "batch B = 1 faster than the sweep's": lambda: lesson.explain_batch_baseline(batch({1: 10.0, 2: 11.0}),
                                                                                   sweep({8: 20.0}, 16.0)),

@@ -26,7 +26,7 @@ from .prefill_sweep import (PREFILL_LENGTHS, PREFILL_DECODE_STEPS, MAX_CUSTOM_LE
 from .batching import (BATCH_SIZES, BATCH_CONTEXTS, BATCH_STEPS, BATCH_REPEATS, BATCH_MAX_CACHE_BYTES, BatchPoint,
                        BatchSweep, measure_batch_sweep, BatchLab, explain_batch, explain_kv_share, BATCH_LABEL,
                        CONTEXT_LABEL, render_batch, batch_panel, SmallMatmuls, measure_small_matmuls, explain_small_matmuls,
-                       per_doubling, batch_ridge_lines, explain_batch_gain)
+                       per_doubling, batch_ridge_lines, explain_batch_gain, explain_overlap)
 from .engineering import (AllocatorTrace, AllocatorComparison, CPU_ALLOCATOR_REASON, allocator_growth,
                           explain_allocator, explain_reservation, PADDED_LENGTHS, PADDED_NEW_TOKENS,
                           PADDED_LENGTHS_LABEL, BLOCK_LABEL, corpus_text, corpus_prompts, PaddedBatch,
@@ -64,5 +64,5 @@ __all__ = [
     "TAIL_SAMPLES", "explain_latency", "explain_prefill_parallel", "explain_prefill_growth", "per_doubling", "STEADY_SPREAD",
     "explain_batch_baseline", "latency_lines", "explain_panel", "step_budget_lines", "explain_prefill_rates",
     "batch_ridge_lines", "allocator_lines", "precision_lines", "roof_lines", "CHOOSERS", "ZH", "show_claims",
-    "explain_speedups", "explain_long_rate", "explain_batch_gain",
+    "explain_speedups", "explain_long_rate", "explain_batch_gain", "explain_overlap",
 ]

@@ -24,7 +24,7 @@ from ...viz.widgets import Panel, PanelOptions, View, selection_slider
 from .prefill_sweep import PrefillSweep, prefill_points
 from .roofline import RooflinePoint
 from .sentences import (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, INVERTED_ROWS, MATMUL_ROWS, MATMUL_SLOWDOWN,
-                        _decimals, count, counts, ms_series, pct, per_s, some, times)
+                        OVERLAP, _decimals, count, counts, ms, ms_series, pct, per_s, some, times)
 
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
@@ -170,14 +170,15 @@ def explain_batch(sweep: BatchSweep, roofs: Roofs) -> list[Claim]:
         ts = ms_series([p.step_seconds for p in left])
         r = ratio(ts.value[-1], ts.value[0])
         claims.append(BATCH_LEFT.choose(
-            {"Bs": counts([p.batch_size for p in left]), "ts": ts, "I": number(left[-1].cost.intensity, 2),
+            {"Bs": counts([p.batch_size for p in left]), "ts": ts, "Bl": count(left[-1].batch_size),
+             "I": number(left[-1].cost.intensity, 2),
              "ridge": number(ridge, 1), "ratio": times(r), "rise": pct(r - 1),
              "B": count(left[-1].batch_size)},
             {"why": "gpu_launch" if roofs.threads is None else "cpu"}))
     elif right:
         first_right = right[0]
         claims.append(BATCH_LEFT.choose({"B": count(first_right.batch_size), "I": number(first_right.cost.intensity, 2),
-                                         "ridge": number(ridge, 1), "Bs": counts(sweep.batch_sizes),
+                                         "ridge": number(ridge, 1), "Bs": counts(sweep.batch_sizes), "Bl": count(pts[-1].batch_size),
                                          "ts": some([p.step_seconds * 1e3 for p in pts], 2, "ms"),
                                          "ratio": times(math.nan), "rise": pct(math.nan)}))
     if len(pts) >= 2:
@@ -220,6 +221,25 @@ def batch_ridge_lines(sweep: BatchSweep, roofs: Roofs) -> list[str]:
         return [f"越过转折点的那一步（B = {a.batch_size} 到 B = {b.batch_size}）：单步耗时 "
                 f"×{b.step_seconds / a.step_seconds:.2f}，吞吐 ×{b.tokens_per_s / a.tokens_per_s:.2f}。"]
     return [f"到 B = {sweep.points[-1].batch_size} 都还在转折点（{ridge:.1f}）左边。"] if not right else []
+
+
+def explain_overlap(sweep: BatchSweep, roofs: Roofs) -> list[Claim]:
+    """The sum model (a step = F ÷ matmul rate + M ÷ bandwidth: compute and reads not overlapping at all) against
+    the batch sweep (:data:`~.sentences.OVERLAP`). With F ∝ B and M fixed, and a = I₁ ÷ ridge, the step at B is
+    (B·a + 1) ÷ (a + 1) times B = 1's, so 2 ÷ (1 + a) times it at the ridge; compared with the largest B still
+    left of the ridge, as measured."""
+    pts = sweep.points
+    one = pts[0]
+    left = [p for p in pts[1:] if p.cost.intensity < roofs.ridge]
+    I1, ridge = number(one.cost.intensity, 2), number(roofs.ridge, 1)
+    a = ratio(I1.value, ridge.value)
+    if not left or one.batch_size != 1:  # nothing to compare: every rule but "unmeasured" refuses a NaN
+        return [OVERLAP.choose({name: number(math.nan) for name in OVERLAP.rules[0].shows})]
+    top = left[-1]
+    t1, tB = ms(one.step_seconds), ms(top.step_seconds)
+    return [OVERLAP.choose({"I1": I1, "ridge": ridge, "f": times(2 / (1 + a)), "B": count(top.batch_size),
+                            "pred": times((top.batch_size * a + 1) / (a + 1)), "t1": t1, "tB": tB,
+                            "meas": times(ratio(tB.value, t1.value))})]
 
 
 def per_doubling(a: BatchPoint, b: BatchPoint) -> float:

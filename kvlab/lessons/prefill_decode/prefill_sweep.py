@@ -17,25 +17,28 @@ from ...generation import GenerationResult, generate
 from ...inputs import InputError, one_of_numbers, whole_numbers
 from ...measure import Roofs, alternate, device_label, measurement_threads, torch_threads
 from ...model import ToyTransformer
-from ...stats import growth_exponent, median
+from ...stats import growth_exponent
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, selection_slider, text_box
 from .roofline import RooflinePoint
 from .sentences import (LAUNCH_TIME, LAUNCH_WORK, LONG_P, ONE_PASS, PREFILL_GROWTH, PREFILL_RATES, PREFILL_TAIL, RIDGE,
-                        SPEEDUP, SPEEDUP_GROWTH, _decimals, count, counts, exponents, ms, ms_series, pct, some, times)
+                        SAME_WORK, SPEEDUP, SPEEDUP_GROWTH, _decimals, count, counts, exponents, ms, ms_series, pct,
+                        signed_pct, some, times)
 
 
 PREFILL_LENGTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-PREFILL_DECODE_STEPS = 4  # decode passes timed after each prefill of the sweep
+PREFILL_DECODE_STEPS = 1  # decode passes timed after each prefill of the sweep (one: see LengthPoint)
 MAX_CUSTOM_LENGTHS = 10  # prompt lengths a learner may list in the prefill panel
 @dataclass
 class LengthPoint:
-    """A prompt of P tokens: its prefill pass, and the decode steps after it (the fastest of the repeats: other
-    programs on the machine can only make a run slower, so the fastest is the one closest to the machine's own)."""
+    """A prompt of P tokens: its prefill pass, and the decode pass after it, each the fastest of the repeats (other
+    programs on the machine can only make a pass slower, so the fastest is the one closest to the machine's own).
+    Both are timed the same way: with one decode pass per repeat (the default), each is the fastest of ``repeats``
+    single passes, so at P = 1, where the two are the same work, their ratio is 1 up to the timing's error."""
 
     prompt_len: int
     prefill_seconds: float
-    decode_step_seconds: float  # one decode pass: median over the passes of a run, fastest run
+    decode_step_seconds: float  # one decode pass: the fastest of every repeat's decode passes
     decode_steps: int
     prefill_cost: PassCost
     decode_cost: PassCost  # all decode_steps passes together
@@ -77,6 +80,7 @@ class PrefillSweep:
     points: list[LengthPoint]
     config: ModelConfig
     device: str
+    repeats: int = 1  # generations per prompt length; each pass is the fastest of them
 
     @property
     def lengths(self) -> list[int]:
@@ -128,9 +132,9 @@ def measure_prefill_sweep(model: ToyTransformer, lengths=PREFILL_LENGTHS, decode
     points = []
     for P in lengths:
         prefill = min(res.trace[0].seconds for res in runs[P])
-        step = min(median(res.decode_seconds) for res in runs[P])
+        step = min(min(res.decode_seconds) for res in runs[P])
         points.append(LengthPoint(P, prefill, step, decode_steps, pass_cost(c, P), decode_cost(c, P, decode_steps)))
-    return PrefillSweep(points, c, device_label(model.device))
+    return PrefillSweep(points, c, device_label(model.device), repeats)
 
 
 class PrefillLab:
@@ -141,6 +145,7 @@ class PrefillLab:
         self.model = model
         self.config = sweep.config
         self.device = sweep.device
+        self.repeats = sweep.repeats
         self.points = {p.prompt_len: p for p in sweep.points}
 
     def measuring(self, lengths) -> str | None:
@@ -158,7 +163,7 @@ class PrefillLab:
             if self.model is None:
                 raise ValueError(f"lengths: {missing} were not measured and there is no model to measure them")
             self.points.update({p.prompt_len: p for p in measure_prefill_sweep(self.model, missing).points})
-        return PrefillSweep([self.points[P] for P in wanted], self.config, self.device)
+        return PrefillSweep([self.points[P] for P in wanted], self.config, self.device, self.repeats)
 
 
 def _lengths_text(lengths) -> str:
@@ -294,17 +299,21 @@ def explain_prefill_growth(sweep: PrefillSweep) -> list[Claim]:
         **_launch_numbers(sweep), "Ps": counts(Ps), "ts": ts_n, "tokens": number(Ps[-1] / Ps[0], 1),
         "ratio": times(ratio(ts[-1], ts[0])), "p": count(Ps[drop]), "q": count(Ps[drop + 1]),
         "drop": pct(1 - ratio(ts[drop + 1], ts[drop])), "ps": count(Ps[steep]), "qs": count(Ps[steep + 1]),
-        "step": times(ratio(ts[steep + 1], ts[steep]))})]
+        "step": times(ratio(ts[steep + 1], ts[steep])), "tok": number(Ps[steep + 1] / Ps[steep], 1)})]
 
 
 def explain_speedups(sweep: PrefillSweep) -> list[Claim]:
     """How many times longer feeding the prompt one token per pass takes than one prefill pass (the sweep's
-    speedups, printed to 1 decimal as in its table): above 1 at every P ≥ :data:`~.sentences.LONG_P`
+    speedups, printed to 1 decimal as in its table): at P = 1, where the two are the same work, how far it is from
+    1, the timing's error (:data:`~.sentences.SAME_WORK`); above 1 at every P ≥ :data:`~.sentences.LONG_P`
     (:data:`~.sentences.ONE_PASS`), and how it grew with P, read over every point
     (:data:`~.sentences.SPEEDUP_GROWTH`)."""
     pts = sweep.points
     long = [p for p in pts if p.prompt_len >= LONG_P]
     claims = []
+    if 1 in sweep.lengths:
+        x = times(sweep.at(1).speedup)
+        claims.append(SAME_WORK.choose({"x": x, "off": signed_pct(x.value - 1)}))
     if long:
         xs = [p.speedup for p in long]
         worst = min(range(len(long)), key=lambda i: number(xs[i], 1).value if math.isfinite(xs[i]) else -math.inf)
@@ -321,13 +330,15 @@ def explain_speedups(sweep: PrefillSweep) -> list[Claim]:
 
 def explain_prefill_rates(sweep: PrefillSweep) -> list[Claim]:
     """The prefill rates the roofline plots, read over every point (:data:`~.sentences.PREFILL_RATES`): rising at
-    every step, rising then level, or irregular (can't tell)."""
+    every step, rising then level, rising but for one small dip, or irregular (can't tell)."""
     if len(sweep.points) < 2:
         return []
     rates = series([p.prefill_flops_per_s / 1e9 for p in sweep.points], 1, "GFLOP/s")
-    peak = max(range(len(sweep.points)), key=lambda i: rates.value[i])
-    return [PREFILL_RATES.choose({"Ps": counts(sweep.lengths), "rates": rates,
-                                  "P_peak": count(sweep.points[peak].prompt_len)})]
+    rs, Ps = rates.value, sweep.lengths
+    peak = max(range(len(rs)), key=lambda i: rs[i])
+    dip = next((i for i in range(len(rs) - 1) if rs[i + 1] <= rs[i]), 0)
+    return [PREFILL_RATES.choose({"Ps": counts(Ps), "rates": rates, "P_peak": count(Ps[peak]), "p": count(Ps[dip]),
+                                  "q": count(Ps[dip + 1]), "g": times(ratio(rs[-1], rs[0]), 1)})]
 
 
 def prefill_points(sweep: PrefillSweep) -> list[RooflinePoint]:

@@ -15,6 +15,7 @@ from ...memory import format_bytes
 from .batching import BatchSweep, SmallMatmuls
 from .prefill_sweep import PrefillSweep
 from .roofline import explain_roofs
+from .timeline import StepBudget
 from .sentences import (BATCH_BASELINE, BATCH_VS_PREFILL, DECODE_ROOF, DECODE_VS_MATVEC, LONG_RATE, MATVEC_READ, PREFILL_ROOF,
                         PREFILL_TREND, ROOF_SPREAD, WORKED_BOUNDS, BUSY, SAME, STEADY, count, gbs, gflops, ms, pct, signed_pct, times, us)
 
@@ -52,8 +53,8 @@ def explain_worked_step(w: WorkedStep, prompt_len: int = 256) -> list[str]:
     return [
         f"① 要读的字节：权重矩阵每个都整个读一遍，{format_bytes(cost.weight_bytes)}（= {cost.weight_bytes / 1e6:.1f} MB，"
         f"1 MiB = 2²⁰ 字节，1 MB = 10⁶ 字节；FP32，每个数 4 字节）。整个模型的 FP32 权重是 {format_bytes(whole)}，"
-        f"多出的部分是嵌入表：它有 {format_bytes(table)}，一步只读用到的那 1 行。缓存里 {w.context} 个 token 的 K/V "
-        f"读一遍、新 token 的 K/V 写一次，{cost.cache_bytes / 1e6:.2f} MB。合计 M = {cost.bytes / 1e6:.1f} MB"
+        f"多出的部分是嵌入表：它有 {format_bytes(table)}，一步只读用到的那 1 行。缓存里 {w.context} 个 token 连同新 token，"
+        f"共 {w.context + 1} 个 token 的 K/V 读一遍，新 token 的 K/V 写一次，{cost.cache_bytes / 1e6:.2f} MB。合计 M = {cost.bytes / 1e6:.1f} MB"
         "（下面和 GB/s 的带宽相除，所以用 MB）。",
         f"② 要做的运算：每读到一个权重，就和这 1 个 token 做一次乘加（2 次运算），{w.matmul_flops / 1e6:.1f} MFLOP；"
         f"注意力对 {w.context + 1} 个 key 打分再对 V 加权求和，{w.attention_flops / 1e6:.2f} MFLOP。合计 F = "
@@ -80,9 +81,9 @@ def roof_lines(roofs: Roofs) -> list[str]:
     """Both roofs: the fastest repeat and the median (readouts)."""
     bw, mm = roofs.bandwidth, roofs.flops
     return [f"内存读带宽（斜屋顶）：{bw.best / 1e9:.1f} GB/s（{bw.what}，{len(bw.runs)} 次中最快的一次；中位数 "
-            f"{bw.median / 1e9:.1f}）",
+            f"{bw.median / 1e9:.1f} GB/s）",
             f"矩阵乘速率（平屋顶）：{mm.best / 1e9:.1f} GFLOP/s（{mm.what}，{len(mm.runs)} 次中最快的一次；中位数 "
-            f"{mm.median / 1e9:.1f}）"]
+            f"{mm.median / 1e9:.1f} GFLOP/s）"]
 
 
 def explain_measured_roofs(roofs: Roofs) -> list[Claim]:
@@ -127,13 +128,20 @@ def explain_long_rate(sweep: PrefillSweep) -> list[Claim]:
                               "dec": gflops(last.decode_flops_per_s)})]
 
 
-def explain_decode_vs_roof(sweep: PrefillSweep, roofs: Roofs) -> list[Claim]:
-    """How much of the bandwidth roof a decode step uses (after the longest prompt; :data:`~.sentences.DECODE_ROOF`)."""
+def explain_decode_vs_roof(sweep: PrefillSweep, roofs: Roofs, demo: StepBudget, demo_config: ModelConfig) -> list[Claim]:
+    """How much of the bandwidth roof a decode step uses (after the longest prompt; :data:`~.sentences.DECODE_ROOF`).
+    Far below it, whether the demo model's whole step (``demo``: the same few hundred small operators, on
+    ``demo_config``'s layers), scaled by the layers, can account for the time beyond the bandwidth bound; when it
+    cannot, whether the roofs were measured on a busy machine."""
     dec = sweep.points[-1]
+    step = ms(dec.decode_step_seconds)
+    bound = ms(dec.decode_cost.bytes / dec.decode_steps / roofs.bandwidth.best)
     return [DECODE_ROOF.choose({
         "P": count(dec.prompt_len), "I": number(dec.decode_cost.intensity, 2), "gflops": gflops(dec.decode_flops_per_s),
         "mm_share": pct(dec.decode_flops_per_s / roofs.flops.best), "rate": gbs(dec.decode_bytes_per_s),
-        "share": pct(dec.decode_bytes_per_s / roofs.bandwidth.best)})]
+        "share": pct(dec.decode_bytes_per_s / roofs.bandwidth.best), "step": step, "bound": bound,
+        "demo": ms(demo.measured_seconds), "layers": times(sweep.config.n_layer / demo_config.n_layer, 1),
+        "spread": times(max(spread(roofs.bandwidth), spread(roofs.flops)))})]
 
 
 def explain_batch_vs_prefill(batch: BatchSweep, sweep: PrefillSweep, rows: int = 32) -> list[Claim]:

@@ -180,15 +180,19 @@ def _dropped(v) -> bool:
     return i is not None and Ps[i + 1] == v["q"] and ts[i + 1] < (1 - SAME / 100) * ts[i] and close(v["drop"], 100 * (1 - ts[i + 1] / ts[i]), 1)
 
 
-def _slow_overall(v) -> bool:
-    """Slower than the tokens from the first P to the last, no drop, but the step named grew about as fast as them."""
-    Ps, ts = vals(v["Ps"]), vals(v["ts"])
-    if v["ps"] not in Ps[:-1] or Ps[Ps.index(v["ps"]) + 1] != v["qs"]:
-        return False
-    i = Ps.index(v["ps"])
-    k = exponents((Ps[0], Ps[-1]), (ts[0], ts[-1]))[0]
-    return (_growth(0.25, 0.75, -1, math.inf)(v) and close(v["step"], ts[i + 1] / ts[i])
-            and 0.75 <= exponents(Ps[i:i + 2], ts[i:i + 2])[0] < 1.25 and 0.25 <= k < 0.75)
+def _slow_overall(faster: bool):
+    """Slower than the tokens from the first P to the last, no drop, but the step named grew about as fast as them
+    (exponent 0.75 to 1.25): a little slower than its tokens (``tok``, the step's token ratio), or ``faster``."""
+    def holds(v) -> bool:
+        Ps, ts = vals(v["Ps"]), vals(v["ts"])
+        if v["ps"] not in Ps[:-1] or Ps[Ps.index(v["ps"]) + 1] != v["qs"]:
+            return False
+        i = Ps.index(v["ps"])
+        k = exponents((Ps[0], Ps[-1]), (ts[0], ts[-1]))[0]
+        return (_growth(0.25, 0.75, -1, math.inf)(v) and close(v["step"], ts[i + 1] / ts[i])
+                and close(v["tok"], v["qs"] / v["ps"], 0.1) and (v["step"] >= v["tok"]) == faster
+                and 0.75 <= exponents(Ps[i:i + 2], ts[i:i + 2])[0] < 1.25 and 0.25 <= k < 0.75)
+    return holds
 
 
 PREFILL_GROWTH = Chooser(f"{P}.prefill_growth", (
@@ -196,7 +200,8 @@ PREFILL_GROWTH = Chooser(f"{P}.prefill_growth", (
     Rule(f"{P}.prefill_growth.barely", GROWTH_SHOWS, _growth(-1, 0.25, -1, 0.75)),
     Rule(f"{P}.prefill_growth.slow", GROWTH_SHOWS, _growth(0.25, 0.75, -1, 0.75)),
     Rule(f"{P}.prefill_growth.proportional", GROWTH_SHOWS, _growth(0.75, 1.3, 0.5, 1.5)),
-    Rule(f"{P}.prefill_growth.slow_overall", (*GROWTH_SHOWS, "ps", "qs", "step"), _slow_overall),
+    Rule(f"{P}.prefill_growth.slow_overall", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"), _slow_overall(False)),
+    Rule(f"{P}.prefill_growth.slow_overall_faster", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"), _slow_overall(True)),
     Rule(f"{P}.prefill_growth.dropped", (*GROWTH_SHOWS, "p", "q", "drop"), _dropped, substantive=False),
     Rule(f"{P}.prefill_growth.uneven", ("Ps", "ts"), substantive=False),
     Rule(f"{P}.prefill_growth.unmeasured", substantive=False),
@@ -216,10 +221,10 @@ def _ks_agree(v, p: str = "Ps", t: str = "ts", k: str = "ks") -> bool:
     return len(ks) == len(Ps) - 1 and all(abs(k - c) <= 0.05 for k, c in zip(ks, exponents(Ps, ts)))
 
 
-def _last_segment(low: float, high: float):
+def _last_segment(low: float, high: float, closed: bool = False):
     def holds(v) -> bool:
         k = exponents((v["Pa"], v["Pb"]), (v["ta"], v["tb"]))[0]
-        return abs(k - v["k"]) <= 0.05 and low <= k < high
+        return abs(k - v["k"]) <= 0.05 and low <= k and (k <= high if closed else k < high)
     return holds
 
 
@@ -227,8 +232,9 @@ SEGMENT_SHOWS = ("Pa", "Pb", "ta", "tb", "k")
 PREFILL_TAIL = Chooser(f"{P}.prefill_tail", (
     Rule(f"{P}.prefill_tail.launch_bound", LAUNCH_SHOWS, _launch),
     Rule(f"{P}.prefill_tail.proportional", ("start", "Pt", "tt", "kt"),
-         lambda v: _ks_agree(v, "Pt", "tt", "kt") and vals(v["Pt"])[0] == v["start"]
+         lambda v: _ks_agree(v, "Pt", "tt", "kt") and vals(v["Pt"])[0] == v["start"] and len(vals(v["kt"])) >= 2
          and all(0.8 <= k <= 1.25 for k in vals(v["kt"]))),
+    Rule(f"{P}.prefill_tail.proportional_last", SEGMENT_SHOWS, _last_segment(0.8, 1.25, closed=True)),
     Rule(f"{P}.prefill_tail.speeding", SEGMENT_SHOWS, _last_segment(0.5, 0.8)),
     Rule(f"{P}.prefill_tail.slow", ("Ps", "ts", "ks"),
          lambda v: _ks_agree(v) and all(-0.25 <= k < 0.5 for k in vals(v["ks"]))),
@@ -251,6 +257,18 @@ def _one_pass_faster(v) -> bool:
     xs = vals(v["xs"])
     return len(vals(v["Ps"])) == len(xs) and all(x > 1 for x in xs)
 
+
+def _same_work(agree: bool):
+    def holds(v) -> bool:
+        return close(v["off"], 100 * (v["x"] - 1), 1) and (abs(v["x"] - 1) <= SAME / 100) == agree
+    return holds
+
+
+SAME_WORK = Chooser(f"{P}.same_work", (
+    Rule(f"{P}.same_work.agree", ("x", "off"), _same_work(True)),
+    Rule(f"{P}.same_work.off", ("x", "off"), _same_work(False), substantive=False),
+    Rule(f"{P}.same_work.unmeasured", substantive=False),
+))
 
 ONE_PASS = Chooser(f"{P}.one_pass", (
     Rule(f"{P}.one_pass.faster", ("Ps", "xs"), _one_pass_faster),
@@ -279,9 +297,21 @@ SPEEDUP_GROWTH = Chooser(f"{P}.speedup_growth", (
 ))
 
 
+def _one_dip(v) -> bool:
+    """Rising at every step but one, from ``p`` to ``q``, where it fell by less than SAME; ``g``: last over first, ≥ 2."""
+    Ps, rs = vals(v["Ps"]), vals(v["rates"])
+    if len(Ps) != len(rs) or v["p"] not in Ps[:-1]:
+        return False
+    i = Ps.index(v["p"])
+    dips = [j for j in range(len(rs) - 1) if rs[j + 1] <= rs[j]]
+    return (dips == [i] and Ps[i + 1] == v["q"] and rs[i + 1] >= (1 - SAME / 100) * rs[i]
+            and v["g"] >= 2 and close(v["g"], rs[-1] / rs[0], 0.1))
+
+
 PREFILL_RATES = Chooser(f"{P}.prefill_rates", (
     Rule(f"{P}.prefill_rates.rising", ("Ps", "rates"), lambda v: _rising(vals(v["rates"]))),
     Rule(f"{P}.prefill_rates.rise_then_level", ("Ps", "rates", "P_peak"), _level_after_peak),
+    Rule(f"{P}.prefill_rates.one_dip", ("Ps", "rates", "p", "q", "g"), _one_dip),
     Rule(f"{P}.prefill_rates.irregular", ("Ps", "rates"), substantive=False),
     Rule(f"{P}.prefill_rates.unmeasured", substantive=False),
 ))
@@ -317,18 +347,36 @@ LONG_RATE = Chooser(f"{P}.long_rate", (
 ))
 
 DECODE_SHOWS = ("P", "I", "gflops", "mm_share", "rate", "share")
+FAR_SHOWS = (*DECODE_SHOWS, "step", "bound", "demo", "layers")
+STEADY, BUSY = 1.10, 1.4  # a roof's fastest repeat over its median: within 1.10 the repeats agree; from 1.4 busy
+
+
+def _far(v) -> bool:
+    """Under FAR of the bandwidth, the step and its bandwidth bound printed agreeing with the share."""
+    return v["share"] < FAR and close(v["share"], 100 * v["bound"] / v["step"], 1)
+
+
+def _overhead_explains(v) -> bool:
+    """The time beyond the bandwidth bound is at most twice the demo model's whole step scaled by the layers: the
+    same few hundred small operators per step can account for it."""
+    return v["step"] - v["bound"] <= 2 * v["demo"] * v["layers"]
+
+
 DECODE_ROOF = Chooser(f"{P}.decode_roof", (
     Rule(f"{P}.decode_roof.above", DECODE_SHOWS, lambda v: v["share"] > 100 + SAME),
     Rule(f"{P}.decode_roof.full", DECODE_SHOWS, lambda v: v["share"] >= FULL),
     Rule(f"{P}.decode_roof.near", DECODE_SHOWS, lambda v: v["share"] >= NEAR),
     Rule(f"{P}.decode_roof.part", DECODE_SHOWS, lambda v: v["share"] >= FAR),
-    Rule(f"{P}.decode_roof.far", DECODE_SHOWS, lambda v: v["share"] < FAR),
+    Rule(f"{P}.decode_roof.far_overhead", FAR_SHOWS, lambda v: _far(v) and _overhead_explains(v)),
+    Rule(f"{P}.decode_roof.far_busy", (*FAR_SHOWS, "spread"),
+         lambda v: _far(v) and not _overhead_explains(v) and v["spread"] >= BUSY, substantive=False),
+    Rule(f"{P}.decode_roof.far_unexplained", FAR_SHOWS, lambda v: _far(v) and not _overhead_explains(v),
+         substantive=False),
     Rule(f"{P}.decode_roof.unmeasured", substantive=False),
 ))
 
 
 # -- the roofs -------------------------------------------------------------------------------------------------
-STEADY, BUSY = 1.10, 1.4  # a roof's fastest repeat over its median: within 1.10 the repeats agree; from 1.4 busy
 ROOF_SPREAD = Chooser(f"{P}.roof_spread", (
     Rule(f"{P}.roof_spread.busy", ("bw", "mm"), lambda v: max(v["bw"], v["mm"]) >= BUSY),
     Rule(f"{P}.roof_spread.some", ("bw", "mm"), lambda v: max(v["bw"], v["mm"]) > STEADY),
@@ -375,13 +423,13 @@ BATCH_GAIN = Chooser(f"{P}.batch_gain", (
     Rule(f"{P}.batch_gain.unmeasured", substantive=False),
 ))
 
-LEFT_SHOWS = ("Bs", "ts", "I", "ridge", "ratio")
+LEFT_SHOWS = ("Bs", "ts", "Bl", "I", "ridge", "ratio")
 
 
 def _left(flat: bool):
     def holds(v) -> bool:
         ts = vals(v["ts"])
-        ok = v["I"] < v["ridge"] and close(v["ratio"], ts[-1] / ts[0])
+        ok = v["I"] < v["ridge"] and close(v["ratio"], ts[-1] / ts[0]) and v["Bl"] == vals(v["Bs"])[-1]
         within = all(abs(t / ts[0] - 1) <= SAME / 100 for t in ts)
         return ok and (within if flat else ts[-1] / ts[0] >= 1 + SAME / 100)
     return holds
@@ -415,6 +463,26 @@ BATCH_VS_PREFILL = Chooser(f"{P}.batch_vs_prefill", (
     Rule(f"{P}.batch_vs_prefill.decode_higher", VS_SHOWS, lambda v: v["diff"] > SAME and _diff_agrees("d", "p", "diff")(v)),
     Rule(f"{P}.batch_vs_prefill.prefill_higher", VS_SHOWS, lambda v: v["diff"] < -SAME and _diff_agrees("d", "p", "diff")(v)),
     Rule(f"{P}.batch_vs_prefill.unmeasured", substantive=False),
+))
+
+
+def _sum_model(v) -> bool:
+    """The printed estimate is the sum model's (a step = F ÷ matmul rate + M ÷ bandwidth, F ∝ B, M fixed), B still
+    left of the ridge, and the measured ratio agrees with the printed step times."""
+    a = v["I1"] / v["ridge"]
+    return (v["B"] * a < 1 and close(v["f"], 2 / (1 + a)) and close(v["pred"], (v["B"] * a + 1) / (a + 1))
+            and close(v["meas"], v["tB"] / v["t1"]))
+
+
+OVERLAP_SHOWS = ("I1", "ridge", "f", "B", "pred", "t1", "tB", "meas")
+OVERLAP = Chooser(f"{P}.overlap", (
+    Rule(f"{P}.overlap.agrees", OVERLAP_SHOWS, lambda v: _sum_model(v) and abs(v["meas"] / v["pred"] - 1) <= SAME / 100),
+    Rule(f"{P}.overlap.more", OVERLAP_SHOWS, lambda v: _sum_model(v) and v["meas"] > (1 + SAME / 100) * v["pred"]),
+    Rule(f"{P}.overlap.flat", OVERLAP_SHOWS, lambda v: _sum_model(v) and abs(v["meas"] - 1) <= SAME / 100),
+    Rule(f"{P}.overlap.partial", OVERLAP_SHOWS, lambda v: _sum_model(v) and 1 + SAME / 100 < v["meas"] < v["pred"]),
+    Rule(f"{P}.overlap.faster", OVERLAP_SHOWS, lambda v: _sum_model(v) and v["meas"] < 1 - SAME / 100,
+         substantive=False),
+    Rule(f"{P}.overlap.unmeasured", substantive=False),
 ))
 
 
@@ -479,9 +547,9 @@ PRECISION = Chooser(f"{P}.precision", (
     Rule(f"{P}.precision.unmeasured", substantive=False),
 ))
 
-CHOOSERS = (ITL_TAIL, PARALLEL, PANEL, STEP_BUDGET, PREFILL_GROWTH, ONE_PASS, SPEEDUP_GROWTH, RIDGE, PREFILL_TAIL,
+CHOOSERS = (ITL_TAIL, PARALLEL, PANEL, STEP_BUDGET, PREFILL_GROWTH, SAME_WORK, ONE_PASS, SPEEDUP_GROWTH, RIDGE, PREFILL_TAIL,
             SPEEDUP, PREFILL_RATES, PREFILL_ROOF, PREFILL_TREND, LONG_RATE, DECODE_ROOF, ROOF_SPREAD, WORKED_BOUNDS,
-            BATCH_BASELINE, BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, BATCH_VS_PREFILL, MATMUL_ROWS,
+            BATCH_BASELINE, BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, BATCH_VS_PREFILL, OVERLAP, MATMUL_ROWS,
             MATMUL_SLOWDOWN, MATVEC_READ, DECODE_VS_MATVEC, ALLOCATOR, PRECISION)
 
 
@@ -498,9 +566,14 @@ _GROWTH = "实测：P = {Ps} 时预填充 {ts}，P 从头到尾 token 多了 {to
 _ROOF = "预填充 P = {P}：I = {I} FLOP/字节，每秒 {rate}，是矩阵乘屋顶的 {share}"
 _DECODE = ("解码（P = {P} 之后）：I = {I} FLOP/字节，每秒 {gflops}，只是矩阵乘屋顶的 {mm_share}；每秒搬运 {rate}，"
            "是测得带宽的 {share}")
+_FAR = ("这一步 {step}，按带宽只要 {bound}；演示模型一整步（同样是几百个小算子）{demo}，这个模型的层数是它的 "
+        "{layers} 倍：")
 _BOUNDS = "手算的那一步解码：运算 {mflop} MFLOP ÷ 矩阵乘速率 = {compute}；搬运 {mb} MB ÷ 带宽 = {read}"
 _BASELINE = ("B = 1 在这里一步 {b1}；上面提示词扫描里同一个模型在 P = {P} 之后的一步解码是 {dec}，这里比那里 {diff}")
 _VS = "B = {B} 的解码（每条序列缓存里 {C} 个 token）每秒 {d}，P = {B} 的预填充 {p}，解码比预填充 {diff}"
+_OVERLAP = ("按两者之和估：B = 1 时 I₁ = {I1} FLOP/字节，转折点 {ridge}，到转折点时单步是 B = 1 的 2 ÷ (1 + I₁/转折点) = "
+            "{f} 倍（转折点远大于 I₁ 时接近两倍，比如 GPU 上）；按它算 B = 1 → {B} 应涨 ×{pred}，上面实测 {t1} → {tB}，"
+            "×{meas}")
 _ROWS = "x @ W，W 是 {mib} 的 FP32 矩阵：{rows} 行分别要 {ts}（每种测 {repeats} 次、交替进行，取最快的一次）"
 _MATVEC = "{rows} 行 × W（矩阵乘向量）读 W 的速度：{mb} ÷ {ms} = {rate}，求和测得的带宽是 {bw}（{share}）"
 
@@ -542,12 +615,20 @@ ZH = Catalog("zh", {
     f"{P}.prefill_growth.proportional": _GROWTH + "：差不多和 token 数成正比，不是理想的「起初涨得很慢」。这台机器上，连很短的"
                                         "提示词也已经被运算（或别的随 P 增长的开销）卡住。",
     f"{P}.prefill_growth.slow_overall": _GROWTH + "：从头到尾比 token 数涨得慢得多，和理想的情形一致——权重只读一遍，就供 P 个 "
-                                        "token 一起用；只有 P = {ps} → {qs} 这一段涨了 ×{step}，几乎和 token 数涨得一样快"
-                                        "（一段的计时容易被机器上别的程序拖慢，看整体走向）。",
+                                        "token 一起用；只有 P = {ps} → {qs} 这一段涨了 ×{step}，几乎和 token 数（×{tok}）"
+                                        "涨得一样快（一段的计时容易被机器上别的程序拖慢，看整体走向）。",
+    f"{P}.prefill_growth.slow_overall_faster": _GROWTH + "：从头到尾比 token 数涨得慢得多，和理想的情形一致——权重只读一遍，"
+                                               "就供 P 个 token 一起用；只有 P = {ps} → {qs} 这一段涨了 ×{step}，比 token 数"
+                                               "（×{tok}）涨得还快（一段的计时容易被机器上别的程序拖慢，看整体走向）。",
     f"{P}.prefill_growth.dropped": _GROWTH + "，但中间 P = {p} 到 {q} 反而快了 {drop}：这次的数字起伏太大（机器忙），看不出"
                                    "起初的走势；" + _RERUN_SWEEP,
     f"{P}.prefill_growth.uneven": "实测：P = {Ps} 时预填充 {ts}：各段涨得很不一致（有的段比 token 数涨得还快），这次看不出起初的"
                                   "走势；" + _RERUN_SWEEP,
+    f"{P}.same_work.agree": "P = 1 时一次预填充和逐个送入本是同一件事（都是 1 个 token 的一次前向），倍数应为 1；这次是 "
+                            "{x}（{off}），在 ±15% 以内：这次计时的误差不大。",
+    f"{P}.same_work.off": "P = 1 时一次预填充和逐个送入本是同一件事（都是 1 个 token 的一次前向），倍数应为 1；这次是 {x}，"
+                          "偏离了 {off}：这就是这次计时的误差，表里的倍数都可能差这么多；" + _RERUN_SWEEP,
+    f"{P}.same_work.unmeasured": "这次没有测出 P = 1 的有效时间；" + _RERUN_SWEEP,
     f"{P}.one_pass.faster": "P = {Ps} 时，逐个送入分别要一次预填充的 {xs} 倍时间：这些长度上一次预填充都更快。",
     f"{P}.one_pass.not_faster": "P = {p} 时逐个送入只要一次预填充的 {x} 倍时间，这次一次预填充没有更快：多半是测它的那一刻"
                                 "机器正忙；" + _RERUN_SWEEP,
@@ -580,6 +661,8 @@ ZH = Catalog("zh", {
     f"{P}.prefill_tail.launch_bound": _LAUNCH + "，离两道屋顶都很远，看不出何时被算力卡住。",
     f"{P}.prefill_tail.proportional": "实测：从 P = {start} 起（P = {Pt}，预填充 {tt}），每一段耗时的增长指数 {kt} 都在 0.8 到 "
                                       "1.25 之间（完全成正比时是 1）：预填充的耗时与 P 差不多成正比，它被算力卡住了。",
+    f"{P}.prefill_tail.proportional_last": "实测：最后一段 P = {Pa} → {Pb}，预填充从 {ta} 到 {tb}，增长指数 {k}，在 0.8 到 "
+                                           "1.25 之间（完全成正比时是 1）：预填充的耗时与 P 差不多成正比，它被算力卡住了。",
     f"{P}.prefill_tail.speeding": "实测：最后一段 P = {Pa} → {Pb}，预填充从 {ta} 到 {tb}，增长指数 {k}（完全成正比时是 1，不涨是 0）："
                                   "涨得已经不慢，但还没有与 P 成正比：开始接近算力的限制，还没有完全被卡住。",
     f"{P}.prefill_tail.slow": "实测：P = {Ps} 时预填充 {ts}，每一段的增长指数 {ks} 都低于 0.5：耗时一直比 P 涨得慢得多，"
@@ -597,6 +680,8 @@ ZH = Catalog("zh", {
     f"{P}.prefill_rates.rising": "图上预填充每秒的运算数（P = {Ps}）：{rates}，随 P 一点一点都在上升。",
     f"{P}.prefill_rates.rise_then_level": "图上预填充每秒的运算数（P = {Ps}）：{rates}，一路上升到 P = {P_peak}，之后持平"
                                           "（都在最高值的 85% 以上）。",
+    f"{P}.prefill_rates.one_dip": "图上预填充每秒的运算数（P = {Ps}）：{rates}，除 P = {p} → {q} 一处小回落外一路上升，"
+                                  "从最短到最长整体 ×{g}。",
     f"{P}.prefill_rates.irregular": "图上预填充每秒的运算数（P = {Ps}）：{rates}，高低起伏，不是一路上升：这次的计时被打断得太多，"
                                     "看不清走势；" + _RERUN_SWEEP,
     f"{P}.prefill_roof.launch_bound": _LAUNCH + "，离两道屋顶都很远，所以这些点看不出 roofline 的形状。要看到它，用更长的提示词"
@@ -627,8 +712,14 @@ ZH = Catalog("zh", {
                              "一些别的开销。",
     f"{P}.decode_roof.part": _DECODE + "：用了带宽的相当一部分，但没有用满。它仍是访存受限的（算术强度远在转折点左边），但一步里"
                              "还有别的开销。",
-    f"{P}.decode_roof.far": _DECODE + "：只用了带宽的一小部分，一步解码的时间大多花在读权重以外的开销上（CPU 上是几百个小算子的"
-                            "调度；GPU 上主要是几百次内核启动）。",
+    f"{P}.decode_roof.far_overhead": _DECODE + "：只用了带宽的一小部分。" + _FAR + "多出来的时间和这些小算子的开销是同一个"
+                                     "量级：一步的时间大多花在读权重以外的固定开销上（CPU 上是逐个算子的调度；GPU 上主要是"
+                                     "几百次内核启动）。",
+    f"{P}.decode_roof.far_busy": _DECODE + "：只用了带宽的一小部分。" + _FAR + "小算子的开销解释不了这么大的差距。测屋顶时"
+                                 "机器很忙（最快的一次是中位数的 {spread} 倍），解码和屋顶不在同一忙闲下量，这个百分比靠不住；"
+                                 + _RERUN_SWEEP,
+    f"{P}.decode_roof.far_unexplained": _DECODE + "：只用了带宽的一小部分。" + _FAR + "小算子的开销解释不了这么大的差距，"
+                                        "这次说不准差在哪里；" + _RERUN_SWEEP,
     f"{P}.decode_roof.unmeasured": "这次解码的速率或带宽没有测出有效的数；" + _RERUN_SWEEP,
     f"{P}.roof_spread.busy": "⚠ 测屋顶的时候这台机器很忙：最快的一次是中位数的几倍——带宽 {bw} 倍，矩阵乘速率 {mm} 倍（达到 1.4 倍就算忙，"
                              "别的程序在抢处理器），屋顶随着负载在移动。屋顶取最快的一次，它最接近机器空闲时的速率，但也可能仍然"
@@ -650,9 +741,9 @@ ZH = Catalog("zh", {
                                        "（那次更忙）。下面的倍数都以这里的 B = 1 为基准；如果这里的 B = 1 偏快，单步耗时的倍数会偏大、"
                                        "吞吐的倍数会偏小。",
     f"{P}.batch_baseline.unmeasured": "这次没有可以比较的 B = 1 单步耗时；" + _RERUN_BATCH,
-    f"{P}.batch_left.flat": "B = {Bs} 还在转折点（{ridge}）左边（B 最大时 I = {I}）：单步耗时 {ts}，都在 B = 1 的 ±15% 以内，"
+    f"{P}.batch_left.flat": "B = {Bs} 还在转折点（{ridge}）左边（B = {Bl} 时 I = {I}）：单步耗时 {ts}，都在 B = 1 的 ±15% 以内，"
                             "从头到尾 ×{ratio}，几乎不变，和理想的 roofline 一样{why}。",
-    f"{P}.batch_left.grows": "B = {Bs} 还在转折点（{ridge}）左边（B 最大时 I = {I}）：单步耗时 {ts}，从头到尾 ×{ratio}，增加了 "
+    f"{P}.batch_left.grows": "B = {Bs} 还在转折点（{ridge}）左边（B = {Bl} 时 I = {I}）：单步耗时 {ts}，从头到尾 ×{ratio}，增加了 "
                              "{rise}：实际的机器达不到屋顶，单步耗时并不完全由读的字节决定（下面的矩阵乘实验检查其中一个可能的原因）。",
     f"{P}.batch_left.crossed_early": "B = {B} 时算术强度（{I}）就已越过本机的转折点 {ridge}。",
     f"{P}.batch_left.uneven": "转折点左边的单步耗时 {ts}（B = {Bs}）忽高忽低，说不清随 B 怎样变；" + _RERUN_BATCH,
@@ -677,6 +768,13 @@ ZH = Catalog("zh", {
                                             "忙碌程度会变），而且不全是同样的算子——预填充多一次 {B} × {B} 的因果注意力，解码要为 {B} "
                                             "条序列各读一份 K/V、算 {B} 个位置的 logits。",
     f"{P}.batch_vs_prefill.unmeasured": "这次比不了这两个点；" + _RERUN_BATCH,
+    f"{P}.overlap.agrees": _OVERLAP + "，相差不到 15%：与这个估计相符。",
+    f"{P}.overlap.more": _OVERLAP + "，比这个偏悲观的估计涨得还多：除了运算和读数据不重叠，还有别的原因让单步变慢（上一小节的"
+                         "矩阵乘实验量了其中一种），也可能测大批次时机器更忙。",
+    f"{P}.overlap.flat": _OVERLAP + "：单步几乎不变，比这个估计小得多，像理想的 roofline（完全重叠）那样。",
+    f"{P}.overlap.partial": _OVERLAP + "：介于完全重叠（不变）和完全不重叠之间，运算和读数据部分重叠。",
+    f"{P}.overlap.faster": _OVERLAP + "：B 多了，单步反而更快，这是测量的起伏；" + _RERUN_BATCH,
+    f"{P}.overlap.unmeasured": "这次算不出这个估计或没有测出有效的单步耗时（要有转折点左边的 B = 1 和更大的 B）；" + _RERUN_BATCH,
     f"{P}.matmul_rows.inverted": _ROWS + "。{a} 行反而比 {b} 行慢：矩阵乘的库对不同的行数会选不同的计算方式，这里量到的是这个库在"
                                  "这个形状上的表现，不是一条「行数越多越慢」的规律。",
     f"{P}.matmul_rows.ordered": _ROWS + "。",
@@ -697,7 +795,7 @@ ZH = Catalog("zh", {
                                "求和这个内核本身读内存不如矩阵乘向量快（也可能测带宽的那一刻机器更忙）：这道斜屋顶量低了，这次比不出"
                                "矩阵乘向量的内核是否读得满带宽。",
     f"{P}.matvec_read.full": _MATVEC + "：矩阵乘向量本身就能读满带宽。所以解码只用到带宽的一部分，原因不在这个内核，而在一步解码"
-                             "里的其他开销：几百个小算子的调度，和没算进字节数的激活值读写。",
+                             "以外（上面 roofline 一节说了这次解码的百分比能不能解释）。",
     f"{P}.matvec_read.slower": _MATVEC + "：在这台机器上，矩阵乘向量的内核本身就读不满带宽，这是解码只用到带宽一部分的原因之一。",
     f"{P}.matvec_read.unmeasured": "这次的矩阵乘向量没有测出有效的时间；" + _RERUN_SMALL,
     f"{P}.decode_vs_matvec.further": "所以上面 roofline 一节里解码的百分比（每秒搬运 {rate}，是求和带宽的 {share}）是和一道偏低的"

@@ -20,7 +20,7 @@ from .cache_modes import CACHE_MODES, MODES
 from .device import synchronize
 from .memory import TORCH_DTYPES, stored_tokens
 from .model import ForwardProbe, ToyTransformer
-from .paged_cache import PagedKVCache, prefix_plan
+from .paged_cache import PagedKVCache, PromptSharing
 from .teaching_caches import k_only_forward_unchecked
 
 
@@ -213,30 +213,33 @@ def prefill(run: Decoding, ids: torch.Tensor, chunk_size: int) -> torch.Tensor:
 
 
 def prefill_paged(run: Decoding, prompts: list[list[int]], chunk_size: int) -> torch.Tensor:
-    """Phase 1 on a paged cache, with no padding: prompts of one length go through their passes together, each
-    row writing into its own blocks. With ``share_prefixes``, a prompt that starts like an earlier one holds that
-    row's blocks (reference counts) and only the rest of it is fed. Returns every row's last logits [B, vocab]."""
+    """Phase 1 on a paged cache, with no padding: the prompts fed the same number of tokens go through their passes
+    together, each row writing into its own blocks at its own positions. With ``share_prefixes``, a prompt that
+    starts like an earlier one holds that prompt's blocks (reference counts) and only the rest of it is fed; it is
+    prefilled in a later wave, after the pass that wrote them: full blocks are found by chain hash in a
+    ``PrefixCache``, as the serving engine finds them (:class:`~kvlab.paged_cache.PromptSharing` says what is
+    shared and why). Returns every row's last logits [B, vocab]."""
     cache: PagedKVCache = run.cache
-    device = run.model.device
-    empty = [t.length == 0 for t in cache.tables]  # a row holding earlier tokens neither shares nor lends blocks
-    plan = prefix_plan(prompts, cache.block_size, empty) if cache.share_prefixes else [(None, 0)] * len(prompts)
-    by_length: dict[int, list[int]] = {}
-    for row, (donor, _) in enumerate(plan):
-        if donor is None:
-            by_length.setdefault(len(prompts[row]), []).append(row)
-    passes = [(rows, 0) for rows in by_length.values()]
-    passes += [([row], n) for row, (donor, n) in enumerate(plan) if donor is not None]  # donors come first
+    sharing = PromptSharing(cache, prompts) if cache.share_prefixes else None
     last: list[torch.Tensor | None] = [None] * len(prompts)
-    for rows, shared in passes:
-        if shared:
-            cache.share_prefix(plan[rows[0]][0], rows[0], shared)
-        view = type(cache).over(cache.pool, [cache.tables[r] for r in rows], cache.max_seq_len)  # a subclass stays one
-        ids = torch.tensor([prompts[r] for r in rows], dtype=torch.long, device=device)  # [rows, P]
-        for begin in range(shared, ids.shape[1], chunk_size):
-            feed = ids[:, begin:begin + chunk_size]
-            logits = forward_pass(run, "prefill", feed, view.length + feed.shape[1], feed.shape[1], rows=view)
-        for i, r in enumerate(rows):
-            last[r] = logits[i]
+    pending = list(range(len(prompts)))
+    while pending:
+        ready, pending = sharing.wave(pending) if sharing else (pending, [])
+        held = {r: sharing.hold(r) if sharing else 0 for r in ready}  # prompt tokens already in shared blocks
+        by_fed: dict[int, list[int]] = {}
+        for r in ready:
+            by_fed.setdefault(len(prompts[r]) - held[r], []).append(r)
+        for rows in by_fed.values():
+            tables = [cache.tables[r] for r in rows]
+            view = type(cache).over(cache.pool, tables, cache.max_seq_len)  # a subclass of the cache stays one
+            ids = torch.tensor([prompts[r][held[r]:] for r in rows], dtype=torch.long, device=run.model.device)
+            for begin in range(0, ids.shape[1], chunk_size):  # ids: [rows, fed]
+                feed = ids[:, begin:begin + chunk_size]
+                logits = forward_pass(run, "prefill", feed, view.length + feed.shape[1], feed.shape[1], rows=view)
+            for i, r in enumerate(rows):
+                last[r] = logits[i]
+        if sharing:
+            sharing.register(ready)
     return torch.stack(last)  # [B, vocab]
 
 
@@ -270,7 +273,7 @@ def generate(model, input_ids, max_new_tokens, *, cache="kv", temperature=0.0, s
     with per-vector scales, "fp16" K/V stored in fp16 whatever the model computes in), or a cache object to
     use as it is (it is not reset: what it already holds comes first). "paged" keeps K/V in blocks of a
     shared pool (:class:`~kvlab.paged_cache.PagedKVCache`; pass one built with ``share_prefixes=True`` to let
-    prompts that start alike share their first blocks).
+    prompts that start alike share their first blocks, :class:`~kvlab.paged_cache.PromptSharing`).
     Prompts of unequal length are left-padded and masked (a paged cache needs no padding: each row is fed
     and stored at its own positions; the returned ``tokens`` are still left-padded to one width); each
     row's new tokens are those of running that prompt alone. ``prefill_chunk_size`` feeds a long prompt to a

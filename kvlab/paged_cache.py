@@ -12,8 +12,10 @@ The idea of vLLM's PagedAttention (Kwon et al., SOSP 2023), in plain PyTorch:
   table: each pass gathers the rows' blocks into one tensor (a copy, which a real PagedAttention
   kernel avoids by reading the blocks in place).
 
-Sequences that start with the same tokens share the blocks of that prefix (:meth:`PagedKVCache.share_prefix`),
-counted by reference; a shared block that is about to be written is copied first (copy-on-write).
+Sequences that start with the same tokens share the blocks of that prefix, counted by reference: full blocks are
+found by the chain hash of their tokens and prefix (:class:`PrefixCache`, the serving engine's lookup too); a shared
+block that is about to be written is copied first (copy-on-write; :class:`PromptSharing` says what ``generate``
+shares).
 The block arithmetic (how many blocks given lengths take) lives in :mod:`kvlab.paging`.
 """
 from __future__ import annotations
@@ -29,7 +31,7 @@ from .cache import BaseCache, CacheFullError
 from .config import ModelConfig
 from .device import as_device, same_device
 from .memory import format_bytes, torch_dtype
-from .paging import DEFAULT_BLOCK_SIZE, blocks_for, count_blocks
+from .paging import DEFAULT_BLOCK_SIZE, block_hashes, blocks_for, count_blocks
 
 
 class PoolExhaustedError(CacheFullError):
@@ -213,7 +215,7 @@ class PagedKVCache(BaseCache):
     ``PagedKVCache.over(pool, tables)`` is a cache over block tables a scheduler manages.
     Each row keeps its own length (``lengths``); ``length`` is the longest row's. With ``share_prefixes``,
     ``generate`` lets a prompt that starts like an earlier one (at least one whole block alike) hold that row's
-    blocks (:func:`prefix_plan`) instead of computing and storing them again.
+    blocks instead of computing and storing them again (:class:`PromptSharing`).
     """
 
     def __init__(self, config: ModelConfig, batch_size, max_seq_len=None, dtype=None, device=None, *,
@@ -401,16 +403,31 @@ class PagedKVCache(BaseCache):
         block is shared too and copied when either row first writes into it (copy-on-write).
         Returns the number of blocks shared."""
         n = non_negative_int("n_tokens", n_tokens)
-        s, d = self.tables[src], self.tables[dst]
-        if d.length or d.blocks:
-            raise ValueError(f"dst: row {dst} already holds {d.length} tokens; only an empty row can share a prefix")
+        self._check_empty("dst", dst)
+        s = self.tables[src]
         if n > s.length:
             raise ValueError(f"n_tokens: row {src} holds {s.length} tokens, fewer than the {n} to share")
         shared = s.blocks[:count_blocks(n, self.block_size)]
-        for b in shared:
-            self.pool.retain(b)
-        d.blocks, d.length = list(shared), n
+        self.hold(dst, shared, n)
         return len(shared)
+
+    def hold(self, row: int, blocks: list[int], n_tokens: int) -> None:
+        """Empty row ``row`` starts with ``n_tokens`` tokens already stored in ``blocks`` of the pool (in use, each now
+        referenced once more); all blocks are checked before any is taken."""
+        self._check_empty("row", row)
+        if count_blocks(non_negative_int("n_tokens", n_tokens), self.block_size) != len(blocks):
+            raise ValueError(f"n_tokens: {n_tokens} tokens fill {count_blocks(n_tokens, self.block_size)} "
+                             f"block(s) of {self.block_size}, not the {len(blocks)} given")
+        for b in blocks:
+            self.pool._in_use("blocks", b, "shared")
+        for b in blocks:
+            self.pool.retain(b)
+        self.tables[row].blocks, self.tables[row].length = list(blocks), n_tokens
+
+    def _check_empty(self, name: str, row: int) -> None:
+        t = self.tables[row]
+        if t.length or t.blocks:
+            raise ValueError(f"{name}: row {row} already holds {t.length} tokens; only an empty row can share a prefix")
 
     # -- bytes ----------------------------------------------------------------
     @property
@@ -451,27 +468,114 @@ class _GrownTables(PagedKVCache):
             t.length += n
 
 
-def prefix_plan(prompts: list[list[int]], block_size: int, empty=None) -> list[tuple[int | None, int]]:
-    """For each prompt: (an earlier row to share with, tokens shared), or (None, 0). A prompt shares with the
-    earlier prompt it has the longest common start with, when that start fills at least one whole block; it
-    shares at most all but its last token (that token's pass gives the logits of its first new token).
-    ``empty`` flags the rows that hold no tokens yet (default: all): only those share, either way (a row's
-    earlier tokens, not its prompt, fill its first blocks)."""
-    empty = [True] * len(prompts) if empty is None else list(empty)
-    if len(empty) != len(prompts):
-        raise ValueError(f"empty: {len(empty)} flags for {len(prompts)} prompts; give one per row")
-    plan = []
-    for row, prompt in enumerate(prompts):
-        best, best_n = None, 0
-        for earlier in range(row) if empty[row] else ():
-            if not empty[earlier]:
-                continue
-            n = _common_start(prompt, prompts[earlier])
-            if n > best_n:
-                best, best_n = earlier, n
-        n = min(best_n, len(prompt) - 1)
-        plan.append((best, n) if n >= block_size else (None, 0))
-    return plan
+# -- prefix sharing: full blocks found by chain hash (the serving engine's and generate's one lookup) ----------------
+@dataclass(frozen=True)
+class Cached:
+    """A registered full block: its chain hash and every token up to its end (compared on a match)."""
+
+    key: int
+    tokens: tuple[int, ...]
+
+
+@dataclass
+class PrefixCache:
+    """Automatic prefix sharing's lookup (as in vLLM and nano-vllm): every full block a pass has written, registered
+    under the chain hash of its tokens and every token before them (:func:`kvlab.paging.block_hashes`). A sequence
+    that starts with the same full blocks finds them here instead of computing and storing them again. Register a
+    block only after the pass that filled it, so that a block still being written is never matched (nano-vllm issue
+    #208); :meth:`forget` a block handed out again for other tokens. Used by the serving engine's block manager and
+    by generate's paged prefill (:class:`PromptSharing`)."""
+
+    block_size: int
+    index: dict[int, int] = field(default_factory=dict)  # chain hash -> block
+    cached: dict[int, Cached] = field(default_factory=dict)  # block -> what it holds
+
+    def match(self, tokens: list[int]) -> list[int]:
+        """Registered blocks holding the longest run of ``tokens``' first full blocks; the last token is never
+        matched (its pass gives the logits of the next token)."""
+        out, bs = [], self.block_size
+        for i, key in enumerate(block_hashes(tokens[:-1], bs)):
+            block = self.index.get(key)
+            if block is None or self.cached[block].tokens != tuple(tokens[:(i + 1) * bs]):
+                break
+            out.append(block)
+        return out
+
+    def register(self, table: BlockTable, tokens: list[int]) -> None:
+        """Register ``table``'s full blocks, which a pass has written with ``tokens`` (after the pass, never before)."""
+        bs = self.block_size
+        full = table.length // bs
+        for i, (block, key) in enumerate(zip(table.blocks[:full], block_hashes(tokens[:full * bs], bs))):
+            if block not in self.cached and key not in self.index:
+                self.index[key] = block
+                self.cached[block] = Cached(key, tuple(tokens[:(i + 1) * bs]))
+
+    def forget(self, blocks: list[int]) -> None:
+        """Blocks handed out for new tokens are no longer what they were registered as."""
+        for b in blocks:
+            entry = self.cached.pop(b, None)
+            if entry is not None:
+                del self.index[entry.key]
+
+
+class PromptSharing:
+    """How the prompts of one ``generate`` call on a cache with ``share_prefixes`` share blocks.
+
+    * **Full blocks**, found in a :class:`PrefixCache` by chain hash, as the serving engine finds them. A block is
+      registered only after the pass that wrote it, so the prompts are prefilled in waves (:meth:`wave`): a prompt
+      waits while an earlier prompt still to be prefilled would write the next full block it could find; prompts
+      that share nothing are prefilled together in the first wave.
+    * **The part of one more block** that a prompt has in common with an earlier prompt continuing the same full
+      blocks (typically a system prompt's last, part-filled block; only after at least one full block is shared).
+      It is shared, and copied by the row's first write into it (copy-on-write, :meth:`PagedKVCache.reserve`):
+      the row keeps no shared part-filled block, but it does not compute those tokens again. The serving engine
+      shares full blocks only: its requests arrive at different times and are found by hash alone.
+
+    A prompt keeps at least its last token to feed (that pass gives the logits of its first new token). A row that
+    holds tokens from before neither lends nor borrows: its blocks hold those tokens, not its prompt.
+    """
+
+    def __init__(self, cache: "PagedKVCache", prompts: list[list[int]]):
+        self.cache, self.prompts = cache, prompts
+        self.prefixes = PrefixCache(cache.block_size)
+        self.empty = [t.length == 0 for t in cache.tables]
+        self.keys = [block_hashes(p[:-1], cache.block_size) if e else [] for p, e in zip(prompts, self.empty)]
+        self.tails: dict[int, int] = {}  # chain hash of a full block -> a prefilled row whose prompt goes on after it
+
+    def wave(self, pending: list[int]) -> tuple[list[int], list[int]]:
+        """(the rows of ``pending`` to prefill now, the rest): a row waits while an earlier pending row would write
+        the next full block it could find. The first pending row never waits."""
+        ready, later, claimed = [], [], set()
+        for r in pending:
+            found, keys = len(self.prefixes.match(self.prompts[r])), self.keys[r]
+            (later if found < len(keys) and keys[found] in claimed else ready).append(r)
+            claimed.update(keys)
+        return ready, later
+
+    def hold(self, row: int) -> int:
+        """Row ``row`` holds the blocks it shares (one more reference each); returns the prompt tokens they hold."""
+        if not self.empty[row]:
+            return 0
+        bs, prompt = self.cache.block_size, self.prompts[row]
+        blocks = self.prefixes.match(prompt)
+        n = len(blocks) * bs
+        lender = self.tails.get(self.keys[row][len(blocks) - 1]) if blocks else None
+        if lender is not None and self.prompts[lender][:n] == prompt[:n]:
+            common = _common_start(prompt[n:len(prompt) - 1], self.prompts[lender][n:n + bs])
+            if common:
+                blocks.append(self.cache.tables[lender].blocks[len(blocks)])
+                n += common
+        if blocks:
+            self.cache.hold(row, blocks, n)
+        return n
+
+    def register(self, rows: list[int]) -> None:
+        """After the rows' passes: their full blocks become findable, and each row lends the block after each."""
+        for r in rows:
+            if self.empty[r]:
+                self.prefixes.register(self.cache.tables[r], self.prompts[r])
+                for key in self.keys[r]:
+                    self.tails.setdefault(key, r)
 
 
 def _common_start(a, b) -> int:

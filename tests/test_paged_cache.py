@@ -223,11 +223,36 @@ def test_truncate_returns_the_blocks_past_the_kept_tokens():
 
 
 # -- through generate ---------------------------------------------------------------------------------------------
-@given(paged_cases(), st.booleans())
+@st.composite
+def sharing_cases(draw):
+    """Prompts that start alike in every way: each takes a first part of one common prefix (of any length, so that
+    prompts share whole blocks, part of a block or nothing with each other), or repeats an earlier prompt."""
+    config, prompts, prefix, new, chunk, block_size, seed = draw(paged_cases())
+    head = prompts[0][:prefix]
+    prompts = [head[:draw(st.integers(0, prefix))] + p[prefix:] for p in prompts]
+    prompts += [prompts[draw(st.integers(0, len(prompts) - 1))] for _ in range(draw(st.integers(0, 2)))]
+    return config, prompts, new, chunk, block_size, seed
+
+
+def shared_blocks_are_full_and_alike(cache, sequences) -> None:
+    """Every block more than one row holds is full, at the same place in each, and holds the same tokens there."""
+    bs, places = cache.block_size, {}
+    for row, t in enumerate(cache.tables):
+        for i, b in enumerate(t.blocks):
+            places.setdefault(b, []).append((row, i))
+    for b, holders in places.items():
+        if len(holders) > 1:
+            (i,) = {i for _, i in holders}
+            assert all(cache.tables[r].length >= (i + 1) * bs for r, _ in holders), (b, holders)
+            assert len({tuple(sequences[r][:(i + 1) * bs]) for r, _ in holders}) == 1, (b, holders)
+
+
+@given(sharing_cases(), st.booleans())
 def test_generate_on_a_paged_cache_matches_no_cache(case, share):
     """generate(cache=PagedKVCache(...)): prompts of unequal lengths, no padding, chunked, any block size, with and
-    without shared prefixes: every row's tokens and logits are those of the prompt alone without a cache."""
-    config, prompts, prefix, new, chunk, block_size, seed = case
+    without shared prefixes: every row's tokens and logits are those of the prompt alone without a cache; a block
+    two rows hold is full and alike in both; every block goes back to the pool."""
+    config, prompts, new, chunk, block_size, seed = case
     model = ToyTransformer(config, seed=seed).eval()
     peak = max(map(len, prompts)) + new - 1
     cache = PagedKVCache(config, len(prompts), peak, block_size=block_size, share_prefixes=share)
@@ -239,8 +264,13 @@ def test_generate_on_a_paged_cache_matches_no_cache(case, share):
         assert got.sequence(row).tolist() == prompt + alone.new_tokens[0].tolist()
     assert cache.lengths == [len(p) + new - 1 for p in prompts]
     held_blocks_are_counted(cache)
-    if not share:
-        assert cache.pool.in_use == sum(blocks_for(n, block_size) for n in cache.lengths)
+    shared_blocks_are_full_and_alike(cache, [got.sequence(r).tolist() for r in range(len(prompts))])
+    unshared = sum(blocks_for(n, block_size) for n in cache.lengths)
+    assert cache.pool.in_use == unshared if not share else cache.pool.in_use <= unshared
+    fed = sum(r.new_tokens * r.rows for r in got.trace if r.phase == "prefill")
+    assert fed == sum(map(len, prompts)) if not share else 0 < fed <= sum(map(len, prompts))
+    cache.reset()
+    assert cache.pool.num_free == cache.pool.num_blocks and set(cache.pool.refs) == {0}
 
 
 def test_generate_shares_a_system_prompt_and_counts_what_it_saves(tiny_model):
@@ -254,15 +284,31 @@ def test_generate_shares_a_system_prompt_and_counts_what_it_saves(tiny_model):
     expected = shared_prefix_blocks(20, cache.lengths, 8)
     assert cache.pool.in_use == expected.shared == expected.unshared - 3 * 2 and cache.pool.copies == 3
     prefills = [r for r in shared.trace if r.phase == "prefill"]
-    assert [r.new_tokens for r in prefills] == [23, 3, 3, 3]  # row 0 in full, then only what each adds
+    # row 0 in full; after its pass, the other three together, each fed only what it adds
+    assert [(r.new_tokens, r.rows) for r in prefills] == [(23, 1), (3, 3)]
 
 
-def test_prefix_plan():
-    from kvlab.paged_cache import prefix_plan
+def prefill_feeds(result) -> list[tuple[int, int]]:
+    """(tokens fed per row, rows) of each prefill pass."""
+    return [(r.new_tokens, r.rows) for r in result.trace if r.phase == "prefill"]
 
-    assert prefix_plan([[1, 2, 3, 4, 5], [1, 2, 3, 4, 9], [1, 2, 7], [1, 2, 3, 4, 5]], 2) == [
-        (None, 0), (0, 4), (0, 2), (0, 4)]  # an identical prompt keeps its last token to compute its logits
-    assert prefix_plan([[1, 2, 3], [1, 2, 4]], 4) == [(None, 0), (None, 0)]  # less than a whole block alike
+
+def test_generate_shares_full_blocks_found_by_hash_then_part_of_the_next(tiny_model):
+    cache = PagedKVCache(tiny_model.config, 4, 8, block_size=2, share_prefixes=True)
+    res = generate(tiny_model, [[1, 2, 3, 4, 5], [1, 2, 3, 4, 9], [1, 2, 7], [1, 2, 3, 4, 5]], 2, cache=cache)
+    # row 0 first; the others after its pass, each fed only its last token (an identical prompt keeps it too)
+    assert prefill_feeds(res) == [(5, 1), (1, 3)] and cache.pool.copies == 0
+    assert cache.tables[1].blocks[:2] == cache.tables[3].blocks[:2] == cache.tables[0].blocks[:2]
+    assert cache.tables[2].blocks[0] == cache.tables[0].blocks[0]
+
+    cache = PagedKVCache(tiny_model.config, 2, 8, block_size=2, share_prefixes=True)
+    res = generate(tiny_model, [[1, 2, 3, 4, 5, 6], [1, 2, 3, 7, 8]], 2, cache=cache)
+    assert prefill_feeds(res) == [(6, 1), (2, 1)]  # one whole block and one token of the next: copied, then written
+    assert cache.pool.copies == 1 and cache.tables[1].blocks[0] == cache.tables[0].blocks[0]
+
+    cache = PagedKVCache(tiny_model.config, 2, 8, block_size=4, share_prefixes=True)
+    res = generate(tiny_model, [[1, 2, 3], [1, 2, 4]], 2, cache=cache)
+    assert prefill_feeds(res) == [(3, 2)] and cache.pool.copies == 0  # less than a whole block alike: nothing
 
 
 def test_paged_mode_on_the_demo_shapes_in_generate(tiny_model):
@@ -338,14 +384,23 @@ def test_generate_shares_only_the_blocks_of_rows_that_were_empty():
     held_blocks_are_counted(cache)
 
 
-def test_prefix_plan_leaves_out_rows_that_hold_tokens():
-    from kvlab.paged_cache import prefix_plan
-
+def test_rows_that_hold_tokens_neither_lend_nor_borrow(tiny_model):
+    """Issue 33's plan test, on the hash-keyed sharing: a row holding earlier tokens is prefilled in the first wave
+    and lends nothing; the next prompt alike finds the blocks of the empty row instead."""
     prompts = [[1, 2, 3, 4, 5], [1, 2, 3, 4, 5], [1, 2, 3, 4, 6]]
-    assert prefix_plan(prompts, 2, [False, True, True]) == [(None, 0), (None, 0), (1, 4)]
-    assert prefix_plan(prompts, 2, [True, False, True]) == [(None, 0), (None, 0), (0, 4)]
-    with pytest.raises(ValueError, match="^empty"):
-        prefix_plan(prompts, 2, [True, True])
+    for busy, lender in ((0, 1), (1, 0)):
+        cache = PagedKVCache(tiny_model.config, 3, 16, block_size=2, share_prefixes=True)
+        tiny_model(torch.tensor([[9, 9, 9]]), PagedKVCache.over(cache.pool, [cache.tables[busy]]))
+        res = generate(tiny_model, prompts, 3, cache=cache, return_logits=True)
+        assert prefill_feeds(res) == [(5, 2), (1, 1)], busy
+        assert cache.tables[2].blocks[:2] == cache.tables[lender].blocks[:2], busy
+        assert not set(cache.tables[busy].blocks) & set(cache.tables[2].blocks), busy
+        for row, prompt in enumerate(prompts):
+            alone = generate(tiny_model, [[9, 9, 9] + prompt if row == busy else prompt], 3, cache="none",
+                             return_logits=True)
+            assert torch.equal(res.new_tokens[row], alone.new_tokens[0]), (busy, row)
+            torch.testing.assert_close(res.logits[row], alone.logits[0], atol=1e-5, rtol=0)
+        held_blocks_are_counted(cache)
 
 
 def pool_state(pool):

@@ -2,27 +2,20 @@
 
 One home for taking and returning a sequence's blocks (``can_allocate``, ``allocate``, ``can_append``,
 ``append``, ``free``, as in nano-vllm). With ``share_prefixes``, every **full** block whose K/V a pass has
-written is registered under the chain hash of its tokens and everything before them
-(:func:`kvlab.paging.block_hashes`); a sequence that enters with the same first blocks holds those blocks
-(one more reference each) instead of computing and storing them again. A block is registered only after the
-pass that filled it, so a block still being written is never matched (nano-vllm issue #208). A registered
-block stays findable after its last holder frees it, until the pool hands it out for other tokens (vLLM's
-prefix cache). Shared blocks are full, so nobody ever writes into one: no copy-on-write is needed.
+written is registered under the chain hash of its tokens and everything before them (a
+:class:`kvlab.paged_cache.PrefixCache`, the lookup generate's paged prefill uses too); a sequence that enters with
+the same first blocks holds those blocks (one more reference each) instead of computing and storing them
+again. A block is registered only after the pass that filled it, so a block still being written is never
+matched (nano-vllm issue #208). A registered block stays findable after its last holder frees it, until the
+pool hands it out for other tokens (vLLM's prefix cache). Shared blocks are full, so nobody ever writes into
+one: no copy-on-write is needed.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..paged_cache import BlockPool, BlockTable
-from ..paging import block_hashes, count_blocks
-
-
-@dataclass
-class Cached:
-    """A registered full block: its chain hash and every token up to its end (compared on a match)."""
-
-    key: int
-    tokens: tuple[int, ...]
+from ..paged_cache import BlockPool, BlockTable, PrefixCache
+from ..paging import count_blocks
 
 
 @dataclass
@@ -31,8 +24,10 @@ class BlockManager:
 
     pool: BlockPool
     share_prefixes: bool = False
-    index: dict[int, int] = field(default_factory=dict)  # chain hash -> block
-    cached: dict[int, Cached] = field(default_factory=dict)  # block -> what it holds
+    prefixes: PrefixCache = field(init=False)  # full blocks by chain hash: the one lookup, generate's too
+
+    def __post_init__(self) -> None:
+        self.prefixes = PrefixCache(self.pool.block_size)
 
     @property
     def block_size(self) -> int:
@@ -40,36 +35,13 @@ class BlockManager:
 
     # -- prefix sharing ---------------------------------------------------------------------------------------
     def match(self, tokens: list[int]) -> list[int]:
-        """Registered blocks holding the longest run of ``tokens``' first full blocks; the last token is never
-        matched (its pass gives the logits of the next token)."""
-        if not self.share_prefixes:
-            return []
-        out = []
-        for i, key in enumerate(block_hashes(tokens[:-1], self.block_size)):
-            block = self.index.get(key)
-            end = (i + 1) * self.block_size
-            if block is None or self.cached[block].tokens != tuple(tokens[:end]):
-                break
-            out.append(block)
-        return out
+        """Registered blocks holding the longest run of ``tokens``' first full blocks (none without sharing)."""
+        return self.prefixes.match(tokens) if self.share_prefixes else []
 
     def register(self, table: BlockTable, tokens: list[int]) -> None:
         """Register ``table``'s full blocks that a pass has written (after the pass, never before)."""
-        if not self.share_prefixes:
-            return
-        bs = self.block_size
-        full = table.length // bs
-        for i, (block, key) in enumerate(zip(table.blocks[:full], block_hashes(tokens[:full * bs], bs))):
-            if block not in self.cached and key not in self.index:
-                self.index[key] = block
-                self.cached[block] = Cached(key, tuple(tokens[:(i + 1) * bs]))
-
-    def _forget(self, blocks: list[int]) -> None:
-        """Blocks handed out for new tokens are no longer what they were registered as."""
-        for b in blocks:
-            entry = self.cached.pop(b, None)
-            if entry is not None:
-                del self.index[entry.key]
+        if self.share_prefixes:
+            self.prefixes.register(table, tokens)
 
     # -- taking and returning blocks ----------------------------------------------------------------------------
     def blocks_to_allocate(self, tokens: list[int], n: int) -> int:
@@ -90,7 +62,7 @@ class BlockManager:
             else:
                 self.pool.reclaim(b)
         fresh = self.pool.take(count_blocks(len(tokens), self.block_size) - len(matched), "admitting a request")
-        self._forget(fresh)
+        self.prefixes.forget(fresh)
         table.blocks, table.length = matched + fresh, len(matched) * self.block_size
         return table.length
 
@@ -105,7 +77,7 @@ class BlockManager:
         """Room for one more token: a fresh block when the table's blocks are full."""
         if table.length == len(table.blocks) * self.block_size:
             fresh = self.pool.take(1, "a decode step")
-            self._forget(fresh)
+            self.prefixes.forget(fresh)
             table.blocks += fresh
 
     def free(self, table: BlockTable) -> None:

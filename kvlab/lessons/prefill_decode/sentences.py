@@ -772,7 +772,7 @@ ZH = Catalog("zh", {
     f"{P}.overlap.more": _OVERLAP + "，比这个偏悲观的估计涨得还多：除了运算和读数据不重叠，还有别的原因让单步变慢（上一小节的"
                          "矩阵乘实验量了其中一种），也可能测大批次时机器更忙。",
     f"{P}.overlap.flat": _OVERLAP + "：单步几乎不变，比这个估计小得多，像理想的 roofline（完全重叠）那样。",
-    f"{P}.overlap.partial": _OVERLAP + "：介于完全重叠（不变）和完全不重叠之间，运算和读数据部分重叠。",
+    f"{P}.overlap.partial": _OVERLAP + "：介于完全重叠（不变）和完全不重叠之间，按这个模型是运算和读数据部分重叠。",
     f"{P}.overlap.faster": _OVERLAP + "：B 多了，单步反而更快，这是测量的起伏；" + _RERUN_BATCH,
     f"{P}.overlap.unmeasured": "这次算不出这个估计或没有测出有效的单步耗时（要有转折点左边的 B = 1 和更大的 B）；" + _RERUN_BATCH,
     f"{P}.matmul_rows.inverted": _ROWS + "。{a} 行反而比 {b} 行慢：矩阵乘的库对不同的行数会选不同的计算方式，这里量到的是这个库在"
@@ -794,8 +794,7 @@ ZH = Catalog("zh", {
     f"{P}.matvec_read.faster": _MATVEC + "：比求和测得的带宽还快。W 远大于处理器的缓存，留在缓存里的部分解释不了这么多；更可能是"
                                "求和这个内核本身读内存不如矩阵乘向量快（也可能测带宽的那一刻机器更忙）：这道斜屋顶量低了，这次比不出"
                                "矩阵乘向量的内核是否读得满带宽。",
-    f"{P}.matvec_read.full": _MATVEC + "：矩阵乘向量本身就能读满带宽。所以解码只用到带宽的一部分，原因不在这个内核，而在一步解码"
-                             "以外（上面 roofline 一节说了这次解码的百分比能不能解释）。",
+    f"{P}.matvec_read.full": _MATVEC + "：矩阵乘向量本身就能读满带宽，解码若用不满带宽，原因不在这个内核。",
     f"{P}.matvec_read.slower": _MATVEC + "：在这台机器上，矩阵乘向量的内核本身就读不满带宽，这是解码只用到带宽一部分的原因之一。",
     f"{P}.matvec_read.unmeasured": "这次的矩阵乘向量没有测出有效的时间；" + _RERUN_SMALL,
     f"{P}.decode_vs_matvec.further": "所以上面 roofline 一节里解码的百分比（每秒搬运 {rate}，是求和带宽的 {share}）是和一道偏低的"

@@ -25,6 +25,7 @@ FORBIDDEN = [
     (re.compile(f"[{CJK}][:,;]|[:,;][{CJK}]"), "half-width colon, comma or semicolon in a Chinese sentence"),
     (re.compile("[“”]"), "quotation marks are 「…」 (and 『…』 inside them)"),
     (re.compile("脊点|受带宽限制|受算力限制|带宽受限|计算受限"), "write 转折点, 访存受限, 算力受限 (one form each)"),
+    (re.compile("核函数"), "a GPU kernel is 「GPU 内核」 (and the notebook's kernel 「Jupyter 内核」)"),
 ]
 
 

@@ -182,7 +182,7 @@ K_ONLY_TEMPLATES = {
                                          f"{MIN_REPEATS} 以上，点「运行测量」，再运行这一格。",
     "misconceptions.k_only.flat": f"三种方式的一步几乎一样快（单步中位数：无缓存 {{none_ms}}，只缓存 K {{k_only_ms}}，有缓存 "
                                   f"{{kv_ms}}，彼此相差不到 {BAND:.0%}）：演示模型太小，一步的时间主要花在固定开销上（在 GPU 上是"
-                                  "逐个启动核函数），计算量的差别显不出来。起作用的是下面按 FLOP 的计数：模型一大，时间就跟着"
+                                  "逐个启动 GPU 内核），计算量的差别显不出来。起作用的是下面按 FLOP 的计数：模型一大，时间就跟着"
                                   "计算量走。",
     "misconceptions.k_only.same": f"只缓存 K 和不缓存差不多一样慢：单步中位数 {{k_only_ms}} 对 {{none_ms}}，相差 {{diff}}，在 "
                                   f"±{BAND:.0%} 之内；{_ROUNDS}，{{n}} 次里多数也在这个范围内。",

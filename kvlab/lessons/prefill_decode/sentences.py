@@ -582,12 +582,12 @@ ZH = Catalog("zh", {
                          "它反映的是一两次卡顿，不是稳定的分位数。",
     f"{P}.itl_tail.many": "p99（{p99}）来自 {n} 个解码步，是一个有意义的分位数。",
     f"{P}.itl_tail.unmeasured": "这次没有可算分位数的解码步；" + _RERUN_TIMELINE,
-    f"{P}.parallel.half": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl}（ITL 中位数）= {sequential}：一次前向处理"
+    f"{P}.parallel.half": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl}（最快的一步解码，和 TTFT 一样取最快的）= {sequential}：一次前向处理"
                           "整段提示词，只用了逐个送进去的 {share}。",
-    f"{P}.parallel.faster": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl}（ITL 中位数）= {sequential}：一次前向"
-                            "还是更快（{share}），但这次没快到一半——TTFT 只取自 {runs} 次预填充，比几十个解码步的中位数更容易被"
-                            "机器上别的程序拖慢；" + _RERUN_TIMELINE,
-    f"{P}.parallel.unclear": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl}（ITL 中位数）= {sequential}：这次说不准，"
+    f"{P}.parallel.faster": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl}（最快的一步解码，和 TTFT 一样取最快的）= {sequential}：一次前向"
+                            "还是更快（{share}），但这次没快到一半——TTFT 只取自 {runs} 次预填充，几十个解码步里更容易碰上一步"
+                            "没被机器上别的程序打断的；" + _RERUN_TIMELINE,
+    f"{P}.parallel.unclear": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl}（最快的一步解码，和 TTFT 一样取最快的）= {sequential}：这次说不准，"
                              "预填充没有比逐个送进去快，多半是那一刻机器上别的程序占用了处理器；" + _RERUN_TIMELINE,
     f"{P}.panel.same": "面板打开时（生成 {n} 个 token）为这句提示词重新计了时：TTFT {ttft_panel}，上面那次 {ttft_run}（{ttft_diff}）；"
                        "图上那一遍的 TPOT {tpot_panel}，上面那次图上那一遍 {tpot_run}（{tpot_diff}）。都在 ±15% 以内：两次测量一致。",

@@ -257,8 +257,9 @@ def test_generate_on_a_paged_cache_matches_no_cache(case, share):
     peak = max(map(len, prompts)) + new - 1
     cache = PagedKVCache(config, len(prompts), peak, block_size=block_size, share_prefixes=share)
     got = generate(model, prompts, new, cache=cache, prefill_chunk_size=chunk, return_logits=True)
+    alone_runs = {tuple(p): generate(model, [p], new, cache="none", return_logits=True) for p in prompts}
     for row, prompt in enumerate(prompts):
-        alone = generate(model, [prompt], new, cache="none", return_logits=True)
+        alone = alone_runs[tuple(prompt)]
         assert torch.equal(got.new_tokens[row], alone.new_tokens[0]), row
         torch.testing.assert_close(got.logits[row], alone.logits[0], atol=1e-5, rtol=0)
         assert got.sequence(row).tolist() == prompt + alone.new_tokens[0].tolist()

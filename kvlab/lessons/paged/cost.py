@@ -196,6 +196,18 @@ def _slower_count(v) -> bool:
     return v["slower"] == sum(r >= 1 + BAND for r in _all(v["ratios"]))
 
 
+def _big_slower(v) -> bool:
+    """The largest cell (whose gather is timed) is itself slower beyond the band: only then is a share of its extra
+    time worth printing (a few hundredths of a ms of extra time would make any gather a share of thousands of %)."""
+    return _all(v["ratios"])[-1] >= 1 + BAND
+
+
+def _slower(v) -> bool:
+    """Most cells slower beyond the band, none clearly faster, and no rise with the length at every B."""
+    return (_agree(v) and _slower_count(v) and 2 * v["slower"] > v["cells"] and min(_all(v["ratios"])) * (1 + BAND) > 1
+            and not _rises_per_batch(v))
+
+
 SHARE = ("gather", "share")  # the largest cell's gather and its share of that cell's extra time
 GROWS = ("batches", "lengths", "mib", "extra", "ratios", "agree", "cells", *SHARE)
 COST = Chooser("paged.cost", (
@@ -205,11 +217,10 @@ COST = Chooser("paged.cost", (
          lambda v: _agree(v) and _level(_all(v["contiguous"]), BAND) and _flat_extra(v)
          and min(_all(v["ratios"])) >= 1 + BAND and _share_of(v)),
     Rule("paged.cost.fixed", GROWS,
-         lambda v: _agree(v) and _flat_extra(v) and max(_all(v["ratios"])) >= 1 + BAND and _share_of(v)),
+         lambda v: _agree(v) and _flat_extra(v) and _big_slower(v) and _share_of(v)),
     Rule("paged.cost.same", ("ratios",), lambda v: all(abs(r - 1) < BAND for r in _all(v["ratios"]))),
-    Rule("paged.cost.slower", ("slower", *GROWS),
-         lambda v: _agree(v) and _slower_count(v) and 2 * v["slower"] > v["cells"]
-         and min(_all(v["ratios"])) * (1 + BAND) > 1 and not _rises_per_batch(v) and _share_of(v)),
+    Rule("paged.cost.slower", ("slower", *GROWS), lambda v: _slower(v) and _big_slower(v) and _share_of(v)),
+    Rule("paged.cost.slower_big_level", ("slower", *GROWS[:-2]), lambda v: _slower(v) and not _big_slower(v)),
     Rule("paged.cost.contradicts", ("ratios",), lambda v: max(_all(v["ratios"])) >= 1 + BAND
          and min(_all(v["ratios"])) * (1 + BAND) <= 1, substantive=False),
     Rule("paged.cost.noisy", ("ratios", "agree", "cells"), substantive=False),
@@ -288,8 +299,12 @@ ZH_TEMPLATES = {
     "paged.cost.same": f"每一格两种缓存都相差不到 {_BAND}（分页比连续缓存，比值 {{ratios}}）：在这台机器上，这么小的模型"
                        "看不出分页的代价。",
     "paged.cost.slower": _CELLS + f"。分页的一步在 {{slower}}/{{cells}} 个格子里比连续缓存慢 {_BAND} 以上，没有一格明显"
-                         "更快。" + _SHARE + "。但 B 相同时，多出的时间并不是每条越长就越多：这次看不出分页的代价随要收集的"
+                         "更快。" + _SHARE + "。但并不是每个 B 都是每条越长、多出的时间越多：这次看不出分页的代价随要收集的"
                          "字节怎样变。想看清楚，可以" + _RERUN,
+    "paged.cost.slower_big_level": _CELLS + f"。分页的一步在 {{slower}}/{{cells}} 个格子里比连续缓存慢 {_BAND} 以上，没有一格"
+                                   f"明显更快；但收集最多的那一格（比值是最后一个）两种缓存相差不到 {_BAND}，所以说不出收集占"
+                                   "多出的时间多少；也不是每个 B 都是每条越长、多出的时间越多：这次看不出分页的代价随要收集的"
+                                   "字节怎样变。想看清楚，可以" + _RERUN,
     "paged.cost.contradicts": "各格子的结论互相矛盾：有的格子分页明显更慢，有的反而明显更快（分页比连续缓存，比值 {ratios}）。"
                               "分页不会让一步变快，这是机器太忙造成的：这次说不准分页慢多少；" + _RERUN,
     "paged.cost.noisy": "分页比连续缓存，各格子的比值 {ratios}，只有 {agree}/{cells} 个格子的几轮结论一致：这台机器太忙，"

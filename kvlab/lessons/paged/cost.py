@@ -317,8 +317,8 @@ def why_sentence(cost: PagingCost) -> str:
     """Why a real paged cache does not pay for the gather, and what is expected on the other kind of device (no
     measured number, and no cause read from one: the claims above say how much of the extra time the gather is)."""
     gpu = cost.device.startswith("cuda")
-    base = ("这里的分页是纯 PyTorch 写的：注意力需要连续的 K、V，所以每一步先把块拷贝到一起（这次拷贝占多出的时间多少，"
-            "上面按这次的测量说了）。vLLM 的 PagedAttention 内核在注意力内部按块表直接读各个块，不做这次拷贝。按块读并非"
+    base = ("这里的分页是纯 PyTorch 写的：注意力需要连续的 K、V，所以每一步先把块拷贝到一起（这次拷贝是不是多出的时间的"
+            "大头，只看上面按这次测量挑出的那句）。vLLM 的 PagedAttention 内核在注意力内部按块表直接读各个块，不做这次拷贝。按块读并非"
             "完全免费：vLLM 的论文量到它的注意力内核比读连续内存的内核慢约 20–26%，但注意力只占一步的一部分，换来的批次"
             "更大，整体吞吐反而高得多。")
     if gpu:

@@ -397,7 +397,6 @@ class Panel:
         mode = mode or figure_mode()
         self.in_browser = in_browser if mode == "widget" else ()
         axes = [Axis(name, sliders[name]) for name in self.in_browser]
-        self.measures = measures
         self.render = render
         # the states drawn ahead (browser_steps.States): a control's next step (PREFETCH), and the browser-drawn sliders'
         self.drawn = States(self._render, measures, self._note_measuring)

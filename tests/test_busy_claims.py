@@ -13,11 +13,12 @@ import re
 import pytest
 
 from kvlab import claims
-from kvlab.lessons import decode, memory_estimate, misconceptions, paged, storage
+from kvlab.lessons import decode, memory_estimate, misconceptions, paged, prefill_decode, storage
 
 CLAIMING = {  # notebook -> the choosers its lesson uses
     "01_autoregressive_decode.ipynb": decode.CHOOSERS,
     "02_cache_storage_shape.ipynb": storage.CHOOSERS,
+    "03_prefill_and_decode.ipynb": prefill_decode.CHOOSERS,
     "04_llama7b_memory_estimate.ipynb": memory_estimate.CHOOSERS,
     "05_misconceptions.ipynb": misconceptions.CHOOSERS,
     "06_paged_cache_and_batching.ipynb": paged.CHOOSERS,

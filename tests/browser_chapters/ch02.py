@@ -213,7 +213,7 @@ def drive_shape_and_bytes(ch: ChapterPage) -> None:
 def growth_counts(readout: str) -> tuple[int, int, int]:
     """(concatenating cache's allocations, K tensors of layer 0, cached tokens at the end) from the readout."""
     m = re.search(r"逐步拼接（dynamic）：共 ([\d,]+) 次分配.*?第 0 层的 K 换了 ([\d,]+) 块", readout, re.S)
-    t = re.search(r"后半程（缓存里 \d+–(\d+) 个 token）", readout)
+    t = re.search(r"缓存最多存 (\d+) 个", readout)
     assert m and t, readout
     return int(m.group(1).replace(",", "")), int(m.group(2).replace(",", "")), int(t.group(1))
 
@@ -224,8 +224,7 @@ def drive_growth(ch: ChapterPage) -> None:
     # the default run: 64 tokens, 8 of them the prompt: 57 passes; 4 layers x K and V per pass when concatenating
     assert growth_counts(g0) == (2 * 4 * 57, 57, 64), g0
     assert "预分配（kv）：共 2 次分配，写入 16.0 MiB" in g0 and "交替运行 3 轮" in g0 and "缓存最大 16.0 MiB" in g0, g0
-    each = r"(?:[快慢] \d+%|几乎一样)"
-    assert re.search(f"3 轮里，逐步拼接（dynamic）比预分配（kv）分别{each}、{each}、{each}，", g0), g0
+    assert "下一格的输出里" in g0, g0  # which cache is faster: the next cell's claims, chosen by the printed numbers
     fig0 = grow.figure(0)
     assert set(fig0["lengths"]) == {57}, fig0["lengths"]
     grow.select("tokens", "128 个 token（缓存最大 32.0 MiB）")

@@ -189,7 +189,17 @@ def _latency_shapes():
         "no time at all": (_fake("none", T, [0.0] * len(T)), _fake("kv", T, [0.0] * len(T))),
         "busy, cached stalls": (_fake("none", T, cpu), _fake("kv", T, kv_stalls)),
         "busy, uncached stalls": (_fake("none", T, none_stalls), _fake("kv", T, [2 + 0.0005 * x for x in T])),
+        # review r13b N3: rises ×6.5 with one jump and one dip (cell 16 had said 「说不清随 t 增长了多少」)
+        "busy, rough rise": (_fake("none", T, _by_eighths([4.38, 5.69, 7.35, 11.34, 12.69, 26.66, 20.34, 28.63])),
+                             _fake("kv", T, [2 + 0.0005 * x for x in T])),
+        "busy, uneven rise": (_fake("none", T, _by_eighths([4.0, 4.5, 5.0, 5.5, 6.0, 20.0, 21.0, 22.0])),
+                              _fake("kv", T, [2 + 0.0005 * x for x in T])),
     }
+
+
+def _by_eighths(medians):
+    """Step times constant within each eighth of T, at these medians."""
+    return [medians[8 * i // len(T)] for i in range(len(T))]
 
 
 def _said(claims_):
@@ -282,6 +292,18 @@ def _growth_shapes():
     return {"large": [1 + 0.004 * x for x in t], "half": [1 + 0.001 * x for x in t],
             "notable": [2 + 0.001 * x for x in t], "small": [10 + 0.001 * x for x in t],
             "flat (GPU)": [0.25] * len(t), "falling": [3 - 0.001 * x for x in t]}
+
+
+def test_a_rough_rise_is_said_as_a_rise_with_its_dip():
+    """Review r13b N3: eighths rising ×6.5 with one dip were called 「计时太乱，说不清随 t 增长了多少」."""
+    none, kv = _latency_shapes()["busy, rough rise"]
+    said = _said(lesson.explain_latency({"none": none, "kv": kv}, lesson.timing_model()))
+    text = said["decode.uncached.rises_rough"]
+    assert "从 4.38 ms 涨到 28.63 ms（×6.5）" in text and "26.66 ms → 20.34 ms 一处回落" in text, text
+    assert "decode.exponent_unread.noisy" not in said and "decode.cumulative.noisy" not in said, said
+    uneven = _said(lesson.explain_latency(dict(zip(("none", "kv"), _latency_shapes()["busy, uneven rise"])),
+                                          lesson.timing_model()))
+    assert "×5.5" in uneven["decode.uncached.rises_uneven"]
 
 
 def test_every_key_of_every_chooser_is_reached():

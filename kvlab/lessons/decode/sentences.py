@@ -39,6 +39,33 @@ def _rising(v) -> bool:
     return rise > 0 and all(-RISING_DIP * rise <= step <= RISING_JUMP * rise for step in steps)
 
 
+ROUGH_GROWTH = 2.0  # a series whose last eighth is at least this many times its first grew with t, however rough
+
+
+def _inversions(e) -> list[int]:
+    """Indices i where eighth i + 1 is below eighth i."""
+    return [i for i, (earlier, later) in enumerate(zip(e, e[1:])) if later < earlier]
+
+
+def _rises_roughly(v) -> bool:
+    """Last eighth at least ROUGH_GROWTH x the first (×growth as printed), the printed ends being the series' ends."""
+    e = v["eighths"]
+    return (e[0] == v["first"] > 0 and e[-1] == v["last"] >= ROUGH_GROWTH * v["first"]
+            and _ratio_agrees(v["growth"], v["last"], v["first"]))
+
+
+def _rough_one_dip(v) -> bool:
+    """Rises roughly with exactly one eighth below the one before it: the printed dip_from -> dip_to."""
+    e, dips = v["eighths"], _inversions(v["eighths"])
+    return (_rises_roughly(v) and len(dips) == 1
+            and (e[dips[0]], e[dips[0] + 1]) == (v["dip_from"], v["dip_to"]))
+
+
+def _rough_uneven(v) -> bool:
+    """Rises roughly and never falls, by uneven steps (a jump that :func:`_rising` does not take for growth)."""
+    return _rises_roughly(v) and not _inversions(v["eighths"])
+
+
 def _share_agrees(v) -> bool:
     """The printed share is (last - first) / last of the printed first and last medians, within their rounding."""
     first, last = (v["eighths"][0], v["eighths"][-1]) if "eighths" in v else (v["first"], v["last"])
@@ -99,11 +126,14 @@ TOTALS = Chooser("decode.totals", (
     Rule("decode.totals.unclear", ("n", "none_s", "kv_s"), substantive=False),
 ))
 
+ROUGH = ("eighths", "t0", "t1", "median", "first", "last", "growth")  # a rough rise: eighths, ends, last / first
 UNCACHED = Chooser("decode.uncached", (
     Rule("decode.uncached.growth_dominates", ("eighths", "t0", "t1", "rate", "share"),
          lambda v: _rising(v) and v["share"] >= 50 and v["rate"] > 0 and _share_agrees(v)),
     Rule("decode.uncached.fixed_dominates", ("eighths", "t0", "t1", "rate", "share"),
          lambda v: _rising(v) and v["share"] < 50 and v["rate"] > 0 and _share_agrees(v)),
+    Rule("decode.uncached.rises_rough", ROUGH + ("dip_from", "dip_to"), _rough_one_dip),
+    Rule("decode.uncached.rises_uneven", ROUGH, _rough_uneven),
     Rule("decode.uncached.flat", ("eighths", "t0", "t1", "median"), _level_ends),
     Rule("decode.uncached.noisy", ("eighths", "t0", "t1", "median"), substantive=False),
 ))
@@ -226,7 +256,8 @@ RERUN = Chooser("decode.rerun", (
     Rule("decode.rerun.unclear", ("lo", "hi"), substantive=False),
 ))
 
-GROWING = {"decode.uncached.growth_dominates", "decode.uncached.fixed_dominates", "decode.cached.grows"}
+GROWING = {"decode.uncached.growth_dominates", "decode.uncached.fixed_dominates", "decode.cached.grows",
+           "decode.uncached.rises_rough", "decode.uncached.rises_uneven"}
 CHOOSERS = (TOTALS, UNCACHED, CROSSOVER, STEP_EXPONENT, STEP_UNREAD, STEP_STEEP, CUMULATIVE, CACHED, EXTRAPOLATION,
             GROWTH, RERUN)
 
@@ -255,6 +286,10 @@ ZH = Catalog("zh", {
     "decode.uncached.fixed_dominates": "无缓存：把各步按 t 分成八段，每段单步耗时的中位数基本上一段比一段长：{eighths}（从 t = {t0} "
                                        "附近到 t = {t1} 附近）。多出的时间按随 t 增长的 FLOP 数折算约 {rate}；在 t = {t1} "
                                        "附近这部分只占单步的 {share}，固定开销仍占大头。",
+    "decode.uncached.rises_rough": "无缓存：" + _EIGHTHS + "：从 {first} 涨到 {last}（×{growth}），单步耗时随 t 明显变长；"
+                                   "{dip_from} → {dip_to} 一处回落是计时波动，所以下面的指数只作参考。",
+    "decode.uncached.rises_uneven": "无缓存：" + _EIGHTHS + "：从 {first} 涨到 {last}（×{growth}），一段比一段长，单步耗时随 t "
+                                    "明显变长；只是各段涨幅很不均匀（计时波动），所以下面的指数只作参考。",
     "decode.uncached.flat": "无缓存：" + _EIGHTHS + "；头尾两段相差不到全部步中位数的一成，在这么短的长度内看不出随 t 的增长："
                             "固定开销（例如在 GPU 上逐个启动 GPU 内核）盖过了随 t 增长的计算；把生成长度调大，才看得出增长从哪里开始。",
     "decode.uncached.noisy": "无缓存：" + _EIGHTHS + "：这一次计时太乱（或长度太短），说不清随 t 增长了多少；把生成长度调大或"
@@ -385,7 +420,10 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
     none_t, kv_t = results["none"], results["kv"]
     none, kv = timing_ends(none_t), timing_ends(kv_t)
     rate = ratio(flops(none.t1) - flops(none.t0), none.last_ms - none.first_ms) / 1e6
-    uncached = UNCACHED.choose({**_ends_numbers(none), "rate": number(rate, 1, "GFLOP/s")})
+    dips = _inversions(none.eighths_ms) or [0]
+    uncached = UNCACHED.choose({**_ends_numbers(none), "rate": number(rate, 1, "GFLOP/s"),
+                                "growth": number(ratio(none.last_ms, none.first_ms), 1),
+                                "dip_from": _ms(none.eighths_ms[dips[0]]), "dip_to": _ms(none.eighths_ms[dips[0] + 1])})
     cached = CACHED.choose(_ends_numbers(kv))
     if uncached.key not in GROWING:
         rate = math.nan  # extrapolate only from a growth this run measured and said

@@ -207,6 +207,13 @@ CASES = {
         sweep(REVIEWED), roofs(24.8, 37.9)) + lesson.explain_prefill_rates(sweep(REVIEWED, 20.0)),
     "rates rise but for one small dip": lambda: lesson.explain_prefill_rates(
         sweep_at({1: 5.3, 2: 4.6, 4: 5.9, 8: 13.1, 16: 17.1, 32: 23.7, 64: 25.0, 128: 29.5, 256: 30.5})),
+    "rates rise but for one large dip (review N1)": lambda: lesson.explain_prefill_rates(
+        sweep_at({1: 7.5, 2: 10.0, 4: 15.4, 8: 16.8, 16: 37.4, 32: 52.2, 64: 57.5, 128: 45.2, 256: 66.9})),
+    "trend against the best earlier rate (review N6)": lambda: lesson.explain_prefill_vs_roof(
+        sweep_at({64: 57.5, 128: 45.2, 256: 66.9}), roofs(16.9, 58.6)),
+    "ridge rounds onto B = 4 (review N2)": lambda: lesson.explain_overlap(batch({1: 10.0, 2: 15.0, 4: 22.0}),
+                                                                          roofs(20, 40.52)),
+    "no B left of the ridge but B = 1": lambda: lesson.explain_overlap(batch({1: 10.0, 2: 15.0}), roofs(20, 15)),
     "step grows as the sum model says": lambda: lesson.explain_overlap(batch({1: 20.0, 2: 22.0}), Q),
     "more rows, a faster step": lambda: lesson.explain_overlap(batch({1: 20.0, 2: 15.0}), Q),
     "compute the longer bound": lambda: lesson.explain_worked_bounds(lesson.worked_decode_step(C, 8), roofs(1000, 100)),
@@ -261,7 +268,7 @@ def test_each_template_shows_exactly_what_its_rule_checks():
     for chooser in lesson.CHOOSERS:
         assert chooser.rules[-1].shows == () and not chooser.rules[-1].substantive  # can't tell, always sayable
         for rule in chooser.rules:
-            assert lesson.ZH.placeholders(rule.key) - {"why"} == set(rule.shows), rule.key
+            assert lesson.ZH.placeholders(rule.key) - {"why", "missing"} == set(rule.shows), rule.key  # terms
             if not rule.substantive:
                 assert "运行" in lesson.ZH.templates[rule.key] or "拖到" in lesson.ZH.templates[rule.key], rule.key
 

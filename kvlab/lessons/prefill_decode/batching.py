@@ -230,11 +230,13 @@ def explain_overlap(sweep: BatchSweep, roofs: Roofs) -> list[Claim]:
     left of the ridge, as measured."""
     pts = sweep.points
     one = pts[0]
-    left = [p for p in pts[1:] if p.cost.intensity < roofs.ridge]
     I1, ridge = number(one.cost.intensity, 2), number(roofs.ridge, 1)
     a = ratio(I1.value, ridge.value)
+    # left of the ridge as the printed I₁ and ridge say (B·a < 1), so the checker's re-reading agrees
+    left = [p for p in pts[1:] if p.cost.intensity < roofs.ridge and p.batch_size * a < 1]
     if not left or one.batch_size != 1:  # nothing to compare: every rule but "unmeasured" refuses a NaN
-        return [OVERLAP.choose({name: number(math.nan) for name in OVERLAP.rules[0].shows})]
+        return [OVERLAP.choose({name: number(math.nan) for name in OVERLAP.rules[0].shows},
+                               {"missing": "no_b1" if one.batch_size != 1 else "no_left"})]
     top = left[-1]
     t1, tB = ms(one.step_seconds), ms(top.step_seconds)
     return [OVERLAP.choose({"I1": I1, "ridge": ridge, "f": times(2 / (1 + a)), "B": count(top.batch_size),

@@ -338,7 +338,8 @@ def explain_prefill_rates(sweep: PrefillSweep) -> list[Claim]:
     peak = max(range(len(rs)), key=lambda i: rs[i])
     dip = next((i for i in range(len(rs) - 1) if rs[i + 1] <= rs[i]), 0)
     return [PREFILL_RATES.choose({"Ps": counts(Ps), "rates": rates, "P_peak": count(Ps[peak]), "p": count(Ps[dip]),
-                                  "q": count(Ps[dip + 1]), "g": times(ratio(rs[-1], rs[0]), 1)})]
+                                  "q": count(Ps[dip + 1]), "g": times(ratio(rs[-1], rs[0]), 1),
+                                  "drop": signed_pct(ratio(rs[dip + 1], rs[dip]) - 1)})]
 
 
 def prefill_points(sweep: PrefillSweep) -> list[RooflinePoint]:

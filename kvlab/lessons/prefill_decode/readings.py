@@ -97,12 +97,13 @@ def _shares(sweep: PrefillSweep, roofs: Roofs) -> list[float]:
 
 def explain_prefill_vs_roof(sweep: PrefillSweep, roofs: Roofs) -> list[Claim]:
     """How close the longest prefill gets to the matmul roof (:data:`~.sentences.PREFILL_ROOF`: against every
-    length's share of it) and how its rate moved over the last step of P (:data:`~.sentences.PREFILL_TREND`)."""
+    length's share of it) and how its rate moved against the fastest shorter prompt (:data:`~.sentences.PREFILL_TREND`)."""
     pts = sweep.points
     last = pts[-1]
     shares = [pct(f) for f in _shares(sweep, roofs)]
     best = max(range(len(pts)), key=lambda i: shares[i].value)
-    g = times(ratio(last.prefill_flops_per_s, pts[-2].prefill_flops_per_s)) if len(pts) > 1 else times(1.0)
+    prev = max(pts[:-1], key=lambda p: p.prefill_flops_per_s) if len(pts) > 1 else last  # the best earlier rate
+    g = times(ratio(last.prefill_flops_per_s, prev.prefill_flops_per_s)) if len(pts) > 1 else times(1.0)
     first = pts[0]
     t0, tn = ms(first.prefill_seconds), ms(last.prefill_seconds)
     numbers = {"P0": count(first.prompt_len), "Pn": count(last.prompt_len), "t0": t0, "tn": tn,
@@ -111,7 +112,7 @@ def explain_prefill_vs_roof(sweep: PrefillSweep, roofs: Roofs) -> list[Claim]:
                "share": shares[-1], "best_P": count(pts[best].prompt_len), "best_share": shares[best], "g": g}
     claims = [PREFILL_ROOF.choose(numbers)]
     if len(pts) > 1 and claims[0].key != PREFILL_ROOF.rules[0].key:
-        claims.append(PREFILL_TREND.choose({"Pa": count(pts[-2].prompt_len), "Pb": count(last.prompt_len), "g": g,
+        claims.append(PREFILL_TREND.choose({"Pa": count(prev.prompt_len), "Pb": count(last.prompt_len), "g": g,
                                             "share": shares[-1]}))
     return claims
 

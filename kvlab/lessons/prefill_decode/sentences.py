@@ -308,10 +308,23 @@ def _one_dip(v) -> bool:
             and v["g"] >= 2 and close(v["g"], rs[-1] / rs[0], 0.1))
 
 
+def _one_drop(v) -> bool:
+    """Rising at every step but one (``p`` to ``q``, a drop of any size, printed as ``drop``), the last point above
+    every point before the drop, and ``g`` (last over first) ≥ 2: one interrupted timing in a rising series."""
+    Ps, rs = vals(v["Ps"]), vals(v["rates"])
+    if len(Ps) != len(rs) or v["p"] not in Ps[:-1]:
+        return False
+    i = Ps.index(v["p"])
+    dips = [j for j in range(len(rs) - 1) if rs[j + 1] <= rs[j]]
+    return (dips == [i] and Ps[i + 1] == v["q"] and rs[-1] > max(rs[:i + 1]) and v["g"] >= 2
+            and close(v["g"], rs[-1] / rs[0], 0.1) and close(v["drop"], 100 * (rs[i + 1] / rs[i] - 1), 1))
+
+
 PREFILL_RATES = Chooser(f"{P}.prefill_rates", (
     Rule(f"{P}.prefill_rates.rising", ("Ps", "rates"), lambda v: _rising(vals(v["rates"]))),
     Rule(f"{P}.prefill_rates.rise_then_level", ("Ps", "rates", "P_peak"), _level_after_peak),
     Rule(f"{P}.prefill_rates.one_dip", ("Ps", "rates", "p", "q", "g"), _one_dip),
+    Rule(f"{P}.prefill_rates.overall", ("Ps", "rates", "p", "q", "drop", "g"), _one_drop),
     Rule(f"{P}.prefill_rates.irregular", ("Ps", "rates"), substantive=False),
     Rule(f"{P}.prefill_rates.unmeasured", substantive=False),
 ))
@@ -682,6 +695,8 @@ ZH = Catalog("zh", {
                                           "（都在最高值的 85% 以上）。",
     f"{P}.prefill_rates.one_dip": "图上预填充每秒的运算数（P = {Ps}）：{rates}，除 P = {p} → {q} 一处小回落外一路上升，"
                                   "从最短到最长整体 ×{g}。",
+    f"{P}.prefill_rates.overall": "图上预填充每秒的运算数（P = {Ps}）：{rates}，除 P = {p} → {q} 一处回落（{drop}，计时被打断）"
+                                  "外一路上升，从最短到最长整体 ×{g}。",
     f"{P}.prefill_rates.irregular": "图上预填充每秒的运算数（P = {Ps}）：{rates}，高低起伏，不是一路上升：这次的计时被打断得太多，"
                                     "看不清走势；" + _RERUN_SWEEP,
     f"{P}.prefill_roof.launch_bound": _LAUNCH + "，离两道屋顶都很远，所以这些点看不出 roofline 的形状。要看到它，用更长的提示词"
@@ -692,18 +707,18 @@ ZH = Catalog("zh", {
     f"{P}.prefill_roof.peaked_earlier": _ROOF + "；离屋顶最近的却是更短的 P = {best_P}（{best_share}）：预填充在那里已经接近屋顶，"
                                         "更长的提示词没有再快起来（这次更长的反而慢了，可能是机器忙，也可能是随 P 增长的注意力"
                                         "拖慢了它）。",
-    f"{P}.prefill_roof.near": _ROOF + "，上一个长度到这里速率 ×{g}：已经靠近矩阵乘这道屋顶，预填充是算力受限的。",
-    f"{P}.prefill_roof.near_rising": _ROOF + "：在转折点右边，按 roofline 属于算力受限；但上一个长度到这里速率还 ×{g}，还在上升，"
+    f"{P}.prefill_roof.near": _ROOF + "，比更短的提示词里最快的那个速率 ×{g}：已经靠近矩阵乘这道屋顶，预填充是算力受限的。",
+    f"{P}.prefill_roof.near_rising": _ROOF + "：在转折点右边，按 roofline 属于算力受限；但比更短的提示词里最快的那个速率还 ×{g}，还在上升，"
                                      "还没有完全贴住屋顶。",
     f"{P}.prefill_roof.mid": _ROOF + "：没有碰到屋顶。这个模型的矩阵比测屋顶用的那个矩阵乘小，每次前向还有很多没算进运算数的小算子"
                              "（RMSNorm、softmax、激活函数），它们都要时间。",
     f"{P}.prefill_roof.far": _ROOF + "：离屋顶还远，一次前向的时间里还有很多不是矩阵乘的开销。",
     f"{P}.prefill_roof.unmeasured": "这次预填充的速率或屋顶没有测出有效的数；" + _RERUN_SWEEP,
-    f"{P}.prefill_trend.level": "从 P = {Pa} 到 P = {Pb}，预填充每秒的运算数 ×{g}，已经趋于持平（±15% 以内算持平）。",
-    f"{P}.prefill_trend.rising_above": "从 P = {Pa} 到 P = {Pb}，预填充每秒的运算数 ×{g}，还在上升：已经是屋顶的 {share} 还在涨，"
+    f"{P}.prefill_trend.level": "和更短的提示词里最快的 P = {Pa} 比，P = {Pb} 的预填充每秒的运算数 ×{g}，已经趋于持平（±15% 以内算持平）。",
+    f"{P}.prefill_trend.rising_above": "和更短的提示词里最快的 P = {Pa} 比，P = {Pb} 的预填充每秒的运算数 ×{g}，还在上升：已经是屋顶的 {share} 还在涨，"
                                        "又一个迹象说明这次的屋顶量低了。",
-    f"{P}.prefill_trend.rising": "从 P = {Pa} 到 P = {Pb}，预填充每秒的运算数 ×{g}，还在上升，还没有持平（±15% 以内算持平）。",
-    f"{P}.prefill_trend.fell": "从 P = {Pa} 到 P = {Pb}，预填充每秒的运算数 ×{g}，反而下降了：这一段说不准（多半是测量噪声）；"
+    f"{P}.prefill_trend.rising": "和更短的提示词里最快的 P = {Pa} 比，P = {Pb} 的预填充每秒的运算数 ×{g}，还在上升，还没有持平（±15% 以内算持平）。",
+    f"{P}.prefill_trend.fell": "和更短的提示词里最快的 P = {Pa} 比，P = {Pb} 的预填充每秒的运算数 ×{g}，反而下降了：这一段说不准（多半是测量噪声）；"
                                + _RERUN_SWEEP,
     f"{P}.decode_roof.above": _DECODE + "——超过了测得的带宽：要么权重有一部分留在了处理器的缓存里，要么测带宽那一刻机器正忙，带宽"
                               "量低了（下文的矩阵乘向量实验再量一次读权重的速度）。",
@@ -774,7 +789,7 @@ ZH = Catalog("zh", {
     f"{P}.overlap.flat": _OVERLAP + "：单步几乎不变，比这个估计小得多，像理想的 roofline（完全重叠）那样。",
     f"{P}.overlap.partial": _OVERLAP + "：介于完全重叠（不变）和完全不重叠之间，按这个模型是运算和读数据部分重叠。",
     f"{P}.overlap.faster": _OVERLAP + "：B 多了，单步反而更快，这是测量的起伏；" + _RERUN_BATCH,
-    f"{P}.overlap.unmeasured": "这次算不出这个估计或没有测出有效的单步耗时（要有转折点左边的 B = 1 和更大的 B）；" + _RERUN_BATCH,
+    f"{P}.overlap.unmeasured": "这次算不出这个估计：{missing}；" + _RERUN_BATCH,
     f"{P}.matmul_rows.inverted": _ROWS + "。{a} 行反而比 {b} 行慢：矩阵乘的库对不同的行数会选不同的计算方式，这里量到的是这个库在"
                                  "这个形状上的表现，不是一条「行数越多越慢」的规律。",
     f"{P}.matmul_rows.ordered": _ROWS + "。",
@@ -809,7 +824,9 @@ ZH = Catalog("zh", {
     f"{P}.precision.fp16_exact": "FP16 缓存的 logit 与 FP32 缓存的完全相同（最大误差 {fp16}），INT8 的最大误差是 {int8}"
                                  "（在一个 {params} 参数的小模型上）。",
     f"{P}.precision.unmeasured": "这次没有算出有效的 logit 误差；重新运行这一格。",
-}, words={"gpu_launch": "：GPU 上这个小模型一步解码主要是内核启动的固定开销，多几条序列几乎不加时间", "cpu": ""})
+}, words={"no_b1": "批处理扫描里没有测出 B = 1 的单步耗时",
+                "no_left": "B = 1 之外，没有哪个测过的 B 满足 B × I₁ < 转折点（这个估计只在转折点左边成立）",
+                "gpu_launch": "：GPU 上这个小模型一步解码主要是内核启动的固定开销，多几条序列几乎不加时间", "cpu": ""})
 
 
 def show_claims(claims: list[Claim]) -> None:

@@ -214,6 +214,9 @@ CASES = {
     "ridge rounds onto B = 4 (review N2)": lambda: lesson.explain_overlap(batch({1: 10.0, 2: 15.0, 4: 22.0}),
                                                                           roofs(20, 40.52)),
     "no B left of the ridge but B = 1": lambda: lesson.explain_overlap(batch({1: 10.0, 2: 15.0}), roofs(20, 15)),
+    "decode at the bandwidth's median on a busy machine (review N5)": lambda: lesson.explain_decode_vs_roof(
+        sweep_at({256: 50}, decode_cost(C, 256, 4).bytes / 4 / 16.5e9 * 1e3), roofs(28.9, 58.6, 28.9 / 16.9),
+        budget(1.0, Q), DEMO),
     "step grows as the sum model says": lambda: lesson.explain_overlap(batch({1: 20.0, 2: 22.0}), Q),
     "more rows, a faster step": lambda: lesson.explain_overlap(batch({1: 20.0, 2: 15.0}), Q),
     "compute the longer bound": lambda: lesson.explain_worked_bounds(lesson.worked_decode_step(C, 8), roofs(1000, 100)),

@@ -137,9 +137,11 @@ def explain_decode_vs_roof(sweep: PrefillSweep, roofs: Roofs, demo: StepBudget, 
     dec = sweep.points[-1]
     step = ms(dec.decode_step_seconds)
     bound = ms(dec.decode_cost.bytes / dec.decode_steps / roofs.bandwidth.best)
+    rate, median = gbs(dec.decode_bytes_per_s), gbs(roofs.bandwidth.median)
     return [DECODE_ROOF.choose({
         "P": count(dec.prompt_len), "I": number(dec.decode_cost.intensity, 2), "gflops": gflops(dec.decode_flops_per_s),
-        "mm_share": pct(dec.decode_flops_per_s / roofs.flops.best), "rate": gbs(dec.decode_bytes_per_s),
+        "mm_share": pct(dec.decode_flops_per_s / roofs.flops.best), "rate": rate, "median": median,
+        "med_share": pct(ratio(rate.value, median.value)),
         "share": pct(dec.decode_bytes_per_s / roofs.bandwidth.best), "step": step, "bound": bound,
         "demo": ms(demo.measured_seconds), "layers": times(sweep.config.n_layer / demo_config.n_layer, 1),
         "spread": times(max(spread(roofs.bandwidth), spread(roofs.flops)))})]

@@ -378,6 +378,9 @@ def _overhead_explains(v) -> bool:
 DECODE_ROOF = Chooser(f"{P}.decode_roof", (
     Rule(f"{P}.decode_roof.above", DECODE_SHOWS, lambda v: v["share"] > 100 + SAME),
     Rule(f"{P}.decode_roof.full", DECODE_SHOWS, lambda v: v["share"] >= FULL),
+    Rule(f"{P}.decode_roof.at_median", (*DECODE_SHOWS, "median", "med_share"),
+         lambda v: v["share"] >= FAR and abs(v["rate"] / v["median"] - 1) <= SAME / 100
+         and close(v["med_share"], 100 * v["rate"] / v["median"], 1)),
     Rule(f"{P}.decode_roof.near", DECODE_SHOWS, lambda v: v["share"] >= NEAR),
     Rule(f"{P}.decode_roof.part", DECODE_SHOWS, lambda v: v["share"] >= FAR),
     Rule(f"{P}.decode_roof.far_overhead", FAR_SHOWS, lambda v: _far(v) and _overhead_explains(v)),
@@ -723,6 +726,8 @@ ZH = Catalog("zh", {
     f"{P}.decode_roof.above": _DECODE + "——超过了测得的带宽：要么权重有一部分留在了处理器的缓存里，要么测带宽那一刻机器正忙，带宽"
                               "量低了（下文的矩阵乘向量实验再量一次读权重的速度）。",
     f"{P}.decode_roof.full": _DECODE + "：用满了测得的带宽，解码被带宽这道斜屋顶卡住，是访存受限的。",
+    f"{P}.decode_roof.at_median": _DECODE + "，却和屋顶的中位数 {median} 相当（{med_share}）：屋顶取的是最快的一次，机器忙时，"
+                                  "解码大约跑在当时给得出的带宽上；它是访存受限的（算术强度远在转折点左边）。",
     f"{P}.decode_roof.near": _DECODE + "：接近带宽这道斜屋顶，但没有用满。解码是访存受限的（算术强度远在转折点左边），一步里还有"
                              "一些别的开销。",
     f"{P}.decode_roof.part": _DECODE + "：用了带宽的相当一部分，但没有用满。它仍是访存受限的（算术强度远在转折点左边），但一步里"

@@ -370,7 +370,7 @@ def test_explain_growth_by_hand():
     rising = lesson.fit_step_time(_fake("kv", t, [2 + 0.001 * x for x in t]))
     text = lesson.ZH.say(lesson.explain_growth(rising, model)[0])
     assert "拟合斜率 1.00 µs/token" in text and "8.0 KiB" in text and "8.2 GB/s" in text  # 8 KiB / 1 µs
-    assert "从 2.07 ms 涨到 2.96 ms" in text and "占单步的 30%，已经不小" in text
+    assert "从 2.07 ms 涨到 2.96 ms" in text and "占 t = 964 附近实测单步中位数 2.96 ms 的 30%，已经不小" in text
     flat = lesson.explain_growth(lesson.fit_step_time(_fake("kv", t, [2.0 for _ in t])), model)[0]
     assert flat.key == "decode.growth.flat" and "µs/token" not in lesson.ZH.say(flat)
 
@@ -497,7 +497,11 @@ def test_a_cumulative_exponent_the_step_medians_cannot_give_is_not_read_as_growt
     none, kv = _latency_shapes()["busy, cached stalls"]
     said = _said(lesson.explain_latency({"none": none, "kv": kv}, model))
     assert {"decode.totals.kv_stalled", "decode.cached.flat", "decode.cumulative.stalls"} <= set(said)
-    assert "有缓存那次的累计时间比按中位数估算的长出一截" in said["decode.totals.kv_stalled"]
+    assert "有缓存那次的累计时间 0.73 s 比按中位数估算的 0.35 s 长出一截" in said["decode.totals.kv_stalled"]
+    # review r13b N7: 「长出一截」 was 0.61 s against 0.32 s, now printed
+    stalled = {"n": num(192, 0), "none_s": num(4.0, 2, "s"), "kv_s": num(0.61, 2, "s"), "speedup": num(6.6, 1),
+               "none_est": num(3.9, 2, "s"), "kv_est": num(0.32, 2, "s"), "robust": num(12.2, 1)}
+    assert "累计时间 0.61 s 比按中位数估算的 0.32 s 长出一截" in lesson.ZH.say(lesson.TOTALS.choose(stalled))
     assert "次前向计算 × 单步中位数 1.80 ms（约 0.35 s）" in said["decode.cumulative.stalls"]
     # beside a level cached step time, never 「后面的步更慢」, whatever the two averages
     flat = claims.Claim("decode.cached.flat", {}, {})

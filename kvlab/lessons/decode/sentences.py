@@ -262,7 +262,8 @@ CHOOSERS = (TOTALS, UNCACHED, CROSSOVER, STEP_EXPONENT, STEP_UNREAD, STEP_STEEP,
             GROWTH, RERUN)
 
 _GROWTH_ZH = ("有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 涨到 {last}，拟合斜率 {slope}：缓存里每多一个 "
-              "token，每一步就多花这么多时间。在 t = {t1} 附近，这部分占单步的 {share}，{size}。每多一个 token 要多读 "
+              "token，每一步就多花这么多时间。这部分占 t = {t1} 附近实测单步中位数 {last} 的 {share}，"
+              "{size}。每多一个 token 要多读 "
               "{per_token} 的 K/V；若把这部分时间全算作读缓存，等效读取速度约 {rate}，其中还包括和这些 K/V 做注意力的计算，"
               "所以真正的读取速度只会更快。")
 _RERUN = "把上面面板里的「重复次数（取中位数）」调大，点「运行测量」，再运行这一格；机器忙时先关掉别的占 CPU 的程序。"
@@ -273,10 +274,10 @@ _EIGHTHS = "把各步按 t 分成八段（从 t = {t0} 附近到 t = {t1} 附近
 _SECOND_HALF = "后半段 t ≈ {t_from} → {t_to}，"
 ZH = Catalog("zh", {
     "decode.totals.faster": _TOTALS + "，无缓存用时是有缓存的 {speedup} 倍（按各步耗时的中位数估算是 {robust} 倍，两者相符）。",
-    "decode.totals.kv_stalled": _STALLED + "有缓存那次的累计时间比按中位数估算的长出一截，是被几次卡顿拖长的，"
-                                "按中位数算的倍数更可靠。",
-    "decode.totals.none_stalled": _STALLED + "无缓存那次的累计时间比按中位数估算的长出一截，是被几次卡顿拖长的，"
-                                  "按中位数算的倍数更可靠。",
+    "decode.totals.kv_stalled": _STALLED + "有缓存那次的累计时间 {kv_s} 比按中位数估算的 {kv_est} 长出一截，"
+                                "是被几次卡顿拖长的，按中位数算的倍数更可靠。",
+    "decode.totals.none_stalled": _STALLED + "无缓存那次的累计时间 {none_s} 比按中位数估算的 {none_est} "
+                                  "长出一截，是被几次卡顿拖长的，按中位数算的倍数更可靠。",
     "decode.totals.uncertain": _TOTALS + "；有缓存更快，但这一次说不准快多少：累计时间和各步耗时的中位数给出的倍数对不上，"
                                "多半是计时被别的程序打断了；" + _RERUN,
     "decode.totals.unclear": _TOTALS + "；这一次有缓存没有更快，多半是计时被别的程序打断了，" + _RERUN,

@@ -105,7 +105,7 @@ def chapter_claims(run: Run) -> list[list[claims.Claim]]:
         lesson.explain_prefill(run.prefill, run.roofs) + lesson.explain_prefill_vs_roof(run.prefill, run.roofs)
         + lesson.explain_prefill_rates(run.prefill) + lesson.explain_long_rate(run.prefill),
         lesson.explain_decode_vs_roof(run.prefill, run.roofs, budget(run.step_ms, run.roofs), DEMO),
-        lesson.explain_batch_baseline(run.batch, run.prefill), lesson.explain_batch_gain(run.batch),
+        lesson.explain_batch_baseline(run.batch, run.prefill), lesson.explain_batch_gain(run.batch, run.roofs),
         lesson.explain_batch(run.batch, run.roofs)
         + lesson.explain_batch_vs_prefill(run.batch, run.prefill),
         lesson.explain_overlap(run.batch, run.roofs),
@@ -217,6 +217,9 @@ CASES = {
     "decode at the bandwidth's median on a busy machine (review N5)": lambda: lesson.explain_decode_vs_roof(
         sweep_at({256: 50}, decode_cost(C, 256, 4).bytes / 4 / 16.5e9 * 1e3), roofs(28.9, 58.6, 28.9 / 16.9),
         budget(1.0, Q), DEMO),
+    "batch right of the ridge, capped by the matmul roof (review N4)": lambda: lesson.explain_batch_gain(
+        batch({1: 1e3 / 135, 2: 10.0, 4: 11.0, 8: 14.0, 16: 24.0, 32: 32e3 / 820}), roofs(28.9, 58.6)),
+    "batch throughput higher, left of the ridge": lambda: lesson.explain_batch_gain(batch({1: 10.0, 2: 15.0}), Q),
     "step grows as the sum model says": lambda: lesson.explain_overlap(batch({1: 20.0, 2: 22.0}), Q),
     "more rows, a faster step": lambda: lesson.explain_overlap(batch({1: 20.0, 2: 15.0}), Q),
     "compute the longer bound": lambda: lesson.explain_worked_bounds(lesson.worked_decode_step(C, 8), roofs(1000, 100)),

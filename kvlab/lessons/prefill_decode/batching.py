@@ -24,7 +24,7 @@ from ...viz.widgets import Panel, PanelOptions, View, selection_slider
 from .prefill_sweep import PrefillSweep, prefill_points
 from .roofline import RooflinePoint
 from .sentences import (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, INVERTED_ROWS, MATMUL_ROWS, MATMUL_SLOWDOWN,
-                        OVERLAP, _decimals, count, counts, ms, ms_series, pct, per_s, some, times)
+                        OVERLAP, _decimals, count, counts, gflops, ms, ms_series, pct, per_s, some, times)
 
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
@@ -195,16 +195,22 @@ def explain_batch(sweep: BatchSweep, roofs: Roofs) -> list[Claim]:
     return claims
 
 
-def explain_batch_gain(sweep: BatchSweep) -> list[Claim]:
+def explain_batch_gain(sweep: BatchSweep, roofs: Roofs | None = None) -> list[Claim]:
     """The largest batch's throughput against B = 1's, and its step time (:data:`~.sentences.BATCH_GAIN`): close to
-    B times (ideal), higher, or not higher (can't tell). Both ratios are computed from the throughputs as printed."""
+    B times (ideal), right of the ridge and so capped by the matmul roof (``roofs``: matmul rate ÷ FLOP per token),
+    higher, or not higher (can't tell). Every ratio is computed from the numbers as printed."""
     one, top = sweep.points[0], sweep.points[-1]
     if one.batch_size != 1 or top.batch_size == 1:
         return []
     t1, tB = per_s(one.tokens_per_s), per_s(top.tokens_per_s)
     gain = ratio(tB.value, t1.value)
+    mm = gflops(roofs.flops.best if roofs else math.nan)
+    mflop = number(top.cost.flops / (top.steps * top.batch_size) / 1e6, 1)
+    cap = per_s(ratio(mm.value * 1e3, mflop.value))
     return [BATCH_GAIN.choose({"B": count(top.batch_size), "tput1": t1, "tput": tB, "ratio": times(gain, 1),
-                               "step": times(ratio(top.batch_size, gain))})]
+                               "step": times(ratio(top.batch_size, gain)), "I": number(top.cost.intensity, 2),
+                               "ridge": number(roofs.ridge if roofs else math.nan, 1), "mm": mm, "mflop": mflop,
+                               "cap": cap, "cap_ratio": times(ratio(cap.value, t1.value), 1)})]
 
 
 def batch_ridge_lines(sweep: BatchSweep, roofs: Roofs) -> list[str]:

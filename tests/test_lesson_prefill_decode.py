@@ -776,7 +776,9 @@ def test_explain_kv_share_by_hand():
         cost = pass_cost(c, 1, C, 4)
         # K/V read (C + 1) and written (1) per sequence, 2 x 1 layer x 1 KV head x D 2 x 4 bytes = 16 bytes a token
         assert cost.cache_bytes == 4 * (C + 2) * 16
-        assert f"已有 {C} 个 token：K/V 占一步读写字节的 {cost.cache_share:.0%}" in line and "B / 2 = 2" in line
+        sweep_cost = decode_cost(c, C, lesson.BATCH_STEPS, 4)  # counted as the batch sweep counts its steps
+        assert f"从 {C} 个 token 起" in line and f"K/V 占读写字节的 {sweep_cost.cache_share:.0%}" in line
+        assert f"算术强度 {sweep_cost.intensity:.2f}" in line and "B / 2 = 2" in line
 
 
 def test_small_matmuls_measured_and_explained():

@@ -255,14 +255,15 @@ def per_doubling(a: BatchPoint, b: BatchPoint) -> float:
     return (b.step_seconds / a.step_seconds) ** (1 / math.log2(b.batch_size / a.batch_size))
 
 
-def explain_kv_share(config: ModelConfig, batch_size: int, contexts=(8, 256, 1000)) -> list[str]:
-    """A decode step of ``batch_size`` sequences at several context lengths: the K/V share of the bytes and
-    the arithmetic intensity (counted with :func:`~kvlab.costs.pass_cost`)."""
+def explain_kv_share(config: ModelConfig, batch_size: int, contexts=(8, 256, 1000), steps: int = BATCH_STEPS) -> list[str]:
+    """``steps`` decode steps of ``batch_size`` sequences from several context lengths, counted as the batch sweep
+    counts them (:func:`~kvlab.costs.decode_cost`, so the first line's intensity is the sweep's): the K/V share of
+    the bytes and the arithmetic intensity."""
     lines = []
     for C in contexts:
-        cost = pass_cost(config, 1, C, batch_size)
-        lines.append(f"B = {batch_size}，每条序列的缓存里已有 {C} 个 token：K/V 占一步读写字节的 {cost.cache_share:.0%}，"
-                     f"算术强度 {cost.intensity:.1f} FLOP/字节（B / 2 = {batch_size / 2:g}）")
+        cost = decode_cost(config, C, steps, batch_size)
+        lines.append(f"B = {batch_size}，每条序列的缓存里从 {C} 个 token 起解码 {steps} 步（和上表一样计数）：K/V 占读写字节的 "
+                     f"{cost.cache_share:.0%}，算术强度 {cost.intensity:.2f} FLOP/字节（B / 2 = {batch_size / 2:g}）")
     return lines
 
 

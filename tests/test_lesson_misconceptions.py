@@ -168,7 +168,7 @@ def test_k_only_claims_follow_the_repeats(name):
     assert [c.key for c in said] == [f"misconceptions.k_only.{k_key}", f"misconceptions.kv.{kv_key}"]
     text = "".join(lesson.ZH.say(c) for c in said)
     phrase = {"same": "一样慢", "faster": "只缓存 K 比不缓存快", "slower": "反而比不缓存慢", "unclear": "说不准",
-              "few_repeats": "只重复了 1 次", "flat": "逐个启动核函数"}[k_key]
+              "few_repeats": "只重复了 1 次", "flat": "逐个启动 GPU 内核"}[k_key]
     kv_phrase = {"far": "快得多", "clearly": "明显快", "a_little": "快一些", "unclear": "分不出"}[kv_key]
     assert phrase in text and kv_phrase in text, text
     assert "-" not in text.replace("K ÷", "")  # no negative number, no nan anywhere

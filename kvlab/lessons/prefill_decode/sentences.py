@@ -669,7 +669,7 @@ ZH = Catalog("zh", {
     f"{P}.long_rate.unmeasured": "这次没有测出有效的预填充和解码速率；" + _RERUN_SWEEP,
     f"{P}.batch_gain.ideal": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时只 ×{step}：接近理想的 {B} 倍。",
     f"{P}.batch_gain.compute_capped": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时 ×{step}：没到 {B} 倍。B = {B} "
-                                      "的 I = {I} 已远在转折点（{ridge}）右边，按平屋顶吞吐最多约 矩阵乘速率 {mm} ÷ 每个 token "
+                                      "的 I = {I} 已远在转折点（{ridge}）右边，按平屋顶，吞吐最多约为矩阵乘速率 {mm} ÷ 每个 token 的 "
                                       "{mflop} MFLOP = {cap}（B = 1 实测的 ×{cap_ratio}），实测 {tput}。",
     f"{P}.batch_gain.higher": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时 ×{step}：吞吐提高了，但没到"
                               "理想的 {B} 倍，因为单步耗时也涨了。",

@@ -45,12 +45,13 @@ METADATA_KEY = "kvlab_claims"  # where show() records claims in a display_data o
 
 
 SEPARATOR = "、"  # between the numbers of a printed series
+MINUS = "\u2212"  # 「−」, the minus sign a sentence prints; read back like ASCII "-"
 
 
 @dataclass(frozen=True)
 class Number:
     """One printed quantity, or a series of them: the digits exactly as printed (``"1,234.5"``, ``"nan"``,
-    ``"1.77、1.90、2.05"``), their unit and kind."""
+    ``"1.77、1.90、2.05"``, ``"−11"`` with the minus sign U+2212 or ASCII ``"-"``), their unit and kind."""
 
     text: str
     unit: str = ""
@@ -63,7 +64,7 @@ class Number:
     @property
     def value(self) -> float | tuple[float, ...]:
         """The number (a series: the tuple of numbers) as printed, read back: what predicates and the checker see."""
-        values = tuple(float(x.replace(",", "")) for x in self.text.split(SEPARATOR))
+        values = tuple(float(x.replace(",", "").replace(MINUS, "-")) for x in self.text.split(SEPARATOR))
         return values if SEPARATOR in self.text else values[0]
 
     @property

@@ -34,6 +34,9 @@ def test_a_number_is_what_is_printed():
     assert not claims.series([1.0, -2.0]).sound and not claims.series([1.0, math.nan], kind=DIFFERENCE).sound
     with pytest.raises(ValueError, match="at least 2"):
         claims.series([1.0])
+    assert Number("\u221211", "%", DIFFERENCE).value == -11.0  # 「−」 (U+2212), the minus sign a sentence prints
+    assert claims.series([1.0, -2.0]).value == Number("1.00、\u22122.00").value == (1.0, -2.0)
+    assert not Number("\u22121.5", "ms").sound and Number("+3", "%", DIFFERENCE).value == 3.0
     assert claims.ratio(1, 0) == math.inf and math.isnan(claims.ratio(0, 0)) and claims.ratio(3, 2) == 1.5
 
 

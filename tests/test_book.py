@@ -390,6 +390,7 @@ def test_a_handout_has_no_solution_unless_built_for_a_teacher(tmp_path):
         assert "largest_batch = None" not in printed  # the stub (code) is never printed
 
 
+@pytest.mark.slow  # two kernels
 def test_a_chapter_runs_with_teacher_mode_off_even_in_a_teachers_shell(tmp_path, monkeypatch):
     """The build's kernels run with KVLAB_TEACHER=0: a checked real attempt in a chapter would show the solution in
     a teacher's kernel, never in the site's run."""
@@ -404,6 +405,7 @@ def test_a_chapter_runs_with_teacher_mode_off_even_in_a_teachers_shell(tmp_path,
     assert "kvlab-exercise-todo" in shown and "kvlab-exercise-solution\\\"" not in shown  # ... but not by teacher mode
 
 
+@pytest.mark.slow  # a kernel each
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_a_signal_during_a_chapter_stops_the_build_in_one_line_with_the_old_site_intact(tmp_path, fake_run, capsys,
                                                                                         sig):

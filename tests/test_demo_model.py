@@ -163,7 +163,7 @@ def test_the_english_corpus_is_ascii_and_about_as_long_in_tokens_as_the_chinese_
     assert 0.8 < len(tok.encode(text)) / len(corpus_text("zh")) < 1.3  # a Chinese character is one token
 
 
-@pytest.mark.parametrize("lang, drop", [("zh", 1.0), ("en", 0.5)])  # 30 steps: subwords are learnt more slowly
+@pytest.mark.parametrize("lang, drop", [pytest.param("zh", 1.0, marks=pytest.mark.slow), ("en", 0.5)])  # 30 steps: subwords are learnt more slowly
 def test_training_runs_and_lowers_the_loss(lang, drop):
     text = corpus_text(lang)
     cfg = TrainConfig(steps=30, batch_size=8, seq_len=32, warmup=5, seed=1)

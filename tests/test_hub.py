@@ -4,7 +4,7 @@ spawner only exports as ``CPU_LIMIT`` / ``MEM_LIMIT``: kvlab reads them).
 
 Students log in through the hub's form with the shared password, get their servers, open the teacher's nbgitpuller
 link (``kvlab.teacher.link.pull_link``, pointed at a clean clone of this checkout as the course remote) and pull the
-course through nbgitpuller's api route. Chapters 3.1 and 3.3 are first run once alone, then by every student at the
+course through nbgitpuller's api route. Every student runs chapters 3.1 and 3.3 at the
 same time (each student 3.1 then 3.3, as one works through a course), through the Jupyter server's kernel API:
 a kernel per student per chapter, the pulled notebook's code cells sent in order over its websocket. Every cell must
 finish without error (the notebooks' ``confirm(...)`` claim checks included: under this load a claim may say "can't
@@ -176,11 +176,7 @@ def test_a_class_runs_the_course_on_jupyterhub(hub, course_remote, tmp_path):
     marks["course pulled"] = time.monotonic() - hub.started_at
     hub.note_processes()
 
-    # 3. each chapter once alone (nothing else running), for the comparison
-    alone = {chapter: run_chapter(students[0], folder, chapter) for chapter in CHAPTERS}
-    marks["chapters alone"] = time.monotonic() - hub.started_at
-
-    # 4. the class: every student at once, each working through 3.1 then 3.3
+    # 3. the class: every student at once, each working through 3.1 then 3.3
     def work_through(student: Student) -> list[dict]:
         return [run_chapter(student, folder, chapter) for chapter in CHAPTERS]
 
@@ -194,7 +190,7 @@ def test_a_class_runs_the_course_on_jupyterhub(hub, course_remote, tmp_path):
     class_seconds = time.monotonic() - class_started
     marks["class run"] = time.monotonic() - hub.started_at
 
-    # 5. stop the hub: everything it started must go with it
+    # 4. stop the hub: everything it started must go with it
     killed = hub.stop()
     wall = time.monotonic() - hub.started_at
     started_kinds = " ".join(hub.seen.values())
@@ -204,30 +200,29 @@ def test_a_class_runs_the_course_on_jupyterhub(hub, course_remote, tmp_path):
     print("timeline (s from hub start): " + ", ".join(f"{k} {v:.0f}" for k, v in marks.items()))
     print(f"{'student':<10} {'chapter':<7} {'seconds':>8} {'kernel start':>12} {'peak GiB':>9} {'server GiB':>10} "
           f"{'threads':>7} {'timing':>6}  budget")
-    for r in [dict(alone[c], student="(alone)") for c in CHAPTERS] + runs:
+    for r in runs:
         print(f"{r['student']:<10} {r['chapter']:<7} {r['seconds']:8.1f} {r['kernel_start']:12.1f} "
               f"{r['peak_rss'] / GiB:9.2f} {r['server_peak_rss'] / GiB:10.2f} {r['torch_threads']:7d} "
               f"{r['measurement_threads']:6d}  {r['budget'][0]} ({r['budget'][1]})"
               + ("  FAILED: " + r["error"].splitlines()[0] if r["error"] else ""))
     for chapter in CHAPTERS:
         under = [r["seconds"] for r in runs if r["chapter"] == chapter and not r["error"]] or [float("nan")]
-        print(f"{chapter}: alone {alone[chapter]['seconds']:.1f} s; under the class load {min(under):.1f}–"
-              f"{max(under):.1f} s (mean {sum(under) / len(under):.1f} s, x{sum(under) / len(under) / alone[chapter]['seconds']:.1f})")
+        print(f"{chapter} under the class load: {min(under):.1f}–{max(under):.1f} s (mean {sum(under) / len(under):.1f} s)")
     print(f"class run {class_seconds:.0f} s; the test's wall time from hub start to hub stopped: {wall:.0f} s")
 
-    failed = [r for r in [*alone.values(), *runs] if r["error"]]
-    assert not failed, f"{len(failed)} of {len(runs) + len(alone)} chapter runs failed:\n" + "\n\n".join(
+    failed = [r for r in runs if r["error"]]
+    assert not failed, f"{len(failed)} of {len(runs)} chapter runs failed:\n" + "\n\n".join(
         f"{r['student']} {r['chapter']}: {r['error']}" for r in failed)
     assert not killed, f"processes the hub started outlived it and had to be killed: {killed}"
-    for r in [*alone.values(), *runs]:  # a chapter on kvlab.claims recorded its claims (each re-checked above)
+    for r in runs:  # a chapter on kvlab.claims recorded its claims (each re-checked above)
         assert r["claims"] > 0 or Path(CHAPTERS[r["chapter"]]).name not in CLAIMING, f"{r['student']} {r['chapter']}: no claims"
     assert "configurable-http-proxy" in started_kinds and "jupyterhub.singleuser" in started_kinds \
         and "ipykernel" in started_kinds, f"the leftover check saw too little: {sorted(set(hub.seen.values()))}"
-    for r in [*alone.values(), *runs]:
+    for r in runs:
         who = f"{r['student']} {r['chapter']}"
         assert Path(r["kvlab"]).resolve() == (ROOT / "kvlab" / "__init__.py").resolve(), f"{who}: kvlab from {r['kvlab']}"
         assert Path(r["python"]).resolve() == Path(sys.executable).resolve(), f"{who}: kernel python {r['python']}"
-        assert Path(r["cwd"]).resolve() == (hub.homes / r["student"].replace("(alone)", "student0") / folder
+        assert Path(r["cwd"]).resolve() == (hub.homes / r["student"] / folder
                                             / "chapters").resolve(), f"{who}: kernel ran in {r['cwd']}"
         assert r["CPU_LIMIT"] is not None and float(r["CPU_LIMIT"]) == hub.cpu_limit, f"{who}: CPU_LIMIT {r['CPU_LIMIT']}"
         assert r["budget"][0] == 1, f"{who}: CPU budget {r['budget']}"

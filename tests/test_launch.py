@@ -142,11 +142,13 @@ def launched(tmp_path):
     server.stop()
 
 
+@pytest.mark.slow  # each starts the launcher's JupyterLab (about 5 s)
 def test_the_launcher_really_serves_the_first_chapter(launched):
     info = launched.api(f"/api/contents/{launch.FIRST_CHAPTER}?content=0")
     assert info["type"] == "notebook" and info["name"] == "01_autoregressive_decode.ipynb"
 
 
+@pytest.mark.slow
 def test_the_kernel_is_this_environment(launched):
     """The chapters' kernel ("python3") runs this interpreter and imports this kvlab, not the learner's other
     "python3" kernel spec; the learner's Jupyter home is left as it was."""
@@ -179,6 +181,7 @@ def test_the_kernel_is_this_environment(launched):
     assert jupyter_files == [launched.tmp / "data" / "kernels" / "python3" / "kernel.json"]  # the learner's own
 
 
+@pytest.mark.slow
 def test_the_news_question_is_answered_and_nothing_is_fetched(launched):
     """The course's settings are defaults (the learner's own settings, empty here, would still win)."""
     news = launched.api(f"/lab/api/settings/{NEWS_PLUGIN}")

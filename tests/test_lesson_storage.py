@@ -261,9 +261,9 @@ def test_growth_medians_by_hand():
     ([7.82, 7.9, 7.7], [11.76, 11.5, 12.0], "storage.pace.slower", "「B」慢了 50%。"),
     ([10, 10, 10], [8, 8, 8], "storage.pace.faster", "每一轮都快 10% 以上：按两边的中位数，「B」快了 20%。"),
     ([10, 10, 10], [10.2, 9.9, 10.4], "storage.pace.same", "每一轮都在 ±5% 以内：两者几乎一样快。"),
-    ([10, 10, 10], [10.5, 10.3, 10.6], "storage.pace.unclear", "有的轮相差不到 10%"),  # one way, but 3-6 %
-    ([10, 10, 10], [13, 13, 10.5], "storage.pace.unclear", "有的轮相差不到 10%"),  # one way, one round too close
-    ([10, 10, 10], [12, 9, 11], "storage.pace.unclear", "或者各轮快慢方向不一致"),
+    ([10, 10, 10], [10.5, 10.3, 10.6], "storage.pace.unclear", "不是每一轮都朝同一个方向差出 10% 以上"),  # one way, but 3-6 %
+    ([10, 10, 10], [13, 13, 10.5], "storage.pace.unclear", "不是每一轮都朝同一个方向差出 10% 以上"),  # one way, one round too close
+    ([10, 10, 10], [12, 9, 11], "storage.pace.unclear", "各轮的中位数是 10%；但不是每一轮都朝同一个方向"),
     ([10, 10, 10], [13, 13, 9.9], "storage.pace.unclear", "这一次分不出快慢"),  # a big median gap, one round the other way
     ([0, 0, 0], [0, 0, 0], "storage.pace.untimed", "没有测到可以比较的耗时"),
 ])
@@ -271,9 +271,53 @@ def test_pace_claim_follows_the_repeats(base, other, key, said):
     claim = lesson.pace_claim("A", base, "B", other, "late", (36, 64))
     text = lesson.ZH.say(claim)
     assert claim.key == key and said in text, text
-    if key != "storage.pace.untimed":
-        assert f"B {np.median(other):.2f} ms，A {np.median(base):.2f} ms" in text and "3 轮各取中位数" in text
+    medians = f"B {np.median(other):.2f} ms，A {np.median(base):.2f} ms"
+    if key not in ("storage.pace.untimed", "storage.pace.unclear"):
+        assert medians in text and "3 轮各取中位数" in text
+    else:
+        assert medians not in text  # "can't tell" never sits beside two medians that may look decisive
     assert lesson.PACE.rule(key).admits(claim)
+
+
+def test_cant_tell_quotes_the_paired_median_not_medians_of_different_rounds():
+    """The review's shape: medians from different rounds 82 % apart, the rounds themselves not one way."""
+    claim = lesson.pace_claim("A", [5, 10, 20], "B", [18.2, 9.5, 21], "late", (36, 64))
+    text = lesson.ZH.say(claim)
+    assert claim.key == "storage.pace.unclear"
+    assert "多用的时间：264、-5、5%（负数表示更快），各轮的中位数是 5%" in text, text
+    assert "18.20" not in text and "10.00" not in text and "82" not in text
+    assert lesson.PACE.rule(claim.key).admits(claim)
+
+
+STATIC = "transformers:static"
+
+
+@pytest.mark.parametrize("early,late,key,said", [
+    ([15.81, 15.9, 15.7], [9.26, 9.3, 9.2], "storage.pace.noisy",  # the review's run: 71 % for the same work
+     "它在这一段每次前向 15.81 ms，后半程 9.26 ms，同样的工作前后相差 71%，超过了 10%"),
+    ([9.0, 9.1, 9.0], [10.2, 10.0, 10.1], "storage.pace.noisy", "前后相差 11%，超过了 10%"),  # early faster: noise too
+    ([9.9, 10.1, 10.0], [9.5, 9.6, 9.5], "storage.pace.slower_checked", "10.00 ms，后半程 9.50 ms，相差 5%，在 10% 以内"),
+])
+def test_an_early_comparison_waits_on_the_same_work_check(early, late, key, said):
+    work = lesson.SameWork(STATIC, early, late)
+    claim = lesson.pace_claim("A", [10, 10, 10], "B", [15, 15, 15], "early", (9, 22), work)
+    text = lesson.ZH.say(claim)
+    assert claim.key == key and said in text, text
+    assert text.startswith("前四分之一的解码步（缓存里 9–22 个 token）") and "StaticCache 每一步做的事一样多" in text
+    if key == "storage.pace.noisy":
+        assert "不拿来比较「B」和「A」" in text and "15.00" not in text and "慢了" not in text
+    assert lesson.PACE.rule(key).admits(claim)
+
+
+def test_the_same_work_check_has_a_checked_twin_of_every_comparison():
+    work = lesson.SameWork(STATIC, [5.0] * 3, [5.1] * 3)
+    said = {lesson.pace_claim("A", base, "B", other, "early", (9, 22), work).key
+            for base, other in (([10] * 3, [15] * 3), ([10] * 3, [8] * 3), ([10] * 3, [10.2] * 3), ([10] * 3, [12, 9, 11]))}
+    assert said == {"storage.pace.slower_checked", "storage.pace.faster_checked", "storage.pace.same_checked",
+                    "storage.pace.unclear"}
+    assert lesson.PACE.rule("storage.pace.noisy").substantive is False
+    with pytest.raises(ValueError, match="^work"):
+        lesson.pace_claim("A", [10], "B", [12], "early", (9, 22), lesson.SameWork(STATIC, [1.0, 2.0], [1.0]))
 
 
 def test_pace_claim_lists_every_repeat():
@@ -294,14 +338,19 @@ def _comparison(per_token=1000, peak_tokens=64, llc=None, device="cpu", weights=
                             llc, "这次没有要求运行 transformers")
 
 
-def _timed(kv, dyn, static=None, hf_dyn=None, passes=57):
-    """A comparison whose rounds took these times per pass (ms; one list per round), the same at every pass."""
+def _timed(kv, dyn, static=None, hf_dyn=None, static_early=None, passes=57):
+    """A comparison whose rounds took these times per pass (ms; one list per round), the same at every pass, except
+    StaticCache's early window (the first quarter of the decode passes) when ``static_early`` gives its times."""
     t = list(range(8, 8 + passes))
     runs = {m: CacheGrowth(m, t, [[x] * len(t) for x in times], [1] * len(t), None, [2] * len(t), [0] * len(t),
                            [1000 * t[-1]] * len(t)) for m, times in (("kv", kv), ("dynamic", dyn))}
     if static is not None:
         runs |= {f"transformers:{m}": CacheGrowth(f"transformers:{m}", t, [[x] * len(t) for x in times], [1] * len(t),
                                                   None) for m, times in (("static", static), ("dynamic", hf_dyn))}
+    if static_early is not None:
+        early = 1 + (passes - 1) // 4
+        runs["transformers:static"].repeat_ms = [[x] * early + row[early:] for x, row in
+                                                 zip(static_early, runs["transformers:static"].repeat_ms)]
     return GrowthComparison(runs, 8, len(kv), 1000, 10, lesson.wide_cache_model().config, torch.device("cpu"), 1,
                             None, None if static is not None else "这次没有要求运行 transformers")
 
@@ -313,6 +362,8 @@ GROWTH_SHAPES = {  # per round: kvlab preallocated, concatenating, transformers 
     "busy": ([2.0, 6.0, 2.1], [5.0, 2.2, 2.0], [4.0, 9.1, 4.0], [8.0, 4.2, 4.1]),
     "noisy, one way": ([2.0, 2.0, 2.0], [2.6, 2.1, 2.7], [4.0, 4.0, 4.0], [4.1, 4.6, 4.9]),
     "no time": ([0.0] * 3, [0.0] * 3, [0.0] * 3, [0.0] * 3),
+    # the review's run: StaticCache (the same work at every pass) 15.81 ms early, 9.26 ms late
+    "busy start": ([2.0, 2.0, 2.1], [2.2, 2.6, 2.5], [9.26, 9.3, 9.2], [9.5, 9.6, 9.4], [15.81, 15.9, 15.7]),
 }
 
 
@@ -327,8 +378,10 @@ def test_growth_claims_use_this_chapters_names_and_windows():
     assert text.startswith("后半程（缓存里 36–64 个 token）每次前向的耗时") and "「逐步拼接（dynamic）」慢了 100%" in text
     assert "「逐步拼接（dynamic）」比「预分配（kv）」多用的时间：100、100、100%" in text
     claims, text = _said(_timed([1.0] * 3, [2.0] * 3, [1.0] * 3, [2.0] * 3))
-    assert [c.key for c in claims] == ["storage.pace.slower"] * 2 + ["storage.pace.faster", "storage.pace.slower"]
+    assert [c.key for c in claims] == ["storage.pace.slower", "storage.pace.slower_checked",
+                                       "storage.pace.faster_checked", "storage.pace.slower"]
     assert "前四分之一的解码步（缓存里 9–22 个 token）" in text and "「StaticCache」快了 50%" in text
+    assert "StaticCache 每一步做的事一样多（注意力每步都算全部位置），它在这一段每次前向 1.00 ms，后半程 1.00 ms，相差 0%" in text
     assert "「DynamicCache」慢了 100%" in text
     assert "下一格" in _timed([1.0] * 3, [2.0] * 3).readout_html()  # the panel points to the claims, says none
 
@@ -336,8 +389,9 @@ def test_growth_claims_use_this_chapters_names_and_windows():
 def test_every_template_shows_exactly_what_its_rule_shows():
     for chooser in lesson.CHOOSERS:
         for rule in chooser.rules:
-            assert lesson.ZH.placeholders(rule.key) == set(rule.shows) | {"other", "base", "when"} - (
-                set() if rule.key != "storage.pace.untimed" else {"other", "base"}), rule.key
+            terms = {"when"} | ({"other", "base"} if rule.key != "storage.pace.untimed" else set()) | (
+                {"work"} if "work_early" in rule.shows else set())
+            assert lesson.ZH.placeholders(rule.key) == set(rule.shows) | terms, rule.key
     assert set(lesson.ZH.templates) == {k for c in lesson.CHOOSERS for k in c.keys}
 
 
@@ -345,7 +399,18 @@ def test_growth_claims_on_an_idle_run_are_substantive():
     for name in ("idle CPU, copies visible", "idle CPU, fits in L3", "launch-bound GPU"):
         claims, _ = _said(_timed(*GROWTH_SHAPES[name]))
         assert all(lesson.PACE.rule(c.key).substantive for c in claims), (name, [c.key for c in claims])
-    assert [c.key for c in _timed(*GROWTH_SHAPES["launch-bound GPU"]).claims()] == ["storage.pace.same"] * 4
+    assert [c.key for c in _timed(*GROWTH_SHAPES["launch-bound GPU"]).claims()] == [
+        "storage.pace.same", "storage.pace.same_checked", "storage.pace.same_checked", "storage.pace.same"]
+
+
+def test_a_noisy_start_says_so_for_both_early_comparisons_and_still_compares_late():
+    claims, text = _said(_timed(*GROWTH_SHAPES["busy start"]))
+    assert [c.key for c in claims] == ["storage.pace.slower", "storage.pace.noisy", "storage.pace.noisy",
+                                       "storage.pace.same"], text
+    assert text.count("它在这一段每次前向 15.81 ms，后半程 9.26 ms，同样的工作前后相差 71%") == 2, text
+    assert "不拿来比较「逐步拼接（dynamic）」和「预分配（kv）」" in text and "不拿来比较「StaticCache」和「DynamicCache」" in text
+    claims, _ = _said(_timed(*GROWTH_SHAPES["busy start"][:2]))  # without transformers there is no same work to check
+    assert [c.key for c in claims] == ["storage.pace.slower"] * 2
 
 
 def test_every_key_of_the_growth_chooser_is_reached_and_every_claim_checks():

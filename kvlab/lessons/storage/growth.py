@@ -24,7 +24,7 @@ from ...stats import median
 from ...memory import format_bytes, kv_bytes_per_token, stored_tokens
 from ...model import ToyTransformer
 from ...viz import storage_plots as plots
-from .sentences import CHAPTER_LABELS, pace_claim
+from .sentences import CHAPTER_LABELS, SameWork, pace_claim
 
 
 @dataclass
@@ -102,16 +102,20 @@ class GrowthComparison:
 
     def claims(self) -> list[Claim]:
         """What the times say (:data:`PACE`): kvlab's concatenating cache against its preallocated one late in the
-        run, then early (short caches, where the copies are smallest); with transformers, StaticCache against DynamicCache early (short caches) and DynamicCache against
-        StaticCache late. :func:`show_claims` prints them."""
+        run, then early (short caches, where the copies are smallest); with transformers, StaticCache against
+        DynamicCache early and DynamicCache against StaticCache late. Early comparisons wait on a same-work check when
+        transformers ran: StaticCache does the same work at every pass, so its early and late times must agree.
+        :func:`show_claims` prints them."""
         w = self._windows()
         kv, dyn = self.runs["kv"], self.runs["dynamic"]
+        static = self.runs.get("transformers:static")
+        work = None if static is None else SameWork("transformers:static", static.early_ms(), static.late_ms())
         said = [pace_claim("kv", kv.late_ms(), "dynamic", dyn.late_ms(), "late", w["late"]),
-                pace_claim("kv", kv.early_ms(), "dynamic", dyn.early_ms(), "early", w["early"])]
-        if "transformers:static" in self.runs:
-            static, dynamic = self.runs["transformers:static"], self.runs["transformers:dynamic"]
+                pace_claim("kv", kv.early_ms(), "dynamic", dyn.early_ms(), "early", w["early"], work)]
+        if static is not None:
+            dynamic = self.runs["transformers:dynamic"]
             said += [pace_claim("transformers:dynamic", dynamic.early_ms(), "transformers:static", static.early_ms(),
-                                "early", w["early"]),
+                                "early", w["early"], work),
                      pace_claim("transformers:static", static.late_ms(), "transformers:dynamic", dynamic.late_ms(),
                                 "late", w["late"])]
         return said

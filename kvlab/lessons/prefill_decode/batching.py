@@ -23,8 +23,9 @@ from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, selection_slider
 from .prefill_sweep import PrefillSweep, prefill_points
 from .roofline import RooflinePoint
-from .sentences import (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, INVERTED_ROWS, MATMUL_ROWS, MATMUL_SLOWDOWN,
-                        OVERLAP, _decimals, count, counts, gflops, ms, ms_series, pct, per_s, some, times)
+from .sentences.batching import (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, INVERTED_ROWS, MATMUL_ROWS,
+                                 MATMUL_SLOWDOWN, OVERLAP)
+from .sentences.common import count, counts, decimals, gflops, ms, ms_series, pct, per_s, some, times
 
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
@@ -184,7 +185,7 @@ def explain_batch(sweep: BatchSweep, roofs: Roofs) -> list[Claim]:
     if len(pts) >= 2:
         ts = ms_series([p.step_seconds for p in pts])
         inverted = next((i for i in range(len(pts) - 1) if ts.value[i] > 1.02 * ts.value[i + 1]), 0)
-        digits = _decimals(ts.value)
+        digits = decimals(ts.value)
         claims.append(BATCH_ORDER.choose({
             "Bs": counts(sweep.batch_sizes), "ts": ts, "Ba": count(pts[inverted].batch_size),
             "ta": number(ts.value[inverted], digits, "ms"), "Bb": count(pts[inverted + 1].batch_size),

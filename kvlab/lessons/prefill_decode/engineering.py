@@ -22,7 +22,7 @@ from ...paging import paged_slots
 from ...stats import median
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, int_slider, recent_run, text_box
-from .sentences import ALLOCATOR, PRECISION
+from .sentences.engineering import ALLOCATOR, PRECISION
 from .timeline import Timeline
 
 
@@ -78,7 +78,7 @@ def allocator_growth(model: ToyTransformer, prompt_len: int = 16, new_tokens: in
         if dev.type == "cuda":
             torch.cuda.empty_cache()  # start each mode from the blocks still in use only
         base, _ = counters()
-        cache = make_cache(model, mode, batch_size, prompt_len + new_tokens)
+        cache = make_cache(model, mode, batch_size, stored_tokens(prompt_len, new_tokens))  # as generate() sizes it
         trace = AllocatorTrace(mode, [], [], [])
         feed = ids
         for _ in range(new_tokens):
@@ -116,7 +116,7 @@ def explain_allocator(alloc: AllocatorComparison) -> list[Claim]:
 
 def explain_reservation(timeline: Timeline, config: ModelConfig) -> str:
     """The timeline's cache was sized for a known number of tokens; sized for max_seq_len it would sit mostly empty."""
-    used = timeline.prompt_tokens + timeline.passes - 1
+    used = stored_tokens(timeline.prompt_tokens, timeline.passes)
     share = used / config.max_seq_len
     return (f"上面的时间线事先知道要生成 {timeline.passes} 个 token，所以预分配的缓存正好是 {timeline.prompt_tokens} + "
             f"{timeline.passes} − 1 = {used} 个 token，结束时恰好存满。若像不知道输出多长时那样，按演示模型的最大长度 "

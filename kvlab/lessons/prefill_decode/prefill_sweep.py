@@ -21,9 +21,10 @@ from ...stats import growth_exponent
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, selection_slider, text_box
 from .roofline import RooflinePoint
-from .sentences import (LAUNCH_TIME, LAUNCH_WORK, LONG_P, ONE_PASS, PREFILL_GROWTH, PREFILL_RATES, PREFILL_TAIL, RIDGE,
-                        SAME_WORK, SPEEDUP, SPEEDUP_GROWTH, _decimals, count, counts, exponents, ms, ms_series, pct,
-                        signed_pct, some, times)
+from .sentences.common import (LAUNCH_TIME, LAUNCH_WORK, count, counts, decimals, exponents, ms, ms_series, pct,
+                               signed_pct, some, times)
+from .sentences.prefill_sweep import (LONG_P, ONE_PASS, PREFILL_GROWTH, PREFILL_RATES, PREFILL_TAIL, RIDGE, SAME_WORK,
+                                      SPEEDUP, SPEEDUP_GROWTH)
 
 
 PREFILL_LENGTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -257,7 +258,7 @@ def explain_prefill(sweep: PrefillSweep, roofs: "Roofs") -> list[Claim]:
     while start > 0 and 0.8 <= ks[start - 1] <= 1.25:
         start -= 1
     tail = min(start, len(Ps) - 2)
-    digits = _decimals(ts)
+    digits = decimals(ts)
     claims.append(PREFILL_TAIL.choose({
         **_launch_numbers(sweep), "start": count(Ps[tail]), "Pt": counts(Ps[tail:]),
         "tt": series(ts[tail:], digits, "ms"), "kt": some(ks[tail:], 2, "", DIFFERENCE),

@@ -16,8 +16,9 @@ from .batching import BatchSweep, SmallMatmuls
 from .prefill_sweep import PrefillSweep
 from .roofline import explain_roofs
 from .timeline import StepBudget
-from .sentences import (BATCH_BASELINE, BATCH_VS_PREFILL, DECODE_ROOF, DECODE_VS_MATVEC, LONG_RATE, MATVEC_READ, PREFILL_ROOF,
-                        PREFILL_TREND, ROOF_SPREAD, WORKED_BOUNDS, BUSY, SAME, STEADY, count, gbs, gflops, ms, pct, signed_pct, times, us)
+from .sentences.common import SAME, count, gbs, gflops, ms, pct, signed_pct, times, us
+from .sentences.readings import (BATCH_BASELINE, BATCH_VS_PREFILL, BUSY, DECODE_ROOF, DECODE_VS_MATVEC, LONG_RATE,
+                                 MATVEC_READ, PREFILL_ROOF, PREFILL_TREND, ROOF_SPREAD, STEADY, WORKED_BOUNDS)
 
 STEADY_SPREAD, BUSY_SPREAD = STEADY, BUSY  # a roof's fastest repeat over its median: agree within, busy from
 SAME_BAND = SAME / 100  # two measurements within ±15 % of each other agree

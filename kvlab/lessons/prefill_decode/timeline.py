@@ -19,7 +19,8 @@ from ...model import ToyTransformer
 from ...stats import median, percentile
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, int_slider, play_slider, recent_run, text_box
-from .sentences import ITL_TAIL, PANEL, PARALLEL, STEP_BUDGET, count, pct, signed_pct, times, us
+from .sentences.common import count, pct, signed_pct, times, us
+from .sentences.timeline import ITL_TAIL, PANEL, PARALLEL, STEP_BUDGET
 
 
 DEFAULT_PROMPT = "人工智能模型处理一个请求，通常分为两个阶段："

@@ -1,0 +1,53 @@
+"""Chapter 3.3's claims (issue 31): every sentence that reads a measurement is chosen by a
+:class:`~kvlab.claims.Chooser` whose predicate is stated over the very numbers printed with it. One module per topic
+holds its choosers and their Chinese sentences (``TEMPLATES``): :mod:`.timeline`, :mod:`.prefill_sweep`,
+:mod:`.readings` (measured points against the roofs), :mod:`.batching`, :mod:`.engineering`; :mod:`.common` holds
+what they share (number printing, reading printed numbers back). Here they become one list, :data:`CHOOSERS`, and
+one catalog, :data:`ZH`, which :func:`show_claims` writes with. The ``explain_*`` functions of the section modules
+build the numbers and call these choosers."""
+from __future__ import annotations
+
+from ....claims import Catalog, Claim, show
+from . import batching, engineering, prefill_sweep, readings, timeline
+from .batching import (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, MATMUL_ROWS, MATMUL_SLOWDOWN, OVERLAP)
+from .engineering import ALLOCATOR, PRECISION
+from .prefill_sweep import (ONE_PASS, PREFILL_GROWTH, PREFILL_RATES, PREFILL_TAIL, RIDGE, SAME_WORK, SPEEDUP,
+                            SPEEDUP_GROWTH)
+from .readings import (BATCH_BASELINE, BATCH_VS_PREFILL, DECODE_ROOF, DECODE_VS_MATVEC, LONG_RATE, MATVEC_READ,
+                       PREFILL_ROOF, PREFILL_TREND, ROOF_SPREAD, WORKED_BOUNDS)
+from .timeline import ITL_TAIL, PANEL, PARALLEL, STEP_BUDGET
+
+TOPICS = (timeline, prefill_sweep, readings, batching, engineering)  # in the order the notebook says them
+
+
+def _one_catalog(language: str) -> Catalog:
+    """The topics' templates (and words) as one catalog; a key two topics both write is a mistake."""
+    templates, words = {}, {}
+    for topic in TOPICS:
+        twice = templates.keys() & topic.TEMPLATES.keys()
+        if twice:
+            raise ValueError(f"{topic.__name__}: keys already written by another topic: {sorted(twice)}")
+        templates.update(topic.TEMPLATES)
+        words.update(getattr(topic, "WORDS", {}))
+    return Catalog(language, templates, words)
+
+
+CHOOSERS = tuple(chooser for topic in TOPICS for chooser in topic.CHOOSERS)
+ZH = _one_catalog("zh")
+
+
+__all__ = [
+    "CHOOSERS", "ZH", "show_claims", "TOPICS",
+    "BATCH_GAIN", "BATCH_LEFT", "BATCH_ORDER", "BATCH_SHAPE", "MATMUL_ROWS", "MATMUL_SLOWDOWN", "OVERLAP",
+    "ALLOCATOR", "PRECISION", "ONE_PASS", "PREFILL_GROWTH", "PREFILL_RATES", "PREFILL_TAIL", "RIDGE", "SAME_WORK",
+    "SPEEDUP", "SPEEDUP_GROWTH", "BATCH_BASELINE", "BATCH_VS_PREFILL", "DECODE_ROOF", "DECODE_VS_MATVEC",
+    "LONG_RATE", "MATVEC_READ", "PREFILL_ROOF", "PREFILL_TREND", "ROOF_SPREAD", "WORKED_BOUNDS", "ITL_TAIL",
+    "PANEL", "PARALLEL", "STEP_BUDGET",
+]
+
+
+def show_claims(claims: list[Claim]) -> None:
+    """Display this chapter's claims in Chinese, recorded in the output's metadata (``kvlab.claims.show``); nothing
+    when there are none."""
+    if claims:
+        show(claims, ZH)

@@ -1,0 +1,176 @@
+"""Chapter 3.3's claims about decode batching: throughput against B = 1, the step time left and right of the
+ridge, the sum model of compute and reads, and what a few rows of a matmul cost."""
+from __future__ import annotations
+
+from ....claims import Chooser, Rule
+from .common import P, SAME, vals, close, RERUN_BATCH, RERUN_SMALL
+
+
+def _gain(v) -> bool:
+    """The throughput ratio and the step-time ratio agree with the printed throughputs (step = B ÷ gain)."""
+    return close(v["ratio"], v["tput"] / v["tput1"], 0.1) and close(v["step"], v["B"] * v["tput1"] / v["tput"])
+
+
+GAIN_SHOWS = ("B", "tput1", "tput", "ratio", "step")
+
+BATCH_GAIN = Chooser(f"{P}.batch_gain", (
+    Rule(f"{P}.batch_gain.ideal", GAIN_SHOWS, lambda v: _gain(v) and v["ratio"] >= (1 - SAME / 100) * v["B"]),
+    Rule(f"{P}.batch_gain.compute_capped", (*GAIN_SHOWS, "I", "ridge", "mm", "mflop", "cap", "cap_ratio"),
+         lambda v: _gain(v) and v["tput"] > v["tput1"] and v["I"] >= v["ridge"] and v["tput"] <= v["cap"]
+         and close(v["cap"], v["mm"] * 1e3 / v["mflop"], 1) and close(v["cap_ratio"], v["cap"] / v["tput1"], 0.1)),
+    Rule(f"{P}.batch_gain.higher", GAIN_SHOWS, lambda v: _gain(v) and v["tput"] > v["tput1"]),
+    Rule(f"{P}.batch_gain.not_higher", ("B", "tput1", "tput"), lambda v: v["tput"] <= v["tput1"], substantive=False),
+    Rule(f"{P}.batch_gain.unmeasured", substantive=False),
+))
+
+LEFT_SHOWS = ("Bs", "ts", "Bl", "I", "ridge", "ratio")
+
+
+def _left(flat: bool):
+    def holds(v) -> bool:
+        ts = vals(v["ts"])
+        ok = v["I"] < v["ridge"] and close(v["ratio"], ts[-1] / ts[0]) and v["Bl"] == vals(v["Bs"])[-1]
+        within = all(abs(t / ts[0] - 1) <= SAME / 100 for t in ts)
+        return ok and (within if flat else ts[-1] / ts[0] >= 1 + SAME / 100)
+    return holds
+
+
+BATCH_LEFT = Chooser(f"{P}.batch_left", (
+    Rule(f"{P}.batch_left.flat", LEFT_SHOWS, _left(True)),
+    Rule(f"{P}.batch_left.grows", (*LEFT_SHOWS, "rise"), lambda v: _left(False)(v) and close(v["rise"], 100 * (v["ratio"] - 1), 1)),
+    Rule(f"{P}.batch_left.crossed_early", ("B", "I", "ridge"), lambda v: v["I"] >= v["ridge"]),
+    Rule(f"{P}.batch_left.uneven", ("Bs", "ts"), substantive=False),
+    Rule(f"{P}.batch_left.unmeasured", substantive=False),
+))
+
+BATCH_ORDER = Chooser(f"{P}.batch_order", (
+    Rule(f"{P}.batch_order.ordered", ("Bs", "ts"), lambda v: all(b * 1.02 >= a for a, b in zip(vals(v["ts"]), vals(v["ts"])[1:]))),
+    Rule(f"{P}.batch_order.inverted", ("Ba", "ta", "Bb", "tb"), lambda v: v["Ba"] < v["Bb"] and v["ta"] > 1.02 * v["tb"]),
+    Rule(f"{P}.batch_order.unmeasured", substantive=False),
+))
+
+SHAPE_SHOWS = ("gl", "gr")
+
+BATCH_SHAPE = Chooser(f"{P}.batch_shape", (
+    Rule(f"{P}.batch_shape.ideal", SHAPE_SHOWS, lambda v: v["gl"] < 1.05 or v["gl"] < v["gr"] / 1.1),
+    Rule(f"{P}.batch_shape.same", SHAPE_SHOWS, lambda v: v["gr"] / 1.1 <= v["gl"] <= v["gr"] * 1.1),
+    Rule(f"{P}.batch_shape.inverted", SHAPE_SHOWS, lambda v: v["gl"] > v["gr"] * 1.1),
+    Rule(f"{P}.batch_shape.unmeasured", substantive=False),
+))
+
+
+def _sum_model(v) -> bool:
+    """The printed estimate is the sum model's (a step = F ÷ matmul rate + M ÷ bandwidth, F ∝ B, M fixed), B still
+    left of the ridge, and the measured ratio agrees with the printed step times."""
+    a = v["I1"] / v["ridge"]
+    return (v["B"] * a < 1 and close(v["f"], 2 / (1 + a)) and close(v["pred"], (v["B"] * a + 1) / (a + 1))
+            and close(v["meas"], v["tB"] / v["t1"]))
+
+
+OVERLAP_SHOWS = ("I1", "ridge", "f", "B", "pred", "t1", "tB", "meas")
+
+OVERLAP = Chooser(f"{P}.overlap", (
+    Rule(f"{P}.overlap.agrees", OVERLAP_SHOWS, lambda v: _sum_model(v) and abs(v["meas"] / v["pred"] - 1) <= SAME / 100),
+    Rule(f"{P}.overlap.more", OVERLAP_SHOWS, lambda v: _sum_model(v) and v["meas"] > (1 + SAME / 100) * v["pred"]),
+    Rule(f"{P}.overlap.flat", OVERLAP_SHOWS, lambda v: _sum_model(v) and abs(v["meas"] - 1) <= SAME / 100),
+    Rule(f"{P}.overlap.partial", OVERLAP_SHOWS, lambda v: _sum_model(v) and 1 + SAME / 100 < v["meas"] < v["pred"]),
+    Rule(f"{P}.overlap.faster", OVERLAP_SHOWS, lambda v: _sum_model(v) and v["meas"] < 1 - SAME / 100,
+         substantive=False),
+    Rule(f"{P}.overlap.unmeasured", substantive=False),
+))
+
+INVERTED_ROWS = 1.08  # fewer rows taking this much longer than more rows (best of 15 each) is said
+
+
+def _rows_inverted(v) -> bool:
+    rows, ts = vals(v["rows"]), vals(v["ts"])
+    if v["a"] not in rows or v["b"] not in rows:
+        return False
+    i, j = rows.index(v["a"]), rows.index(v["b"])
+    return i < j and ts[i] > ts[j] * INVERTED_ROWS
+
+
+MATMUL_ROWS = Chooser(f"{P}.matmul_rows", (
+    Rule(f"{P}.matmul_rows.inverted", ("mib", "rows", "ts", "repeats", "a", "b"), _rows_inverted),
+    Rule(f"{P}.matmul_rows.ordered", ("mib", "rows", "ts", "repeats"),
+         lambda v: not any(a > b * INVERTED_ROWS for i, a in enumerate(vals(v["ts"])) for b in vals(v["ts"])[i + 1:])),
+    Rule(f"{P}.matmul_rows.unmeasured", substantive=False),
+))
+
+
+def _beyond(v) -> bool:
+    share = v["share"] / 100
+    return (v["r"] >= 1.3 and close(v["predicted"], share * v["r"] + 1 - share)
+            and v["predicted"] > v["measured"] * 1.15)
+
+
+MATMUL_SLOWDOWN = Chooser(f"{P}.matmul_slowdown", (
+    Rule(f"{P}.matmul_slowdown.beyond", ("top", "first", "r", "matmul", "share", "predicted", "measured"), _beyond),
+    Rule(f"{P}.matmul_slowdown.slower", ("top", "first", "r"), lambda v: v["r"] >= 1.3),
+    Rule(f"{P}.matmul_slowdown.even", ("top", "first", "r"), lambda v: v["r"] < 1.3),
+    Rule(f"{P}.matmul_slowdown.unmeasured", substantive=False),
+))
+
+
+_OVERLAP = ("按两者之和估：B = 1 时 I₁ = {I1} FLOP/字节，转折点 {ridge}，到转折点时单步是 B = 1 的 2 ÷ (1 + I₁/转折点) = "
+            "{f} 倍（转折点远大于 I₁ 时接近两倍，比如 GPU 上）；按它算 B = 1 → {B} 应涨 ×{pred}，上面实测 {t1} → {tB}，"
+            "×{meas}")
+_ROWS = "x @ W，W 是 {mib} 的 FP32 矩阵：{rows} 行分别要 {ts}（每种测 {repeats} 次、交替进行，取最快的一次）"
+TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
+    f"{P}.batch_left.unmeasured": "这次没有测出有效的单步耗时；" + RERUN_BATCH,
+    f"{P}.batch_gain.ideal": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时只 ×{step}：接近理想的 {B} 倍。",
+    f"{P}.batch_gain.compute_capped": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时 ×{step}：没到 {B} 倍。B = {B} "
+                                      "的 I = {I} 已远在转折点（{ridge}）右边，按平屋顶，吞吐最多约为矩阵乘速率 {mm} ÷ 每个 token 的 "
+                                      "{mflop} MFLOP = {cap}（B = 1 实测的 ×{cap_ratio}），实测 {tput}。",
+    f"{P}.batch_gain.higher": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时 ×{step}：吞吐提高了，但没到"
+                              "理想的 {B} 倍，因为单步耗时也涨了。",
+    f"{P}.batch_gain.not_higher": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}，没有提高：多半是测大批次时机器正忙；" + RERUN_BATCH,
+    f"{P}.batch_gain.unmeasured": "这次没有测出有效的吞吐；" + RERUN_BATCH,
+    f"{P}.batch_left.flat": "B = {Bs} 还在转折点（{ridge}）左边（B = {Bl} 时 I = {I}）：单步耗时 {ts}，都在 B = 1 的 ±15% 以内，"
+                            "从头到尾 ×{ratio}，几乎不变，和理想的 roofline 一样{why}。",
+    f"{P}.batch_left.grows": "B = {Bs} 还在转折点（{ridge}）左边（B = {Bl} 时 I = {I}）：单步耗时 {ts}，从头到尾 ×{ratio}，增加了 "
+                             "{rise}：实际的机器达不到屋顶，单步耗时并不完全由读的字节决定（下面的矩阵乘实验检查其中一个可能的原因）。",
+    f"{P}.batch_left.crossed_early": "B = {B} 时算术强度（{I}）就已越过本机的转折点 {ridge}。",
+    f"{P}.batch_left.uneven": "转折点左边的单步耗时 {ts}（B = {Bs}）忽高忽低，说不清随 B 怎样变；" + RERUN_BATCH,
+    f"{P}.batch_order.ordered": "单步耗时随 B（{Bs}）一路不减：{ts}。",
+    f"{P}.batch_order.inverted": "B = {Ba} 的一步（{ta}）反而比 B = {Bb} 的（{tb}）慢：多一倍的序列不该更快，这是测量的起伏或不同"
+                                 "行数选了不同的计算方式；上面的平均倍数把这样的起伏抹平了。",
+    f"{P}.batch_order.unmeasured": "这次的单步耗时没有测出有效的数；" + RERUN_BATCH,
+    f"{P}.batch_shape.ideal": "转折点左边 B 每翻一倍，单步耗时平均 ×{gl}；越过转折点以后 ×{gr}：左边涨得更慢，和理想的 roofline 一致。",
+    f"{P}.batch_shape.same": "转折点两边的增长差不多：左边 B 每翻一倍，单步耗时平均 ×{gl}，越过转折点以后 ×{gr}（相差不到 10%）。"
+                             "理想的 roofline 里左边应当几乎不涨。左边的增长不是越过转折点造成的：运算和读数据不一定能完全重叠，"
+                             "一步的时间可能比两者中较长的那个更接近两者之和（见本节末尾）；行数很少的矩阵乘本身也可能更慢"
+                             "（下面的矩阵乘实验检查这一种）。",
+    f"{P}.batch_shape.inverted": "这和理想的 roofline 反过来了：转折点左边 B 每翻一倍，单步耗时平均 ×{gl}；越过转折点以后只 ×{gr}。"
+                                 "左边的增长不是越过转折点造成的：运算和读数据不一定能完全重叠，一步的时间可能比两者中较长的那个"
+                                 "更接近两者之和（见本节末尾）；行数很少的矩阵乘本身也可能更慢（下面的矩阵乘实验检查这一种）。",
+    f"{P}.batch_shape.unmeasured": "这次算不出转折点两边每翻一倍的增长；" + RERUN_BATCH,
+    f"{P}.overlap.agrees": _OVERLAP + "，相差不到 15%：与这个估计相符。",
+    f"{P}.overlap.more": _OVERLAP + "，比这个偏悲观的估计涨得还多：除了运算和读数据不重叠，还有别的原因让单步变慢（上一小节的"
+                         "矩阵乘实验量了其中一种），也可能测大批次时机器更忙。",
+    f"{P}.overlap.flat": _OVERLAP + "：单步几乎不变，比这个估计小得多，像理想的 roofline（完全重叠）那样。",
+    f"{P}.overlap.partial": _OVERLAP + "：介于完全重叠（不变）和完全不重叠之间，按这个模型是运算和读数据部分重叠。",
+    f"{P}.overlap.faster": _OVERLAP + "：B 多了，单步反而更快，这是测量的起伏；" + RERUN_BATCH,
+    f"{P}.overlap.unmeasured": "这次算不出这个估计：{missing}；" + RERUN_BATCH,
+    f"{P}.matmul_rows.inverted": _ROWS + "。{a} 行反而比 {b} 行慢：矩阵乘的库对不同的行数会选不同的计算方式，这里量到的是这个库在"
+                                 "这个形状上的表现，不是一条「行数越多越慢」的规律。",
+    f"{P}.matmul_rows.ordered": _ROWS + "。",
+    f"{P}.matmul_rows.unmeasured": "这次的矩阵乘没有测出有效的时间；" + RERUN_SMALL,
+    f"{P}.matmul_slowdown.beyond": "要读的权重一样多，{top} 行却要 {first} 行的 {r} 倍时间。可这解释不了上面的批处理扫描：按 1 行的"
+                                   "速度，一步解码里读权重的矩阵乘约要 {matmul}，占 B = {first} 一步的 {share}；这部分若慢 ×{r}，"
+                                   "B = {top} 的一步至少要慢 ×{predicted}，实测只慢了 ×{measured}。这个实验的 W 比模型的任何一个矩阵"
+                                   "都大得多（模型每个矩阵只有几 MiB，放得进最后一级缓存：同一次矩阵乘里要把它读好几遍时，第二遍起读"
+                                   "的是缓存；这个 W 每遍都得从内存读），而矩阵乘的库对不同的行数和形状会选不同的计算方式：大 W 上量到"
+                                   "的倍数不能直接搬到模型的一步上。",
+    f"{P}.matmul_slowdown.slower": "要读的权重一样多，{top} 行却要 {first} 行的 {r} 倍时间：在这台机器上，行数很少的矩阵乘读权重的"
+                                   "速度不如矩阵乘向量，这可能是 B 增大时单步耗时增长的原因之一（这个 W 比模型的矩阵大得多，倍数不能"
+                                   "原样搬到模型的一步上）。",
+    f"{P}.matmul_slowdown.even": "{top} 行只要 {first} 行的 {r} 倍时间：这台机器上读权重的速度几乎不受行数影响，单步耗时随 B 的"
+                                 "增长主要来自运算次数和每条序列自己的 K/V。",
+    f"{P}.matmul_slowdown.unmeasured": "这次的矩阵乘没有测出有效的时间；" + RERUN_SMALL,
+}
+WORDS = {"no_b1": "批处理扫描里没有测出 B = 1 的单步耗时",
+         "no_left": "B = 1 之外，没有哪个测过的 B 满足 B × I₁ < 转折点（这个估计只在转折点左边成立）",
+         "gpu_launch": "：GPU 上这个小模型一步解码主要是内核启动的固定开销，多几条序列几乎不加时间", "cpu": ""}
+
+CHOOSERS = (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, OVERLAP, MATMUL_ROWS, MATMUL_SLOWDOWN,)

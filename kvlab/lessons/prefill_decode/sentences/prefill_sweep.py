@@ -1,0 +1,259 @@
+"""Chapter 3.3's claims about the prefill sweep: how the prefill time grows with P (every point), one pass
+against feeding the tokens one by one, where prefill crosses the ridge, and the prefill rates' trend."""
+from __future__ import annotations
+
+import math
+
+from ....claims import Chooser, Rule
+from .common import (P, SAME, vals, close, exponents, launch_bound, LAUNCH_SHOWS, rising, RERUN_SWEEP, RERUN_ROOFS,
+                    LAUNCH_TEXT)
+
+
+def _no_drop(ts) -> bool:
+    return all(b >= (1 - SAME / 100) * a for a, b in zip(ts, ts[1:]))
+
+
+def _growth(low: float, high: float, step_low: float, step_high: float):
+    def holds(v) -> bool:
+        Ps, ts = vals(v["Ps"]), vals(v["ts"])
+        k = exponents((Ps[0], Ps[-1]), (ts[0], ts[-1]))[0]
+        return (len(Ps) == len(ts) >= 2 and _no_drop(ts) and close(v["ratio"], ts[-1] / ts[0])
+                and close(v["tokens"], Ps[-1] / Ps[0], 0.1) and low <= k < high
+                and all(step_low <= s < step_high for s in exponents(Ps, ts)))
+    return holds
+
+
+GROWTH_SHOWS = ("Ps", "ts", "tokens", "ratio")
+
+
+def _dropped(v) -> bool:
+    Ps, ts = vals(v["Ps"]), vals(v["ts"])
+    i = Ps.index(v["p"]) if v["p"] in Ps[:-1] else None
+    return i is not None and Ps[i + 1] == v["q"] and ts[i + 1] < (1 - SAME / 100) * ts[i] and close(v["drop"], 100 * (1 - ts[i + 1] / ts[i]), 1)
+
+
+def _slow_overall(faster: bool):
+    """Slower than the tokens from the first P to the last, no drop, but the step named grew about as fast as them
+    (exponent 0.75 to 1.25): a little slower than its tokens (``tok``, the step's token ratio), or ``faster``."""
+    def holds(v) -> bool:
+        Ps, ts = vals(v["Ps"]), vals(v["ts"])
+        if v["ps"] not in Ps[:-1] or Ps[Ps.index(v["ps"]) + 1] != v["qs"]:
+            return False
+        i = Ps.index(v["ps"])
+        k = exponents((Ps[0], Ps[-1]), (ts[0], ts[-1]))[0]
+        return (_growth(0.25, 0.75, -1, math.inf)(v) and close(v["step"], ts[i + 1] / ts[i])
+                and close(v["tok"], v["qs"] / v["ps"], 0.1) and (v["step"] >= v["tok"]) == faster
+                and 0.75 <= exponents(Ps[i:i + 2], ts[i:i + 2])[0] < 1.25 and 0.25 <= k < 0.75)
+    return holds
+
+
+PREFILL_GROWTH = Chooser(f"{P}.prefill_growth", (
+    Rule(f"{P}.prefill_growth.launch_bound", LAUNCH_SHOWS, launch_bound),
+    Rule(f"{P}.prefill_growth.barely", GROWTH_SHOWS, _growth(-1, 0.25, -1, 0.75)),
+    Rule(f"{P}.prefill_growth.slow", GROWTH_SHOWS, _growth(0.25, 0.75, -1, 0.75)),
+    Rule(f"{P}.prefill_growth.proportional", GROWTH_SHOWS, _growth(0.75, 1.3, 0.5, 1.5)),
+    Rule(f"{P}.prefill_growth.slow_overall", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"), _slow_overall(False)),
+    Rule(f"{P}.prefill_growth.slow_overall_faster", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"), _slow_overall(True)),
+    Rule(f"{P}.prefill_growth.dropped", (*GROWTH_SHOWS, "p", "q", "drop"), _dropped, substantive=False),
+    Rule(f"{P}.prefill_growth.uneven", ("Ps", "ts"), substantive=False),
+    Rule(f"{P}.prefill_growth.unmeasured", substantive=False),
+))
+
+RIDGE = Chooser(f"{P}.ridge", (
+    Rule(f"{P}.ridge.crossed", ("twice", "ridge", "P", "I"),
+         lambda v: v["I"] >= v["ridge"] and close(v["twice"], 2 * v["ridge"], 1)),
+    Rule(f"{P}.ridge.not_crossed", ("twice", "ridge", "P", "I"),
+         lambda v: v["I"] < v["ridge"] and close(v["twice"], 2 * v["ridge"], 1)),
+    Rule(f"{P}.ridge.unmeasured", substantive=False),
+))
+
+
+def _ks_agree(v, p: str = "Ps", t: str = "ts", k: str = "ks") -> bool:
+    Ps, ts, ks = vals(v[p]), vals(v[t]), vals(v[k])
+    return len(ks) == len(Ps) - 1 and all(abs(k - c) <= 0.05 for k, c in zip(ks, exponents(Ps, ts)))
+
+
+def _last_segment(low: float, high: float, closed: bool = False):
+    def holds(v) -> bool:
+        k = exponents((v["Pa"], v["Pb"]), (v["ta"], v["tb"]))[0]
+        return abs(k - v["k"]) <= 0.05 and low <= k and (k <= high if closed else k < high)
+    return holds
+
+
+SEGMENT_SHOWS = ("Pa", "Pb", "ta", "tb", "k")
+
+PREFILL_TAIL = Chooser(f"{P}.prefill_tail", (
+    Rule(f"{P}.prefill_tail.launch_bound", LAUNCH_SHOWS, launch_bound),
+    Rule(f"{P}.prefill_tail.proportional", ("start", "Pt", "tt", "kt"),
+         lambda v: _ks_agree(v, "Pt", "tt", "kt") and vals(v["Pt"])[0] == v["start"] and len(vals(v["kt"])) >= 2
+         and all(0.8 <= k <= 1.25 for k in vals(v["kt"]))),
+    Rule(f"{P}.prefill_tail.proportional_last", SEGMENT_SHOWS, _last_segment(0.8, 1.25, closed=True)),
+    Rule(f"{P}.prefill_tail.speeding", SEGMENT_SHOWS, _last_segment(0.5, 0.8)),
+    Rule(f"{P}.prefill_tail.slow", ("Ps", "ts", "ks"),
+         lambda v: _ks_agree(v) and all(-0.25 <= k < 0.5 for k in vals(v["ks"]))),
+    Rule(f"{P}.prefill_tail.steep", SEGMENT_SHOWS, _last_segment(1.25, math.inf), substantive=False),
+    Rule(f"{P}.prefill_tail.noisy", ("Ps", "ts"), substantive=False),
+    Rule(f"{P}.prefill_tail.unmeasured", substantive=False),
+))
+
+SPEEDUP = Chooser(f"{P}.speedup", (
+    Rule(f"{P}.speedup.below_bound", ("best", "best_P", "bound"), lambda v: v["best"] <= v["bound"]),
+    Rule(f"{P}.speedup.above_bound", ("best", "best_P", "bound"), lambda v: v["best"] > v["bound"]),
+    Rule(f"{P}.speedup.unmeasured", substantive=False),
+))
+
+LONG_P = 32  # "a long prompt": from this many tokens one prefill pass must beat feeding them one by one
+
+
+def _one_pass_faster(v) -> bool:
+    xs = vals(v["xs"])
+    return len(vals(v["Ps"])) == len(xs) and all(x > 1 for x in xs)
+
+
+def _same_work(agree: bool):
+    def holds(v) -> bool:
+        return close(v["off"], 100 * (v["x"] - 1), 1) and (abs(v["x"] - 1) <= SAME / 100) == agree
+    return holds
+
+
+SAME_WORK = Chooser(f"{P}.same_work", (
+    Rule(f"{P}.same_work.agree", ("x", "off"), _same_work(True)),
+    Rule(f"{P}.same_work.off", ("x", "off"), _same_work(False), substantive=False),
+    Rule(f"{P}.same_work.unmeasured", substantive=False),
+))
+
+ONE_PASS = Chooser(f"{P}.one_pass", (
+    Rule(f"{P}.one_pass.faster", ("Ps", "xs"), _one_pass_faster),
+    Rule(f"{P}.one_pass.not_faster", ("p", "x"), lambda v: v["x"] <= 1, substantive=False),
+    Rule(f"{P}.one_pass.unmeasured", substantive=False),
+))
+
+
+def _level_after_peak(v, ys: str = "rates") -> bool:
+    Ps, rs = vals(v["Ps"]), vals(v[ys])
+    m = Ps.index(v["P_peak"]) if v["P_peak"] in Ps else 0
+    return 1 <= m < len(rs) - 1 and rs[m] == max(rs) and rising(rs[:m + 1]) and all(r >= 0.85 * rs[m] for r in rs[m:])
+
+
+def _grew_overall(v) -> bool:
+    xs = vals(v["xs"])
+    return len(vals(v["Ps"])) == len(xs) >= 2 and v["g"] >= 2 and close(v["g"], xs[-1] / xs[0], 0.1)
+
+
+SPEEDUP_GROWTH = Chooser(f"{P}.speedup_growth", (
+    Rule(f"{P}.speedup_growth.rising", ("Ps", "xs"), lambda v: len(vals(v["Ps"])) == len(vals(v["xs"])) and rising(vals(v["xs"]))),
+    Rule(f"{P}.speedup_growth.rise_then_level", ("Ps", "xs", "P_peak"), lambda v: _level_after_peak(v, "xs")),
+    Rule(f"{P}.speedup_growth.overall", ("Ps", "xs", "g"), _grew_overall),
+    Rule(f"{P}.speedup_growth.irregular", ("Ps", "xs"), substantive=False),
+    Rule(f"{P}.speedup_growth.unmeasured", substantive=False),
+))
+
+
+def _one_dip(v) -> bool:
+    """Rising at every step but one, from ``p`` to ``q``, where it fell by less than SAME; ``g``: last over first, ≥ 2."""
+    Ps, rs = vals(v["Ps"]), vals(v["rates"])
+    if len(Ps) != len(rs) or v["p"] not in Ps[:-1]:
+        return False
+    i = Ps.index(v["p"])
+    dips = [j for j in range(len(rs) - 1) if rs[j + 1] <= rs[j]]
+    return (dips == [i] and Ps[i + 1] == v["q"] and rs[i + 1] >= (1 - SAME / 100) * rs[i]
+            and v["g"] >= 2 and close(v["g"], rs[-1] / rs[0], 0.1))
+
+
+def _one_drop(v) -> bool:
+    """Rising at every step but one (``p`` to ``q``, a drop of any size, printed as ``drop``), the last point above
+    every point before the drop, and ``g`` (last over first) ≥ 2: one interrupted timing in a rising series."""
+    Ps, rs = vals(v["Ps"]), vals(v["rates"])
+    if len(Ps) != len(rs) or v["p"] not in Ps[:-1]:
+        return False
+    i = Ps.index(v["p"])
+    dips = [j for j in range(len(rs) - 1) if rs[j + 1] <= rs[j]]
+    return (dips == [i] and Ps[i + 1] == v["q"] and rs[-1] > max(rs[:i + 1]) and v["g"] >= 2
+            and close(v["g"], rs[-1] / rs[0], 0.1) and close(v["drop"], 100 * (rs[i + 1] / rs[i] - 1), 1))
+
+
+PREFILL_RATES = Chooser(f"{P}.prefill_rates", (
+    Rule(f"{P}.prefill_rates.rising", ("Ps", "rates"), lambda v: rising(vals(v["rates"]))),
+    Rule(f"{P}.prefill_rates.rise_then_level", ("Ps", "rates", "P_peak"), _level_after_peak),
+    Rule(f"{P}.prefill_rates.one_dip", ("Ps", "rates", "p", "q", "g"), _one_dip),
+    Rule(f"{P}.prefill_rates.overall", ("Ps", "rates", "p", "q", "drop", "g"), _one_drop),
+    Rule(f"{P}.prefill_rates.irregular", ("Ps", "rates"), substantive=False),
+    Rule(f"{P}.prefill_rates.unmeasured", substantive=False),
+))
+
+
+_GROWTH = "实测：P = {Ps} 时预填充 {ts}，P 从头到尾 token 多了 {tokens} 倍，耗时 ×{ratio}"
+TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
+    f"{P}.prefill_growth.unmeasured": "这次没有测出有效的预填充时间；" + RERUN_SWEEP,
+    f"{P}.prefill_tail.unmeasured": "这次没有测出有效的预填充时间，说不准何时被算力卡住；" + RERUN_SWEEP,
+    f"{P}.prefill_rates.unmeasured": "这次没有测出有效的预填充速率；" + RERUN_SWEEP,
+    f"{P}.prefill_growth.launch_bound": LAUNCH_TEXT + "。",
+    f"{P}.prefill_growth.barely": _GROWTH + "：每一段都只涨了一点，远比 token 数涨得慢，正是理想的情形——权重只读一遍，"
+                                  "就供 P 个 token 一起用。",
+    f"{P}.prefill_growth.slow": _GROWTH + "：每一段都涨得比 token 数慢得多，和理想的情形一致——权重只读一遍，就供 P 个 token "
+                                "一起用；但也不是不涨，这台机器上短提示词的运算和别的开销已经占了一部分时间。",
+    f"{P}.prefill_growth.proportional": _GROWTH + "：差不多和 token 数成正比，不是理想的「起初涨得很慢」。这台机器上，连很短的"
+                                        "提示词也已经被运算（或别的随 P 增长的开销）卡住。",
+    f"{P}.prefill_growth.slow_overall": _GROWTH + "：从头到尾比 token 数涨得慢得多，和理想的情形一致——权重只读一遍，就供 P 个 "
+                                        "token 一起用；只有 P = {ps} → {qs} 这一段涨了 ×{step}，几乎和 token 数（×{tok}）"
+                                        "涨得一样快（一段的计时容易被机器上别的程序拖慢，看整体走向）。",
+    f"{P}.prefill_growth.slow_overall_faster": _GROWTH + "：从头到尾比 token 数涨得慢得多，和理想的情形一致——权重只读一遍，"
+                                               "就供 P 个 token 一起用；只有 P = {ps} → {qs} 这一段涨了 ×{step}，比 token 数"
+                                               "（×{tok}）涨得还快（一段的计时容易被机器上别的程序拖慢，看整体走向）。",
+    f"{P}.prefill_growth.dropped": _GROWTH + "，但中间 P = {p} 到 {q} 反而快了 {drop}：这次的数字起伏太大（机器忙），看不出"
+                                   "起初的走势；" + RERUN_SWEEP,
+    f"{P}.prefill_growth.uneven": "实测：P = {Ps} 时预填充 {ts}：各段涨得很不一致（有的段比 token 数涨得还快），这次看不出起初的"
+                                  "走势；" + RERUN_SWEEP,
+    f"{P}.same_work.agree": "P = 1 时一次预填充和逐个送入本是同一件事（都是 1 个 token 的一次前向），倍数应为 1；这次是 "
+                            "{x}（{off}），在 ±15% 以内：这次计时的误差不大。",
+    f"{P}.same_work.off": "P = 1 时一次预填充和逐个送入本是同一件事（都是 1 个 token 的一次前向），倍数应为 1；这次是 {x}，"
+                          "偏离了 {off}：这就是这次计时的误差，表里的倍数都可能差这么多；" + RERUN_SWEEP,
+    f"{P}.same_work.unmeasured": "这次没有测出 P = 1 的有效时间；" + RERUN_SWEEP,
+    f"{P}.one_pass.faster": "P = {Ps} 时，逐个送入分别要一次预填充的 {xs} 倍时间：这些长度上一次预填充都更快。",
+    f"{P}.one_pass.not_faster": "P = {p} 时逐个送入只要一次预填充的 {x} 倍时间，这次一次预填充没有更快：多半是测它的那一刻"
+                                "机器正忙；" + RERUN_SWEEP,
+    f"{P}.one_pass.unmeasured": "这次没有测出有效的预填充和解码时间，比不了一次预填充和逐个送入；" + RERUN_SWEEP,
+    f"{P}.speedup_growth.rising": "逐个送入 ÷ 一次预填充的倍数（P = {Ps}）：{xs}，随 P 一路增大：提示词越长，一次前向省下的越多。",
+    f"{P}.speedup_growth.rise_then_level": "逐个送入 ÷ 一次预填充的倍数（P = {Ps}）：{xs}，一路增大到 P = {P_peak}，之后不再"
+                                           "明显增大（都在最大值的 85% 以上）。",
+    f"{P}.speedup_growth.overall": "逐个送入 ÷ 一次预填充的倍数（P = {Ps}）：{xs}，从最短到最长的提示词整体增大了 ×{g}，但不是"
+                                   "每一步都增大（一个长度的计时容易被机器上别的程序拖慢，看整体走向）。",
+    f"{P}.speedup_growth.irregular": "逐个送入 ÷ 一次预填充的倍数（P = {Ps}）：{xs}，看不出随 P 增大的走势：这次的计时被打断得"
+                                     "太多；" + RERUN_SWEEP,
+    f"{P}.speedup_growth.unmeasured": "这次没有测出有效的倍数；" + RERUN_SWEEP,
+    f"{P}.ridge.crossed": "预填充的算术强度约为 P / 2：P 超过约 2 × 转折点 = {twice} 时就越过本机的转折点（{ridge} FLOP/字节；K/V "
+                          "和嵌入也要读写，实际的强度比 P / 2 略低）。测过的长度里，P = {P} 的算术强度 {I} 已不低于转折点。",
+    f"{P}.ridge.not_crossed": "预填充的算术强度约为 P / 2：P 超过约 2 × 转折点 = {twice} 时就越过本机的转折点（{ridge} FLOP/字节）。"
+                              "测过最长的 P = {P}，算术强度 {I}，还在转折点左边。",
+    f"{P}.ridge.unmeasured": "这次的屋顶没有量出有效的转折点；" + RERUN_ROOFS,
+    f"{P}.prefill_tail.launch_bound": LAUNCH_TEXT + "，离两道屋顶都很远，看不出何时被算力卡住。",
+    f"{P}.prefill_tail.proportional": "实测：从 P = {start} 起（P = {Pt}，预填充 {tt}），每一段耗时的增长指数 {kt} 都在 0.8 到 "
+                                      "1.25 之间（完全成正比时是 1）：预填充的耗时与 P 差不多成正比，它被算力卡住了。",
+    f"{P}.prefill_tail.proportional_last": "实测：最后一段 P = {Pa} → {Pb}，预填充从 {ta} 到 {tb}，增长指数 {k}，在 0.8 到 "
+                                           "1.25 之间（完全成正比时是 1）：预填充的耗时与 P 差不多成正比，它被算力卡住了。",
+    f"{P}.prefill_tail.speeding": "实测：最后一段 P = {Pa} → {Pb}，预填充从 {ta} 到 {tb}，增长指数 {k}（完全成正比时是 1，不涨是 0）："
+                                  "涨得已经不慢，但还没有与 P 成正比：开始接近算力的限制，还没有完全被卡住。",
+    f"{P}.prefill_tail.slow": "实测：P = {Ps} 时预填充 {ts}，每一段的增长指数 {ks} 都低于 0.5：耗时一直比 P 涨得慢得多，"
+                              "还没有被算力卡住。",
+    f"{P}.prefill_tail.steep": "实测：P = {Pa} → {Pb}，预填充从 {ta} 涨到 {tb}，增长指数 {k}，比 token 数涨得还快：被算力卡住时"
+                               "耗时最多与 P 成正比，这一段多半是被机器上别的程序拖慢了，这次说不准从哪里开始成正比；" + RERUN_SWEEP,
+    f"{P}.prefill_tail.noisy": "实测：P = {Ps} 时预填充 {ts}：各段的增长起伏不定，这次说不准预填充从哪里开始被算力卡住；"
+                               + RERUN_SWEEP,
+    f"{P}.speedup.below_bound": "倍数（逐个送入 ÷ 一次预填充）最大是 {best}（P = {best_P}）；预填充碰到矩阵乘屋顶时，倍数最多约为 "
+                                "矩阵乘速率 ÷ 解码每秒运算数 = {bound}。",
+    f"{P}.speedup.above_bound": "倍数（逐个送入 ÷ 一次预填充）最大是 {best}（P = {best_P}），已经超过按屋顶估的上限 矩阵乘速率 ÷ "
+                                "解码每秒运算数 = {bound}：屋顶只是一次抽样，这次量低了（测它时机器更忙），或者预填充的矩阵乘形状"
+                                "比测屋顶用的跑得更快。",
+    f"{P}.speedup.unmeasured": "这次算不出倍数的上限；" + RERUN_SWEEP,
+    f"{P}.prefill_rates.rising": "图上预填充每秒的运算数（P = {Ps}）：{rates}，随 P 一点一点都在上升。",
+    f"{P}.prefill_rates.rise_then_level": "图上预填充每秒的运算数（P = {Ps}）：{rates}，一路上升到 P = {P_peak}，之后持平"
+                                          "（都在最高值的 85% 以上）。",
+    f"{P}.prefill_rates.one_dip": "图上预填充每秒的运算数（P = {Ps}）：{rates}，除 P = {p} → {q} 一处小回落外一路上升，"
+                                  "从最短到最长整体 ×{g}。",
+    f"{P}.prefill_rates.overall": "图上预填充每秒的运算数（P = {Ps}）：{rates}，除 P = {p} → {q} 一处回落（{drop}，计时被打断）"
+                                  "外一路上升，从最短到最长整体 ×{g}。",
+    f"{P}.prefill_rates.irregular": "图上预填充每秒的运算数（P = {Ps}）：{rates}，高低起伏，不是一路上升：这次的计时被打断得太多，"
+                                    "看不清走势；" + RERUN_SWEEP,
+}
+
+CHOOSERS = (PREFILL_GROWTH, RIDGE, PREFILL_TAIL, SPEEDUP, SAME_WORK, ONE_PASS, SPEEDUP_GROWTH, PREFILL_RATES,)

@@ -1,0 +1,232 @@
+"""Chapter 3.3's claims that read measured points against the roofs: prefill near or far below the matmul
+roof, decode against the bandwidth roof (and, once the matrix-vector product is measured, the decode step
+accounted for), the roofs' own spread, the worked step's two bounds, the batch's B = 1 against the sweep's decode."""
+from __future__ import annotations
+
+from ....claims import Chooser, Rule
+from .common import (P, SAME, NEAR, FAR, FULL, close, launch_bound, LAUNCH_SHOWS, RERUN_SWEEP, RERUN_ROOFS,
+                    RERUN_BATCH, RERUN_SMALL, LAUNCH_TEXT)
+
+
+ROOF_SHOWS = ("P", "I", "rate", "share")
+
+PREFILL_ROOF = Chooser(f"{P}.prefill_roof", (
+    Rule(f"{P}.prefill_roof.launch_bound", LAUNCH_SHOWS, launch_bound),
+    Rule(f"{P}.prefill_roof.above", ROOF_SHOWS, lambda v: v["share"] > 100),
+    Rule(f"{P}.prefill_roof.peaked_earlier", (*ROOF_SHOWS, "best_P", "best_share"),
+         lambda v: v["best_share"] >= v["share"] + SAME and v["best_P"] != v["P"]),
+    Rule(f"{P}.prefill_roof.near", (*ROOF_SHOWS, "g"), lambda v: v["share"] >= NEAR and v["g"] <= 1 + SAME / 100),
+    Rule(f"{P}.prefill_roof.near_rising", (*ROOF_SHOWS, "g"), lambda v: v["share"] >= NEAR and v["g"] > 1 + SAME / 100),
+    Rule(f"{P}.prefill_roof.mid", ROOF_SHOWS, lambda v: FAR <= v["share"] < NEAR),
+    Rule(f"{P}.prefill_roof.far", ROOF_SHOWS, lambda v: v["share"] < FAR),
+    Rule(f"{P}.prefill_roof.unmeasured", substantive=False),
+))
+
+TREND_SHOWS = ("Pa", "Pb", "g")
+
+PREFILL_TREND = Chooser(f"{P}.prefill_trend", (
+    Rule(f"{P}.prefill_trend.level", TREND_SHOWS, lambda v: abs(v["g"] - 1) <= SAME / 100),
+    Rule(f"{P}.prefill_trend.rising_above", (*TREND_SHOWS, "share"), lambda v: v["g"] > 1 and v["share"] > 100),
+    Rule(f"{P}.prefill_trend.rising", TREND_SHOWS, lambda v: v["g"] > 1),
+    Rule(f"{P}.prefill_trend.fell", TREND_SHOWS, substantive=False),
+    Rule(f"{P}.prefill_trend.unmeasured", substantive=False),
+))
+
+LONG_RATE_SHOWS = ("P", "rate", "P1", "rate1", "dec")
+
+LONG_RATE = Chooser(f"{P}.long_rate", (
+    Rule(f"{P}.long_rate.highest", LONG_RATE_SHOWS, lambda v: v["rate"] > v["rate1"] and v["rate"] > v["dec"]),
+    Rule(f"{P}.long_rate.above_decode", LONG_RATE_SHOWS, lambda v: v["dec"] < v["rate"] <= v["rate1"], substantive=False),
+    Rule(f"{P}.long_rate.unclear", ("P", "rate", "dec"), lambda v: v["rate"] <= v["dec"], substantive=False),
+    Rule(f"{P}.long_rate.unmeasured", substantive=False),
+))
+
+DECODE_SHOWS = ("P", "I", "gflops", "mm_share", "rate", "share")
+
+FAR_SHOWS = (*DECODE_SHOWS, "step", "bound", "demo", "layers")
+
+STEADY, BUSY = 1.10, 1.4  # a roof's fastest repeat over its median: within 1.10 the repeats agree; from 1.4 busy
+
+
+def _far(v) -> bool:
+    """Under FAR of the bandwidth, the step and its bandwidth bound printed agreeing with the share."""
+    return v["share"] < FAR and close(v["share"], 100 * v["bound"] / v["step"], 1)
+
+
+def _overhead_explains(v) -> bool:
+    """The time beyond the bandwidth bound is at most twice the demo model's whole step scaled by the layers: the
+    same few hundred small operators per step can account for it."""
+    return v["step"] - v["bound"] <= 2 * v["demo"] * v["layers"]
+
+
+DECODE_ROOF = Chooser(f"{P}.decode_roof", (
+    Rule(f"{P}.decode_roof.above", DECODE_SHOWS, lambda v: v["share"] > 100 + SAME),
+    Rule(f"{P}.decode_roof.full", DECODE_SHOWS, lambda v: v["share"] >= FULL),
+    Rule(f"{P}.decode_roof.at_median", (*DECODE_SHOWS, "median", "med_share"),
+         lambda v: v["share"] >= FAR and abs(v["rate"] / v["median"] - 1) <= SAME / 100
+         and close(v["med_share"], 100 * v["rate"] / v["median"], 1)),
+    Rule(f"{P}.decode_roof.near", DECODE_SHOWS, lambda v: v["share"] >= NEAR),
+    Rule(f"{P}.decode_roof.part", DECODE_SHOWS, lambda v: v["share"] >= FAR),
+    Rule(f"{P}.decode_roof.far_overhead", FAR_SHOWS, lambda v: _far(v) and _overhead_explains(v)),
+    Rule(f"{P}.decode_roof.far_busy", (*FAR_SHOWS, "spread"),
+         lambda v: _far(v) and not _overhead_explains(v) and v["spread"] >= BUSY, substantive=False),
+    Rule(f"{P}.decode_roof.far_unexplained", FAR_SHOWS, lambda v: _far(v) and not _overhead_explains(v),
+         substantive=False),
+    Rule(f"{P}.decode_roof.unmeasured", substantive=False),
+))
+
+ROOF_SPREAD = Chooser(f"{P}.roof_spread", (
+    Rule(f"{P}.roof_spread.busy", ("bw", "mm"), lambda v: max(v["bw"], v["mm"]) >= BUSY),
+    Rule(f"{P}.roof_spread.some", ("bw", "mm"), lambda v: max(v["bw"], v["mm"]) > STEADY),
+    Rule(f"{P}.roof_spread.steady", ("bw", "mm"), lambda v: max(v["bw"], v["mm"]) <= STEADY),
+    Rule(f"{P}.roof_spread.unmeasured", substantive=False),
+))
+
+BOUNDS_SHOWS = ("mflop", "compute", "mb", "read", "ratio")
+
+WORKED_BOUNDS = Chooser(f"{P}.worked_bounds", (
+    Rule(f"{P}.worked_bounds.memory", BOUNDS_SHOWS,
+         lambda v: v["read"] >= v["compute"] and close(v["ratio"], v["read"] / v["compute"], 1)),
+    Rule(f"{P}.worked_bounds.compute", BOUNDS_SHOWS,
+         lambda v: v["read"] < v["compute"] and close(v["ratio"], v["compute"] / v["read"], 0.1)),
+    Rule(f"{P}.worked_bounds.unmeasured", substantive=False),
+))
+
+
+def _diff_agrees(a: str, b: str, d: str):
+    return lambda v: close(v[d], 100 * (v[a] / v[b] - 1), 1)
+
+
+BASELINE_SHOWS = ("b1", "P", "dec", "diff")
+
+BATCH_BASELINE = Chooser(f"{P}.batch_baseline", (
+    Rule(f"{P}.batch_baseline.same", BASELINE_SHOWS,
+         lambda v: abs(v["diff"]) <= SAME and _diff_agrees("b1", "dec", "diff")(v)),
+    Rule(f"{P}.batch_baseline.slower_here", BASELINE_SHOWS,
+         lambda v: v["diff"] > SAME and _diff_agrees("b1", "dec", "diff")(v)),
+    Rule(f"{P}.batch_baseline.faster_here", BASELINE_SHOWS,
+         lambda v: v["diff"] < -SAME and _diff_agrees("b1", "dec", "diff")(v)),
+    Rule(f"{P}.batch_baseline.unmeasured", substantive=False),
+))
+
+VS_SHOWS = ("B", "C", "d", "p", "diff")
+
+BATCH_VS_PREFILL = Chooser(f"{P}.batch_vs_prefill", (
+    Rule(f"{P}.batch_vs_prefill.same", VS_SHOWS, lambda v: abs(v["diff"]) <= SAME and _diff_agrees("d", "p", "diff")(v)),
+    Rule(f"{P}.batch_vs_prefill.decode_higher", VS_SHOWS, lambda v: v["diff"] > SAME and _diff_agrees("d", "p", "diff")(v)),
+    Rule(f"{P}.batch_vs_prefill.prefill_higher", VS_SHOWS, lambda v: v["diff"] < -SAME and _diff_agrees("d", "p", "diff")(v)),
+    Rule(f"{P}.batch_vs_prefill.unmeasured", substantive=False),
+))
+
+MATVEC_SHOWS = ("rows", "mb", "ms", "rate", "bw", "share")
+
+MATVEC_READ = Chooser(f"{P}.matvec_read", (
+    Rule(f"{P}.matvec_read.faster", MATVEC_SHOWS, lambda v: v["share"] > 100 + SAME),
+    Rule(f"{P}.matvec_read.full", MATVEC_SHOWS, lambda v: v["share"] >= 100 - SAME),
+    Rule(f"{P}.matvec_read.slower", MATVEC_SHOWS, lambda v: v["share"] < 100 - SAME),
+    Rule(f"{P}.matvec_read.unmeasured", substantive=False),
+))
+
+DECODE_VS_MATVEC = Chooser(f"{P}.decode_vs_matvec", (
+    Rule(f"{P}.decode_vs_matvec.further", ("rate", "share", "of_matvec"), lambda v: v["of_matvec"] < v["share"]),
+    Rule(f"{P}.decode_vs_matvec.unmeasured", substantive=False),
+))
+
+
+_ROOF = "预填充 P = {P}：I = {I} FLOP/字节，每秒 {rate}，是矩阵乘屋顶的 {share}"
+_DECODE = ("解码（P = {P} 之后）：I = {I} FLOP/字节，每秒 {gflops}，只是矩阵乘屋顶的 {mm_share}；每秒搬运 {rate}，"
+           "是测得带宽的 {share}")
+_FAR = ("这一步 {step}，按带宽只要 {bound}；演示模型一整步（同样是几百个小算子）{demo}，这个模型的层数是它的 "
+        "{layers} 倍：")
+_BOUNDS = "手算的那一步解码：运算 {mflop} MFLOP ÷ 矩阵乘速率 = {compute}；搬运 {mb} MB ÷ 带宽 = {read}"
+_BASELINE = ("B = 1 在这里一步 {b1}；上面提示词扫描里同一个模型在 P = {P} 之后的一步解码是 {dec}，这里比那里 {diff}")
+_VS = "B = {B} 的解码（每条序列缓存里 {C} 个 token）每秒 {d}，P = {B} 的预填充 {p}，解码比预填充 {diff}"
+_MATVEC = "{rows} 行 × W（矩阵乘向量）读 W 的速度：{mb} ÷ {ms} = {rate}，求和测得的带宽是 {bw}（{share}）"
+TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
+    f"{P}.prefill_trend.unmeasured": "这次没有测出有效的预填充速率，看不出它的走势；" + RERUN_SWEEP,
+    f"{P}.long_rate.highest": "P = {P} 的预填充每秒 {rate}，高于 P = {P1} 的 {rate1} 和其后一步解码的 {dec}：提示词越长，"
+                              "预填充越能用上算力。",
+    f"{P}.long_rate.above_decode": "P = {P} 的预填充每秒 {rate}，高于其后一步解码的 {dec}，却不高于 P = {P1} 的 {rate1}：这次的"
+                                   "计时被打断了，看不出提示词越长越能用上算力；" + RERUN_SWEEP,
+    f"{P}.long_rate.unclear": "P = {P} 的预填充每秒 {rate}，不高于其后一步解码的 {dec}：这次说不准，多半是测预填充的那一刻机器"
+                              "正忙；" + RERUN_SWEEP,
+    f"{P}.long_rate.unmeasured": "这次没有测出有效的预填充和解码速率；" + RERUN_SWEEP,
+    f"{P}.prefill_roof.launch_bound": LAUNCH_TEXT + "，离两道屋顶都很远，所以这些点看不出 roofline 的形状。要看到它，用更长的提示词"
+                                      "或更大的模型。",
+    f"{P}.prefill_roof.above": _ROOF + "，高过了测得的屋顶。屋顶不是硬上限：它是 15 次矩阵乘测量里最快的一次，只是一个抽样，测它的"
+                               "那一刻机器可能比测这个点时更忙；预填充的矩阵乘形状（P 行 × 权重）也可能本来就跑得更快。它已经到了"
+                               "屋顶的高度，预填充是算力受限的。",
+    f"{P}.prefill_roof.peaked_earlier": _ROOF + "；离屋顶最近的却是更短的 P = {best_P}（{best_share}）：预填充在那里已经接近屋顶，"
+                                        "更长的提示词没有再快起来（这次更长的反而慢了，可能是机器忙，也可能是随 P 增长的注意力"
+                                        "拖慢了它）。",
+    f"{P}.prefill_roof.near": _ROOF + "，比更短的提示词里最快的那个速率 ×{g}：已经靠近矩阵乘这道屋顶，预填充是算力受限的。",
+    f"{P}.prefill_roof.near_rising": _ROOF + "：在转折点右边，按 roofline 属于算力受限；但比更短的提示词里最快的那个速率还 ×{g}，还在上升，"
+                                     "还没有完全贴住屋顶。",
+    f"{P}.prefill_roof.mid": _ROOF + "：没有碰到屋顶。这个模型的矩阵比测屋顶用的那个矩阵乘小，每次前向还有很多没算进运算数的小算子"
+                             "（RMSNorm、softmax、激活函数），它们都要时间。",
+    f"{P}.prefill_roof.far": _ROOF + "：离屋顶还远，一次前向的时间里还有很多不是矩阵乘的开销。",
+    f"{P}.prefill_roof.unmeasured": "这次预填充的速率或屋顶没有测出有效的数；" + RERUN_SWEEP,
+    f"{P}.prefill_trend.level": "和更短的提示词里最快的 P = {Pa} 比，P = {Pb} 的预填充每秒的运算数 ×{g}，已经趋于持平（±15% 以内算持平）。",
+    f"{P}.prefill_trend.rising_above": "和更短的提示词里最快的 P = {Pa} 比，P = {Pb} 的预填充每秒的运算数 ×{g}，还在上升：已经是屋顶的 {share} 还在涨，"
+                                       "又一个迹象说明这次的屋顶量低了。",
+    f"{P}.prefill_trend.rising": "和更短的提示词里最快的 P = {Pa} 比，P = {Pb} 的预填充每秒的运算数 ×{g}，还在上升，还没有持平（±15% 以内算持平）。",
+    f"{P}.prefill_trend.fell": "和更短的提示词里最快的 P = {Pa} 比，P = {Pb} 的预填充每秒的运算数 ×{g}，反而下降了：这一段说不准（多半是测量噪声）；"
+                               + RERUN_SWEEP,
+    f"{P}.decode_roof.above": _DECODE + "——超过了测得的带宽：要么权重有一部分留在了处理器的缓存里，要么测带宽那一刻机器正忙，带宽"
+                              "量低了（下文的矩阵乘向量实验再量一次读权重的速度）。",
+    f"{P}.decode_roof.full": _DECODE + "：用满了测得的带宽，解码被带宽这道斜屋顶卡住，是访存受限的。",
+    f"{P}.decode_roof.at_median": _DECODE + "，却和屋顶的中位数 {median} 相当（{med_share}）：屋顶取的是最快的一次，机器忙时，"
+                                  "解码大约跑在当时给得出的带宽上；它是访存受限的（算术强度远在转折点左边）。",
+    f"{P}.decode_roof.near": _DECODE + "：接近带宽这道斜屋顶，但没有用满。解码是访存受限的（算术强度远在转折点左边），一步里还有"
+                             "一些别的开销。",
+    f"{P}.decode_roof.part": _DECODE + "：用了带宽的相当一部分，但没有用满。它仍是访存受限的（算术强度远在转折点左边），但一步里"
+                             "还有别的开销。",
+    f"{P}.decode_roof.far_overhead": _DECODE + "：只用了带宽的一小部分。" + _FAR + "多出来的时间和这些小算子的开销是同一个"
+                                     "量级：一步的时间大多花在读权重以外的固定开销上（CPU 上是逐个算子的调度；GPU 上主要是"
+                                     "几百次内核启动）。",
+    f"{P}.decode_roof.far_busy": _DECODE + "：只用了带宽的一小部分。" + _FAR + "小算子的开销解释不了这么大的差距。测屋顶时"
+                                 "机器很忙（最快的一次是中位数的 {spread} 倍），解码和屋顶不在同一忙闲下量，这个百分比靠不住；"
+                                 + RERUN_SWEEP,
+    f"{P}.decode_roof.far_unexplained": _DECODE + "：只用了带宽的一小部分。" + _FAR + "小算子的开销解释不了这么大的差距，"
+                                        "这次说不准差在哪里；" + RERUN_SWEEP,
+    f"{P}.decode_roof.unmeasured": "这次解码的速率或带宽没有测出有效的数；" + RERUN_SWEEP,
+    f"{P}.roof_spread.busy": "⚠ 测屋顶的时候这台机器很忙：最快的一次是中位数的几倍——带宽 {bw} 倍，矩阵乘速率 {mm} 倍（达到 1.4 倍就算忙，"
+                             "别的程序在抢处理器），屋顶随着负载在移动。屋顶取最快的一次，它最接近机器空闲时的速率，但也可能仍然"
+                             "偏低；下文和屋顶比出来的百分比只能当作粗略的参考。" + RERUN_ROOFS,
+    f"{P}.roof_spread.some": "重复测量之间有一定波动：最快的一次是中位数的几倍——带宽 {bw} 倍，矩阵乘速率 {mm} 倍（1.10 倍以内算一致，"
+                             "达到 1.4 倍算很忙）：测量期间机器上还有别的程序在跑。屋顶取最快的一次；下文和屋顶比出来的百分比可能"
+                             "差上一两成。",
+    f"{P}.roof_spread.steady": "重复测量之间很一致（最快的一次是中位数的几倍——带宽 {bw} 倍，矩阵乘速率 {mm} 倍，都在 1.10 倍以内）："
+                               "测量期间机器的负载没有大起大落。机器一直很忙时，两个屋顶会一起偏低，这从重复测量里看不出来。",
+    f"{P}.roof_spread.unmeasured": "这次的屋顶没有测出有效的数；" + RERUN_ROOFS,
+    f"{P}.worked_bounds.memory": _BOUNDS + "。搬运字节的下限是运算下限的 {ratio} 倍：这一步的时间由读写的字节决定，它是访存受限的。",
+    f"{P}.worked_bounds.compute": _BOUNDS + "。在这台机器上，运算的下限反而更长（{ratio} 倍）：带宽相对算力特别高，这一步是算力受限的。",
+    f"{P}.worked_bounds.unmeasured": "这次的屋顶没有测出有效的数，算不出这一步的下限；" + RERUN_ROOFS,
+    f"{P}.batch_baseline.same": _BASELINE + "：两次测量一致（±15% 以内）。",
+    f"{P}.batch_baseline.slower_here": _BASELINE + "（超出 ±15%）：同样的工作在不同时刻量，差了这么多，说明这段时间机器的忙闲在变"
+                                       "（这次更忙）。下面的倍数都以这里的 B = 1 为基准；如果这里的 B = 1 偏慢，单步耗时的倍数会偏小、"
+                                       "吞吐的倍数会偏大。",
+    f"{P}.batch_baseline.faster_here": _BASELINE + "（超出 ±15%）：同样的工作在不同时刻量，差了这么多，说明这段时间机器的忙闲在变"
+                                       "（那次更忙）。下面的倍数都以这里的 B = 1 为基准；如果这里的 B = 1 偏快，单步耗时的倍数会偏大、"
+                                       "吞吐的倍数会偏小。",
+    f"{P}.batch_baseline.unmeasured": "这次没有可以比较的 B = 1 单步耗时；" + RERUN_BATCH,
+    f"{P}.batch_vs_prefill.same": _VS + "：落在相近的高度（±15% 以内）。同样是 {B} 行的矩阵 × 权重，速率也差不多。",
+    f"{P}.batch_vs_prefill.decode_higher": _VS + "（超出 ±15%）。两者的矩阵乘一样大，差别来自别处：两个点是在不同时刻量的（机器的"
+                                           "忙碌程度会变），而且不全是同样的算子——预填充多一次 {B} × {B} 的因果注意力，解码要为 {B} "
+                                           "条序列各读一份 K/V、算 {B} 个位置的 logits。",
+    f"{P}.batch_vs_prefill.prefill_higher": _VS + "（超出 ±15%）。两者的矩阵乘一样大，差别来自别处：两个点是在不同时刻量的（机器的"
+                                            "忙碌程度会变），而且不全是同样的算子——预填充多一次 {B} × {B} 的因果注意力，解码要为 {B} "
+                                            "条序列各读一份 K/V、算 {B} 个位置的 logits。",
+    f"{P}.batch_vs_prefill.unmeasured": "这次比不了这两个点；" + RERUN_BATCH,
+    f"{P}.matvec_read.faster": _MATVEC + "：比求和测得的带宽还快。W 远大于处理器的缓存，留在缓存里的部分解释不了这么多；更可能是"
+                               "求和这个内核本身读内存不如矩阵乘向量快（也可能测带宽的那一刻机器更忙）：这道斜屋顶量低了，这次比不出"
+                               "矩阵乘向量的内核是否读得满带宽。",
+    f"{P}.matvec_read.full": _MATVEC + "：矩阵乘向量本身就能读满带宽，解码若用不满带宽，原因不在这个内核。",
+    f"{P}.matvec_read.slower": _MATVEC + "：在这台机器上，矩阵乘向量的内核本身就读不满带宽，这是解码只用到带宽一部分的原因之一。",
+    f"{P}.matvec_read.unmeasured": "这次的矩阵乘向量没有测出有效的时间；" + RERUN_SMALL,
+    f"{P}.decode_vs_matvec.further": "所以上面 roofline 一节里解码的百分比（每秒搬运 {rate}，是求和带宽的 {share}）是和一道偏低的"
+                                     "屋顶比的：按这次矩阵乘向量读权重的速度算，解码只用到了 {of_matvec}，离读满带宽比那里说的更远。",
+    f"{P}.decode_vs_matvec.unmeasured": "这次比不了解码和矩阵乘向量的读速度；" + RERUN_SMALL,
+}
+
+CHOOSERS = (PREFILL_ROOF, PREFILL_TREND, LONG_RATE, DECODE_ROOF, ROOF_SPREAD, WORKED_BOUNDS, BATCH_BASELINE, BATCH_VS_PREFILL, MATVEC_READ, DECODE_VS_MATVEC,)

@@ -1,0 +1,85 @@
+"""Chapter 3.3's claims about one generation: the p99 of the inter-token latency, prefill against feeding
+the prompt token by token, the panel against the run above it, and a decode step against its two bounds."""
+from __future__ import annotations
+
+from ....claims import Chooser, Rule
+from .common import P, SAME, close, RERUN_TIMELINE
+
+
+ITL_TAIL = Chooser(f"{P}.itl_tail", (
+    Rule(f"{P}.itl_tail.few", ("n", "p99", "low", "high"), lambda v: v["n"] < 100 and v["low"] <= v["p99"] <= v["high"]),
+    Rule(f"{P}.itl_tail.many", ("n", "p99"), lambda v: v["n"] >= 100),
+    Rule(f"{P}.itl_tail.unmeasured", substantive=False),
+))
+
+
+def _parallel(share_max: float):
+    def holds(v) -> bool:
+        seq = v["P"] * v["itl"]
+        return (close(v["sequential"], seq) and close(v["share"], 100 * v["ttft"] / v["sequential"], 1)
+                and v["ttft"] < share_max * v["sequential"])
+    return holds
+
+
+PARALLEL = Chooser(f"{P}.parallel", (
+    Rule(f"{P}.parallel.half", ("ttft", "P", "itl", "sequential", "share"), _parallel(0.5)),
+    Rule(f"{P}.parallel.faster", ("ttft", "P", "itl", "sequential", "share", "runs"), _parallel(1.0)),
+    Rule(f"{P}.parallel.unclear", ("ttft", "P", "itl", "sequential"), substantive=False),
+    Rule(f"{P}.parallel.unmeasured", substantive=False),
+))
+
+
+def _panel(agree: bool):
+    def holds(v) -> bool:
+        d1, d2 = v["ttft_diff"], v["tpot_diff"]
+        ok = (close(d1, 100 * (v["ttft_panel"] / v["ttft_run"] - 1), 1)
+              and close(d2, 100 * (v["tpot_panel"] / v["tpot_run"] - 1), 1))
+        return ok and ((abs(d1) <= SAME and abs(d2) <= SAME) == agree)
+    return holds
+
+
+PANEL_SHOWS = ("n", "ttft_panel", "ttft_run", "ttft_diff", "tpot_panel", "tpot_run", "tpot_diff")
+
+PANEL = Chooser(f"{P}.panel", (
+    Rule(f"{P}.panel.same", PANEL_SHOWS, _panel(True)),
+    Rule(f"{P}.panel.differs", PANEL_SHOWS, _panel(False)),
+    Rule(f"{P}.panel.unmeasured", substantive=False),
+))
+
+STEP_BUDGET = Chooser(f"{P}.step_budget", (
+    Rule(f"{P}.step_budget.overhead", ("measured", "bound", "ratio"),
+         lambda v: v["ratio"] >= 3 and close(v["ratio"], v["measured"] * 1e3 / v["bound"], 1)),
+    Rule(f"{P}.step_budget.near", ("measured", "bound", "ratio"),
+         lambda v: v["ratio"] < 3 and close(v["ratio"], v["measured"] * 1e3 / v["bound"], 0.1)),
+    Rule(f"{P}.step_budget.unmeasured", substantive=False),
+))
+
+
+TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
+    f"{P}.itl_tail.few": "{n} 个解码步的 p99（{p99}）只由最大的两个样本决定（在 {low} 和 {high} 之间）：不到 100 个样本时，"
+                         "它反映的是一两次卡顿，不是稳定的分位数。",
+    f"{P}.itl_tail.many": "p99（{p99}）来自 {n} 个解码步，是一个有意义的分位数。",
+    f"{P}.itl_tail.unmeasured": "这次没有可算分位数的解码步；" + RERUN_TIMELINE,
+    f"{P}.parallel.half": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl}（最快的一步解码，和 TTFT 一样取最快的）= {sequential}：一次前向处理"
+                          "整段提示词，只用了逐个送进去的 {share}。",
+    f"{P}.parallel.faster": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl}（最快的一步解码，和 TTFT 一样取最快的）= {sequential}：一次前向"
+                            "还是更快（{share}），但这次没快到一半——TTFT 只取自 {runs} 次预填充，几十个解码步里更容易碰上一步"
+                            "没被机器上别的程序打断的；" + RERUN_TIMELINE,
+    f"{P}.parallel.unclear": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl}（最快的一步解码，和 TTFT 一样取最快的）= {sequential}：这次说不准，"
+                             "预填充没有比逐个送进去快，多半是那一刻机器上别的程序占用了处理器；" + RERUN_TIMELINE,
+    f"{P}.panel.same": "面板打开时（生成 {n} 个 token）为这句提示词重新计了时：TTFT {ttft_panel}，上面那次 {ttft_run}（{ttft_diff}）；"
+                       "图上那一遍的 TPOT {tpot_panel}，上面那次图上那一遍 {tpot_run}（{tpot_diff}）。都在 ±15% 以内：两次测量一致。",
+    f"{P}.panel.differs": "面板打开时（生成 {n} 个 token）为这句提示词重新计了时：TTFT {ttft_panel}，上面那次 {ttft_run}（{ttft_diff}）；"
+                          "图上那一遍的 TPOT {tpot_panel}，上面那次图上那一遍 {tpot_run}（{tpot_diff}）。超出了 ±15%：同样的工作在"
+                          "不同时刻量，机器的忙闲不同，数字就不同；两次里更快的那次更接近机器空闲时的速度。",
+    f"{P}.parallel.unmeasured": "这次没有测出有效的预填充和解码时间，比不了一次前向和逐个送进去；" + RERUN_TIMELINE,
+    f"{P}.panel.unmeasured": "面板这次没有可以和上面比的 TTFT/TPOT；把「生成的 token 数」拖到 2 以上再看。",
+    f"{P}.step_budget.overhead": "实测一步解码（ITL 的中位数）{measured}，是两者中较长那个（{bound}）的 {ratio} 倍：这个模型太小，"
+                                 "一次前向的时间绝大部分不是花在运算和读写本身，而是花在固定开销上（Python、逐个算子的调度；"
+                                 "在 GPU 上还有每个内核的启动）。",
+    f"{P}.step_budget.near": "实测一步解码（ITL 的中位数）{measured}，只是两者中较长那个（{bound}）的 {ratio} 倍：这台机器上，"
+                             "连这么小的模型也接近两道屋顶。",
+    f"{P}.step_budget.unmeasured": "这次没有测出一步解码的时间，比不了；" + RERUN_TIMELINE,
+}
+
+CHOOSERS = (ITL_TAIL, PARALLEL, PANEL, STEP_BUDGET,)

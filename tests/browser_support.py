@@ -482,9 +482,12 @@ class ChapterPage:
         return result["stdout"]
 
     # artifacts
-    def extra_screenshot(self, name: str, selector: str | None = None) -> Path:
+    def extra_screenshot(self, name: str, selector: str | None = None) -> Path | None:
         """One more picture of the chapter for a reviewer, beside the README one: ``screenshot_NN_<name>.png``
-        under $KVLAB_SCREENSHOTS (else the artifacts folder)."""
+        under $KVLAB_SCREENSHOTS, taken only when that is set (each costs about a second: the suite's own run,
+        in CI, keeps only the README picture and the failure artifacts)."""
+        if not os.environ.get("KVLAB_SCREENSHOTS"):
+            return None
         m = re.match(r"(\d+)", Path(self.path).name)
         chapter = m.group(1).zfill(2) if m else Path(self.path).stem
         folder = Path(os.environ.get("KVLAB_SCREENSHOTS") or ARTIFACT_DIR)

@@ -5,6 +5,8 @@ figures and numbers they drive change as they should.
 
 Run:   python -m pytest tests/test_browser.py
 README screenshots:   KVLAB_SCREENSHOTS=assets python -m pytest tests/test_browser.py
+(with KVLAB_SCREENSHOTS set, each chapter also leaves the extra pictures its interactions take for a
+reviewer, screenshot_NN_<name>.png; without it only the README picture and failure artifacts are written)
 
 Without a usable browser the tests skip with the reason; with KVLAB_REQUIRE_BROWSER=1 (CI) they
 fail instead. The server serves a temporary copy of chapters/: the notebooks on disk are never

@@ -8,13 +8,14 @@ import torch
 
 from ..._validate import positive_int
 from ...measure import alternate, device_label, measurement_threads, torch_threads
-from ...claims import Chooser, Claim, Number, Rule, number, ratio, series
+from ...claims import DIFFERENCE, Chooser, Claim, Number, Rule, number, ratio, series
 from ...stats import cumulative, median, percentile
 from ...model import ToyTransformer
 from ...serving import Request, ServeRun, serve
 from .runs import BLOCK_SIZE, MAX_BATCH
 
 BAND = 0.15  # a ratio within 1 ± 15 % is "no clear difference"
+FLAT = 0.05  # a step's time "about the same" (and tokens/s "close to" the step counts' ratio): within 5 %
 MAX_ROUNDS = 5  # each round serves the workload once per policy
 
 
@@ -182,17 +183,32 @@ THROUGHPUT = Chooser("paged.throughput", (
     Rule("paged.throughput.unmeasured", substantive=False),
 ))
 
-STEPS = ("static_step", "cont_step", "ratio", "static_steps", "cont_steps", "bound")
+STEPS = ("static_step", "cont_step", "step_more", "ratio", "static_steps", "cont_steps", "bound")
 
 
 def _bound(v) -> bool:
     return abs(v["bound"] - v["static_steps"] / v["cont_steps"]) <= 0.005 + 1e-9
 
 
+def _step_more(v) -> bool:
+    """The printed ``step_more`` (whole per cent) is ``cont_step / static_step - 1`` of the printed steps (2 decimals,
+    ms), within the rounding of all three."""
+    c, s = v["cont_step"], v["static_step"]
+    if s <= 0.005:
+        return False
+    lo, hi = max(c - 0.005, 0) / (s + 0.005), (c + 0.005) / (s - 0.005)
+    return 100 * (lo - 1) - 0.5 <= v["step_more"] <= 100 * (hi - 1) + 0.5
+
+
+# How a step's time moved with the batch, on the printed step medians and the percentage between them: "flat" only
+# within ±FLAT (and then tokens/s within FLAT of the step counts' ratio: what "close" means); "grows a little" from
+# FLAT up to BAND; "grows" from BAND on; the last two only with tokens/s below the step counts' ratio.
 STEP_TIME = Chooser("paged.step_time", (
-    Rule("paged.step_time.flat", STEPS, lambda v: _bound(v) and _within(v["cont_step"] / v["static_step"])
-         and _within(v["ratio"] / v["bound"])),
-    Rule("paged.step_time.grows", STEPS, lambda v: _bound(v) and v["cont_step"] >= (1 + BAND) * v["static_step"]
+    Rule("paged.step_time.flat", STEPS, lambda v: _bound(v) and _step_more(v) and abs(v["step_more"]) <= 100 * FLAT
+         and abs(v["ratio"] / v["bound"] - 1) <= FLAT),
+    Rule("paged.step_time.grows_little", STEPS, lambda v: _bound(v) and _step_more(v)
+         and 100 * FLAT < v["step_more"] < 100 * BAND and v["ratio"] < v["bound"]),
+    Rule("paged.step_time.grows", STEPS, lambda v: _bound(v) and _step_more(v) and v["step_more"] >= 100 * BAND
          and v["ratio"] < v["bound"]),
     Rule("paged.step_time.unclear", STEPS, lambda v: _bound(v), substantive=False),
     Rule("paged.step_time.unmeasured", ("static_steps", "cont_steps", "bound"), substantive=False),
@@ -252,14 +268,15 @@ def explain_batching(c: BatchingComparison) -> list[Claim]:
     tpot_ratio = ratio(c.tpot_mean("continuous"), c.tpot_mean("static"))
     batches = {"cont_batch": number(cont.mean_batch, 1), "static_batch": number(static.mean_batch, 1)}
     steps = {"static_steps": number(len(static.steps), 0), "cont_steps": number(len(cont.steps), 0)}
+    static_step, cont_step = median(c.step_seconds("static")), median(c.step_seconds("continuous"))
     return [
         THROUGHPUT.choose({"cont_tps": number(c.tokens_per_second("continuous"), 0, "token/s"),
                            "static_tps": number(c.tokens_per_second("static"), 0, "token/s"),
                            "ratio": number(tps_ratio, 2), "rounds": _rounds(c.round_ratios),
                            "gain": number(100 * abs(tps_ratio - 1), 0, "%"), **batches}),
-        STEP_TIME.choose({"static_step": _ms(median(c.step_seconds("static"))),
-                          "cont_step": _ms(median(c.step_seconds("continuous"))), "ratio": number(tps_ratio, 2),
-                          **steps, "bound": number(len(static.steps) / len(cont.steps), 2)}),
+        STEP_TIME.choose({"static_step": _ms(static_step), "cont_step": _ms(cont_step),
+                          "step_more": number(100 * (ratio(cont_step, static_step) - 1), 0, "%", DIFFERENCE),
+                          "ratio": number(tps_ratio, 2), **steps, "bound": number(len(static.steps) / len(cont.steps), 2)}),
         TTFT.choose({"static_steps": number(static.ttft_steps_mean, 1), "cont_steps": number(cont.ttft_steps_mean, 1),
                      "static_mean": _ms(c.ttft_mean("static"), 1), "cont_mean": _ms(c.ttft_mean("continuous"), 1),
                      "static_tail": _ms(c.ttft_tail("static"), 1), "cont_tail": _ms(c.ttft_tail("continuous"), 1)}),
@@ -279,7 +296,8 @@ _TPOT_HEAD = "每个 token 的时间（TPOT）：平均静态批处理 {static_t
 _ITL = "（另看尾部：token 间延迟（ITL）的 90% 分位，静态批处理 {static_itl}，连续批处理 {cont_itl}。）"
 _TTFT_HEAD = ("首 token 延迟（TTFT）：按步数平均，静态批处理 {static_steps} 步，连续批处理 {cont_steps} 步（步数由调度决定，"
               "每台机器都一样）。按秒：平均 {static_mean} 对 {cont_mean}，90% 分位 {static_tail} 对 {cont_tail}")
-_STEPS_HEAD = "一步耗时的中位数：静态批处理 {static_step}，连续批处理 {cont_step}"
+_STEPS_HEAD = "一步耗时的中位数：静态批处理 {static_step}，连续批处理 {cont_step}，连续批处理的一步多用 {step_more}"
+_FLAT, _STEPS_RATIO = f"{FLAT:.0%}", "两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}"
 ZH_TEMPLATES = {
     "paged.throughput.faster": _TPS_HEAD + "。连续批处理快了 {gain}：走得早的请求一结束，等待的请求就补进批次，每次解码"
                                "前向平均算 {cont_batch} 条序列，静态批处理只有 {static_batch} 条。",
@@ -290,15 +308,19 @@ ZH_TEMPLATES = {
     "paged.throughput.unclear": _TPS_HEAD + f"。不是每一轮都在同一边差出 {_BAND} 以上（几轮的方向不一致，或者方向一致但幅度差得"
                                 "很远）：这台机器太忙（或太吵），这次说不准哪种吞吐更高、高多少；" + _RERUN,
     "paged.throughput.unmeasured": "这一次没有测出有效的吞吐（总时间为 0 或不是一个数）；" + _RERUN,
-    "paged.step_time.flat": _STEPS_HEAD + "，差不多：这个小模型一步的耗时几乎不随批次变（在 GPU 上，小模型的一步主要花在"
-                            "逐个启动内核上，就是这样）。所以吞吐之比 {ratio} 接近两种调度的步数之比 {static_steps} ÷ "
-                            "{cont_steps} = {bound}：连续批处理少走的那些步，就是它多出的吞吐。",
-    "paged.step_time.grows": _STEPS_HEAD + "：批次更满的一步更慢，所以吞吐之比 {ratio} 小于两种调度的步数之比 "
-                             "{static_steps} ÷ {cont_steps} = {bound}。在一步的耗时不随批次变的设备上（例如 GPU 上的这个"
+    "paged.step_time.flat": _STEPS_HEAD + f"（负数表示少用），在 ±{_FLAT} 以内，差不多：这个小模型一步的耗时几乎不随批次变"
+                            "（在 GPU 上，小模型的一步主要花在逐个启动内核上，就是这样）。所以吞吐之比 {ratio} 接近"
+                            + _STEPS_RATIO + f"（相差不到 {_FLAT}）：连续批处理少走的那些步，就是它多出的吞吐。",
+    "paged.step_time.grows_little": _STEPS_HEAD + f"：批次更满的一步慢了一些，但不到 {_BAND}。吞吐之比 {{ratio}} 小于"
+                                    + _STEPS_RATIO + "：连续批处理少走的那些步，没有全部变成多出的吞吐，一部分被它每一步多用"
+                                    "的时间抵掉了（每个新请求的预填充也各是一次单独的前向）。",
+    "paged.step_time.grows": _STEPS_HEAD + f"，{_BAND} 以上：批次更满的一步明显更慢，所以吞吐之比 {{ratio}} 小于"
+                             + _STEPS_RATIO + "。在一步的耗时不随批次变的设备上（例如 GPU 上的这个"
                              "小模型，一步主要花在逐个启动内核上），吞吐之比会更接近步数之比 {bound}（每个新请求的预填充各是一次"
                              "单独的前向，所以一般到不了 {bound}）。",
-    "paged.step_time.unclear": _STEPS_HEAD + "；两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}，吞吐之比 "
-                               "{ratio}：这一次说不清一步的耗时怎样随批次变；" + _RERUN,
+    "paged.step_time.unclear": _STEPS_HEAD + "（负数表示少用）；两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}，吞吐之比 "
+                               f"{{ratio}}：两者对不上（既不是一步差不多、吞吐之比与步数之比相差不到 {_FLAT}，也不是一步慢了、"
+                               "吞吐之比小于步数之比），这一次说不清一步的耗时怎样影响吞吐；" + _RERUN,
     "paged.step_time.unmeasured": "两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}（每台机器都一样）；这一次一步"
                                   "的耗时没有测出有效的数，说不清它怎样随批次变；" + _RERUN,
     "paged.ttft.continuous_shorter": _TTFT_HEAD + "：静态批处理里，批次跑起来之后到达的请求要等整批最长的那条写完才能开始，"

@@ -1,5 +1,6 @@
 """What chapter 3.2's growth run says about time, as claims (:mod:`kvlab.claims`): two ways timed in the
-same rounds compared on the numbers printed (:data:`PACE`, the one chooser in :data:`CHOOSERS`), the chapter's
+same rounds compared on the numbers printed (:data:`PACE`, the one chooser in :data:`CHOOSERS`; early in a run only
+after a same-work check, :class:`SameWork`), the chapter's
 names for its caches (:data:`CHAPTER_LABELS`), the Chinese catalog :data:`ZH`, :func:`pace_claim` and
 :func:`show_claims`."""
 from __future__ import annotations

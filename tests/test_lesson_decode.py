@@ -1,4 +1,6 @@
 """Chapter 3.1's lesson module on known small cases, and its panels fed bad values."""
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -6,7 +8,7 @@ import torch
 from kvlab import KVCache, claims
 from kvlab.inputs import InputError
 from kvlab.lessons import decode as lesson
-from kvlab.lessons.decode.sentences import _exponent_claims
+from kvlab.lessons.decode.sentences import _ends_numbers, _exponent_claims, _outlier_numbers
 from kvlab.measure import DecodeTiming
 from kvlab.tokenizer import CharTokenizer
 from kvlab.viz import decode_plots
@@ -159,10 +161,14 @@ def test_theil_sen_ignores_a_spike():
 
 
 def _fake(name, t, ms, prefill=None):
-    """A timed run: a prefill pass (default: like the first step), then one decode pass at each t taking ms."""
+    """A timed run: a prefill pass (default: like the first step), then one decode pass at each t taking ms; its
+    trace's K/V projections as kvlab counts them (no cache: every token of each pass; a cache: the prompt, then 1)."""
     first = ms[0] if prefill is None else prefill
-    return DecodeTiming(name=name, seq_len=[t[0] - 1] + list(t), pass_seconds=[[first / 1e3] + [m / 1e3 for m in ms]],
-                        wall_seconds=[1.0], batch_size=1, new_tokens=len(t), tokens=torch.zeros(1, 3, dtype=torch.long))
+    seq_len = [t[0] - 1] + list(t)
+    k_tokens = seq_len if name == "none" else [seq_len[0]] + [1] * len(t)
+    return DecodeTiming(name=name, seq_len=seq_len, pass_seconds=[[first / 1e3] + [m / 1e3 for m in ms]],
+                        wall_seconds=[1.0], batch_size=1, new_tokens=len(t), tokens=torch.zeros(1, 3, dtype=torch.long),
+                        k_tokens=k_tokens)
 
 
 T = list(range(5, 197))  # the default run: a prompt of 4, then 192 tokens
@@ -194,7 +200,22 @@ def _latency_shapes():
                              _fake("kv", T, [2 + 0.0005 * x for x in T])),
         "busy, uneven rise": (_fake("none", T, _by_eighths([4.0, 4.5, 5.0, 5.5, 6.0, 20.0, 21.0, 22.0])),
                               _fake("kv", T, [2 + 0.0005 * x for x in T])),
+        # review r14 (HIGH): a growth share of 83 % beside a step exponent of 0.44: the eighths bend down, about
+        # 0.12 ms per token in the first half and 0.05 in the second (MEDIUM): seven cached eighths rising
+        # smoothly, 1.44 -> 1.61 ms, and one spike (2.58 ms) ending them
+        "review r14: bending, one cached spike": (
+            _fake("none", T, [_bent(x) for x in T]),
+            _fake("kv", T, _by_eighths([1.44, 1.47, 1.49, 1.52, 1.55, 1.58, 1.61, 2.58]))),
+        "busy, one uncached spike": (_fake("none", T, _by_eighths([10.0, 10.5, 11.0, 20.0, 12.0, 12.5, 13.0, 13.5])),
+                                     _fake("kv", T, _by_eighths([2.0] * 4 + [2.9] + [2.0] * 3))),
+        "level, then rising": (_fake("none", T, [10 + 0.08 * max(0, x - 100) for x in T]),
+                               _fake("kv", T, [2 + 0.0005 * x for x in T])),
     }
+
+
+def _bent(t):
+    """Review r14's uncached step (ms): 0.12 ms more per token up to t = 112, then 0.04."""
+    return 2.4 + 0.12 * (min(t, 112) - 16) + 0.04 * max(0, t - 112)
 
 
 def _by_eighths(medians):
@@ -210,8 +231,8 @@ def _said(claims_):
 def test_every_template_shows_exactly_what_its_rule_shows():
     for chooser in lesson.CHOOSERS:
         for rule in chooser.rules:
-            terms = {"mode"} if chooser in (lesson.STEP_EXPONENT, lesson.STEP_UNREAD, lesson.STEP_STEEP,
-                                            lesson.CUMULATIVE) else set()
+            terms = {"mode"} if chooser in (lesson.STEP_EXPONENT, lesson.STEP_UNREAD, lesson.STEP_OUTLIER,
+                                            lesson.STEP_STEEP, lesson.CUMULATIVE) else set()
             assert lesson.ZH.placeholders(rule.key) == set(rule.shows) | terms, rule.key
     assert set(lesson.ZH.templates) == {k for c in lesson.CHOOSERS for k in c.keys}
 
@@ -249,31 +270,48 @@ def test_the_sentences_issue_31_found_contradicted_cannot_be_printed():
     # next to medians that fell a growth): the exponent's words must agree with the medians printed beside it
     num = claims.number
     for k, start, end, key in [(0.1, 10.0, 20.0, "not_level"), (1.0, 20.0, 10.0, "not_rising")]:
-        step = {"k": num(k, kind=claims.DIFFERENCE), "t_from": num(112, 0), "t_to": num(184, 0),
-                "from": num(start, 2, "ms"), "to": num(end, 2, "ms")}
-        said = lesson.STEP_EXPONENT.choose(step, {"mode": "none"})
+        said = lesson.STEP_EXPONENT.choose(_step(k, start, end), {"mode": "none"})
         assert said.key == f"decode.step_exponent.{key}" and f"{start:.2f} ms" in lesson.ZH.say(said)
     # rising at every point: a dip of at most a tenth of the whole rise is allowed, a larger one is not
     rising = [2.0, 3.0, 4.0, 3.9, 5.0, 6.0, 7.0, 8.0]
     for dip, key in [(3.9, "decode.cached.grows"), (3.3, "decode.cached.noisy")]:
-        eighths = claims.series(rising[:3] + [dip] + rising[4:], 2, "ms")
-        numbers = {"eighths": eighths, "t0": num(16, 0), "t1": num(184, 0), "share": num(75, 0, "%"),
-                   "median": num(5.0, 2, "ms"), "first": num(2.0, 2, "ms"), "last": num(8.0, 2, "ms")}
-        assert lesson.CACHED.choose(numbers).key == key
-    # load that slowed only the last steps is not a growth with t: the medians' middle gives it away
+        assert lesson.CACHED.choose(_series_numbers(rising[:3] + [dip] + rising[4:], 5.0)).key == key
+    # load that slowed only the last steps is not a growth with t: the medians' middle gives it away, and the last
+    # eighth is named as the one outlier, the other seven read as level (no growth, no extrapolation)
     none, kv = _latency_shapes()["busy, a burst at the end"]
     said = _said(lesson.explain_latency({"none": none, "kv": kv}, model))
-    assert {"decode.uncached.noisy", "decode.cached.noisy", "decode.extrapolation.none"} <= set(said)
+    assert {"decode.uncached.flat_outlier", "decode.cached.flat_outlier", "decode.extrapolation.none"} <= set(said)
+    assert "其中 6.70 ms 那一段偏离了其余七段的走势" in said["decode.cached.flat_outlier"]
+    assert "exponent_outlier.unread" in " ".join(said) and "涨到" not in said["decode.uncached.flat_outlier"]
     # launch-bound (a GPU): both step times flat, said as such, not as noise
     none, kv = _latency_shapes()["launch-bound GPU"]
     assert {"decode.uncached.flat", "decode.cached.flat"} <= set(_said(lesson.explain_latency({"none": none, "kv": kv}, model)))
 
 
-def _step(k, start, end, t_from=112, t_to=184):
-    """The step exponent's numbers: k beside the second half's first and last medians and their t."""
+def _counted(none_kv=19_104, kv_kv=195):
+    """The totals' counted K/V projections of the default run (a prompt of 4, 192 new tokens) and their ratio."""
     num = claims.number
+    return {"none_kv": num(none_kv, 0), "kv_kv": num(kv_kv, 0), "counted": num(none_kv / kv_kv, 1)}
+
+
+def _series_numbers(eighths, median_ms):
+    """What the eighths' choosers are offered for these eighths (at t = 16, 40, ..., 184) and this median step."""
+    ends = lesson.StepEnds(16, 184, tuple(eighths), median_ms, tuple(range(16, 185, 24)))
+    return {**_ends_numbers(ends), **_outlier_numbers(ends)[0]}
+
+
+def _step(k, start, end, t_from=112, t_to=184, first=None, t0=16, t1=184):
+    """The step exponent's numbers: k beside the second half's first and last medians and their t, and the growth
+    share of the whole run from ``first`` (default: a straight line through start and end) to ``end``."""
+    num = claims.number
+    first = start - (end - start) / (t_to - t_from) * (t_from - t0) if first is None else first
+    share = 100 * (end - first) / end
+    implied = lesson.implied_exponent(float(num(share, 0).text), t0, t1, t_from, t_to)
     return {"k": num(k, kind=claims.DIFFERENCE), "t_from": num(t_from, 0), "t_to": num(t_to, 0),
-            "from": num(start, 2, "ms"), "to": num(end, 2, "ms")}
+            "from": num(start, 2, "ms"), "to": num(end, 2, "ms"), "t0": num(t0, 0), "t1": num(t1, 0),
+            "share": num(share, 0, "%"), "implied": num(implied, kind=claims.DIFFERENCE), "first": num(first, 2, "ms"),
+            "slope_early": num((start - first) / (t_from - t0), 3, "ms"),
+            "slope_late": num((end - start) / (t_to - t_from), 3, "ms")}
 
 
 def _cumulative(k, early, late, total=0.4, passes=192):
@@ -320,8 +358,10 @@ def test_every_key_of_every_chooser_is_reached():
     for k, early, late in [(2.0, 1.0, 9.0), (1.4, 3.0, 2.0), (0.5, 2.0, 2.0), (2.5, 2.0, 2.0), (0.1, 2.0, 3.0)]:
         reached.setdefault(lesson.STEP_EXPONENT.choose(_step(k, early, late), {"mode": "none"}).key, "k")
         reached.setdefault(lesson.CUMULATIVE.choose(_cumulative(k, early, late), {"mode": "none"}).key, "k")
+    # an exponent that disagrees with the growth share beside a straight line (no bend either way): noise
+    reached.setdefault(lesson.STEP_EXPONENT.choose(_step(1.0, 15.0, 20.0), {"mode": "none"}).key, "off share")
     # the totals: faster by their sum, but their ratio and the medians' disagree with no stall to blame
-    uncertain = {"n": num(192, 0), "none_s": num(2.0, 2, "s"), "kv_s": num(0.5, 2, "s"), "speedup": num(4.0, 1),
+    uncertain = {"n": num(192, 0), **_counted(), "none_s": num(2.0, 2, "s"), "kv_s": num(0.5, 2, "s"), "speedup": num(4.0, 1),
                  "none_est": num(3.0, 2, "s"), "kv_est": num(0.5, 2, "s"), "robust": num(6.0, 1)}
     reached.setdefault(lesson.TOTALS.choose(uncertain).key, "uncertain")
     # the two cached runs compared where they cannot be (numbers that disagree with each other)
@@ -451,8 +491,7 @@ def test_the_exponents_reading_agrees_with_the_sentences_before_it():
     num, d = claims.number, claims.DIFFERENCE
     far = lesson.CROSSOVER.choose({"cross": num(1568, 0), "n": num(195, 0)})
     near = lesson.CROSSOVER.choose({"cross": num(300, 0), "n": num(195, 0)})
-    said = {k: lesson.CACHED.choose({"median": num(2.32, 2, "ms"), "t0": num(16, 0), "t1": num(184, 0),
-                                     "eighths": claims.series([f] + [2.0] * 6 + [2.91], 2, "ms"), "share": num(3, 0, "%")})
+    said = {k: lesson.CACHED.choose(_series_numbers([f] + [2.0] * 6 + [2.91], 2.32))
             for k, f in (("flat", 2.81), ("noisy", 1.5))}
     assert said["flat"].key == "decode.cached.flat" and said["noisy"].key == "decode.cached.noisy"
     timing = _latency_shapes()["idle"][1]  # any timing: the reading is what is tested
@@ -499,7 +538,7 @@ def test_a_cumulative_exponent_the_step_medians_cannot_give_is_not_read_as_growt
     assert {"decode.totals.kv_stalled", "decode.cached.flat", "decode.cumulative.stalls"} <= set(said)
     assert "有缓存那次的累计时间 0.73 s 比按中位数估算的 0.35 s 长出一截" in said["decode.totals.kv_stalled"]
     # review r13b N7: 「长出一截」 was 0.61 s against 0.32 s, now printed
-    stalled = {"n": num(192, 0), "none_s": num(4.0, 2, "s"), "kv_s": num(0.61, 2, "s"), "speedup": num(6.6, 1),
+    stalled = {"n": num(192, 0), **_counted(), "none_s": num(4.0, 2, "s"), "kv_s": num(0.61, 2, "s"), "speedup": num(6.6, 1),
                "none_est": num(3.9, 2, "s"), "kv_est": num(0.32, 2, "s"), "robust": num(12.2, 1)}
     assert "累计时间 0.61 s 比按中位数估算的 0.32 s 长出一截" in lesson.ZH.say(lesson.TOTALS.choose(stalled))
     assert "次前向计算 × 单步中位数 1.80 ms（约 0.35 s）" in said["decode.cumulative.stalls"]
@@ -525,3 +564,107 @@ def test_the_long_run_is_compared_with_the_panels_at_the_same_lengths():
     text = lesson.ZH.say(said[1])
     assert "t = 5 到 196" in text and "1.50 ms" in text and "慢 " in text and "机器的忙闲变了" in text
     assert lesson.explain_growth(growth, model)[1:] == []  # no earlier run: nothing compared
+
+
+def test_the_step_exponent_agrees_with_the_growth_share_printed_beside_it():
+    """Review r14 (HIGH): 「无缓存的单步指数 0.44 在 0 和 1 之间：固定开销和随 t 增长的部分都有份」 beside 「这部分占单步的
+    83%，随 t 增长的部分占大头」. With a step time fixed + b·t, a share of 83 % from t = 16 to 184 implies an exponent
+    near 0.9 over t = 112 -> 184; the measured eighths bent (0.12 ms per token, then 0.05): that is said instead."""
+    assert lesson.implied_exponent(83, 16, 184, 112, 184) == pytest.approx(0.8855, abs=1e-4)
+    assert lesson.implied_exponent(0, 16, 184, 112, 184) != lesson.implied_exponent(0, 16, 184, 112, 184)  # NaN
+    reviewed = _step(0.44, 13.42, 17.02, first=2.9)  # 2.90 -> 13.42: 0.110 ms per token; then 0.050
+    assert reviewed["share"].text == "83" and reviewed["implied"].text == "0.89"
+    said = lesson.STEP_EXPONENT.choose(reviewed, {"mode": "none"})
+    text = lesson.ZH.say(said)
+    assert said.key == "decode.step_exponent.bends", said.key
+    assert "占单步的 83% 推算，后半段的指数应约为 0.89" in text and "每个 token 多花约 0.110 ms" in text, text
+    assert "每个 token 多花约 0.050 ms" in text and "不作解读" in text and "都有份" not in text
+    # the same exponent beside a straight line and a share that implies it: read, with the share
+    agreeing = _step(0.44, 13.42, 17.02, first=12.0)
+    assert lesson.STEP_EXPONENT.choose(agreeing, {"mode": "none"}).key == "decode.step_exponent.mixed"
+    assert "两者相符" in lesson.ZH.say(lesson.STEP_EXPONENT.choose(agreeing, {"mode": "none"}))
+    # within the band the reading stands; past it, without a bend, it is noise
+    for k, key in [(0.89 - lesson.SHARE_BAND + 0.01, "mixed"), (1.0, "linear")]:
+        assert lesson.STEP_EXPONENT.choose(_step(k, 13.42, 17.02, first=2.9), {"mode": "none"}).key.endswith(key)
+    assert lesson.STEP_EXPONENT.choose(_step(1.0, 15.0, 20.0), {"mode": "none"}).key == "decode.step_exponent.off_share"
+    # from a run: the growth sentence and the exponent sentence print the same share
+    none, kv = _latency_shapes()["review r14: bending, one cached spike"]
+    said = _said(lesson.explain_latency({"none": none, "kv": kv}, lesson.timing_model()))
+    assert "占单步的 85%，随 t 增长的部分占大头" in said["decode.uncached.growth_dominates"]
+    assert "占单步的 85% 推算" in said["decode.step_exponent.bends"]
+    assert "decode.step_exponent.mixed" not in said
+    # and where the curve bends upward (level, then rising), that is said too, not 「接近 1」
+    none, kv = _latency_shapes()["level, then rising"]
+    said = _said(lesson.explain_latency({"none": none, "kv": kv}, lesson.timing_model()))
+    assert "decode.step_exponent.steepens" in said and "涨得越来越快" in said["decode.step_exponent.steepens"]
+
+
+def test_one_outlying_eighth_is_named_and_the_other_seven_are_read():
+    """Review r14 (MEDIUM): seven cached eighths rising smoothly (1.44 -> 1.61 ms) and one spike (2.58 ms) ending
+    them were called 「计时噪声太大」. The spike is named, the seven are read; what follows reads those seven."""
+    e = [1.44, 1.47, 1.49, 1.52, 1.55, 1.58, 1.61, 2.58]
+    assert lesson.lone_outlier(e, 1.54) == 7
+    claim = lesson.CACHED.choose(_series_numbers(e, 1.54))
+    text = lesson.ZH.say(claim)
+    assert claim.key == "decode.cached.grows_outlier", claim.key
+    assert "其中 2.58 ms 那一段偏离了其余七段的走势" in text and "从 t = 16 附近的 1.44 ms 涨到 t = 160 附近的 1.61 ms" in text
+    assert "约占单步的 11%" in text, text
+    # the same seven without the spike are not an outlier case; a steady fall is not one either
+    assert lesson.CACHED.choose(_series_numbers(e[:7] + [1.64], 1.54)).key == "decode.cached.grows"
+    falling = [4.95, 4.88, 4.81, 4.73, 4.66, 4.59, 4.52, 4.45]
+    assert lesson.CACHED.choose(_series_numbers(falling, 4.70)).key == "decode.cached.noisy"
+    # two spikes: no one outlier to name
+    assert lesson.CACHED.choose(_series_numbers(e[:3] + [2.6] + e[4:], 1.54)).key == "decode.cached.noisy"
+    # a printed outlier that is not one of the eighths, or a seven whose printed ends are not theirs, never holds
+    numbers = _series_numbers(e, 1.54)
+    rule = lesson.CACHED.rule("decode.cached.grows_outlier")
+    for name, wrong in (("outlier", 2.57), ("rest_last", 2.58)):
+        bad = {n: numbers[n] for n in rule.shows} | {name: claims.number(wrong, 2, "ms")}
+        assert not rule.admits(claims.Claim(rule.key, bad))
+    # from a run: the exponent fitted over all steps is not read; the extrapolation uses the seven's slope
+    none, kv = _latency_shapes()["review r14: bending, one cached spike"]
+    said = _said(lesson.explain_latency({"none": none, "kv": kv}, lesson.timing_model()))
+    assert "离群的 2.58 ms" in said["decode.exponent_outlier.unread"]
+    assert "有缓存每步的耗时随 t 增长约 1.18 µs/token" in said["decode.extrapolation.both"]  # (1.61 - 1.44) / 144
+    # the uncached twin: a spike in the middle of a rise too small for 「rises_rough」
+    none, kv = _latency_shapes()["busy, one uncached spike"]
+    said = _said(lesson.explain_latency({"none": none, "kv": kv}, lesson.timing_model()))
+    assert "其中 20.00 ms 那一段" in said["decode.uncached.rises_outlier"] and "约占单步的 26%" in said["decode.uncached.rises_outlier"]
+    # level but for one: the flat twin (issue 31's burst at the end)
+    num = claims.number
+    flat = lesson.UNCACHED.choose({**_series_numbers([15.9] * 7 + [27.0], 15.9), "rate": num(30, 1, "GFLOP/s"),
+                                   "growth": num(1.7, 1), "dip_from": num(15.9, 2, "ms"), "dip_to": num(15.9, 2, "ms")})
+    assert flat.key == "decode.uncached.flat_outlier" and "其中 27.00 ms 那一段" in lesson.ZH.say(flat)
+
+
+def test_the_totals_print_the_work_counted_for_the_run_that_was_timed(tiny_model):
+    """Review r14 (MEDIUM): the prediction compared the timed ratio with the count printed for n = 64, while the run
+    timed 192 tokens (counted about 98×). The totals print the count of the timed run's own trace."""
+    from kvlab.lessons.decode.sentences import _totals
+
+    # a real run, prompt 3 and 6 new tokens: 6 passes over 3 .. 8 tokens without a cache, 3 + 5 with one
+    res = lesson.measure_decode_latency(tiny_model, 6, repeats=1, prompt_len=3, progress=False)
+    ends = {m: lesson.timing_ends(res[m]) for m in res}
+    real = _totals(res["none"], res["kv"], ends["none"], ends["kv"])
+    assert (real.fields["n"].text, real.fields["none_kv"].text, real.fields["kv_kv"].text) == ("6", "33", "8")
+    assert real.fields["counted"].text == "4.1"
+    # the default run's shape: a prompt of 4, then the synthetic decode passes at t = 5 .. 196
+    none, kv = _latency_shapes()["idle"]
+    totals = lesson.explain_latency({"none": none, "kv": kv}, lesson.timing_model())[0]
+    text = lesson.ZH.say(totals)
+    assert totals.fields["none_kv"].text == f"{sum(range(4, 197)):,}" and totals.fields["kv_kv"].text == "196"
+    assert "同样的 192 个新 token（按这次的 trace 数，每层无缓存共为 19,300 个 token 投影 K/V，有缓存只投影 196 个，" \
+           "计算量相差 98.5 倍）" in text, text
+    wrong = dict(totals.fields) | {"counted": claims.number(33.0, 1)}  # the count of another length
+    assert not lesson.TOTALS.rule(totals.key).admits(claims.Claim(totals.key, wrong))
+    bare = dataclasses.replace(none, k_tokens=[])
+    with pytest.raises(ValueError, match="k_tokens"):
+        lesson.explain_latency({"none": bare, "kv": kv}, lesson.timing_model())
+
+
+def test_the_long_runs_share_says_between_which_lengths():
+    """Review r14 (LOW): 「20%」 was the growth share between t = 68 and 964; the sentence says so."""
+    t = list(range(5, 1029))
+    text = lesson.ZH.say(lesson.explain_growth(lesson.fit_step_time(_fake("kv", t, [2 + 0.001 * x for x in t])),
+                                               lesson.timing_model())[0])
+    assert "从 t = 68 到 964 多出的这部分，占 t = 964 附近实测单步中位数 2.96 ms 的 30%" in text, text

@@ -29,14 +29,76 @@ def _pct(share: float) -> Number:
 RISING_DIP, RISING_JUMP = 0.1, 0.5  # of the whole rise: the most one eighth may fall, and rise, from the one before
 
 
-def _rising(v) -> bool:
-    """The eighths' medians rise from first to last at every point (what 「基本上一段比一段长」 allows): none falls
-    below the one before by more than RISING_DIP of the whole rise, none jumps by more than RISING_JUMP of it (load
-    that slowed one stretch is not a growth with t)."""
-    e = v["eighths"]
+def _rises(e) -> bool:
+    """Medians that rise from first to last at every point (what 「基本上一段比一段长」 allows): none falls below the
+    one before by more than RISING_DIP of the whole rise, none jumps by more than RISING_JUMP of it (load that
+    slowed one stretch is not a growth with t)."""
     rise = e[-1] - e[0]
     steps = [later - earlier for earlier, later in zip(e, e[1:])]
     return rise > 0 and all(-RISING_DIP * rise <= step <= RISING_JUMP * rise for step in steps)
+
+
+def _rising(v) -> bool:
+    """The printed eighths rise at every point (:func:`_rises`)."""
+    return _rises(v["eighths"])
+
+
+def _level_series(e, median_ms: float) -> bool:
+    """The first and the last of the medians ``e`` within a tenth of the median step of all."""
+    return abs(e[-1] - e[0]) <= 0.1 * median_ms
+
+
+def _others(v) -> list[float] | None:
+    """The printed eighths without the printed ``outlier`` (its first occurrence): the other seven; None when the
+    outlier is not one of them."""
+    e = list(v["eighths"])
+    if v["outlier"] not in e:
+        return None
+    i = e.index(v["outlier"])
+    return e[:i] + e[i + 1:]
+
+
+def _departs(e, i: int, median_ms: float) -> bool:
+    """Eighth i lies off the others' trend by more than their whole rise (or a tenth of the median step, if more):
+    off the mean of its two neighbours, or, at an end, off its neighbour moved on by the others' mean step."""
+    others = e[:i] + e[i + 1:]
+    step = (others[-1] - others[0]) / (len(others) - 1)
+    expected = (e[1] - step if i == 0 else e[-2] + step if i == len(e) - 1 else (e[i - 1] + e[i + 1]) / 2)
+    return abs(e[i] - expected) > max(abs(others[-1] - others[0]), 0.1 * median_ms)
+
+
+def _others_read(v, reads) -> bool:
+    """One outlier read away (as ``rises_rough`` names one dip): the eight eighths do not read as ``reads`` says,
+    the named one departs from the others' trend (:func:`_departs`), the other seven read as ``reads`` says, and
+    the printed ends of those seven are theirs."""
+    others = _others(v)
+    return (others is not None and len(others) >= 2 and not reads(v["eighths"]) and reads(others)
+            and _departs(list(v["eighths"]), list(v["eighths"]).index(v["outlier"]), v["median"])
+            and (others[0], others[-1]) == (v["rest_first"], v["rest_last"]))
+
+
+def _rises_but_one(v) -> bool:
+    """The other seven rise at every point (the eight do not), their share as printed."""
+    return (_others_read(v, _rises)
+            and _share_agrees({"first": v["rest_first"], "last": v["rest_last"], "share": v["rest_share"]}))
+
+
+def _level_but_one(v) -> bool:
+    """The other seven's ends within a tenth of the median step of all (the eight's are not)."""
+    return _others_read(v, lambda e: _level_series(e, v["median"]))
+
+
+def lone_outlier(e, median_ms: float) -> int:
+    """The index of the eighth whose removal leaves the others reading as rising or level (the one farthest from
+    the others' median, where several would), else of the one farthest from the median of all: what the outlier
+    rules are offered (their predicates decide)."""
+    def apart(i):
+        others = e[:i] + e[i + 1:]
+        return abs(e[i] - median(others))
+    first = [i for i in range(len(e)) if e[i] not in e[:i]]  # a printed value names its first occurrence
+    fits = [i for i in first if _departs(e, i, median_ms)
+            and (_rises(e[:i] + e[i + 1:]) or _level_series(e[:i] + e[i + 1:], median_ms))]
+    return max(fits or first, key=apart)
 
 
 ROUGH_GROWTH = 2.0  # a series whose last eighth is at least this many times its first grew with t, however rough
@@ -99,7 +161,7 @@ def _ends_numbers(ends: StepEnds) -> dict[str, Number]:
 
 def _level_ends(v) -> bool:
     """The first and the last eighth's medians within a tenth of the median step of all."""
-    return abs(v["eighths"][-1] - v["eighths"][0]) <= 0.1 * v["median"]
+    return _level_series(v["eighths"], v["median"])
 
 
 def _totals_agree(v) -> bool:
@@ -113,20 +175,28 @@ def _estimates_agree(v) -> bool:
 STALLED = 1.2  # a total this much above its estimate by medians was lengthened by stalls; ratios this far apart differ
 
 
+def _counted(v) -> bool:
+    """The printed ratio of the K/V projections counted for the timed run is theirs (whole numbers)."""
+    return v["kv_kv"] > 0 and _ratio_agrees(v["counted"], v["none_kv"], v["kv_kv"], 0, 0)
+
+
+TIMED = ("n", "none_kv", "kv_kv", "counted", "none_s", "kv_s")  # the run's length, its counted work and totals
 TOTALS = Chooser("decode.totals", (
-    Rule("decode.totals.faster", ("n", "none_s", "kv_s", "speedup", "robust"),
-         lambda v: _totals_agree(v) and 1 / STALLED <= v["robust"] / v["speedup"] <= STALLED),
-    Rule("decode.totals.kv_stalled", ("n", "none_s", "kv_s", "speedup", "none_est", "kv_est", "robust"),
-         lambda v: _totals_agree(v) and _estimates_agree(v) and v["robust"] > STALLED * v["speedup"]
+    Rule("decode.totals.faster", TIMED + ("speedup", "robust"),
+         lambda v: _counted(v) and _totals_agree(v) and 1 / STALLED <= v["robust"] / v["speedup"] <= STALLED),
+    Rule("decode.totals.kv_stalled", TIMED + ("speedup", "none_est", "kv_est", "robust"),
+         lambda v: _counted(v) and _totals_agree(v) and _estimates_agree(v) and v["robust"] > STALLED * v["speedup"]
          and v["kv_s"] >= STALLED * v["kv_est"]),
-    Rule("decode.totals.none_stalled", ("n", "none_s", "kv_s", "speedup", "none_est", "kv_est", "robust"),
-         lambda v: _totals_agree(v) and _estimates_agree(v) and v["robust"] < v["speedup"] / STALLED
+    Rule("decode.totals.none_stalled", TIMED + ("speedup", "none_est", "kv_est", "robust"),
+         lambda v: _counted(v) and _totals_agree(v) and _estimates_agree(v) and v["robust"] < v["speedup"] / STALLED
          and v["none_s"] >= STALLED * v["none_est"]),
-    Rule("decode.totals.uncertain", ("n", "none_s", "kv_s"), lambda v: v["kv_s"] < v["none_s"], substantive=False),
-    Rule("decode.totals.unclear", ("n", "none_s", "kv_s"), substantive=False),
+    Rule("decode.totals.uncertain", TIMED, lambda v: _counted(v) and v["kv_s"] < v["none_s"], substantive=False),
+    Rule("decode.totals.unclear", TIMED, _counted, substantive=False),
 ))
 
 ROUGH = ("eighths", "t0", "t1", "median", "first", "last", "growth")  # a rough rise: eighths, ends, last / first
+# one outlier read away: the eighths, the outlier, the other seven's ends and their t
+OTHERS = ("eighths", "outlier", "rest_t0", "rest_t1", "rest_first", "rest_last")
 UNCACHED = Chooser("decode.uncached", (
     Rule("decode.uncached.growth_dominates", ("eighths", "t0", "t1", "rate", "share"),
          lambda v: _rising(v) and v["share"] >= 50 and v["rate"] > 0 and _share_agrees(v)),
@@ -135,6 +205,8 @@ UNCACHED = Chooser("decode.uncached", (
     Rule("decode.uncached.rises_rough", ROUGH + ("dip_from", "dip_to"), _rough_one_dip),
     Rule("decode.uncached.rises_uneven", ROUGH, _rough_uneven),
     Rule("decode.uncached.flat", ("eighths", "t0", "t1", "median"), _level_ends),
+    Rule("decode.uncached.rises_outlier", OTHERS + ("median", "rest_share"), _rises_but_one),
+    Rule("decode.uncached.flat_outlier", OTHERS + ("median",), _level_but_one),
     Rule("decode.uncached.noisy", ("eighths", "t0", "t1", "median"), substantive=False),
 ))
 
@@ -160,22 +232,86 @@ def _exponent_holds(low: float, high: float):
 
 
 STEP = ("k", "t_from", "t_to", "from", "to")  # the exponent and the second half's first and last medians, with their t
+SHARE = ("t0", "t1", "share", "implied")  # the growth sentence's share (its ends' t) and the exponent it implies
+BENT = ("first", "slope_early", "slope_late")  # the first eighth's median, ms per token in each half
+
+SHARE_BAND = 0.25  # a step exponent and the one its growth share implies agree within this
+BEND = 2 / 3  # a slope per token that falls (rises) to this share of itself (or less) from one half to the next bends
+
+
+def implied_exponent(share_pct: float, t0: float, t1: float, t_from: float, t_to: float) -> float:
+    """The step exponent over t_from -> t_to of a step time ``fixed + b·t`` whose growth from t0 to t1 is
+    ``share_pct`` % of the step at t1 (what the growth sentence prints): with c = fixed / b = (t1 - t0) / share - t1,
+    log((c + t_to) / (c + t_from)) / log(t_to / t_from). NaN where it has none."""
+    if share_pct <= 0 or not t0 < t1 or not 0 < t_from < t_to:
+        return math.nan
+    c = (t1 - t0) / (share_pct / 100) - t1
+    if c + t_from <= 0:
+        return math.nan
+    return math.log((c + t_to) / (c + t_from)) / math.log(t_to / t_from)
+
+
+def _implied_agrees(v) -> bool:
+    """The printed implied exponent is :func:`implied_exponent` of the printed share (±0.5 %) and t, to 2 decimals."""
+    ends = (v["t0"], v["t1"], v["t_from"], v["t_to"])
+    lo, hi = sorted(implied_exponent(v["share"] + d, *ends) for d in (-0.5, 0.5))
+    return lo - 0.005 <= v["implied"] <= hi + 0.005  # (false where either is NaN)
+
+
+def _agrees_with_share(v) -> bool:
+    return _implied_agrees(v) and abs(v["k"] - v["implied"]) <= SHARE_BAND
+
+
+def _slope_agrees(slope: float, lo_ms: float, hi_ms: float, t_lo: float, t_hi: float) -> bool:
+    """A printed ms per token (3 decimals) is (hi - lo) / (t_hi - t_lo) of printed medians (2 decimals)."""
+    return t_hi > t_lo and abs(slope - (hi_ms - lo_ms) / (t_hi - t_lo)) <= 0.0005 + 0.01 / (t_hi - t_lo)
+
+
+def _slopes_agree(v) -> bool:
+    """ms per token in the first half (first -> from) and the second (from -> to), as printed."""
+    return (_slope_agrees(v["slope_early"], v["first"], v["from"], v["t0"], v["t_from"])
+            and _slope_agrees(v["slope_late"], v["from"], v["to"], v["t_from"], v["t_to"]))
+
+
+def _bends(v) -> bool:
+    """The exponent well below the share's, beside a slope per token that falls by BEND or more: a curve, no power."""
+    return (_implied_agrees(v) and v["k"] < v["implied"] - SHARE_BAND and _slopes_agree(v)
+            and v["slope_early"] > 0 and v["slope_late"] <= BEND * v["slope_early"])
+
+
+def _steepens(v) -> bool:
+    """The exponent well above the share's, beside a slope per token that rises by 1 / BEND or more."""
+    return (_implied_agrees(v) and v["k"] > v["implied"] + SHARE_BAND and _slopes_agree(v)
+            and v["slope_late"] > 0 and v["slope_early"] <= BEND * v["slope_late"])
 
 # Said instead of the exponent's reading when the mode's growth sentence above says otherwise: no exponent reading
 # beside a "can't tell", only "level" beside "level"; and "t² shows" only where the counted crossover is near.
 STEP_UNREAD = Chooser("decode.exponent_unread", (Rule("decode.exponent_unread.noisy", ("k",), substantive=False),))
+# beside a growth read without one outlying eighth: the exponent, fitted over all steps, is not read
+STEP_OUTLIER = Chooser("decode.exponent_outlier", (
+    Rule("decode.exponent_outlier.unread", ("k", "outlier"), substantive=False),
+))
 STEP_STEEP = Chooser("decode.exponent_steep", (
     Rule("decode.exponent_steep.not_t2", STEP, lambda v: v["k"] >= 1.15 and v["to"] > v["from"]),
 ))
 
+# Below 1.15 the exponent is read against the growth share printed from the same eighths (a fixed cost plus a part
+# proportional to t): where they agree, it is read; where the slope per token bends, that is said instead.
 STEP_EXPONENT = Chooser("decode.step_exponent", (
+    Rule("decode.step_exponent.bends", STEP + SHARE + BENT, lambda v: -0.3 <= v["k"] < 1.15 and _bends(v)),
+    Rule("decode.step_exponent.steepens", STEP + SHARE + BENT, lambda v: 0.3 <= v["k"] < 1.15 and _steepens(v)),
     Rule("decode.step_exponent.flat", STEP, _exponent_holds(-0.3, 0.3)),
-    Rule("decode.step_exponent.mixed", STEP, _exponent_holds(0.3, 0.85)),
-    Rule("decode.step_exponent.linear", STEP, _exponent_holds(0.85, 1.15)),
+    Rule("decode.step_exponent.mixed", STEP + SHARE,
+         lambda v: _exponent_holds(0.3, 0.85)(v) and _agrees_with_share(v)),
+    Rule("decode.step_exponent.linear", STEP + SHARE,
+         lambda v: _exponent_holds(0.85, 1.15)(v) and _agrees_with_share(v)),
     Rule("decode.step_exponent.between", STEP, _exponent_holds(1.15, 1.85)),
     Rule("decode.step_exponent.quadratic", STEP, _exponent_holds(1.85, 2.3)),
     Rule("decode.step_exponent.not_level", STEP, lambda v: -0.3 <= v["k"] < 0.3 and not _level(v), substantive=False),
     Rule("decode.step_exponent.not_rising", STEP, lambda v: 0.3 <= v["k"] < 2.3 and v["to"] <= v["from"],
+         substantive=False),
+    Rule("decode.step_exponent.off_share", STEP + SHARE,
+         lambda v: 0.3 <= v["k"] < 1.15 and _implied_agrees(v) and abs(v["k"] - v["implied"]) > SHARE_BAND,
          substantive=False),
     Rule("decode.step_exponent.out_of_range", ("k",), lambda v: not -0.3 <= v["k"] < 2.3, substantive=False),
     Rule("decode.step_exponent.unfit", substantive=False),
@@ -211,6 +347,8 @@ CUMULATIVE_LEVEL = Chooser(CUMULATIVE.name, tuple(r for r in CUMULATIVE.rules if
 CACHED = Chooser("decode.cached", (
     Rule("decode.cached.flat", ("eighths", "t0", "t1", "median"), _level_ends),
     Rule("decode.cached.grows", ("eighths", "t0", "t1", "share"), lambda v: _rising(v) and _share_agrees(v)),
+    Rule("decode.cached.flat_outlier", OTHERS + ("median",), _level_but_one),
+    Rule("decode.cached.grows_outlier", OTHERS + ("median", "rest_share"), _rises_but_one),
     Rule("decode.cached.noisy", ("eighths", "t0", "t1", "median"), substantive=False),
 ))
 
@@ -256,22 +394,36 @@ RERUN = Chooser("decode.rerun", (
     Rule("decode.rerun.unclear", ("lo", "hi"), substantive=False),
 ))
 
+OUTLIER_KEYS = {"decode.uncached.rises_outlier", "decode.uncached.flat_outlier", "decode.cached.flat_outlier",
+                "decode.cached.grows_outlier"}  # read without one eighth: what follows reads those seven too
 GROWING = {"decode.uncached.growth_dominates", "decode.uncached.fixed_dominates", "decode.cached.grows",
-           "decode.uncached.rises_rough", "decode.uncached.rises_uneven"}
-CHOOSERS = (TOTALS, UNCACHED, CROSSOVER, STEP_EXPONENT, STEP_UNREAD, STEP_STEEP, CUMULATIVE, CACHED, EXTRAPOLATION,
-            GROWTH, RERUN)
+           "decode.uncached.rises_rough", "decode.uncached.rises_uneven", "decode.uncached.rises_outlier",
+           "decode.cached.grows_outlier"}
+CHOOSERS = (TOTALS, UNCACHED, CROSSOVER, STEP_EXPONENT, STEP_UNREAD, STEP_OUTLIER, STEP_STEEP, CUMULATIVE, CACHED,
+            EXTRAPOLATION, GROWTH, RERUN)
 
 _GROWTH_ZH = ("有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 涨到 {last}，拟合斜率 {slope}：缓存里每多一个 "
-              "token，每一步就多花这么多时间。这部分占 t = {t1} 附近实测单步中位数 {last} 的 {share}，"
+              "token，每一步就多花这么多时间。从 t = {t0} 到 {t1} 多出的这部分，占 t = {t1} 附近实测单步中位数 {last} 的 {share}，"
               "{size}。每多一个 token 要多读 "
               "{per_token} 的 K/V；若把这部分时间全算作读缓存，等效读取速度约 {rate}，其中还包括和这些 K/V 做注意力的计算，"
               "所以真正的读取速度只会更快。")
 _RERUN = "把上面面板里的「重复次数（取中位数）」调大，点「运行测量」，再运行这一格；机器忙时先关掉别的占 CPU 的程序。"
-_TOTALS = "两种方式生成了同样的 {n} 个新 token：无缓存累计 {none_s}，有缓存 {kv_s}"
+_TOTALS = ("两种方式生成了同样的 {n} 个新 token（按这次的 trace 数，每层无缓存共为 {none_kv} 个 token 投影 K/V，有缓存只"
+           "投影 {kv_kv} 个，计算量相差 {counted} 倍）：无缓存累计 {none_s}，有缓存 {kv_s}")
 _STALLED = (_TOTALS + "，无缓存用时是有缓存的 {speedup} 倍。按各步耗时的中位数估算，无缓存约 {none_est}、有缓存约 {kv_est}，"
             "是 {robust} 倍：")
 _EIGHTHS = "把各步按 t 分成八段（从 t = {t0} 附近到 t = {t1} 附近），每段单步耗时的中位数 {eighths}，全部步的中位数 {median}"
 _SECOND_HALF = "后半段 t ≈ {t_from} → {t_to}，"
+_OUTLIER = ("把各步按 t 分成八段，每段单步耗时的中位数 {eighths}，全部步的中位数 {median}。其中 {outlier} 那一段偏离了其余七段的走势，是一次计时"
+            "波动；除去它，其余七段")
+_REST_RISES = ("基本上一段比一段长：从 t = {rest_t0} 附近的 {rest_first} 涨到 t = {rest_t1} 附近的 {rest_last}，随 t 增长的"
+               "部分在 t = {rest_t1} 附近约占单步的 {rest_share}。")
+_REST_LEVEL = ("头尾（t = {rest_t0} 附近 {rest_first}，t = {rest_t1} 附近 {rest_last}）相差不到全部步中位数的一成，"
+               "看不出随 t 的增长：")
+_SHARE = ("若单步耗时 = 固定开销 + 与 t 成正比的一项，按 t = {t0} → {t1} 随 t 增长的部分占单步的 {share} 推算，后半段的指数"
+          "应约为 {implied}")
+_BENT = ("t = {t0} → {t_from} 从 {first} 涨到 {from}，每个 token 多花约 {slope_early}；t = {t_from} → {t_to} 每个 token "
+         "多花约 {slope_late}")
 ZH = Catalog("zh", {
     "decode.totals.faster": _TOTALS + "，无缓存用时是有缓存的 {speedup} 倍（按各步耗时的中位数估算是 {robust} 倍，两者相符）。",
     "decode.totals.kv_stalled": _STALLED + "有缓存那次的累计时间 {kv_s} 比按中位数估算的 {kv_est} 长出一截，"
@@ -293,6 +445,9 @@ ZH = Catalog("zh", {
                                     "明显变长；只是各段涨幅很不均匀（计时波动），所以下面的指数只作参考。",
     "decode.uncached.flat": "无缓存：" + _EIGHTHS + "；头尾两段相差不到全部步中位数的一成，在这么短的长度内看不出随 t 的增长："
                             "固定开销（例如在 GPU 上逐个启动 GPU 内核）盖过了随 t 增长的计算；把生成长度调大，才看得出增长从哪里开始。",
+    "decode.uncached.rises_outlier": "无缓存：" + _OUTLIER + _REST_RISES,
+    "decode.uncached.flat_outlier": "无缓存：" + _OUTLIER + _REST_LEVEL + "固定开销盖过了随 t 增长的计算；把生成长度调大，"
+                                    "才看得出增长从哪里开始。",
     "decode.uncached.noisy": "无缓存：" + _EIGHTHS + "：这一次计时太乱（或长度太短），说不清随 t 增长了多少；把生成长度调大或"
                              + _RERUN,
     "decode.crossover.far": "按 FLOP 数，t² 项要到 t ≈ {cross} 才追上线性项，远超这次测量的最大长度 t = {n}。",
@@ -300,10 +455,20 @@ ZH = Catalog("zh", {
     "decode.crossover.passed": "按 FLOP 数，t² 项在 t ≈ {cross} 追上线性项，这次测量（最大 t = {n}）已经越过了它。",
     "decode.step_exponent.flat": "{mode}的单步指数 {k} 接近 0（" + _SECOND_HALF + "从 {from} 到 {to}）：后半段的单步耗时几乎"
                                  "不随 t 变，固定开销为主。",
+    "decode.step_exponent.bends": "{mode}的单步指数 {k}（" + _SECOND_HALF + "从 {from} 涨到 {to}）比按占比推算的小得多。"
+                                  + _SHARE + "。可单步耗时涨得越来越慢：" + _BENT + "。曲线向下弯，一条 t^k 描述不了"
+                                  "整段，所以这个指数不作解读。",
+    "decode.step_exponent.steepens": "{mode}的单步指数 {k}（" + _SECOND_HALF + "从 {from} 涨到 {to}）比按占比推算的大得多。"
+                                     + _SHARE + "。可单步耗时涨得越来越快：" + _BENT + "。曲线向上弯，一条 t^k 描述不了"
+                                     "整段，所以这个指数不作解读。",
     "decode.step_exponent.mixed": "{mode}的单步指数 {k} 在 0 和 1 之间（" + _SECOND_HALF + "从 {from} 涨到 {to}）：固定开销"
-                                  "和随 t 增长的部分都有份。",
+                                  "和随 t 增长的部分都有份。" + _SHARE + "，两者相符。",
     "decode.step_exponent.linear": "{mode}的单步指数 {k} 接近 1（" + _SECOND_HALF + "从 {from} 涨到 {to}）：后半段的单步耗时"
-                                   "大致随 t 成正比地变长。",
+                                   "大致随 t 成正比地变长。" + _SHARE + "，两者相符。",
+    "decode.step_exponent.off_share": "{mode}的单步指数 {k}（" + _SECOND_HALF + "从 {from} 涨到 {to}）和各段中位数对不上："
+                                      + _SHARE + "，相差太多，各段的斜率又看不出明显的弯：这是计时噪声；" + _RERUN,
+    "decode.exponent_outlier.unread": "{mode}的单步指数 {k}：拟合用的是全部步，包括上一句说的那段离群的 {outlier}，会被它带偏，"
+                                      "这个指数不作解读。",
     "decode.exponent_unread.noisy": "{mode}的单步指数 {k}：上一句已经说明，这么短的长度内随 t 增长的那一项分不出来，这个指数"
                                     "反映的是计时波动，不作解读。",
     "decode.exponent_steep.not_t2": "{mode}的单步指数 {k} 大于 1（" + _SECOND_HALF + "从 {from} 涨到 {to}），比按 FLOP 数预计"
@@ -335,6 +500,9 @@ ZH = Catalog("zh", {
                           "短的长度内淹没在固定开销和计时噪声里。",
     "decode.cached.grows": "有缓存：把各步按 t 分成八段，每段单步耗时的中位数基本上一段比一段长：{eighths}（从 t = {t0} 附近到 "
                            "t = {t1} 附近）；随 t 增长的部分在 t = {t1} 附近约占单步的 {share}。",
+    "decode.cached.flat_outlier": "有缓存：" + _OUTLIER + _REST_LEVEL + "读缓存那一项在这么短的长度内淹没在固定开销和计时"
+                                  "噪声里。",
+    "decode.cached.grows_outlier": "有缓存：" + _OUTLIER + _REST_RISES,
     "decode.cached.noisy": "有缓存：" + _EIGHTHS + "：这一次计时噪声太大，说不清随 t 增长了多少；" + _RERUN,
     "decode.extrapolation.both": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}，有缓存每步的耗时随 t 增长约 {slope}），"
                                  "把滑块拉到最右（{top} 个 token），无缓存一次约需 {none_min}，有缓存约 {kv_s}。",
@@ -372,18 +540,22 @@ def _exponent_claims(timing: DecodeTiming, mode: str, growth: Claim, crossover: 
     those cannot give it, beside the total against passes x the median step: stalls). The readings agree with the
     sentences before them: ``growth`` (this mode's steps: can't tell -> not read; level -> only "level", and the
     cumulative exponent not read as "later steps are slower") and the counted ``crossover`` (far -> a steep
-    exponent is not the t² term)."""
+    exponent is not the t² term; read without an outlier -> not read). Below 1.15 the exponent is read against the
+    share of the same eighths' ends (what the growth sentence prints) and the exponent that share implies."""
     steps_ms = [s * 1e3 for s in timing.step_seconds]
     early, late = sum(steps_ms[:4]) / len(steps_ms[:4]), median(steps_ms[1 + (len(steps_ms) - 1) // 2:])
     ends = timing_ends(timing)
     half = len(ends.eighths_ms) // 2
     step = {"k": number(timing.step_exponent, kind=DIFFERENCE), "t_from": _count(ends.eighths_t[half]),
             "t_to": _count(ends.eighths_t[-1]), "from": _ms(ends.eighths_ms[half]), "to": _ms(ends.eighths_ms[-1])}
+    step.update(_share_numbers(ends, step))
     reading = STEP_EXPONENT.choose(step, {"mode": mode})
     read = STEP_EXPONENT.rule(reading.key).substantive  # an exponent already said to be noise or unfit stays so
     grows = growth.key in GROWING
-    if read and (growth.key.endswith(".noisy")
-                 or (growth.key.endswith(".flat") and reading.key != "decode.step_exponent.flat")):
+    if growth.key in OUTLIER_KEYS:
+        reading = STEP_OUTLIER.choose({"k": step["k"], "outlier": growth.fields["outlier"]}, {"mode": mode})
+    elif read and (growth.key.endswith(".noisy")
+                   or (growth.key.endswith(".flat") and reading.key != "decode.step_exponent.flat")):
         reading = STEP_UNREAD.choose(step, {"mode": mode})
     elif reading.key in ("decode.step_exponent.between", "decode.step_exponent.quadratic") \
             and crossover.key == "decode.crossover.far":
@@ -397,6 +569,31 @@ def _exponent_claims(timing: DecodeTiming, mode: str, growth: Claim, crossover: 
     return [reading, (CUMULATIVE if grows else CUMULATIVE_LEVEL).choose(cumulative, {"mode": mode})]
 
 
+def _share_numbers(ends: StepEnds, step: dict[str, Number]) -> dict[str, Number]:
+    """The growth sentence's share and its ends' t (one home: :func:`_ends_numbers`), the exponent it implies over
+    the second half (from those printed numbers), the first eighth's median and ms per token in each half."""
+    shown = _ends_numbers(ends)
+    t0, t1, share = (shown[name].value for name in ("t0", "t1", "share"))
+    t_from, t_to = step["t_from"].value, step["t_to"].value
+    return {"t0": shown["t0"], "t1": shown["t1"], "share": shown["share"],
+            "implied": number(implied_exponent(share, t0, t1, t_from, t_to), kind=DIFFERENCE),
+            "first": shown["first"],
+            "slope_early": number(ratio(step["from"].value - shown["first"].value, t_from - t0), 3, "ms"),
+            "slope_late": number(ratio(step["to"].value - step["from"].value, t_to - t_from), 3, "ms")}
+
+
+def _outlier_numbers(ends: StepEnds) -> tuple[dict[str, Number], StepEnds]:
+    """The lone outlier offered to the outlier rules (:func:`lone_outlier` of the printed eighths), and the other
+    seven's ends, as numbers and as :class:`StepEnds` (what follows an outlier claim reads)."""
+    if len(ends.eighths_ms) < 3:
+        return ({"outlier": _ms(ends.first_ms), "rest_t0": _count(ends.t0), "rest_t1": _count(ends.t1),
+                 "rest_first": _ms(ends.first_ms), "rest_last": _ms(ends.last_ms), "rest_share": _pct(ends.share)}, ends)
+    i = lone_outlier(list(series(ends.eighths_ms, 2).value), _ms(ends.median_ms).value)
+    rest = ends.without(i)
+    return ({"outlier": _ms(ends.eighths_ms[i]), "rest_t0": _count(rest.t0), "rest_t1": _count(rest.t1),
+             "rest_first": _ms(rest.first_ms), "rest_last": _ms(rest.last_ms), "rest_share": _pct(rest.share)}, rest)
+
+
 def _estimate_s(timing: DecodeTiming, ends: StepEnds) -> float:
     """A run's total by medians: its prefill pass, then each eighth of its decode steps at that eighth's median."""
     return timing.step_seconds[0] + ends.by_medians_ms / 1e3
@@ -405,7 +602,11 @@ def _estimate_s(timing: DecodeTiming, ends: StepEnds) -> float:
 def _totals(none_t: DecodeTiming, kv_t: DecodeTiming, none: StepEnds, kv: StepEnds) -> Claim:
     total_none, total_kv = none_t.cumulative_seconds[-1], kv_t.cumulative_seconds[-1]
     est_none, est_kv = _estimate_s(none_t, none), _estimate_s(kv_t, kv)
-    return TOTALS.choose({"n": _count(kv_t.new_tokens), "none_s": number(total_none, 2, "s"),
+    none_kv, kv_kv = sum(none_t.k_tokens), sum(kv_t.k_tokens)  # counted in the timed run's own trace
+    if not (none_kv and kv_kv):
+        raise ValueError("results: timings without a trace of the K/V projections (k_tokens) cannot be compared")
+    return TOTALS.choose({"n": _count(kv_t.new_tokens), "none_kv": _count(none_kv), "kv_kv": _count(kv_kv),
+                          "counted": number(ratio(none_kv, kv_kv), 1), "none_s": number(total_none, 2, "s"),
                           "kv_s": number(total_kv, 2, "s"), "speedup": number(ratio(total_none, total_kv), 1),
                           "none_est": number(est_none, 2, "s"), "kv_est": number(est_kv, 2, "s"),
                           "robust": number(ratio(est_none, est_kv), 1)})
@@ -422,10 +623,14 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
     none, kv = timing_ends(none_t), timing_ends(kv_t)
     rate = ratio(flops(none.t1) - flops(none.t0), none.last_ms - none.first_ms) / 1e6
     dips = _inversions(none.eighths_ms) or [0]
-    uncached = UNCACHED.choose({**_ends_numbers(none), "rate": number(rate, 1, "GFLOP/s"),
+    (none_others, none_rest), (kv_others, kv_rest) = _outlier_numbers(none), _outlier_numbers(kv)
+    uncached = UNCACHED.choose({**_ends_numbers(none), **none_others, "rate": number(rate, 1, "GFLOP/s"),
                                 "growth": number(ratio(none.last_ms, none.first_ms), 1),
                                 "dip_from": _ms(none.eighths_ms[dips[0]]), "dip_to": _ms(none.eighths_ms[dips[0] + 1])})
-    cached = CACHED.choose(_ends_numbers(kv))
+    cached = CACHED.choose({**_ends_numbers(kv), **kv_others})
+    none = none_rest if uncached.key in OUTLIER_KEYS else none  # what was said is what is extrapolated from
+    kv = kv_rest if cached.key in OUTLIER_KEYS else kv
+    rate = ratio(flops(none.t1) - flops(none.t0), none.last_ms - none.first_ms) / 1e6
     if uncached.key not in GROWING:
         rate = math.nan  # extrapolate only from a growth this run measured and said
     kv_slope = kv.slope_ms if cached.key in GROWING else math.nan

@@ -118,6 +118,16 @@ class StepEnds:
         """ms per token between the first and the last eighth."""
         return ratio(self.last_ms - self.first_ms, self.t1 - self.t0)
 
+    def without(self, i: int) -> "StepEnds":
+        """The same run read without its eighth ``i`` (a lone outlier): the other eighths, their ends and t; the
+        median of all steps and the total by medians stay the run's."""
+        if not 0 <= i < len(self.eighths_ms) or len(self.eighths_ms) < 3:
+            raise ValueError(f"i: needs an eighth of at least 3 to leave out, got {i} of {len(self.eighths_ms)}")
+        eighths = self.eighths_ms[:i] + self.eighths_ms[i + 1:]
+        at = self.eighths_t[:i] + self.eighths_t[i + 1:] if self.eighths_t else ()
+        return StepEnds(at[0] if at else self.t0, at[-1] if at else self.t1, eighths, self.median_ms, at,
+                        self.by_medians_ms)
+
 
 def step_ends(t, ms) -> StepEnds:
     """:class:`StepEnds` of decode steps at lengths ``t`` taking ``ms`` milliseconds each."""

@@ -4,6 +4,7 @@ numbers as printed, and an idle run says something substantive with every choose
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 import pytest
@@ -13,6 +14,7 @@ from kvlab.costs import decode_cost, pass_cost
 from kvlab.generation import PassRecord
 from kvlab.lessons import prefill_decode as lesson
 from kvlab.measure import Rate
+from kvlab.lessons.prefill_decode.sentences.common import vals
 
 C = lesson.ROOFLINE_CONFIG
 DEMO = replace(C, n_layer=C.n_layer // 2)  # the demo model has half the big one's layers
@@ -109,7 +111,8 @@ def chapter_claims(run: Run) -> list[list[claims.Claim]]:
         lesson.explain_batch(run.batch, run.roofs)
         + lesson.explain_batch_vs_prefill(run.batch, run.prefill),
         lesson.explain_overlap(run.batch, run.roofs),
-        lesson.explain_small_matmuls(run.small, run.batch) + lesson.explain_small_matmul_reads(run.small, run.roofs, run.prefill),
+        lesson.explain_small_matmuls(run.small, run.batch) + lesson.explain_small_matmul_reads(run.small, run.roofs, run.prefill)
+        + lesson.explain_decode_sum(run.small, run.prefill, budget(run.step_ms, run.roofs), DEMO),
         lesson.explain_allocator(run.alloc),
         lesson.explain_precision(run.precision, C),
     ]
@@ -120,7 +123,7 @@ BS = (1, 2, 4, 8, 16, 32)
 IDLE = Run(
     timeline([3.1, 3.0, 3.2], [[1.2] * 23] * 3), timeline([3.2, 3.1, 3.3], [[1.25] * 23] * 3),
     sweep({P: 14 + 0.8 * P for P in PS}), roofs(10, 75),
-    batch({1: 16.5, 2: 17.0, 4: 17.5, 8: 18.5, 16: 21.0, 32: 30.0}), small([7.5, 8.0, 8.6, 9.4]), 1.2,
+    batch({1: 16.5, 2: 17.0, 4: 17.5, 8: 18.5, 16: 21.0, 32: 30.0}), small([10.0, 10.6, 11.4, 12.4]), 2.5,
     allocator(6.0, 0.5), precision(1e-4, 2e-2))
 BUSY = Run(  # two spinners beside the kernel: spikes, a prefill slower at P = 2 than at 4, roofs spread
     timeline([9.8, 4.4, 6.1], [[1.2, 7.9, 1.3] * 7 + [9.0, 1.2]] * 3), timeline([2.6, 8.0, 4.0], [[8.0] * 23] * 3),
@@ -172,6 +175,13 @@ def sweep_at(gflops: dict, decode_ms: float = 16.0) -> lesson.PrefillSweep:
     return sweep({P: pass_cost(C, P).flops / (g * 1e9) * 1e3 for P, g in gflops.items()}, decode_ms)
 
 
+# the executed run the review of this change started from (load about 1): its printed numbers
+H33_TIMELINE = timeline([1.70, 1.75, 1.80], [[0.56] + [0.67] * 22] * 3, prompt_tokens=22)
+H33_SWEEP = sweep({1: 9.00, 2: 12.06, 4: 13.13, 8: 19.30, 16: 25.35, 32: 31.10, 64: 57.46, 128: 101.21, 256: 199.73},
+                  {1: 8.02, 2: 7.65, 4: 8.67, 8: 8.90, 16: 8.61, 32: 8.54, 64: 10.50, 128: 9.36, 256: 9.57})
+H33_ROOFS = roofs(34.2, 91.7, 1.01, 1.00)
+H33_BATCH = batch({1: 7.60, 2: 10.70, 4: 13.78, 8: 16.51, 16: 21.95, 32: 34.09})
+H33_SMALL = small([5.84, 11.63, 15.18, 16.75])
 REVIEWED = {1: 10.48, 2: 23.30, 4: 35.53, 8: 31.78, 16: 48.64, 32: 70.26, 64: 134.50, 128: 232.42, 256: 466.12}
 RIDGE_5_5 = roofs(20, 110)  # B = 16 and 32 right of the ridge, 1 to 8 left of it
 Q = roofs(20, 100)  # a quiet machine: ridge 5
@@ -236,6 +246,17 @@ CASES = {
                                                       RIDGE_5_5),
     "matrix-vector faster, decode unmeasured": lambda: lesson.explain_small_matmul_reads(
         small([3.0, 4, 5, 6]), roofs(10, 85), sweep({256: 200.0}, NAN)),
+    "the third review's decode step, accounted for": lambda: lesson.explain_decode_sum(  # 19.2 GB/s, 2.5 ms, 8.61 ms
+        small([128 * 2**20 / 19.2e9 * 1e3, 8, 9, 10]), sweep({256: 200.0}, 8.61), budget(1.25, Q), DEMO),
+    "batch right of the ridge, steeper than B": lambda: lesson.explain_batch(
+        batch({1: 20, 2: 20.2, 4: 20.4, 8: 20.6, 16: 30, 32: 75}), RIDGE_5_5),
+    "batch right of the ridge, above the measured roof": lambda: lesson.explain_batch(
+        batch({1: 5, 2: 5.2, 4: 5.4, 8: 5.6, 16: 7.0, 32: 9.0}), RIDGE_5_5),
+    **{f"the executed run of /tmp/h33 ({part})": case for part, case in {
+        "timeline": lambda: lesson.explain_prefill_parallel(H33_TIMELINE),
+        "batch": lambda: lesson.explain_batch(H33_BATCH, H33_ROOFS),
+        "decode step": lambda: lesson.explain_decode_sum(H33_SMALL, H33_SWEEP, budget(0.67, H33_ROOFS), DEMO),
+    }.items()},
 }
 
 
@@ -302,3 +323,28 @@ def test_a_tampered_record_is_caught_by_the_checker():
 ])
 def test_the_issues_contradicted_sentences_cannot_be_said(run, key):
     assert key in keys(run)
+
+
+def test_a_negative_difference_is_printed_with_the_minus_sign():
+    """「−」 (U+2212), never an ASCII hyphen before a digit; kvlab.claims reads it back as a minus."""
+    said = [c for run in [*SHAPES.values(), BROKEN] for group in chapter_claims(run) for c in group]
+    said += [c for case in CASES.values() for c in case()]
+    negative = [c for c in said if any(n.kind == claims.DIFFERENCE and n.sound and min(vals(n.value)) < 0
+                                       for n in c.fields.values())]
+    assert negative and all(claims.MINUS in lesson.ZH.say(c) for c in negative)
+    assert not [lesson.ZH.say(c) for c in said if re.search(r"(?<![\w`])-\d", lesson.ZH.say(c))]
+
+
+def test_the_right_of_the_ridge_reading_of_the_executed_run():
+    """/tmp/h33's batch sweep: ×1.44 per doubling past the ridge, every point under the matmul roof, is said to sit
+    below both roofs, not to contradict the ideal ×2."""
+    right = [c for c in lesson.explain_batch(H33_BATCH, H33_ROOFS) if ".batch_right." in c.key]
+    assert [c.key for c in right] == ["prefill_decode.batch_right.below_roofs"]
+    assert right[0].fields["g"].text == "1.44" and "两道屋顶之下" in lesson.ZH.say(right[0])
+
+
+def test_the_decode_step_is_taken_apart_only_when_the_sum_lands_within_the_band():
+    accounted = CASES["the third review's decode step, accounted for"]()[0]
+    assert accounted.key.endswith(".accounted") and accounted.fields["share"].text == "101"
+    off = CASES["the executed run of /tmp/h33 (decode step)"]()[0]
+    assert off.key.endswith(".off") and off.fields["share"].text == "68"

@@ -35,7 +35,8 @@ from .engineering import (AllocatorTrace, AllocatorComparison, CPU_ALLOCATOR_REA
                           allocator_lines, precision_lines)
 from .readings import (STEADY_SPREAD, BUSY_SPREAD, SAME_BAND, explain_batch_baseline, WorkedStep, worked_decode_step, explain_worked_step, spread,
                        roofs_busy, explain_measured_roofs, explain_prefill_vs_roof, explain_decode_vs_roof, explain_long_rate,
-                       explain_batch_vs_prefill, explain_small_matmul_reads, explain_worked_bounds, roof_lines)
+                       explain_batch_vs_prefill, explain_small_matmul_reads, explain_decode_sum, explain_worked_bounds,
+                       roof_lines)
 from .sentences import CHOOSERS, ZH, show_claims
 from ...claims import confirm  # the page's checks, a Chinese ✓ line each
 from ...device import last_level_cache  # the notebook reads the last-level cache through the lesson
@@ -64,5 +65,5 @@ __all__ = [
     "TAIL_SAMPLES", "explain_latency", "explain_prefill_parallel", "explain_prefill_growth", "per_doubling", "STEADY_SPREAD",
     "explain_batch_baseline", "latency_lines", "explain_panel", "step_budget_lines", "explain_prefill_rates",
     "batch_ridge_lines", "allocator_lines", "precision_lines", "roof_lines", "CHOOSERS", "ZH", "show_claims",
-    "explain_speedups", "explain_long_rate", "explain_batch_gain", "explain_overlap",
+    "explain_speedups", "explain_long_rate", "explain_batch_gain", "explain_overlap", "explain_decode_sum",
 ]

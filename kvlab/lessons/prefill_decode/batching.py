@@ -23,8 +23,8 @@ from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, selection_slider
 from .prefill_sweep import PrefillSweep, prefill_points
 from .roofline import RooflinePoint
-from .sentences.batching import (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, INVERTED_ROWS, MATMUL_ROWS,
-                                 MATMUL_SLOWDOWN, OVERLAP)
+from .sentences.batching import (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_RIGHT, BATCH_SHAPE, INVERTED_ROWS,
+                                 MATMUL_ROWS, MATMUL_SLOWDOWN, OVERLAP)
 from .sentences.common import count, counts, decimals, gflops, ms, ms_series, pct, per_s, some, times
 
 
@@ -161,8 +161,9 @@ class BatchLab:
 
 def explain_batch(sweep: BatchSweep, roofs: Roofs) -> list[Claim]:
     """How the step time moved while the batch stayed left of the ridge (:data:`~.sentences.BATCH_LEFT`: every
-    point), whether it ever fell as B grew (:data:`~.sentences.BATCH_ORDER`), and the growth per doubling of B on
-    both sides of the ridge (:data:`~.sentences.BATCH_SHAPE`)."""
+    point), whether it ever fell as B grew (:data:`~.sentences.BATCH_ORDER`), the growth per doubling of B on
+    both sides of the ridge (:data:`~.sentences.BATCH_SHAPE`), and right of it against the ideal ×2 per doubling
+    (:data:`~.sentences.BATCH_RIGHT`)."""
     ridge, pts = roofs.ridge, sweep.points
     left = [p for p in pts if p.cost.intensity < ridge]
     right = [p for p in pts if p.cost.intensity >= ridge]
@@ -193,7 +194,21 @@ def explain_batch(sweep: BatchSweep, roofs: Roofs) -> list[Claim]:
     if len(left) >= 2 and len(right) >= 2:
         claims.append(BATCH_SHAPE.choose({"gl": times(per_doubling(pts[0], left[-1])),
                                           "gr": times(per_doubling(right[0], right[-1]))}))
+    if len(right) >= 2:
+        claims.append(_right_of_ridge(right, roofs))
     return claims
+
+
+def _right_of_ridge(right: list[BatchPoint], roofs: Roofs) -> Claim:
+    """The batches right of the ridge: their step time's growth per doubling of B against the ideal ×2, with their
+    rates against the matmul roof (:data:`~.sentences.BATCH_RIGHT`)."""
+    mm = gflops(roofs.flops.best)
+    rates = some([p.flops_per_s / 1e9 for p in right], 1, "GFLOP/s")
+    return BATCH_RIGHT.choose({
+        "Bs": counts([p.batch_size for p in right]), "Is": some([p.cost.intensity for p in right], 2),
+        "ridge": number(roofs.ridge, 1), "ts": ms_series([p.step_seconds for p in right]),
+        "g": times(per_doubling(right[0], right[-1])), "rates": rates, "mm": mm,
+        "shares": some([100 * ratio(r, mm.value) for r in rates.value], 0, "%")})
 
 
 def explain_batch_gain(sweep: BatchSweep, roofs: Roofs | None = None) -> list[Claim]:

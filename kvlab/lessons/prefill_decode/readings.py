@@ -17,8 +17,8 @@ from .prefill_sweep import PrefillSweep
 from .roofline import explain_roofs
 from .timeline import StepBudget
 from .sentences.common import SAME, count, gbs, gflops, ms, pct, signed_pct, times, us
-from .sentences.readings import (BATCH_BASELINE, BATCH_VS_PREFILL, BUSY, DECODE_ROOF, DECODE_VS_MATVEC, LONG_RATE,
-                                 MATVEC_READ, PREFILL_ROOF, PREFILL_TREND, ROOF_SPREAD, STEADY, WORKED_BOUNDS)
+from .sentences.readings import (BATCH_BASELINE, BATCH_VS_PREFILL, BUSY, DECODE_ROOF, DECODE_SUM, DECODE_VS_MATVEC,
+                                 LONG_RATE, MATVEC_READ, PREFILL_ROOF, PREFILL_TREND, ROOF_SPREAD, STEADY, WORKED_BOUNDS)
 
 STEADY_SPREAD, BUSY_SPREAD = STEADY, BUSY  # a roof's fastest repeat over its median: agree within, busy from
 SAME_BAND = SAME / 100  # two measurements within ±15 % of each other agree
@@ -172,6 +172,22 @@ def explain_small_matmul_reads(m: SmallMatmuls, roofs: Roofs, sweep: PrefillSwee
                                                "share": pct(dec.decode_bytes_per_s / roofs.bandwidth.best),
                                                "of_matvec": pct(dec.decode_bytes_per_s / rate)}))
     return claims
+
+
+def explain_decode_sum(m: SmallMatmuls, sweep: PrefillSweep, demo: StepBudget, demo_config: ModelConfig) -> list[Claim]:
+    """The decode step printed with the roofline (after the longest prompt) taken apart: its bytes read at the
+    matrix-vector product's measured rate, plus the fixed cost of a step (the demo model's whole step, ``demo``, ×
+    the layers' ratio to ``demo_config``), summed as printed against the measured step (:data:`~.sentences.DECODE_SUM`)."""
+    dec = sweep.points[-1]
+    step, mb = ms(dec.decode_step_seconds), number(dec.decode_cost.bytes / dec.decode_steps / 1e6, 1, "MB")
+    rate = gbs(ratio(m.weight_bytes, m.seconds[0]))
+    read = ms(ratio(mb.value, rate.value) / 1e3)  # MB ÷ GB/s = ms
+    demo_ms, layers = ms(demo.measured_seconds), times(sweep.config.n_layer / demo_config.n_layer, 1)
+    fixed = ms(demo_ms.value * layers.value / 1e3)
+    total = ms((read.value + fixed.value) / 1e3)
+    return [DECODE_SUM.choose({"P": count(dec.prompt_len), "step": step, "mb": mb, "rate": rate, "read": read,
+                               "demo": demo_ms, "layers": layers, "fixed": fixed, "total": total,
+                               "share": pct(ratio(total.value, step.value))})]
 
 
 def explain_batch_baseline(batch: BatchSweep, sweep: PrefillSweep) -> list[Claim]:

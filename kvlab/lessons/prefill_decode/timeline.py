@@ -158,13 +158,15 @@ def explain_latency(tl: Timeline) -> list[Claim]:
 
 def explain_prefill_parallel(tl: Timeline) -> list[Claim]:
     """Whether the one prefill pass beat feeding the prompt token by token (prompt length × the fastest decode pass:
-    the TTFT is the fastest prefill pass, so both are timed the same way; a median decode step on a busy machine
-    would make prefill look faster than it is), read from the numbers it prints (:data:`~.sentences.PARALLEL`):
+    the TTFT is the fastest prefill pass; the fastest of many more decode steps favours token by token, which the
+    sentence says, while a median decode step on a busy machine would make prefill look faster than it is), read
+    from the numbers it prints (:data:`~.sentences.PARALLEL`):
     under half of it, faster but not half (a busy moment slowed the few prefills), or not faster (can't tell)."""
     per_token = tl.itl_ms(0)
     sequential = tl.prompt_tokens * per_token
     return [PARALLEL.choose({"ttft": number(tl.ttft_ms, 2, "ms"), "P": count(tl.prompt_tokens),
-                             "itl": number(per_token, 2, "ms"), "sequential": number(sequential, 2, "ms"),
+                             "itl": number(per_token, 2, "ms"), "n": count(tl.decode_samples),
+                             "sequential": number(sequential, 2, "ms"),
                              "share": pct(ratio(tl.ttft_ms, sequential)), "runs": count(tl.runs)})]
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from ....claims import Catalog, Claim, show
 from . import batching, engineering, prefill_sweep, readings, timeline
-from .batching import (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, MATMUL_ROWS, MATMUL_SLOWDOWN, OVERLAP)
+from .batching import (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_RIGHT, BATCH_SHAPE, MATMUL_ROWS, MATMUL_SLOWDOWN,
+                       OVERLAP)
 from .engineering import ALLOCATOR, PRECISION
 from .prefill_sweep import (ONE_PASS, PREFILL_GROWTH, PREFILL_RATES, PREFILL_TAIL, RIDGE, SAME_WORK, SPEEDUP,
                             SPEEDUP_GROWTH)
-from .readings import (BATCH_BASELINE, BATCH_VS_PREFILL, DECODE_ROOF, DECODE_VS_MATVEC, LONG_RATE, MATVEC_READ,
-                       PREFILL_ROOF, PREFILL_TREND, ROOF_SPREAD, WORKED_BOUNDS)
+from .readings import (BATCH_BASELINE, BATCH_VS_PREFILL, DECODE_ROOF, DECODE_SUM, DECODE_VS_MATVEC, LONG_RATE,
+                       MATVEC_READ, PREFILL_ROOF, PREFILL_TREND, ROOF_SPREAD, WORKED_BOUNDS)
 from .timeline import ITL_TAIL, PANEL, PARALLEL, STEP_BUDGET
 
 TOPICS = (timeline, prefill_sweep, readings, batching, engineering)  # in the order the notebook says them
@@ -38,9 +39,9 @@ ZH = _one_catalog("zh")
 
 __all__ = [
     "CHOOSERS", "ZH", "show_claims", "TOPICS",
-    "BATCH_GAIN", "BATCH_LEFT", "BATCH_ORDER", "BATCH_SHAPE", "MATMUL_ROWS", "MATMUL_SLOWDOWN", "OVERLAP",
+    "BATCH_GAIN", "BATCH_LEFT", "BATCH_ORDER", "BATCH_RIGHT", "BATCH_SHAPE", "MATMUL_ROWS", "MATMUL_SLOWDOWN", "OVERLAP",
     "ALLOCATOR", "PRECISION", "ONE_PASS", "PREFILL_GROWTH", "PREFILL_RATES", "PREFILL_TAIL", "RIDGE", "SAME_WORK",
-    "SPEEDUP", "SPEEDUP_GROWTH", "BATCH_BASELINE", "BATCH_VS_PREFILL", "DECODE_ROOF", "DECODE_VS_MATVEC",
+    "SPEEDUP", "SPEEDUP_GROWTH", "BATCH_BASELINE", "BATCH_VS_PREFILL", "DECODE_ROOF", "DECODE_SUM", "DECODE_VS_MATVEC",
     "LONG_RATE", "MATVEC_READ", "PREFILL_ROOF", "PREFILL_TREND", "ROOF_SPREAD", "WORKED_BOUNDS", "ITL_TAIL",
     "PANEL", "PARALLEL", "STEP_BUDGET",
 ]

@@ -2,8 +2,10 @@
 ridge, the sum model of compute and reads, and what a few rows of a matmul cost."""
 from __future__ import annotations
 
+import math
+
 from ....claims import Chooser, Rule
-from .common import P, SAME, vals, close, RERUN_BATCH, RERUN_SMALL
+from .common import P, SAME, vals, close, rising, RERUN_BATCH, RERUN_ROOFS, RERUN_SMALL
 
 
 def _gain(v) -> bool:
@@ -44,6 +46,7 @@ BATCH_LEFT = Chooser(f"{P}.batch_left", (
 ))
 
 BATCH_ORDER = Chooser(f"{P}.batch_order", (
+    Rule(f"{P}.batch_order.rising", ("Bs", "ts"), lambda v: rising(vals(v["ts"]))),
     Rule(f"{P}.batch_order.ordered", ("Bs", "ts"), lambda v: all(b * 1.02 >= a for a, b in zip(vals(v["ts"]), vals(v["ts"])[1:]))),
     Rule(f"{P}.batch_order.inverted", ("Ba", "ta", "Bb", "tb"), lambda v: v["Ba"] < v["Bb"] and v["ta"] > 1.02 * v["tb"]),
     Rule(f"{P}.batch_order.unmeasured", substantive=False),
@@ -56,6 +59,38 @@ BATCH_SHAPE = Chooser(f"{P}.batch_shape", (
     Rule(f"{P}.batch_shape.same", SHAPE_SHOWS, lambda v: v["gr"] / 1.1 <= v["gl"] <= v["gr"] * 1.1),
     Rule(f"{P}.batch_shape.inverted", SHAPE_SHOWS, lambda v: v["gl"] > v["gr"] * 1.1),
     Rule(f"{P}.batch_shape.unmeasured", substantive=False),
+))
+
+IDEAL_DOUBLING = 2  # right of the ridge the ideal step time is F ÷ matmul rate, F ∝ B: ×2 each time B doubles
+
+
+def _per_doubling(v) -> bool:
+    """``g`` is the printed step times' growth per doubling of B, first to last of the printed ``Bs``."""
+    Bs, ts = vals(v["Bs"]), vals(v["ts"])
+    return (len(Bs) == len(ts) >= 2 and Bs[-1] > Bs[0] and ts[0] > 0
+            and close(v["g"], (ts[-1] / ts[0]) ** (1 / math.log2(Bs[-1] / Bs[0]))))
+
+
+def _below_roofs(v) -> bool:
+    """Slower than ×2 per doubling by more than SAME, every point right of the ridge (so the matmul roof is the lower
+    roof) and its rate under that roof, each share as printed."""
+    Is, rates, shares = vals(v["Is"]), vals(v["rates"]), vals(v["shares"])
+    return (_per_doubling(v) and v["g"] < IDEAL_DOUBLING * (1 - SAME / 100) and len(Is) == len(rates) == len(shares)
+            == len(vals(v["Bs"])) and all(i >= v["ridge"] for i in Is) and all(r < v["mm"] for r in rates)
+            and all(close(s, 100 * r / v["mm"], 1) for s, r in zip(shares, rates)))
+
+
+RIGHT_SHOWS = ("Bs", "Is", "ridge", "ts", "g")
+BATCH_RIGHT = Chooser(f"{P}.batch_right", (
+    Rule(f"{P}.batch_right.below_roofs", (*RIGHT_SHOWS, "rates", "mm", "shares"), _below_roofs),
+    Rule(f"{P}.batch_right.proportional", ("Bs", "ts", "g"),
+         lambda v: _per_doubling(v) and abs(v["g"] / IDEAL_DOUBLING - 1) <= SAME / 100),
+    Rule(f"{P}.batch_right.steeper", ("Bs", "ts", "g"),
+         lambda v: _per_doubling(v) and v["g"] > IDEAL_DOUBLING * (1 + SAME / 100), substantive=False),
+    Rule(f"{P}.batch_right.above_roof", (*RIGHT_SHOWS, "rates", "mm"),
+         lambda v: _per_doubling(v) and all(i >= v["ridge"] for i in vals(v["Is"]))
+         and any(r >= v["mm"] for r in vals(v["rates"])), substantive=False),
+    Rule(f"{P}.batch_right.unmeasured", substantive=False),
 ))
 
 
@@ -116,6 +151,8 @@ _OVERLAP = ("按两者之和估：B = 1 时 I₁ = {I1} FLOP/字节，转折点 
             "{f} 倍（转折点远大于 I₁ 时接近两倍，比如 GPU 上）；按它算 B = 1 → {B} 应涨 ×{pred}，上面实测 {t1} → {tB}，"
             "×{meas}")
 _ROWS = "x @ W，W 是 {mib} 的 FP32 矩阵：{rows} 行分别要 {ts}（每种测 {repeats} 次、交替进行，取最快的一次）"
+_RIGHT = "越过转折点以后（B = {Bs}，I = {Is}，都不低于转折点 {ridge}），单步耗时 {ts}，B 每翻一倍平均 ×{g}"
+
 TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.batch_left.unmeasured": "这次没有测出有效的单步耗时；" + RERUN_BATCH,
     f"{P}.batch_gain.ideal": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时只 ×{step}：接近理想的 {B} 倍。",
@@ -132,7 +169,9 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
                              "{rise}：实际的机器达不到屋顶，单步耗时并不完全由读的字节决定（下面的矩阵乘实验检查其中一个可能的原因）。",
     f"{P}.batch_left.crossed_early": "B = {B} 时算术强度（{I}）就已越过本机的转折点 {ridge}。",
     f"{P}.batch_left.uneven": "转折点左边的单步耗时 {ts}（B = {Bs}）忽高忽低，说不清随 B 怎样变；" + RERUN_BATCH,
-    f"{P}.batch_order.ordered": "单步耗时随 B（{Bs}）一路不减：{ts}。",
+    f"{P}.batch_order.rising": "单步耗时随 B（{Bs}）一步比一步长：{ts}。",
+    f"{P}.batch_order.ordered": "单步耗时随 B（{Bs}）：{ts}，没有哪个 B 比前一个 B 快 2% 以上（2% 以内算测量的起伏）：多一倍的"
+                                "序列不会让一步更快。",
     f"{P}.batch_order.inverted": "B = {Ba} 的一步（{ta}）反而比 B = {Bb} 的（{tb}）慢：多一倍的序列不该更快，这是测量的起伏或不同"
                                  "行数选了不同的计算方式；上面的平均倍数把这样的起伏抹平了。",
     f"{P}.batch_order.unmeasured": "这次的单步耗时没有测出有效的数；" + RERUN_BATCH,
@@ -145,6 +184,17 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
                                  "左边的增长不是越过转折点造成的：运算和读数据不一定能完全重叠，一步的时间可能比两者中较长的那个"
                                  "更接近两者之和（见本节末尾）；行数很少的矩阵乘本身也可能更慢（下面的矩阵乘实验检查这一种）。",
     f"{P}.batch_shape.unmeasured": "这次算不出转折点两边每翻一倍的增长；" + RERUN_BATCH,
+    f"{P}.batch_right.below_roofs": _RIGHT + "。按 roofline，点贴着平屋顶时一步的时间由运算次数决定，与 B 成正比（B 每翻一倍 "
+                                    "×2）；实测涨得比这慢，因为这几个点没有贴着屋顶：每秒 {rates}，只是矩阵乘屋顶 {mm} 的 {shares}，"
+                                    "都在两道屋顶之下（越过转折点以后，平屋顶是较低的那道）。一步里还有不随 B 增长的开销，B 越大，"
+                                    "它在一步里占得越少，点就越靠近屋顶。",
+    f"{P}.batch_right.proportional": "越过转折点以后（B = {Bs}），单步耗时 {ts}，B 每翻一倍平均 ×{g}：与 B 差不多成正比（±15% "
+                                     "以内），和 roofline 说的一样——那里一步的时间由运算次数决定。",
+    f"{P}.batch_right.steeper": "越过转折点以后（B = {Bs}），单步耗时 {ts}，B 每翻一倍平均 ×{g}，比 B 涨得还快：运算次数只与 B "
+                                "成正比，这多出来的是测量的起伏（测大批次时机器更忙）；" + RERUN_BATCH,
+    f"{P}.batch_right.above_roof": _RIGHT + "，每秒 {rates}，有的点高过了测得的矩阵乘屋顶 {mm}：屋顶量低了，这次说不准这些点"
+                                   "离屋顶多远；" + RERUN_ROOFS,
+    f"{P}.batch_right.unmeasured": "这次算不出转折点右边每翻一倍的增长；" + RERUN_BATCH,
     f"{P}.overlap.agrees": _OVERLAP + "，相差不到 15%：与这个估计相符。",
     f"{P}.overlap.more": _OVERLAP + "，比这个偏悲观的估计涨得还多：除了运算和读数据不重叠，还有别的原因让单步变慢（上一小节的"
                          "矩阵乘实验量了其中一种），也可能测大批次时机器更忙。",
@@ -173,4 +223,4 @@ WORDS = {"no_b1": "批处理扫描里没有测出 B = 1 的单步耗时",
          "no_left": "B = 1 之外，没有哪个测过的 B 满足 B × I₁ < 转折点（这个估计只在转折点左边成立）",
          "gpu_launch": "：GPU 上这个小模型一步解码主要是内核启动的固定开销，多几条序列几乎不加时间", "cpu": ""}
 
-CHOOSERS = (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, OVERLAP, MATMUL_ROWS, MATMUL_SLOWDOWN,)
+CHOOSERS = (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, BATCH_RIGHT, OVERLAP, MATMUL_ROWS, MATMUL_SLOWDOWN)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ....claims import ABSOLUTE, DIFFERENCE, Number, number, series
+from ....claims import ABSOLUTE, DIFFERENCE, MINUS, Number, number, series
 
 P = "prefill_decode"  # every key of this chapter starts with it
 SAME = 15  # percent: two measurements of the same thing within ±15 % of each other agree
@@ -53,10 +53,10 @@ def pct(x: float) -> Number:
 
 
 def signed_pct(x: float) -> Number:
-    """A relative difference with its sign (0.2 -> +20%, -0.1 -> -10%)."""
+    """A relative difference with its sign, the minus sign 「−」 (0.2 -> +20%, -0.1 -> −10%)."""
     v = 100 * x
     text = f"{v:+.0f}" if math.isfinite(v) else str(v)
-    return Number("0" if text in ("+0", "-0") else text, "%", DIFFERENCE)
+    return Number("0" if text in ("+0", "-0") else text.replace("-", MINUS), "%", DIFFERENCE)
 
 
 def times(x: float, digits: int = 2) -> Number:

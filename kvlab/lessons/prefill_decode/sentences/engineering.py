@@ -31,4 +31,4 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.precision.unmeasured": "这次没有算出有效的 logit 误差；重新运行这一格。",
 }
 
-CHOOSERS = (ALLOCATOR, PRECISION,)
+CHOOSERS = (ALLOCATOR, PRECISION)

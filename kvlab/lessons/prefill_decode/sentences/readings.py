@@ -133,6 +133,24 @@ DECODE_VS_MATVEC = Chooser(f"{P}.decode_vs_matvec", (
 ))
 
 
+def _decode_sum(accounted: bool):
+    """The sum as printed: reading the step's bytes at the matrix-vector rate (MB ÷ GB/s = ms), plus the fixed cost
+    (the demo model's whole step × the layers' ratio), against the measured step; within ±SAME of it or not."""
+    def holds(v) -> bool:
+        ok = (close(v["read"], v["mb"] / v["rate"]) and close(v["fixed"], v["demo"] * v["layers"])
+              and close(v["total"], v["read"] + v["fixed"]) and close(v["share"], 100 * v["total"] / v["step"], 1))
+        return ok and (abs(v["total"] / v["step"] - 1) <= SAME / 100) == accounted
+    return holds
+
+
+SUM_SHOWS = ("P", "step", "mb", "rate", "read", "demo", "layers", "fixed", "total", "share")
+DECODE_SUM = Chooser(f"{P}.decode_sum", (
+    Rule(f"{P}.decode_sum.accounted", SUM_SHOWS, _decode_sum(True)),
+    Rule(f"{P}.decode_sum.off", SUM_SHOWS, _decode_sum(False), substantive=False),
+    Rule(f"{P}.decode_sum.unmeasured", substantive=False),
+))
+
+
 _ROOF = "预填充 P = {P}：I = {I} FLOP/字节，每秒 {rate}，是矩阵乘屋顶的 {share}"
 _DECODE = ("解码（P = {P} 之后）：I = {I} FLOP/字节，每秒 {gflops}，只是矩阵乘屋顶的 {mm_share}；每秒搬运 {rate}，"
            "是测得带宽的 {share}")
@@ -142,6 +160,10 @@ _BOUNDS = "手算的那一步解码：运算 {mflop} MFLOP ÷ 矩阵乘速率 = 
 _BASELINE = ("B = 1 在这里一步 {b1}；上面提示词扫描里同一个模型在 P = {P} 之后的一步解码是 {dec}，这里比那里 {diff}")
 _VS = "B = {B} 的解码（每条序列缓存里 {C} 个 token）每秒 {d}，P = {B} 的预填充 {p}，解码比预填充 {diff}"
 _MATVEC = "{rows} 行 × W（矩阵乘向量）读 W 的速度：{mb} ÷ {ms} = {rate}，求和测得的带宽是 {bw}（{share}）"
+_LATER = "（选学「行数很少的矩阵乘」一节量出矩阵乘向量读权重的速度以后，会把这一步的时间拆开算一遍）"
+_SUM = ("回头看 roofline 一节里 P = {P} 之后的那一步解码（{step}）：它要读写 {mb}，按上面矩阵乘向量读 W 的速度 {rate} 要 "
+        "{read}；再加上一步的固定开销，按演示模型一整步 {demo} × 层数之比 {layers} 算是 {fixed}；合计 {total}，是实测的 {share}")
+
 TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.prefill_trend.unmeasured": "这次没有测出有效的预填充速率，看不出它的走势；" + RERUN_SWEEP,
     f"{P}.long_rate.highest": "P = {P} 的预填充每秒 {rate}，高于 P = {P1} 的 {rate1} 和其后一步解码的 {dec}：提示词越长，"
@@ -178,9 +200,9 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.decode_roof.at_median": _DECODE + "，却和屋顶的中位数 {median} 相当（{med_share}）：屋顶取的是最快的一次，机器忙时，"
                                   "解码大约跑在当时给得出的带宽上；它是访存受限的（算术强度远在转折点左边）。",
     f"{P}.decode_roof.near": _DECODE + "：接近带宽这道斜屋顶，但没有用满。解码是访存受限的（算术强度远在转折点左边），一步里还有"
-                             "一些别的开销。",
+                             "一些别的开销" + _LATER + "。",
     f"{P}.decode_roof.part": _DECODE + "：用了带宽的相当一部分，但没有用满。它仍是访存受限的（算术强度远在转折点左边），但一步里"
-                             "还有别的开销。",
+                             "还有别的开销" + _LATER + "。",
     f"{P}.decode_roof.far_overhead": _DECODE + "：只用了带宽的一小部分。" + _FAR + "多出来的时间和这些小算子的开销是同一个"
                                      "量级：一步的时间大多花在读权重以外的固定开销上（CPU 上是逐个算子的调度；GPU 上主要是"
                                      "几百次内核启动）。",
@@ -227,6 +249,12 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.decode_vs_matvec.further": "所以上面 roofline 一节里解码的百分比（每秒搬运 {rate}，是求和带宽的 {share}）是和一道偏低的"
                                      "屋顶比的：按这次矩阵乘向量读权重的速度算，解码只用到了 {of_matvec}，离读满带宽比那里说的更远。",
     f"{P}.decode_vs_matvec.unmeasured": "这次比不了解码和矩阵乘向量的读速度；" + RERUN_SMALL,
+    f"{P}.decode_sum.accounted": _SUM + "，在 ±15% 以内：那一步的时间就这样分成两份——按矩阵乘向量的速度读权重，加上几百个小算子"
+                                 "的固定开销。",
+    f"{P}.decode_sum.off": _SUM + "，超出了 ±15%：这两份解释不了那一步的时间，这次说不准差在哪里（这几个数是在不同时刻量的，机器"
+                           "的忙闲会变）；" + RERUN_SMALL,
+    f"{P}.decode_sum.unmeasured": "这次算不出那一步解码拆开的两份（缺少有效的解码、矩阵乘向量或演示模型一步的时间）；" + RERUN_SMALL,
 }
 
-CHOOSERS = (PREFILL_ROOF, PREFILL_TREND, LONG_RATE, DECODE_ROOF, ROOF_SPREAD, WORKED_BOUNDS, BATCH_BASELINE, BATCH_VS_PREFILL, MATVEC_READ, DECODE_VS_MATVEC,)
+CHOOSERS = (PREFILL_ROOF, PREFILL_TREND, LONG_RATE, DECODE_ROOF, ROOF_SPREAD, WORKED_BOUNDS, BATCH_BASELINE, BATCH_VS_PREFILL,
+            MATVEC_READ, DECODE_VS_MATVEC, DECODE_SUM)

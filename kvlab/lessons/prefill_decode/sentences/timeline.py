@@ -14,17 +14,21 @@ ITL_TAIL = Chooser(f"{P}.itl_tail", (
 
 
 def _parallel(share_max: float):
+    """Prefill under ``share_max`` of P × the fastest decode step, the sum and the share as printed; the fastest step
+    is the minimum of at least as many samples (``n`` decode steps) as the TTFT's (``runs`` prefills), so the
+    comparison, if anything, favours feeding the tokens one by one."""
     def holds(v) -> bool:
         seq = v["P"] * v["itl"]
         return (close(v["sequential"], seq) and close(v["share"], 100 * v["ttft"] / v["sequential"], 1)
-                and v["ttft"] < share_max * v["sequential"])
+                and v["ttft"] < share_max * v["sequential"] and v["n"] >= v["runs"])
     return holds
 
 
+PARALLEL_SHOWS = ("ttft", "P", "itl", "n", "sequential", "share", "runs")
 PARALLEL = Chooser(f"{P}.parallel", (
-    Rule(f"{P}.parallel.half", ("ttft", "P", "itl", "sequential", "share"), _parallel(0.5)),
-    Rule(f"{P}.parallel.faster", ("ttft", "P", "itl", "sequential", "share", "runs"), _parallel(1.0)),
-    Rule(f"{P}.parallel.unclear", ("ttft", "P", "itl", "sequential"), substantive=False),
+    Rule(f"{P}.parallel.half", PARALLEL_SHOWS, _parallel(0.5)),
+    Rule(f"{P}.parallel.faster", PARALLEL_SHOWS, _parallel(1.0)),
+    Rule(f"{P}.parallel.unclear", ("ttft", "P", "itl", "n", "sequential"), substantive=False),
     Rule(f"{P}.parallel.unmeasured", substantive=False),
 ))
 
@@ -60,13 +64,15 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
                          "它反映的是一两次卡顿，不是稳定的分位数。",
     f"{P}.itl_tail.many": "p99（{p99}）来自 {n} 个解码步，是一个有意义的分位数。",
     f"{P}.itl_tail.unmeasured": "这次没有可算分位数的解码步；" + RERUN_TIMELINE,
-    f"{P}.parallel.half": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl}（最快的一步解码，和 TTFT 一样取最快的）= {sequential}：一次前向处理"
-                          "整段提示词，只用了逐个送进去的 {share}。",
-    f"{P}.parallel.faster": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl}（最快的一步解码，和 TTFT 一样取最快的）= {sequential}：一次前向"
-                            "还是更快（{share}），但这次没快到一半——TTFT 只取自 {runs} 次预填充，几十个解码步里更容易碰上一步"
-                            "没被机器上别的程序打断的；" + RERUN_TIMELINE,
-    f"{P}.parallel.unclear": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl}（最快的一步解码，和 TTFT 一样取最快的）= {sequential}：这次说不准，"
-                             "预填充没有比逐个送进去快，多半是那一刻机器上别的程序占用了处理器；" + RERUN_TIMELINE,
+    f"{P}.parallel.half": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl} = {sequential}（{itl} 是 {n} 个解码步里最快的"
+                          "一步，TTFT 是 {runs} 次预填充里最快的一次：样本多的一边更容易碰上一次没被打断的，所以这样比偏向"
+                          "逐个送入）：即便如此，一次前向处理整段提示词，也只用了逐个送进去的 {share}。",
+    f"{P}.parallel.faster": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl} = {sequential}（{itl} 是 {n} 个解码步里最快"
+                            "的一步）：一次前向还是更快（{share}），但这次没快到一半——TTFT 只取自 {runs} 次预填充，{n} 个解码步里"
+                            "更容易碰上一步没被机器上别的程序打断的；" + RERUN_TIMELINE,
+    f"{P}.parallel.unclear": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl} = {sequential}（{itl} 是 {n} 个解码步里最快"
+                             "的一步）：这次说不准，预填充没有比逐个送进去快，多半是那一刻机器上别的程序占用了处理器；"
+                             + RERUN_TIMELINE,
     f"{P}.panel.same": "面板打开时（生成 {n} 个 token）为这句提示词重新计了时：TTFT {ttft_panel}，上面那次 {ttft_run}（{ttft_diff}）；"
                        "图上那一遍的 TPOT {tpot_panel}，上面那次图上那一遍 {tpot_run}（{tpot_diff}）。都在 ±15% 以内：两次测量一致。",
     f"{P}.panel.differs": "面板打开时（生成 {n} 个 token）为这句提示词重新计了时：TTFT {ttft_panel}，上面那次 {ttft_run}（{ttft_diff}）；"
@@ -82,4 +88,4 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.step_budget.unmeasured": "这次没有测出一步解码的时间，比不了；" + RERUN_TIMELINE,
 }
 
-CHOOSERS = (ITL_TAIL, PARALLEL, PANEL, STEP_BUDGET,)
+CHOOSERS = (ITL_TAIL, PARALLEL, PANEL, STEP_BUDGET)

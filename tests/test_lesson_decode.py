@@ -582,11 +582,14 @@ def test_the_step_exponent_agrees_with_the_growth_share_printed_beside_it():
     # the same exponent beside a straight line and a share that implies it: read, with the share
     agreeing = _step(0.44, 13.42, 17.02, first=12.0)
     assert lesson.STEP_EXPONENT.choose(agreeing, {"mode": "none"}).key == "decode.step_exponent.mixed"
-    assert "两者相符" in lesson.ZH.say(lesson.STEP_EXPONENT.choose(agreeing, {"mode": "none"}))
+    assert "两者大致相符" in lesson.ZH.say(lesson.STEP_EXPONENT.choose(agreeing, {"mode": "none"}))
     # within the band the reading stands; past it, without a bend, it is noise
     for k, key in [(0.89 - lesson.SHARE_BAND + 0.01, "mixed"), (1.0, "linear")]:
         assert lesson.STEP_EXPONENT.choose(_step(k, 13.42, 17.02, first=2.9), {"mode": "none"}).key.endswith(key)
     assert lesson.STEP_EXPONENT.choose(_step(1.0, 15.0, 20.0), {"mode": "none"}).key == "decode.step_exponent.off_share"
+    # the run these fixes were first tried on (load 1-2): 13.70 -> 31.00 -> 48.72 ms, 72 %, exponent 0.95
+    h31 = lesson.STEP_EXPONENT.choose(_step(0.95, 31.00, 48.72, first=13.70), {"mode": "none"})
+    assert h31.key == "decode.step_exponent.linear" and "应约为 0.74，两者大致相符" in lesson.ZH.say(h31)
     # from a run: the growth sentence and the exponent sentence print the same share
     none, kv = _latency_shapes()["review r14: bending, one cached spike"]
     said = _said(lesson.explain_latency({"none": none, "kv": kv}, lesson.timing_model()))

@@ -462,9 +462,9 @@ ZH = Catalog("zh", {
                                      + _SHARE + "。可单步耗时涨得越来越快：" + _BENT + "。曲线向上弯，一条 t^k 描述不了"
                                      "整段，所以这个指数不作解读。",
     "decode.step_exponent.mixed": "{mode}的单步指数 {k} 在 0 和 1 之间（" + _SECOND_HALF + "从 {from} 涨到 {to}）：固定开销"
-                                  "和随 t 增长的部分都有份。" + _SHARE + "，两者相符。",
+                                  "和随 t 增长的部分都有份。" + _SHARE + "，两者大致相符。",
     "decode.step_exponent.linear": "{mode}的单步指数 {k} 接近 1（" + _SECOND_HALF + "从 {from} 涨到 {to}）：后半段的单步耗时"
-                                   "大致随 t 成正比地变长。" + _SHARE + "，两者相符。",
+                                   "大致随 t 成正比地变长。" + _SHARE + "，两者大致相符。",
     "decode.step_exponent.off_share": "{mode}的单步指数 {k}（" + _SECOND_HALF + "从 {from} 涨到 {to}）和各段中位数对不上："
                                       + _SHARE + "，相差太多，各段的斜率又看不出明显的弯：这是计时噪声；" + _RERUN,
     "decode.exponent_outlier.unread": "{mode}的单步指数 {k}：拟合用的是全部步，包括上一句说的那段离群的 {outlier}，会被它带偏，"

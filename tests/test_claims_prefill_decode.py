@@ -346,5 +346,7 @@ def test_the_right_of_the_ridge_reading_of_the_executed_run():
 def test_the_decode_step_is_taken_apart_only_when_the_sum_lands_within_the_band():
     accounted = CASES["the third review's decode step, accounted for"]()[0]
     assert accounted.key.endswith(".accounted") and accounted.fields["share"].text == "101"
-    off = CASES["the executed run of /tmp/h33 (decode step)"]()[0]
-    assert off.key.endswith(".off") and off.fields["share"].text == "68"
+    short = CASES["the executed run of /tmp/h33 (decode step)"]()[0]  # an idle run: the two parts fall short
+    assert short.key.endswith(".short") and short.fields["share"].text == "68" and short.fields["rest"].text == "3.03"
+    over = lesson.explain_decode_sum(BUSY.small, BUSY.prefill, budget(BUSY.step_ms, BUSY.roofs), DEMO)[0]
+    assert over.key.endswith(".off") and over.fields["share"].value > 115

@@ -187,7 +187,8 @@ def explain_decode_sum(m: SmallMatmuls, sweep: PrefillSweep, demo: StepBudget, d
     total = ms((read.value + fixed.value) / 1e3)
     return [DECODE_SUM.choose({"P": count(dec.prompt_len), "step": step, "mb": mb, "rate": rate, "read": read,
                                "demo": demo_ms, "layers": layers, "fixed": fixed, "total": total,
-                               "share": pct(ratio(total.value, step.value))})]
+                               "share": pct(ratio(total.value, step.value)),
+                               "rest": ms((step.value - total.value) / 1e3)})]
 
 
 def explain_batch_baseline(batch: BatchSweep, sweep: PrefillSweep) -> list[Claim]:

@@ -24,7 +24,7 @@ CLAIMING = {  # notebook -> the choosers its lesson uses
     "06_paged_cache_and_batching.ipynb": paged.CHOOSERS,
 }
 UNITS = r"(?:ms|µs/token|s|分钟|GFLOP/s|GB/s|[KMGT]iB|B)\b"
-UNSOUND = re.compile(rf"(?<![\w.])(?:-\d[\d,]*(?:\.\d+)?|nan|inf)\s*{UNITS}", re.IGNORECASE)
+UNSOUND = re.compile(rf"(?<![\w.])(?:[-−]\d[\d,]*(?:\.\d+)?|nan|inf)\s*{UNITS}", re.IGNORECASE)  # - or U+2212
 
 
 def unsound_printed(nb) -> list[str]:
@@ -38,9 +38,9 @@ def unsound_printed(nb) -> list[str]:
 
 
 def test_unsound_printed_finds_negative_and_missing_quantities():
-    nb = {"cells": [{"outputs": [{"output_type": "stream", "text": "约 -12 s，nan ms，慢 inf GB/s"},
-                                 {"data": {"text/plain": "指数 -0.32，差 -1.5 倍，0.25 ms，2,040 个 token"}}]}]}
-    assert unsound_printed(nb) == ["cell 0: '-12 s'", "cell 0: 'nan ms'", "cell 0: 'inf GB/s'"]
+    nb = {"cells": [{"outputs": [{"output_type": "stream", "text": "约 -12 s，nan ms，慢 inf GB/s，−3.5 ms"},
+                                 {"data": {"text/plain": "指数 -0.32，差 −1.5 倍，0.25 ms，2,040 个 token"}}]}]}
+    assert unsound_printed(nb) == ["cell 0: '-12 s'", "cell 0: 'nan ms'", "cell 0: 'inf GB/s'", "cell 0: '−3.5 ms'"]
 
 
 @pytest.mark.slow

@@ -671,3 +671,15 @@ def test_the_long_runs_share_says_between_which_lengths():
     text = lesson.ZH.say(lesson.explain_growth(lesson.fit_step_time(_fake("kv", t, [2 + 0.001 * x for x in t])),
                                                lesson.timing_model())[0])
     assert "从 t = 68 到 964 多出的这部分，占 t = 964 附近实测单步中位数 2.96 ms 的 30%" in text, text
+
+
+def test_a_series_that_swings_between_level_ends_is_not_called_level():
+    """A third-review run (cached, at load ~1.5): 5.74, 2.16, 1.72, 5.33, 6.04, 6.71, 7.12, 6.04 ms around a median of
+    5.69 was called level because its ends are within a tenth of the median. The middle swings by two thirds: the
+    series is noise, not a level line; a level one still reads as level."""
+    swinging = [5.74, 2.16, 1.72, 5.33, 6.04, 6.71, 7.12, 6.04]
+    claim = lesson.CACHED.choose(_series_numbers(swinging, 5.69))
+    assert claim.key == "decode.cached.noisy", claim.key
+    level = [5.74, 5.61, 5.52, 5.80, 5.66, 5.70, 5.59, 5.69]
+    claim = lesson.CACHED.choose(_series_numbers(level, 5.66))
+    assert claim.key == "decode.cached.flat" and "每一段离它也都不到三成" in lesson.ZH.say(claim)

@@ -43,9 +43,13 @@ def _rising(v) -> bool:
     return _rises(v["eighths"])
 
 
+LEVEL_ENDS, LEVEL_SPREAD = 0.1, 0.3  # of the median step: the ends' gap, and every eighth's distance from the median
+
+
 def _level_series(e, median_ms: float) -> bool:
-    """The first and the last of the medians ``e`` within a tenth of the median step of all."""
-    return abs(e[-1] - e[0]) <= 0.1 * median_ms
+    """The first and the last of the medians ``e`` within a tenth of the median step of all, and every one of them
+    within three tenths of it (a series that swings in between is noise, not a level line)."""
+    return abs(e[-1] - e[0]) <= LEVEL_ENDS * median_ms and all(abs(x - median_ms) <= LEVEL_SPREAD * median_ms for x in e)
 
 
 def _others(v) -> list[float] | None:
@@ -419,7 +423,7 @@ _OUTLIER = ("把各步按 t 分成八段，每段单步耗时的中位数 {eight
 _REST_RISES = ("基本上一段比一段长：从 t = {rest_t0} 附近的 {rest_first} 涨到 t = {rest_t1} 附近的 {rest_last}，随 t 增长的"
                "部分在 t = {rest_t1} 附近约占单步的 {rest_share}。")
 _REST_LEVEL = ("头尾（t = {rest_t0} 附近 {rest_first}，t = {rest_t1} 附近 {rest_last}）相差不到全部步中位数的一成，"
-               "看不出随 t 的增长：")
+               "每一段离它也都不到三成，看不出随 t 的增长：")
 _SHARE = ("若单步耗时 = 固定开销 + 与 t 成正比的一项，按 t = {t0} → {t1} 随 t 增长的部分占单步的 {share} 推算，后半段的指数"
           "应约为 {implied}")
 _BENT = ("t = {t0} → {t_from} 从 {first} 涨到 {from}，每个 token 多花约 {slope_early}；t = {t_from} → {t_to} 每个 token "
@@ -443,7 +447,7 @@ ZH = Catalog("zh", {
                                    "{dip_from} → {dip_to} 一处回落是计时波动，所以下面的指数只作参考。",
     "decode.uncached.rises_uneven": "无缓存：" + _EIGHTHS + "：从 {first} 涨到 {last}（×{growth}），一段比一段长，单步耗时随 t "
                                     "明显变长；只是各段涨幅很不均匀（计时波动），所以下面的指数只作参考。",
-    "decode.uncached.flat": "无缓存：" + _EIGHTHS + "；头尾两段相差不到全部步中位数的一成，在这么短的长度内看不出随 t 的增长："
+    "decode.uncached.flat": "无缓存：" + _EIGHTHS + "；头尾两段相差不到全部步中位数的一成，每一段离它也都不到三成：在这么短的长度内看不出随 t 的增长："
                             "固定开销（例如在 GPU 上逐个启动 GPU 内核）盖过了随 t 增长的计算；把生成长度调大，才看得出增长从哪里开始。",
     "decode.uncached.rises_outlier": "无缓存：" + _OUTLIER + _REST_RISES,
     "decode.uncached.flat_outlier": "无缓存：" + _OUTLIER + _REST_LEVEL + "固定开销盖过了随 t 增长的计算；把生成长度调大，"
@@ -496,7 +500,7 @@ ZH = Catalog("zh", {
                                 "{excess} 倍：累计时间是被中途几次卡顿拉高的，这个指数不作解读。",
     "decode.cumulative.noisy": "{mode}的累计指数 {k}：这一次的计时太乱，说不清是哪一段拖慢的；" + _RERUN,
     "decode.cumulative.unfit": "{mode}的累计指数这一次拟合不出来；" + _RERUN,
-    "decode.cached.flat": "有缓存：" + _EIGHTHS + "；头尾两段相差不到全部步中位数的一成，看不出随 t 的增长：读缓存那一项在这么"
+    "decode.cached.flat": "有缓存：" + _EIGHTHS + "；头尾两段相差不到全部步中位数的一成，每一段离它也都不到三成，看不出随 t 的增长：读缓存那一项在这么"
                           "短的长度内淹没在固定开销和计时噪声里。",
     "decode.cached.grows": "有缓存：把各步按 t 分成八段，每段单步耗时的中位数基本上一段比一段长：{eighths}（从 t = {t0} 附近到 "
                            "t = {t1} 附近）；随 t 增长的部分在 t = {t1} 附近约占单步的 {share}。",

@@ -206,7 +206,8 @@ def memory_estimate_checkpoint() -> list:
         NumberQuestion("3.4", f"同一个缓存（{m.label}，FP16，S = {S}，B = 1）如果用 GB（10⁹ 字节）来写，是多少 GB？（写到小数点后两位）",
                        cache / 10**9, "GB",
                        f"{cache:,} 字节 ÷ 10⁹ ≈ {cache / 10**9:.2f} GB，比 GiB 的数字大约 {2**30 / 10**9 - 1:.0%}：GiB 是 2³⁰ = 1,073,741,824 字节。"
-                       "显卡厂商写的「80 GB」是 GB，PyTorch 和本课程打印的是 GiB。",
+                       f"硬盘厂商写的 GB 通常是 10⁹ 字节；显卡规格表上的「80 GB」其实是 80 GiB（本章的显卡表：A100 80 GB 正好 "
+                       f"{GPU_PRESETS['A100 80 GB'].memory_mib:,} MiB）。PyTorch 和本课程打印的都是 GiB。",
                        "1 GiB = 2³⁰ 字节，1 GB = 10⁹ 字节：先换回字节数，再除以 10⁹。", rel_tol=0.005),
         NumberQuestion("3.4", f"{big.label}：{big.n_layer} 层，{big.n_head} 个查询头，但只有 {big.n_kv_head} 个 KV 头（GQA），"
                               f"头维度 {big.head_dim}。FP16，B = 1，S = {S}：KV Cache 占多少 GiB？",

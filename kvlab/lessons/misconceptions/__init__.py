@@ -18,7 +18,7 @@ from .weights import (WeightsSnapshot, weights_snapshot, CacheRun, run_with_cach
                       BATCH_LABEL, render_weights_vs_cache, weights_panel)
 from .k_only import (K_ONLY_MODES, K_ONLY_NAMES, K_ONLY_MINIMAL, FLOP_MODES, FLOP_NAMES, LLAMA_7B_SHAPE,
                      compare_k_only, tail_step_ms, repeat_tail_ms, BAND, FAR, CLEAR, MIN_REPEATS,
-                     K_ONLY, KV_SPEEDUP, explain_k_only, step_flops, StepFlops, count_step, tail_times_text, same_tokens,
+                     K_ONLY, KV_SPEEDUP, KV_GAP, explain_k_only, explain_kv_gap, kv_gap_claim, step_flops, StepFlops, count_step, tail_times_text, same_tokens,
                      REPEATS_LABEL, COUNTING, tail_range, render_k_only, k_only_panel, Dependency, prefix_dependency,
                      QueryCheck, past_queries_unused)
 from .budget import (BUDGET_MODELS, DEFAULT_GPU, DEFAULT_MODEL, GPU_LABEL, MODEL_LABEL, SPREAD_LABEL, RESERVE_LABEL,
@@ -42,7 +42,7 @@ __all__ = [
     "CacheRun", "run_with_cache", "M1_LIMITS", "PROMPT_LEN_LABEL", "BATCH_LABEL", "render_weights_vs_cache",
     "weights_panel", "K_ONLY_MODES", "K_ONLY_NAMES", "K_ONLY_MINIMAL", "FLOP_MODES", "FLOP_NAMES", "LLAMA_7B_SHAPE",
     "compare_k_only", "tail_step_ms", "repeat_tail_ms", "BAND", "FAR", "CLEAR", "MIN_REPEATS", "K_ONLY",
-    "KV_SPEEDUP", "explain_k_only", "step_flops", "StepFlops", "count_step", "tail_times_text", "same_tokens",
+    "KV_SPEEDUP", "KV_GAP", "explain_k_only", "explain_kv_gap", "kv_gap_claim", "step_flops", "StepFlops", "count_step", "tail_times_text", "same_tokens",
     "REPEATS_LABEL", "COUNTING", "tail_range", "render_k_only", "k_only_panel", "Dependency", "prefix_dependency",
     "QueryCheck", "past_queries_unused", "BUDGET_MODELS", "DEFAULT_GPU", "DEFAULT_MODEL", "GPU_LABEL", "MODEL_LABEL",
     "SPREAD_LABEL", "RESERVE_LABEL", "CONCURRENT_LABEL", "MAX_CONCURRENT", "PAGE_TOKENS", "TOO_LONG_LIMIT",

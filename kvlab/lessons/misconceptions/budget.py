@@ -353,5 +353,5 @@ def refusal_html(refused: RefusedAllocation) -> str:
             f"<details><summary>细节：API 抛出的 ValueError 原文（英文）。开头的 <code>{html.escape(refused.argument)}</code> "
             f"是它建议改小的参数；{refused.batch_size:,} 是批次大小 B（要同时缓存的序列数）：演示模型一条序列的缓存只有 "
             f"{format_bytes(refused.requested_bytes // max(refused.batch_size, 1))}，要凑出两倍于空闲内存的缓存，"
-            "得要这么多条。原文如下：</summary>"
+            "得要这么多条。所以这一次过大的其实是批次 B：改小 batch_size 或 max_seq_len 都能让缓存放得下。原文如下：</summary>"
             f"<p><code>{html.escape(refused.message)}</code></p></details>")

@@ -13,7 +13,8 @@ from ...presets import MODEL_PRESETS
 from ...stats import median
 from .budget import DEFAULT_GPU, DEFAULT_MODEL, ReservationPlan, SPREADS, plan_reservation
 from .common import corpus_prompts, leave_a_core
-from .k_only import K_ONLY, K_ONLY_TEMPLATES, KV_SPEEDUP, tail_range, tail_step_ms, tail_times_text
+from .k_only import (K_ONLY, K_ONLY_TEMPLATES, KV_GAP, KV_GAP_TEMPLATES, KV_SPEEDUP, tail_range, tail_step_ms,
+                     tail_times_text)
 from .lab import BUG_CARDS, BugRun, REFERENCE
 from .weights import CacheRun
 
@@ -61,9 +62,10 @@ def explain_prefill(p: PrefillDecode) -> list[Claim]:
                             "decode_ms": number(p.decode_seconds * 1e3, 2, "ms")})]
 
 
-CHOOSERS = (K_ONLY, KV_SPEEDUP, PREFILL)
+CHOOSERS = (K_ONLY, KV_SPEEDUP, KV_GAP, PREFILL)
 ZH = Catalog("zh", {
     **K_ONLY_TEMPLATES,
+    **KV_GAP_TEMPLATES,
     "misconceptions.prefill.cheaper": "预填充 {prompt_len} 个 token 一次前向 {prefill_ms}，平均每个 token {per_token_ms}，比一步"
                                       "解码（{decode_ms}）少：整段提示词在一次前向里成批处理，读一遍权重、调度一次的开销由 {prompt_len} 个 token 分摊。",
     "misconceptions.prefill.unclear": "预填充 {prompt_len} 个 token 一次前向 {prefill_ms}，一步解码 {decode_ms}：这一次的计时"
@@ -117,7 +119,7 @@ def chapter_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str,
                    "预填充一次前向处理整段提示词；解码一步只出一个 token，每步都要读一遍权重和缓存"),
         SummaryRow("3.4 LLaMA-7B 的显存", f"S = 2048、B = 1、FP16：{format_bytes(llama.kv_cache_bytes(2048))}（原文写 "
                    f"0.50 GB）；{plan.gpu} 按 {float(plan.fit.usable):g} 规划，放下权重后每条预留 "
-                   f"{plan.reserved_tokens:,} 的序列放得下 {plan.capacity} 条",
+                   f"{plan.reserved_tokens:,} 个 token 的序列放得下 {plan.capacity} 条",
                    "先算权重，再按可用显存算能放下多少 token、多少条序列"),
     ]
 

@@ -210,7 +210,14 @@ def _latency_shapes():
                                      _fake("kv", T, _by_eighths([2.0] * 4 + [2.9] + [2.0] * 3))),
         "level, then rising": (_fake("none", T, [10 + 0.08 * max(0, x - 100) for x in T]),
                                _fake("kv", T, [2 + 0.0005 * x for x in T])),
+        # review 4 (chapter run beside 8 busy processes): cached eighths that dip and come back, called level
+        "review 4: cached dips and returns": (_fake("none", T, _by_eighths(REVIEW4_NONE)),
+                                              _fake("kv", T, _by_eighths(REVIEW4_KV))),
     }
+
+
+REVIEW4_NONE = [3.31, 4.85, 7.47, 10.40, 11.70, 14.53, 17.92, 19.29]  # /tmp/r4's cell 17, uncached eighths (ms)
+REVIEW4_KV = [1.57, 1.14, 1.13, 1.23, 1.32, 1.21, 1.28, 1.59]  # and cached ones, median of all steps 1.27 ms
 
 
 def _bent(t):
@@ -244,9 +251,10 @@ def test_explain_latency_on_an_idle_run_says_something_substantive_and_true():
     keys = [c.key for c in said]
     assert keys == ["decode.totals.faster", "decode.uncached.growth_dominates", "decode.crossover.far",
                     "decode.step_exponent.linear", "decode.cumulative.between", "decode.cached.flat",
-                    "decode.step_exponent.flat", "decode.cumulative.linear", "decode.extrapolation.kv_flat"]
+                    "decode.exponent_unread.level", "decode.cumulative.linear", "decode.extrapolation.kv_flat"]
     rules = {r.key: r for c in lesson.CHOOSERS for r in c.rules}
-    assert all(rules[k].substantive for k in keys)
+    # beside 「看不出随 t 的增长」 the cached exponent is not read (review 4); every other sentence is substantive
+    assert all(rules[k].substantive for k in keys if k != "decode.exponent_unread.level")
     text = "\n".join(lesson.ZH.say(c) for c in said)
     assert "30.0 GFLOP/s" in text and "基本上一段比一段长：5.57、10.89、16.38" in text  # measured medians, not a fit
     assert "无缓存的单步指数 1.02 接近 1（后半段 t ≈ 112 → 184，" in text and "有缓存的累计指数 1.01 接近 1" in text
@@ -282,16 +290,19 @@ def test_the_sentences_issue_31_found_contradicted_cannot_be_printed():
     said = _said(lesson.explain_latency({"none": none, "kv": kv}, model))
     assert {"decode.uncached.flat_outlier", "decode.cached.flat_outlier", "decode.extrapolation.none"} <= set(said)
     assert "其中 6.70 ms 那一段偏离了其余七段的走势" in said["decode.cached.flat_outlier"]
-    assert "exponent_outlier.unread" in " ".join(said) and "涨到" not in said["decode.uncached.flat_outlier"]
+    assert "decode.exponent_unread.level" in said and "涨到" not in said["decode.uncached.flat_outlier"]
     # launch-bound (a GPU): both step times flat, said as such, not as noise
     none, kv = _latency_shapes()["launch-bound GPU"]
     assert {"decode.uncached.flat", "decode.cached.flat"} <= set(_said(lesson.explain_latency({"none": none, "kv": kv}, model)))
 
 
-def _counted(none_kv=19_104, kv_kv=195):
-    """The totals' counted K/V projections of the default run (a prompt of 4, 192 new tokens) and their ratio."""
+def _counted(none_kv=19_104, kv_kv=195, none_gflop=134.72, kv_gflop=1.74):
+    """The totals' counted K/V projections of the default run (a prompt of 4, 192 new tokens) and their ratio, and
+    the two generations' FLOPs and theirs."""
     num = claims.number
-    return {"none_kv": num(none_kv, 0), "kv_kv": num(kv_kv, 0), "counted": num(none_kv / kv_kv, 1)}
+    return {"none_kv": num(none_kv, 0), "kv_kv": num(kv_kv, 0), "counted": num(none_kv / kv_kv, 1),
+            "none_flop": num(none_gflop, 2, "GFLOP"), "kv_flop": num(kv_gflop, 2, "GFLOP"),
+            "flops": num(none_gflop / kv_gflop, 1)}
 
 
 def _series_numbers(eighths, median_ms):
@@ -310,8 +321,8 @@ def _step(k, start, end, t_from=112, t_to=184, first=None, t0=16, t1=184):
     return {"k": num(k, kind=claims.DIFFERENCE), "t_from": num(t_from, 0), "t_to": num(t_to, 0),
             "from": num(start, 2, "ms"), "to": num(end, 2, "ms"), "t0": num(t0, 0), "t1": num(t1, 0),
             "share": num(share, 0, "%"), "implied": num(implied, kind=claims.DIFFERENCE), "first": num(first, 2, "ms"),
-            "slope_early": num((start - first) / (t_from - t0), 3, "ms"),
-            "slope_late": num((end - start) / (t_to - t_from), 3, "ms")}
+            "slope_early": num((start - first) / (t_from - t0), 3, "ms", claims.DIFFERENCE),
+            "slope_late": num((end - start) / (t_to - t_from), 3, "ms", claims.DIFFERENCE)}
 
 
 def _cumulative(k, early, late, total=0.4, passes=192):
@@ -355,7 +366,9 @@ def test_every_key_of_every_chooser_is_reached():
     reached.setdefault(lesson.CROSSOVER.choose({"cross": num(300, 0), "n": num(196, 0)}).key, "near")
     reached.setdefault(lesson.CROSSOVER.choose({"cross": num(100, 0), "n": num(196, 0)}).key, "passed")
     # t² dominates; noise both ways; an exponent past 2; a level exponent beside medians that rose
-    for k, early, late in [(2.0, 1.0, 9.0), (1.4, 3.0, 2.0), (0.5, 2.0, 2.0), (2.5, 2.0, 2.0), (0.1, 2.0, 3.0)]:
+    # (and a level second half beside an exponent near 0: read as level where the sentence before was no level one)
+    for k, early, late in [(2.0, 1.0, 9.0), (1.4, 3.0, 2.0), (0.5, 2.0, 2.0), (2.5, 2.0, 2.0), (0.1, 2.0, 3.0),
+                           (0.1, 2.0, 2.05)]:
         reached.setdefault(lesson.STEP_EXPONENT.choose(_step(k, early, late), {"mode": "none"}).key, "k")
         reached.setdefault(lesson.CUMULATIVE.choose(_cumulative(k, early, late), {"mode": "none"}).key, "k")
     # an exponent that disagrees with the growth share beside a straight line (no bend either way): noise
@@ -577,8 +590,8 @@ def test_the_step_exponent_agrees_with_the_growth_share_printed_beside_it():
     said = lesson.STEP_EXPONENT.choose(reviewed, {"mode": "none"})
     text = lesson.ZH.say(said)
     assert said.key == "decode.step_exponent.bends", said.key
-    assert "占单步的 83% 推算，后半段的指数应约为 0.89" in text and "每个 token 多花约 0.110 ms" in text, text
-    assert "每个 token 多花约 0.050 ms" in text and "不作解读" in text and "都有份" not in text
+    assert "占单步的 83% 推算，后半段的指数应约为 0.89" in text and "单步耗时变化约 0.110 ms" in text, text
+    assert "每多一个 token 变化约 0.050 ms" in text and "不作解读" in text and "都有份" not in text
     # the same exponent beside a straight line and a share that implies it: read, with the share
     agreeing = _step(0.44, 13.42, 17.02, first=12.0)
     assert lesson.STEP_EXPONENT.choose(agreeing, {"mode": "none"}).key == "decode.step_exponent.mixed"
@@ -599,7 +612,7 @@ def test_the_step_exponent_agrees_with_the_growth_share_printed_beside_it():
     # and where the curve bends upward (level, then rising), that is said too, not 「接近 1」
     none, kv = _latency_shapes()["level, then rising"]
     said = _said(lesson.explain_latency({"none": none, "kv": kv}, lesson.timing_model()))
-    assert "decode.step_exponent.steepens" in said and "涨得越来越快" in said["decode.step_exponent.steepens"]
+    assert "decode.step_exponent.steepens" in said and "后半段每个 token 的变化比前半段大得多" in said["decode.step_exponent.steepens"]
 
 
 def test_one_outlying_eighth_is_named_and_the_other_seven_are_read():
@@ -648,7 +661,7 @@ def test_the_totals_print_the_work_counted_for_the_run_that_was_timed(tiny_model
     # a real run, prompt 3 and 6 new tokens: 6 passes over 3 .. 8 tokens without a cache, 3 + 5 with one
     res = lesson.measure_decode_latency(tiny_model, 6, repeats=1, prompt_len=3, progress=False)
     ends = {m: lesson.timing_ends(res[m]) for m in res}
-    real = _totals(res["none"], res["kv"], ends["none"], ends["kv"])
+    real = _totals(res["none"], res["kv"], ends["none"], ends["kv"], tiny_model.config)
     assert (real.fields["n"].text, real.fields["none_kv"].text, real.fields["kv_kv"].text) == ("6", "33", "8")
     assert real.fields["counted"].text == "4.1"
     # the default run's shape: a prompt of 4, then the synthetic decode passes at t = 5 .. 196
@@ -657,7 +670,7 @@ def test_the_totals_print_the_work_counted_for_the_run_that_was_timed(tiny_model
     text = lesson.ZH.say(totals)
     assert totals.fields["none_kv"].text == f"{sum(range(4, 197)):,}" and totals.fields["kv_kv"].text == "196"
     assert "同样的 192 个新 token（按这次的 trace 数，每层无缓存共为 19,300 个 token 投影 K/V，有缓存只投影 196 个，" \
-           "计算量相差 98.5 倍）" in text, text
+           "投影 K/V 的 token 数相差 98.5 倍；" in text, text
     wrong = dict(totals.fields) | {"counted": claims.number(33.0, 1)}  # the count of another length
     assert not lesson.TOTALS.rule(totals.key).admits(claims.Claim(totals.key, wrong))
     bare = dataclasses.replace(none, k_tokens=[])
@@ -683,3 +696,64 @@ def test_a_series_that_swings_between_level_ends_is_not_called_level():
     level = [5.74, 5.61, 5.52, 5.80, 5.66, 5.70, 5.59, 5.69]
     claim = lesson.CACHED.choose(_series_numbers(level, 5.66))
     assert claim.key == "decode.cached.flat" and "每一段离它也都不到三成" in lesson.ZH.say(claim)
+
+
+def test_after_a_level_series_the_exponent_is_never_read_and_no_reason_contradicts_the_page():
+    """Review 4 (HIGH), cell 17: cached eighths 1.57, 1.14, 1.13, 1.23, 1.32, 1.21, 1.28, 1.59 ms (median 1.27) were
+    said level, and then 「有缓存的单步指数 0.39 … 和各段中位数对不上 … 各段的斜率又看不出明显的弯：这是计时噪声」:
+    0.39 matches the second half's ends (1.32 -> 1.59 ms over t 112 -> 184), and the slope per token goes from
+    -0.0026 to +0.0037 ms: it bends. After a level sentence the exponent is not read, whatever it is."""
+    num = claims.number
+    level = lesson.CACHED.choose(_series_numbers(REVIEW4_KV, 1.27))
+    assert level.key == "decode.cached.flat", level.key
+    # the run's exponent numbers: a negative first-half slope is printed, sound, and read as the upward bend it is
+    step = _step(0.39, 1.32, 1.59, first=1.57)
+    assert (step["slope_early"].text, step["slope_late"].text, step["share"].text) == ("-0.003", "0.004", "1")
+    assert step["slope_early"].sound
+    alone = lesson.STEP_EXPONENT.choose(step, {"mode": "kv"})
+    assert alone.key == "decode.step_exponent.steepens", alone.key
+    text = lesson.ZH.say(alone)
+    assert "每多一个 token 单步耗时变化约 -0.003 ms" in text and "涨到" not in text and "看不出明显的弯" not in text, text
+    # beside the level sentence: not read, pointing back to it (whatever STEP_EXPONENT would have said)
+    far = lesson.CROSSOVER.choose({"cross": num(1568, 0), "n": num(195, 0)})
+    for timing in (_fake("kv", T, _by_eighths(REVIEW4_KV)), *(kv for _none, kv in _latency_shapes().values())):
+        for key in ("decode.cached.flat", "decode.cached.flat_outlier", "decode.uncached.flat"):
+            reading = _exponent_claims(timing, "kv", claims.Claim(key, {}, {}), far)[0]
+            assert reading.key in ("decode.exponent_unread.level", "decode.step_exponent.unfit"), (key, reading.key)
+    said = _said(lesson.explain_latency(dict(zip(("none", "kv"), _latency_shapes()["review 4: cached dips and returns"])),
+                                        lesson.timing_model()))
+    text = said["decode.exponent_unread.level"]
+    assert text.startswith("有缓存的单步指数 ") and "上一句已经说明，这么短的长度内看不出随 t 的增长，这个指数不作解读。" in text
+    assert "对不上" not in "".join(said.values())
+    # an exponent off the share beside slopes that do not bend says only that they disagree, and why it is not read
+    off = lesson.STEP_EXPONENT.choose(_step(1.0, 15.0, 20.0), {"mode": "none"})
+    assert off.key == "decode.step_exponent.off_share" and "斜率" not in lesson.ZH.say(off)
+    assert "和按增长占比推算的对不上" in lesson.ZH.say(off)
+
+
+def test_the_totals_say_the_ratio_of_kv_projections_and_the_flops_of_the_whole_generation(tiny_model):
+    """Review 4 (MEDIUM), cell 17: 「每层无缓存共为 19,104 个 token 投影 K/V，有缓存只投影 195 个，计算量相差 98.0 倍」:
+    98× is the K/V projections' ratio; the whole generation's FLOPs (LM head included) differ about 77×."""
+    from kvlab.costs import pass_cost
+    from kvlab.lessons.decode.sentences import _totals
+
+    c = lesson.timing_model().config
+    t = list(range(5, 196))  # the reviewed run: a prompt of 4, then passes at t = 5 .. 195 (192 tokens)
+    none, kv = _fake("none", t, [10.0] * len(t)), _fake("kv", t, [1.3] * len(t))
+    assert (sum(none.k_tokens), sum(kv.k_tokens)) == (19_104, 195)
+    none_flops = sum(pass_cost(c, s).flops for s in range(4, 196))
+    kv_flops = pass_cost(c, 4).flops + sum(pass_cost(c, 1, s - 1).flops for s in range(5, 196))
+    assert (lesson.generation_flops(c, none), lesson.generation_flops(c, kv)) == (none_flops, kv_flops)
+    claim = _totals(none, kv, lesson.timing_ends(none), lesson.timing_ends(kv), c)
+    text = lesson.ZH.say(claim)
+    assert "投影 K/V 的 token 数相差 98.0 倍" in text and "计算量相差" not in text, text
+    assert claim.fields["flops"].text == f"{none_flops / kv_flops:.1f}" and 70 < none_flops / kv_flops < 85
+    assert f"整次生成的浮点运算量无缓存 {none_flops / 1e9:.2f} GFLOP、有缓存 {kv_flops / 1e9:.2f} GFLOP，" \
+           f"相差 {none_flops / kv_flops:.1f} 倍" in text, text
+    wrong = dict(claim.fields) | {"flops": claims.number(98.0, 1)}  # the projections' ratio called the FLOPs'
+    assert not lesson.TOTALS.rule(claim.key).admits(claims.Claim(claim.key, wrong))
+    # a tiny run's FLOPs are printed in a unit that leaves both at least 1
+    res = lesson.measure_decode_latency(tiny_model, 6, repeats=1, prompt_len=3, progress=False)
+    small = _totals(res["none"], res["kv"], lesson.timing_ends(res["none"]), lesson.timing_ends(res["kv"]),
+                    tiny_model.config)
+    assert small.fields["kv_flop"].value >= 1 and small.fields["kv_flop"].unit.endswith("FLOP")

@@ -12,8 +12,8 @@ and :mod:`.panels` (the walkthrough and latency panels). Every public name is re
 from .walkthrough import DEFAULT_PROMPT, DecodeStep, decode_walkthrough, most_attended, steps_where_heads_agree
 from .formulas import layer_qkv, FormulaCheck, check_two_formulas
 from ...measure import ProjectionCount, count_projections  # exercise 3.1-2 counts with them too
-from .timings import (timing_model, measure_decode_latency, theil_sen, StepFit, fit_step_time, uncached_flops, StepEnds,
-                      step_ends, steps_between, timing_ends, cached_step_growth, crossover_length)
+from .timings import (timing_model, measure_decode_latency, theil_sen, StepFit, fit_step_time, uncached_flops,
+                      generation_flops, StepEnds, step_ends, steps_between, timing_ends, cached_step_growth, crossover_length)
 from .panels import (STEP_LABEL, LAYER_LABEL, HEAD_LABEL, render_step, walkthrough_panel, NEW_TOKENS_LABEL,
                      REPEATS_LABEL, LATENCY_MAX_WORK, latency_work, render_latency, latency_panel)
 from .sentences import (RISING_DIP, RISING_JUMP, TOTALS, UNCACHED, CROSSOVER, STEP_UNREAD, STEP_OUTLIER, STEP_STEEP,
@@ -24,7 +24,7 @@ from .sentences import (RISING_DIP, RISING_JUMP, TOTALS, UNCACHED, CROSSOVER, ST
 __all__ = [
     "DEFAULT_PROMPT", "DecodeStep", "decode_walkthrough", "most_attended", "steps_where_heads_agree", "layer_qkv",
     "FormulaCheck", "check_two_formulas", "ProjectionCount", "count_projections", "timing_model",
-    "measure_decode_latency", "theil_sen", "StepFit", "fit_step_time", "uncached_flops", "StepEnds", "step_ends",
+    "measure_decode_latency", "theil_sen", "StepFit", "fit_step_time", "uncached_flops", "generation_flops", "StepEnds", "step_ends",
     "steps_between", "timing_ends", "cached_step_growth", "crossover_length", "STEP_LABEL", "LAYER_LABEL",
     "HEAD_LABEL", "render_step", "walkthrough_panel", "NEW_TOKENS_LABEL", "REPEATS_LABEL", "LATENCY_MAX_WORK",
     "latency_work", "render_latency", "latency_panel", "RISING_DIP", "RISING_JUMP", "TOTALS", "UNCACHED", "CROSSOVER",

@@ -97,7 +97,8 @@ def render_latency(model: ToyTransformer, new_tokens, repeats, progress: bool = 
     readout = (
         f"生成 {new_tokens} 个 token：无缓存累计 <b>{total_none:.2f} s</b>，有缓存累计 <b>{total_kv:.2f} s</b>，"
         f"无缓存用时是有缓存的 <b>{total_none / total_kv:.1f}</b> 倍<br>"
-        f"单步耗时增长指数（后半段拟合）：无缓存 {none.step_exponent:.2f}，有缓存 {kv.step_exponent:.2f}；"
+        f"单步耗时增长指数（后半段拟合）：无缓存 {none.step_exponent:.2f}，有缓存 {kv.step_exponent:.2f}"
+        f"（是否可读见下方说明）；"
         f"累计耗时增长指数：无缓存 {none.cumulative_exponent:.2f}，有缓存 {kv.cumulative_exponent:.2f}"
         f"（{device_label(model.device)}）"
     )

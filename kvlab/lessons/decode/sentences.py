@@ -11,7 +11,8 @@ from ...measure import DecodeTiming
 from ...stats import median
 from ...memory import format_bytes, kv_bytes_per_token
 from ...model import ToyTransformer
-from .timings import StepEnds, StepFit, crossover_length, step_ends, steps_between, timing_ends, uncached_flops
+from .timings import (StepEnds, StepFit, crossover_length, generation_flops, step_ends, steps_between, timing_ends,
+                      uncached_flops)
 
 
 def _ms(x: float) -> Number:
@@ -180,11 +181,14 @@ STALLED = 1.2  # a total this much above its estimate by medians was lengthened 
 
 
 def _counted(v) -> bool:
-    """The printed ratio of the K/V projections counted for the timed run is theirs (whole numbers)."""
-    return v["kv_kv"] > 0 and _ratio_agrees(v["counted"], v["none_kv"], v["kv_kv"], 0, 0)
+    """The printed ratio of the K/V projections counted for the timed run is theirs (whole numbers), and so is the
+    printed ratio of the two generations' FLOPs (2 decimals)."""
+    return (v["kv_kv"] > 0 and _ratio_agrees(v["counted"], v["none_kv"], v["kv_kv"], 0, 0)
+            and _ratio_agrees(v["flops"], v["none_flop"], v["kv_flop"]))
 
 
-TIMED = ("n", "none_kv", "kv_kv", "counted", "none_s", "kv_s")  # the run's length, its counted work and totals
+# the run's length, its counted work (K/V projections from the trace, FLOPs of the whole generation) and totals
+TIMED = ("n", "none_kv", "kv_kv", "counted", "none_flop", "kv_flop", "flops", "none_s", "kv_s")
 TOTALS = Chooser("decode.totals", (
     Rule("decode.totals.faster", TIMED + ("speedup", "robust"),
          lambda v: _counted(v) and _totals_agree(v) and 1 / STALLED <= v["robust"] / v["speedup"] <= STALLED),
@@ -290,7 +294,17 @@ def _steepens(v) -> bool:
 
 # Said instead of the exponent's reading when the mode's growth sentence above says otherwise: no exponent reading
 # beside a "can't tell", only "level" beside "level"; and "t² shows" only where the counted crossover is near.
-STEP_UNREAD = Chooser("decode.exponent_unread", (Rule("decode.exponent_unread.noisy", ("k",), substantive=False),))
+# After a level one ("看不出随 t 的增长", with or without one outlier) the exponent is never read, whatever it is: it
+# can only be noise beside that sentence (a fourth review found 「和各段中位数对不上」 there, a reason the run contradicted).
+STEP_UNREAD = Chooser("decode.exponent_unread", (
+    Rule("decode.exponent_unread.noisy", ("k",), substantive=False),
+    Rule("decode.exponent_unread.level", ("k",), substantive=False),
+))
+
+
+def _unread(why: str) -> Chooser:
+    """STEP_UNREAD's one key for ``why`` ("noisy" or "level"): said for what the sentence before said."""
+    return Chooser(STEP_UNREAD.name, (STEP_UNREAD.rule(f"{STEP_UNREAD.name}.{why}"),))
 # beside a growth read without one outlying eighth: the exponent, fitted over all steps, is not read
 STEP_OUTLIER = Chooser("decode.exponent_outlier", (
     Rule("decode.exponent_outlier.unread", ("k", "outlier"), substantive=False),
@@ -316,7 +330,7 @@ STEP_EXPONENT = Chooser("decode.step_exponent", (
          substantive=False),
     Rule("decode.step_exponent.off_share", STEP + SHARE,
          lambda v: 0.3 <= v["k"] < 1.15 and _implied_agrees(v) and abs(v["k"] - v["implied"]) > SHARE_BAND,
-         substantive=False),
+         substantive=False),  # says only that the two disagree: no reason its printed numbers could contradict
     Rule("decode.step_exponent.out_of_range", ("k",), lambda v: not -0.3 <= v["k"] < 2.3, substantive=False),
     Rule("decode.step_exponent.unfit", substantive=False),
 ))
@@ -413,7 +427,8 @@ _GROWTH_ZH = ("有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中
               "所以真正的读取速度只会更快。")
 _RERUN = "把上面面板里的「重复次数（取中位数）」调大，点「运行测量」，再运行这一格；机器忙时先关掉别的占 CPU 的程序。"
 _TOTALS = ("两种方式生成了同样的 {n} 个新 token（按这次的 trace 数，每层无缓存共为 {none_kv} 个 token 投影 K/V，有缓存只"
-           "投影 {kv_kv} 个，计算量相差 {counted} 倍）：无缓存累计 {none_s}，有缓存 {kv_s}")
+           "投影 {kv_kv} 个，投影 K/V 的 token 数相差 {counted} 倍；按模型配置算，整次生成的浮点运算量无缓存 {none_flop}、"
+           "有缓存 {kv_flop}，相差 {flops} 倍）：无缓存累计 {none_s}，有缓存 {kv_s}")
 _STALLED = (_TOTALS + "，无缓存用时是有缓存的 {speedup} 倍。按各步耗时的中位数估算，无缓存约 {none_est}、有缓存约 {kv_est}，"
             "是 {robust} 倍：")
 _EIGHTHS = "把各步按 t 分成八段（从 t = {t0} 附近到 t = {t1} 附近），每段单步耗时的中位数 {eighths}，全部步的中位数 {median}"
@@ -426,8 +441,8 @@ _REST_LEVEL = ("头尾（t = {rest_t0} 附近 {rest_first}，t = {rest_t1} 附�
                "每一段离它也都不到三成，看不出随 t 的增长：")
 _SHARE = ("若单步耗时 = 固定开销 + 与 t 成正比的一项，按 t = {t0} → {t1} 随 t 增长的部分占单步的 {share} 推算，后半段的指数"
           "应约为 {implied}")
-_BENT = ("t = {t0} → {t_from} 从 {first} 涨到 {from}，每个 token 多花约 {slope_early}；t = {t_from} → {t_to} 每个 token "
-         "多花约 {slope_late}")
+_BENT = ("t = {t0} → {t_from} 从 {first} 到 {from}，每多一个 token 单步耗时变化约 {slope_early}；t = {t_from} → {t_to} "
+         "每多一个 token 变化约 {slope_late}")
 ZH = Catalog("zh", {
     "decode.totals.faster": _TOTALS + "，无缓存用时是有缓存的 {speedup} 倍（按各步耗时的中位数估算是 {robust} 倍，两者相符）。",
     "decode.totals.kv_stalled": _STALLED + "有缓存那次的累计时间 {kv_s} 比按中位数估算的 {kv_est} 长出一截，"
@@ -459,22 +474,24 @@ ZH = Catalog("zh", {
     "decode.crossover.passed": "按 FLOP 数，t² 项在 t ≈ {cross} 追上线性项，这次测量（最大 t = {n}）已经越过了它。",
     "decode.step_exponent.flat": "{mode}的单步指数 {k} 接近 0（" + _SECOND_HALF + "从 {from} 到 {to}）：后半段的单步耗时几乎"
                                  "不随 t 变，固定开销为主。",
-    "decode.step_exponent.bends": "{mode}的单步指数 {k}（" + _SECOND_HALF + "从 {from} 涨到 {to}）比按占比推算的小得多。"
-                                  + _SHARE + "。可单步耗时涨得越来越慢：" + _BENT + "。曲线向下弯，一条 t^k 描述不了"
+    "decode.step_exponent.bends": "{mode}的单步指数 {k}（" + _SECOND_HALF + "从 {from} 到 {to}）比按占比推算的小得多。"
+                                  + _SHARE + "。可后半段每个 token 的变化比前半段小得多：" + _BENT + "。曲线向下弯，一条 t^k 描述不了"
                                   "整段，所以这个指数不作解读。",
-    "decode.step_exponent.steepens": "{mode}的单步指数 {k}（" + _SECOND_HALF + "从 {from} 涨到 {to}）比按占比推算的大得多。"
-                                     + _SHARE + "。可单步耗时涨得越来越快：" + _BENT + "。曲线向上弯，一条 t^k 描述不了"
+    "decode.step_exponent.steepens": "{mode}的单步指数 {k}（" + _SECOND_HALF + "从 {from} 到 {to}）比按占比推算的大得多。"
+                                     + _SHARE + "。可后半段每个 token 的变化比前半段大得多：" + _BENT + "。曲线向上弯，一条 t^k 描述不了"
                                      "整段，所以这个指数不作解读。",
     "decode.step_exponent.mixed": "{mode}的单步指数 {k} 在 0 和 1 之间（" + _SECOND_HALF + "从 {from} 涨到 {to}）：固定开销"
                                   "和随 t 增长的部分都有份。" + _SHARE + "，两者大致相符。",
     "decode.step_exponent.linear": "{mode}的单步指数 {k} 接近 1（" + _SECOND_HALF + "从 {from} 涨到 {to}）：后半段的单步耗时"
                                    "大致随 t 成正比地变长。" + _SHARE + "，两者大致相符。",
-    "decode.step_exponent.off_share": "{mode}的单步指数 {k}（" + _SECOND_HALF + "从 {from} 涨到 {to}）和各段中位数对不上："
-                                      + _SHARE + "，相差太多，各段的斜率又看不出明显的弯：这是计时噪声；" + _RERUN,
+    "decode.step_exponent.off_share": "{mode}的单步指数 {k}（" + _SECOND_HALF + "从 {from} 到 {to}）和按增长占比推算的"
+                                      "对不上：" + _SHARE + "，相差太多：这一次的计时说不清是哪个对，这个指数不作解读；"
+                                      + _RERUN,
     "decode.exponent_outlier.unread": "{mode}的单步指数 {k}：拟合用的是全部步，包括上一句说的那段离群的 {outlier}，会被它带偏，"
                                       "这个指数不作解读。",
     "decode.exponent_unread.noisy": "{mode}的单步指数 {k}：上一句已经说明，这么短的长度内随 t 增长的那一项分不出来，这个指数"
                                     "反映的是计时波动，不作解读。",
+    "decode.exponent_unread.level": "{mode}的单步指数 {k}：上一句已经说明，这么短的长度内看不出随 t 的增长，这个指数不作解读。",
     "decode.exponent_steep.not_t2": "{mode}的单步指数 {k} 大于 1（" + _SECOND_HALF + "从 {from} 涨到 {to}），比按 FLOP 数预计"
                                     "的更陡：在这个长度上 t² 项还很小（见上面的 t*），多出来的陡度来自计时波动和矩阵乘法在"
                                     "不同长度下效率不同，不是 t² 项。",
@@ -542,8 +559,8 @@ def _exponent_claims(timing: DecodeTiming, mode: str, growth: Claim, crossover: 
     """The step exponent (fitted over the second half) beside the medians of that half's first and last eighth and
     their t; the cumulative exponent beside the first 4 passes' mean and the second half's median step (and, where
     those cannot give it, beside the total against passes x the median step: stalls). The readings agree with the
-    sentences before them: ``growth`` (this mode's steps: can't tell -> not read; level -> only "level", and the
-    cumulative exponent not read as "later steps are slower") and the counted ``crossover`` (far -> a steep
+    sentences before them: ``growth`` (this mode's steps: can't tell -> not read; level -> not read at all, whatever
+    it is, and the cumulative exponent not read as "later steps are slower"; unfit -> said so) and the counted ``crossover`` (far -> a steep
     exponent is not the t² term; read without an outlier -> not read). Below 1.15 the exponent is read against the
     share of the same eighths' ends (what the growth sentence prints) and the exponent that share implies."""
     steps_ms = [s * 1e3 for s in timing.step_seconds]
@@ -556,11 +573,14 @@ def _exponent_claims(timing: DecodeTiming, mode: str, growth: Claim, crossover: 
     reading = STEP_EXPONENT.choose(step, {"mode": mode})
     read = STEP_EXPONENT.rule(reading.key).substantive  # an exponent already said to be noise or unfit stays so
     grows = growth.key in GROWING
-    if growth.key in OUTLIER_KEYS:
+    if not step["k"].sound:
+        pass  # an exponent that could not be fitted is said to be so, whatever came before
+    elif growth.key.endswith((".flat", ".flat_outlier")):  # 「看不出随 t 的增长」: the exponent is never read
+        reading = _unread("level").choose(step, {"mode": mode})
+    elif growth.key in OUTLIER_KEYS:
         reading = STEP_OUTLIER.choose({"k": step["k"], "outlier": growth.fields["outlier"]}, {"mode": mode})
-    elif read and (growth.key.endswith(".noisy")
-                   or (growth.key.endswith(".flat") and reading.key != "decode.step_exponent.flat")):
-        reading = STEP_UNREAD.choose(step, {"mode": mode})
+    elif read and growth.key.endswith(".noisy"):
+        reading = _unread("noisy").choose(step, {"mode": mode})
     elif reading.key in ("decode.step_exponent.between", "decode.step_exponent.quadratic") \
             and crossover.key == "decode.crossover.far":
         reading = STEP_STEEP.choose(step, {"mode": mode})
@@ -582,8 +602,8 @@ def _share_numbers(ends: StepEnds, step: dict[str, Number]) -> dict[str, Number]
     return {"t0": shown["t0"], "t1": shown["t1"], "share": shown["share"],
             "implied": number(implied_exponent(share, t0, t1, t_from, t_to), kind=DIFFERENCE),
             "first": shown["first"],
-            "slope_early": number(ratio(step["from"].value - shown["first"].value, t_from - t0), 3, "ms"),
-            "slope_late": number(ratio(step["to"].value - step["from"].value, t_to - t_from), 3, "ms")}
+            "slope_early": number(ratio(step["from"].value - shown["first"].value, t_from - t0), 3, "ms", DIFFERENCE),
+            "slope_late": number(ratio(step["to"].value - step["from"].value, t_to - t_from), 3, "ms", DIFFERENCE)}
 
 
 def _outlier_numbers(ends: StepEnds) -> tuple[dict[str, Number], StepEnds]:
@@ -603,14 +623,27 @@ def _estimate_s(timing: DecodeTiming, ends: StepEnds) -> float:
     return timing.step_seconds[0] + ends.by_medians_ms / 1e3
 
 
-def _totals(none_t: DecodeTiming, kv_t: DecodeTiming, none: StepEnds, kv: StepEnds) -> Claim:
+FLOP_UNITS = ((1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP"), (1, "FLOP"))
+
+
+def _flop_numbers(none_flops: int, kv_flops: int) -> dict[str, Number]:
+    """The two generations' FLOPs in one unit (the largest that leaves the smaller at least 1, 2 decimals) and their
+    ratio."""
+    scale, unit = next((s, u) for s, u in FLOP_UNITS if min(none_flops, kv_flops) >= s or s == 1)
+    return {"none_flop": number(none_flops / scale, 2, unit), "kv_flop": number(kv_flops / scale, 2, unit),
+            "flops": number(ratio(none_flops, kv_flops), 1)}
+
+
+def _totals(none_t: DecodeTiming, kv_t: DecodeTiming, none: StepEnds, kv: StepEnds, config) -> Claim:
     total_none, total_kv = none_t.cumulative_seconds[-1], kv_t.cumulative_seconds[-1]
     est_none, est_kv = _estimate_s(none_t, none), _estimate_s(kv_t, kv)
     none_kv, kv_kv = sum(none_t.k_tokens), sum(kv_t.k_tokens)  # counted in the timed run's own trace
     if not (none_kv and kv_kv):
         raise ValueError("results: timings without a trace of the K/V projections (k_tokens) cannot be compared")
     return TOTALS.choose({"n": _count(kv_t.new_tokens), "none_kv": _count(none_kv), "kv_kv": _count(kv_kv),
-                          "counted": number(ratio(none_kv, kv_kv), 1), "none_s": number(total_none, 2, "s"),
+                          "counted": number(ratio(none_kv, kv_kv), 1),
+                          **_flop_numbers(generation_flops(config, none_t), generation_flops(config, kv_t)),
+                          "none_s": number(total_none, 2, "s"),
                           "kv_s": number(total_kv, 2, "s"), "speedup": number(ratio(total_none, total_kv), 1),
                           "none_est": number(est_none, 2, "s"), "kv_est": number(est_kv, 2, "s"),
                           "robust": number(ratio(est_none, est_kv), 1)})
@@ -646,7 +679,7 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
     n = none_t.seq_len[-1]
     crossover = CROSSOVER.choose({"cross": _count(crossover_length(model)), "n": _count(n)})
     return [
-        _totals(none_t, kv_t, none, kv),
+        _totals(none_t, kv_t, none, kv, c),
         uncached,
         crossover,
         *_exponent_claims(none_t, "none", uncached, crossover),

@@ -11,7 +11,7 @@ import torch
 from ..._validate import positive_int
 from ...claims import ratio
 from ...config import ModelConfig
-from ...costs import attention_crossover, attention_flops, linear_flops_per_token
+from ...costs import attention_crossover, attention_flops, linear_flops_per_token, pass_cost
 from ...measure import DecodeTiming, time_generate
 from ...stats import median
 from ...model import ToyTransformer
@@ -86,6 +86,14 @@ def fit_step_time(timing: DecodeTiming, work=None) -> StepFit:
 def uncached_flops(config: ModelConfig):
     """FLOPs of one uncached pass over t tokens: linear terms plus attention's t² (``kvlab.costs``)."""
     return lambda t: t * linear_flops_per_token(config) + attention_flops(config, t)
+
+
+def generation_flops(config: ModelConfig, timing: DecodeTiming) -> int:
+    """FLOPs of a timed run's whole generation (``kvlab.costs.pass_cost``), pass by pass from its trace: each pass
+    feeds the tokens it projected K/V for (``k_tokens``) after the rest of its length, cached."""
+    if len(timing.k_tokens) != len(timing.seq_len) or not timing.k_tokens:
+        raise ValueError("timing: needs the trace's K/V projections (k_tokens), one per pass")
+    return sum(pass_cost(config, k, t - k).flops for k, t in zip(timing.k_tokens, timing.seq_len))
 
 
 @dataclass(frozen=True)

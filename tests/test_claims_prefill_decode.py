@@ -112,7 +112,7 @@ def chapter_claims(run: Run) -> list[list[claims.Claim]]:
         + lesson.explain_batch_vs_prefill(run.batch, run.prefill),
         lesson.explain_overlap(run.batch, run.roofs),
         lesson.explain_small_matmuls(run.small, run.batch) + lesson.explain_small_matmul_reads(run.small, run.roofs, run.prefill)
-        + lesson.explain_decode_sum(run.small, run.prefill, budget(run.step_ms, run.roofs), DEMO),
+        + lesson.explain_decode_sum(run.small, run.prefill, budget(run.step_ms, run.roofs), DEMO, run.batch),
         lesson.explain_allocator(run.alloc),
         lesson.explain_precision(run.precision, C),
     ]
@@ -182,6 +182,13 @@ H33_SWEEP = sweep({1: 9.00, 2: 12.06, 4: 13.13, 8: 19.30, 16: 25.35, 32: 31.10, 
 H33_ROOFS = roofs(34.2, 91.7, 1.01, 1.00)
 H33_BATCH = batch({1: 7.60, 2: 10.70, 4: 13.78, 8: 16.51, 16: 21.95, 32: 34.09})
 H33_SMALL = small([5.84, 11.63, 15.18, 16.75])
+# the fourth review's run (/tmp/r4, chapter 3.3 executed at load ~10)
+R4_TIMELINE = timeline([1.63, 1.70, 1.75], [[0.54] + [0.60] * 22] * 3, prompt_tokens=22)
+R4_SWEEP = sweep({1: 6.45, 2: 10.24, 4: 11.69, 8: 14.13, 16: 18.87, 32: 28.78, 64: 49.48, 128: 89.35, 256: 174.52},
+                 {1: 6.13, 2: 7.18, 4: 6.52, 8: 6.30, 16: 6.42, 32: 6.57, 64: 6.96, 128: 7.05, 256: 7.81})
+R4_ROOFS = roofs(36.4, 94.4)
+R4_BATCH = batch({1: 7.31, 2: 10.14, 4: 12.81, 8: 15.40, 16: 20.74, 32: 31.96})
+R4_SMALL = small([5.30, 10.47, 12.94, 15.34])
 REVIEWED = {1: 10.48, 2: 23.30, 4: 35.53, 8: 31.78, 16: 48.64, 32: 70.26, 64: 134.50, 128: 232.42, 256: 466.12}
 RIDGE_5_5 = roofs(20, 110)  # B = 16 and 32 right of the ridge, 1 to 8 left of it
 Q = roofs(20, 100)  # a quiet machine: ridge 5
@@ -252,6 +259,14 @@ CASES = {
         batch({1: 20, 2: 20.2, 4: 20.4, 8: 20.6, 16: 30, 32: 75}), RIDGE_5_5),
     "batch right of the ridge, above the measured roof": lambda: lesson.explain_batch(
         batch({1: 5, 2: 5.2, 4: 5.4, 8: 5.6, 16: 7.0, 32: 9.0}), RIDGE_5_5),
+    "prefill slower than P in every step, one step not much slower": lambda: lesson.explain_prefill_growth(
+        sweep({1: 10, 2: 15, 4: 16.5, 8: 18})),
+    **{f"the fourth review's run ({part})": case for part, case in {
+        "timeline": lambda: lesson.explain_prefill_parallel(R4_TIMELINE),
+        "prefill growth": lambda: lesson.explain_prefill_growth(R4_SWEEP),
+        "batch gain": lambda: lesson.explain_batch_gain(R4_BATCH, R4_ROOFS),
+        "decode step": lambda: lesson.explain_decode_sum(R4_SMALL, R4_SWEEP, budget(0.578, R4_ROOFS), DEMO, R4_BATCH),
+    }.items()},
     **{f"the executed run of /tmp/h33 ({part})": case for part, case in {
         "timeline": lambda: lesson.explain_prefill_parallel(H33_TIMELINE),
         "batch": lambda: lesson.explain_batch(H33_BATCH, H33_ROOFS),
@@ -350,3 +365,50 @@ def test_the_decode_step_is_taken_apart_only_when_the_sum_lands_within_the_band(
     assert short.key.endswith(".short") and short.fields["share"].text == "68" and short.fields["rest"].text == "3.03"
     over = lesson.explain_decode_sum(BUSY.small, BUSY.prefill, budget(BUSY.step_ms, BUSY.roofs), DEMO)[0]
     assert over.key.endswith(".off") and over.fields["share"].value > 115
+
+
+def test_the_fourth_reviews_prefill_growth_names_its_steepest_step():
+    """/tmp/r4: P = 1 → 2 took ×1.59 for ×2 tokens (exponent 0.67): every step slower than the tokens, but not every
+    one much slower; the sentence names that step instead of 「每一段都涨得比 token 数慢得多」."""
+    claim = CASES["the fourth review's run (prefill growth)"]()[0]
+    assert claim.key == "prefill_decode.prefill_growth.slow_steepest"
+    assert (claim.fields["ps"].text, claim.fields["qs"].text, claim.fields["step"].text) == ("1", "2", "1.59")
+    text = lesson.ZH.say(claim)
+    assert "慢得多" not in text.replace("不是每一段都慢得多", "") and "token 数变为 8.0 倍" in text
+    much = CASES["prefill grows slower than P"]()[0]  # 10, 13, 17, 22 ms: every exponent under 0.5
+    assert much.key == "prefill_decode.prefill_growth.slow" and "慢得多" in lesson.ZH.say(much)
+    other = CASES["prefill slower than P in every step, one step not much slower"]()[0]
+    assert other.key == "prefill_decode.prefill_growth.slow_steepest" and other.fields["ps"].text == "1"
+
+
+def test_the_fourth_reviews_short_decode_sum_quotes_the_drift_of_the_same_work():
+    """/tmp/r4: the sum fell 1.92 ms short of the 7.81 ms step while the same B = 1 work drifted +16 % between two
+    timings: the sentence quotes that drift (a field) and says 「未必只是」, not 「不只是」."""
+    claim = CASES["the fourth review's run (decode step)"]()[0]
+    assert claim.key == "prefill_decode.decode_sum.short_drifted"
+    assert (claim.fields["b1"].text, claim.fields["dec"].text, claim.fields["drift"].text) == ("7.31", "6.30", "+16")
+    assert claim.fields["step"].text == "7.81"
+    text = lesson.ZH.say(claim)
+    assert "+16%" in text and "不同时刻" in text and "未必只是" in text and "不只是" not in text.replace("未必只是", "")
+    assert "±15% 以内才算对得上" in text
+    steady = lesson.explain_decode_sum(R4_SMALL, R4_SWEEP, budget(0.578, R4_ROOFS), DEMO,
+                                       batch({1: 6.50, 2: 10.14}))[0]  # the same work within ±15 %: no drift to quote
+    assert steady.key == "prefill_decode.decode_sum.short" and "drift" not in steady.fields
+    assert "不同时刻" in lesson.ZH.say(steady) and "未必只是" in lesson.ZH.say(steady)
+
+
+def test_the_fourth_reviews_product_multiplies_the_printed_factors():
+    """/tmp/r4 printed 「22 × 0.54 ms = 11.84 ms」 (the unrounded step): the product is now 22 × 0.54 = 11.88."""
+    claim = CASES["the fourth review's run (timeline)"]()[0]
+    assert claim.key == "prefill_decode.parallel.half"
+    assert (claim.fields["itl"].text, claim.fields["sequential"].text) == ("0.54", "11.88")
+    off = claims.Claim(claim.key, {**claim.fields, "sequential": claims.Number("11.84", "ms")})
+    assert not lesson.sentences.PARALLEL.rule(claim.key).admits(off)
+
+
+def test_the_fourth_reviews_batch_gain_says_which_ratio_falls_short():
+    """/tmp/r4: 「…单步耗时 ×4.38：没到 32 倍」 read as if the step fell short; the throughput is what falls short."""
+    claim = CASES["the fourth review's run (batch gain)"]()[0]
+    text = lesson.ZH.say(claim)
+    assert claim.key.endswith((".compute_capped", ".higher")) and "没到理想的 32 倍" in text
+    assert text.index("没到理想的 32 倍") < text.index("单步耗时")

@@ -163,7 +163,7 @@ def interact_batch(ch: ChapterPage) -> None:
     ch.extra_screenshot("batch_b32", ".kvlab-panel.kvlab-batch")
 
     # a longer context: every B measured again; the K/V share and intensity come from the formula
-    assert "已有 8 个 token" in r1 and number(r"K/V 占一步读写字节的\s*(\d+)%", r1) == 9, r1
+    assert "已有 8 个 token" in r1 and number(r"K/V 占一步读写字节的\s*([\d.]+)%", r1) == 9, r1
     roof32 = bt.figure(1)
     bt.press_slider("context_len", "ArrowRight", times=2)
     note = bt.wait_message("info", True, "a context not measured yet should say it is being measured", timeout_s=60)
@@ -171,7 +171,7 @@ def interact_batch(ch: ChapterPage) -> None:
     r4 = bt.wait_readout(lambda t: "已有 256 个 token" in t, "ArrowRight x2 should measure a context of 256",
                          timeout_s=180)
     # B = 32, the 3 steps timed after 256, 257 and 258 cached tokens: K/V are 71 % of the bytes, intensity 5.00
-    assert number(r"K/V 占一步读写字节的\s*(\d+)%", r4) == 71 and "算术强度 5.00 FLOP/字节" in r4, r4
+    assert number(r"K/V 占一步读写字节的\s*([\d.]+)%", r4) == 71 and "算术强度 5.00 FLOP/字节" in r4, r4
     bt.wait_figure_changed(1, roof32, "the batch points should move left on the roofline")
     bt.wait_message("info", False, "the note should go once the numbers are shown")
     ch.extra_screenshot("batch_context", ".kvlab-panel.kvlab-batch")

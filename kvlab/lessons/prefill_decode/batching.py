@@ -236,7 +236,7 @@ def batch_ridge_lines(sweep: BatchSweep, roofs: Roofs) -> list[str]:
     right = [p for p in sweep.points if p.cost.intensity >= ridge]
     if len(right) >= 2:
         a, b = right[0], right[-1]
-        return [f"越过转折点以后（B = {a.batch_size} 到 B = {b.batch_size}，B 大了 {b.batch_size / a.batch_size:g} 倍）："
+        return [f"越过转折点以后（B = {a.batch_size} 到 B = {b.batch_size}，B 变为 {b.batch_size / a.batch_size:g} 倍）："
                 f"单步耗时 ×{b.step_seconds / a.step_seconds:.2f}，吞吐 ×{b.tokens_per_s / a.tokens_per_s:.2f}。"]
     if right and left:
         a, b = left[-1], right[0]
@@ -271,6 +271,11 @@ def per_doubling(a: BatchPoint, b: BatchPoint) -> float:
     return (b.step_seconds / a.step_seconds) ** (1 / math.log2(b.batch_size / a.batch_size))
 
 
+def share_text(x: float) -> str:
+    """A share as a percentage: one decimal below 1 % (a small share never reads 「0%」), whole percents above."""
+    return f"{x:.1%}" if x < 0.01 else f"{x:.0%}"
+
+
 def explain_kv_share(config: ModelConfig, batch_size: int, contexts=(8, 256, 1000), steps: int = BATCH_STEPS) -> list[str]:
     """``steps`` decode steps of ``batch_size`` sequences from several context lengths, counted as the batch sweep
     counts them (:func:`~kvlab.costs.decode_cost`, so the first line's intensity is the sweep's): the K/V share of
@@ -279,7 +284,7 @@ def explain_kv_share(config: ModelConfig, batch_size: int, contexts=(8, 256, 100
     for C in contexts:
         cost = decode_cost(config, C, steps, batch_size)
         lines.append(f"B = {batch_size}，每条序列的缓存里从 {C} 个 token 起解码 {steps} 步（和上表一样计数）：K/V 占读写字节的 "
-                     f"{cost.cache_share:.0%}，算术强度 {cost.intensity:.2f} FLOP/字节（B / 2 = {batch_size / 2:g}）")
+                     f"{share_text(cost.cache_share)}，算术强度 {cost.intensity:.2f} FLOP/字节（B / 2 = {batch_size / 2:g}）")
     return lines
 
 
@@ -298,7 +303,7 @@ def render_batch(lab: BatchLab, roofs: Roofs, prefill: PrefillSweep, batch_size,
         f"<b>B = {p.batch_size}，每条序列的缓存里已有 {sweep.context_len} 个 token</b>：一步解码 "
         f"<b>{p.step_seconds * 1e3:.2f} ms</b>，{who}，即 <b>{p.tokens_per_s:,.0f} token/s</b><br>"
         f"与 B = {one.batch_size} 相比：吞吐 ×{p.tokens_per_s / one.tokens_per_s:.1f}，单步耗时 "
-        f"×{p.step_seconds / one.step_seconds:.1f}；K/V 占一步读写字节的 <b>{p.cost.cache_share:.0%}</b>，"
+        f"×{p.step_seconds / one.step_seconds:.1f}；K/V 占一步读写字节的 <b>{share_text(p.cost.cache_share)}</b>，"
         f"算术强度 <b>{p.cost.intensity:.2f} FLOP/字节</b>（转折点 {roofs.ridge:.1f}），"
         f"实际达到 {p.flops_per_s / 1e9:.1f} GFLOP/s（设备 {html.escape(sweep.device)}）"
     )

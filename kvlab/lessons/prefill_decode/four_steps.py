@@ -38,7 +38,8 @@ FOUR_STEPS = {
         CodePart(Attention.forward, "= self.wqkv(x)", "out = attn_ops.attention(",
                  "Attention.forward：只为新 token 算 Q、K、V，K/V 写进缓存后取回全部已存的 K/V"),
         CodePart(attention, "k = repeat_kv(k", "out = weights @ v",
-                 "attention()：softmax(QKᵀ/√D)·V 的显式写法（默认走等价的 SDPA）"),
+                 "attention()：softmax(QKᵀ/√D)·V 的显式写法（默认调用与之等价的 PyTorch 函数 "
+                 "scaled_dot_product_attention，简称 SDPA）"),
     ],
     "update": [
         CodePart(KVCache.write, "def write", "return self._read", "KVCache.write：写进 [length, length + T) 这几行"),

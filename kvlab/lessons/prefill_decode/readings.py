@@ -5,6 +5,7 @@ much to trust it), and a GPU's shape (a small model on a GPU is launch-bound: it
 or B, far below both roofs)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ...config import ModelConfig
@@ -62,7 +63,7 @@ def explain_worked_step(w: WorkedStep, prompt_len: int = 256) -> list[str]:
         f"{cost.flops / 1e6:.1f} MFLOP（1 MFLOP = 10⁶ 次浮点运算）。",
         f"③ 算术强度 I = F ÷ M = {cost.intensity:.2f} FLOP/字节：每从内存搬来 1 个字节，只做 {cost.intensity:.2f} 次运算"
         "——权重读了一大堆，每个只用一次。",
-        f"④ 对比：预填充 {prompt_len} 个 token 读的权重几乎一样多（{prefill.weight_bytes / 1e6:.1f} MB），运算却多了约 "
+        f"④ 对比：预填充 {prompt_len} 个 token 读的权重几乎一样多（{prefill.weight_bytes / 1e6:.1f} MB），运算却是它的约 "
         f"{prefill.flops / cost.flops:.0f} 倍，I = {prefill.intensity:.1f} FLOP/字节：每个权重读一次，供 {prompt_len} 个 "
         "token 一起用。",
     ]
@@ -174,10 +175,13 @@ def explain_small_matmul_reads(m: SmallMatmuls, roofs: Roofs, sweep: PrefillSwee
     return claims
 
 
-def explain_decode_sum(m: SmallMatmuls, sweep: PrefillSweep, demo: StepBudget, demo_config: ModelConfig) -> list[Claim]:
+def explain_decode_sum(m: SmallMatmuls, sweep: PrefillSweep, demo: StepBudget, demo_config: ModelConfig,
+                       batch: BatchSweep | None = None) -> list[Claim]:
     """The decode step printed with the roofline (after the longest prompt) taken apart: its bytes read at the
     matrix-vector product's measured rate, plus the fixed cost of a step (the demo model's whole step, ``demo``, ×
-    the layers' ratio to ``demo_config``), summed as printed against the measured step (:data:`~.sentences.DECODE_SUM`)."""
+    the layers' ratio to ``demo_config``), summed as printed against the measured step (:data:`~.sentences.DECODE_SUM`).
+    When the sum falls short, the drift of the same B = 1 work between ``batch`` and ``sweep`` (printed with the batch
+    sweep, :func:`explain_batch_baseline`) is quoted if it left the band: the numbers were timed at different moments."""
     dec = sweep.points[-1]
     step, mb = ms(dec.decode_step_seconds), number(dec.decode_cost.bytes / dec.decode_steps / 1e6, 1, "MB")
     rate = gbs(ratio(m.weight_bytes, m.seconds[0]))
@@ -185,23 +189,32 @@ def explain_decode_sum(m: SmallMatmuls, sweep: PrefillSweep, demo: StepBudget, d
     demo_ms, layers = ms(demo.measured_seconds), times(sweep.config.n_layer / demo_config.n_layer, 1)
     fixed = ms(demo_ms.value * layers.value / 1e3)
     total = ms((read.value + fixed.value) / 1e3)
+    base = _baseline_numbers(batch, sweep) if batch is not None else None
+    drift = {"b1": base["b1"], "dec": base["dec"], "drift": base["diff"]} if base else {}
     return [DECODE_SUM.choose({"P": count(dec.prompt_len), "step": step, "mb": mb, "rate": rate, "read": read,
                                "demo": demo_ms, "layers": layers, "fixed": fixed, "total": total,
                                "share": pct(ratio(total.value, step.value)),
-                               "rest": ms((step.value - total.value) / 1e3)})]
+                               "rest": ms((step.value - total.value) / 1e3),
+                               **(drift or {"b1": number(math.nan), "dec": number(math.nan), "drift": number(math.nan)})})]
+
+
+def _baseline_numbers(batch: BatchSweep, sweep: PrefillSweep) -> dict | None:
+    """The batch sweep's B = 1 step and the same model's decode step in the prefill sweep (the prompt length nearest
+    the batch's context), as printed, and their relative difference; None without a B = 1 point."""
+    one = batch.points[0]
+    if one.batch_size != 1:
+        return None
+    near = min(sweep.points, key=lambda p: abs(p.prompt_len - batch.context_len))
+    b1, dec = number(one.step_seconds * 1e3, 2, "ms"), number(near.decode_step_seconds * 1e3, 2, "ms")
+    return {"b1": b1, "P": count(near.prompt_len), "dec": dec, "diff": signed_pct(ratio(b1.value, dec.value) - 1)}
 
 
 def explain_batch_baseline(batch: BatchSweep, sweep: PrefillSweep) -> list[Claim]:
     """The batch sweep's B = 1 step against the same model's decode step in the prefill sweep (the prompt length
     nearest the batch's context): two measurements of the same work at different moments
     (:data:`~.sentences.BATCH_BASELINE`)."""
-    one = batch.points[0]
-    if one.batch_size != 1:
-        return []
-    near = min(sweep.points, key=lambda p: abs(p.prompt_len - batch.context_len))
-    b1, dec = number(one.step_seconds * 1e3, 2, "ms"), number(near.decode_step_seconds * 1e3, 2, "ms")
-    return [BATCH_BASELINE.choose({"b1": b1, "P": count(near.prompt_len), "dec": dec,
-                                   "diff": signed_pct(ratio(b1.value, dec.value) - 1)})]
+    base = _baseline_numbers(batch, sweep)
+    return [BATCH_BASELINE.choose(base)] if base else []
 
 
 def explain_worked_bounds(w: WorkedStep, roofs: Roofs) -> list[Claim]:

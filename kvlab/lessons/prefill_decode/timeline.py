@@ -162,10 +162,10 @@ def explain_prefill_parallel(tl: Timeline) -> list[Claim]:
     sentence says, while a median decode step on a busy machine would make prefill look faster than it is), read
     from the numbers it prints (:data:`~.sentences.PARALLEL`):
     under half of it, faster but not half (a busy moment slowed the few prefills), or not faster (can't tell)."""
-    per_token = tl.itl_ms(0)
-    sequential = tl.prompt_tokens * per_token
+    itl = number(tl.itl_ms(0), 2, "ms")
+    sequential = tl.prompt_tokens * itl.value  # the product of the printed factors, so that it reads P × itl exactly
     return [PARALLEL.choose({"ttft": number(tl.ttft_ms, 2, "ms"), "P": count(tl.prompt_tokens),
-                             "itl": number(per_token, 2, "ms"), "n": count(tl.decode_samples),
+                             "itl": itl, "n": count(tl.decode_samples),
                              "sequential": number(sequential, 2, "ms"),
                              "share": pct(ratio(tl.ttft_ms, sequential)), "runs": count(tl.runs)})]
 

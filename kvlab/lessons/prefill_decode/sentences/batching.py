@@ -19,8 +19,9 @@ BATCH_GAIN = Chooser(f"{P}.batch_gain", (
     Rule(f"{P}.batch_gain.ideal", GAIN_SHOWS, lambda v: _gain(v) and v["ratio"] >= (1 - SAME / 100) * v["B"]),
     Rule(f"{P}.batch_gain.compute_capped", (*GAIN_SHOWS, "I", "ridge", "mm", "mflop", "cap", "cap_ratio"),
          lambda v: _gain(v) and v["tput"] > v["tput1"] and v["I"] >= v["ridge"] and v["tput"] <= v["cap"]
+         and v["ratio"] < v["B"]
          and close(v["cap"], v["mm"] * 1e3 / v["mflop"], 1) and close(v["cap_ratio"], v["cap"] / v["tput1"], 0.1)),
-    Rule(f"{P}.batch_gain.higher", GAIN_SHOWS, lambda v: _gain(v) and v["tput"] > v["tput1"]),
+    Rule(f"{P}.batch_gain.higher", GAIN_SHOWS, lambda v: _gain(v) and v["tput"] > v["tput1"] and v["ratio"] < v["B"]),
     Rule(f"{P}.batch_gain.not_higher", ("B", "tput1", "tput"), lambda v: v["tput"] <= v["tput1"], substantive=False),
     Rule(f"{P}.batch_gain.unmeasured", substantive=False),
 ))
@@ -156,11 +157,11 @@ _RIGHT = "越过转折点以后（B = {Bs}，I = {Is}，都不低于转折点 {r
 TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.batch_left.unmeasured": "这次没有测出有效的单步耗时；" + RERUN_BATCH,
     f"{P}.batch_gain.ideal": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时只 ×{step}：接近理想的 {B} 倍。",
-    f"{P}.batch_gain.compute_capped": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时 ×{step}：没到 {B} 倍。B = {B} "
+    f"{P}.batch_gain.compute_capped": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），没到理想的 {B} 倍；单步耗时 ×{step}。B = {B} "
                                       "的 I = {I} 已远在转折点（{ridge}）右边，按平屋顶，吞吐最多约为矩阵乘速率 {mm} ÷ 每个 token 的 "
                                       "{mflop} MFLOP = {cap}（B = 1 实测的 ×{cap_ratio}），实测 {tput}。",
-    f"{P}.batch_gain.higher": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），单步耗时 ×{step}：吞吐提高了，但没到"
-                              "理想的 {B} 倍，因为单步耗时也涨了。",
+    f"{P}.batch_gain.higher": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}（×{ratio}），提高了，但没到"
+                              "理想的 {B} 倍，因为单步耗时也涨了（×{step}）。",
     f"{P}.batch_gain.not_higher": "B = {B} 相比 B = 1：吞吐 {tput1} → {tput}，没有提高：多半是测大批次时机器正忙；" + RERUN_BATCH,
     f"{P}.batch_gain.unmeasured": "这次没有测出有效的吞吐；" + RERUN_BATCH,
     f"{P}.batch_left.flat": "B = {Bs} 还在转折点（{ridge}）左边（B = {Bl} 时 I = {I}）：单步耗时 {ts}，都在 B = 1 的 ±15% 以内，"

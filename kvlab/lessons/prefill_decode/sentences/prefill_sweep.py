@@ -47,10 +47,27 @@ def _slow_overall(faster: bool):
     return holds
 
 
+MUCH_SLOWER = 0.5  # a segment grows "much slower than its tokens" when its exponent is under this
+
+
+def _slow_steepest(v) -> bool:
+    """Slower than the tokens from the first P to the last and in every segment (exponents under 0.75), no drop, but
+    not much slower in every one: the segment named (``ps`` → ``qs``, its time ratio ``step``, token ratio ``tok``)
+    is the steepest, with an exponent of at least :data:`MUCH_SLOWER`."""
+    Ps, ts = vals(v["Ps"]), vals(v["ts"])
+    if v["ps"] not in Ps[:-1] or Ps[Ps.index(v["ps"]) + 1] != v["qs"]:
+        return False
+    i = Ps.index(v["ps"])
+    ks = exponents(Ps, ts)
+    return (_growth(-1, 0.75, -1, 0.75)(v) and ks[i] == max(ks) and ks[i] >= MUCH_SLOWER
+            and close(v["step"], ts[i + 1] / ts[i]) and close(v["tok"], v["qs"] / v["ps"], 0.1))
+
+
 PREFILL_GROWTH = Chooser(f"{P}.prefill_growth", (
     Rule(f"{P}.prefill_growth.launch_bound", LAUNCH_SHOWS, launch_bound),
-    Rule(f"{P}.prefill_growth.barely", GROWTH_SHOWS, _growth(-1, 0.25, -1, 0.75)),
-    Rule(f"{P}.prefill_growth.slow", GROWTH_SHOWS, _growth(0.25, 0.75, -1, 0.75)),
+    Rule(f"{P}.prefill_growth.barely", GROWTH_SHOWS, _growth(-1, 0.25, -1, MUCH_SLOWER)),
+    Rule(f"{P}.prefill_growth.slow", GROWTH_SHOWS, _growth(0.25, 0.75, -1, MUCH_SLOWER)),
+    Rule(f"{P}.prefill_growth.slow_steepest", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"), _slow_steepest),
     Rule(f"{P}.prefill_growth.proportional", GROWTH_SHOWS, _growth(0.75, 1.3, 0.5, 1.5)),
     Rule(f"{P}.prefill_growth.slow_overall", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"), _slow_overall(False)),
     Rule(f"{P}.prefill_growth.slow_overall_faster", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"), _slow_overall(True)),
@@ -182,7 +199,7 @@ PREFILL_RATES = Chooser(f"{P}.prefill_rates", (
 ))
 
 
-_GROWTH = "实测：P = {Ps} 时预填充 {ts}，P 从头到尾 token 多了 {tokens} 倍，耗时 ×{ratio}"
+_GROWTH = "实测：P = {Ps} 时预填充 {ts}，P 从头到尾 token 数变为 {tokens} 倍，耗时 ×{ratio}"
 TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.prefill_growth.unmeasured": "这次没有测出有效的预填充时间；" + RERUN_SWEEP,
     f"{P}.prefill_tail.unmeasured": "这次没有测出有效的预填充时间，说不准何时被算力卡住；" + RERUN_SWEEP,
@@ -192,6 +209,9 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
                                   "就供 P 个 token 一起用。",
     f"{P}.prefill_growth.slow": _GROWTH + "：每一段都涨得比 token 数慢得多，和理想的情形一致——权重只读一遍，就供 P 个 token "
                                 "一起用；但也不是不涨，这台机器上短提示词的运算和别的开销已经占了一部分时间。",
+    f"{P}.prefill_growth.slow_steepest": _GROWTH + "：每一段都比 token 数涨得慢，但不是每一段都慢得多——P = {ps} → {qs} 这一段"
+                                         " ×{step}，最接近 token 数的 ×{tok}。整体上和理想的情形一致——权重只读一遍，就供 P 个"
+                                         " token 一起用；但也不是不涨，这台机器上短提示词的运算和别的开销已经占了一部分时间。",
     f"{P}.prefill_growth.proportional": _GROWTH + "：差不多和 token 数成正比，不是理想的「起初涨得很慢」。这台机器上，连很短的"
                                         "提示词也已经被运算（或别的随 P 增长的开销）卡住。",
     f"{P}.prefill_growth.slow_overall": _GROWTH + "：从头到尾比 token 数涨得慢得多，和理想的情形一致——权重只读一遍，就供 P 个 "

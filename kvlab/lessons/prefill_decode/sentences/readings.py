@@ -140,11 +140,23 @@ def _summed(v) -> bool:
             and close(v["total"], v["read"] + v["fixed"]) and close(v["share"], 100 * v["total"] / v["step"], 1))
 
 
+def _short(v) -> bool:
+    """The sum under the band (below 85 % of the step), and the rest printed as the step minus the sum."""
+    return _summed(v) and v["total"] < (1 - SAME / 100) * v["step"] and close(v["rest"], v["step"] - v["total"])
+
+
+def _drifted(v) -> bool:
+    """The same B = 1 work, timed twice on this page (the batch sweep's ``b1``, the prefill sweep's ``dec``), drifted
+    beyond the band, the drift printed as their relative difference."""
+    return abs(v["drift"]) > SAME and _diff_agrees("b1", "dec", "drift")(v)
+
+
 SUM_SHOWS = ("P", "step", "mb", "rate", "read", "demo", "layers", "fixed", "total", "share")
+DRIFT_SHOWS = ("b1", "dec", "drift")
 DECODE_SUM = Chooser(f"{P}.decode_sum", (
     Rule(f"{P}.decode_sum.accounted", SUM_SHOWS, lambda v: _summed(v) and abs(v["total"] / v["step"] - 1) <= SAME / 100),
-    Rule(f"{P}.decode_sum.short", (*SUM_SHOWS, "rest"), lambda v: _summed(v) and v["total"] < (1 - SAME / 100) * v["step"]
-         and close(v["rest"], v["step"] - v["total"])),
+    Rule(f"{P}.decode_sum.short_drifted", (*SUM_SHOWS, "rest", *DRIFT_SHOWS), lambda v: _short(v) and _drifted(v)),
+    Rule(f"{P}.decode_sum.short", (*SUM_SHOWS, "rest"), _short),
     Rule(f"{P}.decode_sum.off", SUM_SHOWS, _summed, substantive=False),
     Rule(f"{P}.decode_sum.unmeasured", substantive=False),
 ))
@@ -162,6 +174,9 @@ _MATVEC = "{rows} 行 × W（矩阵乘向量）读 W 的速度：{mb} ÷ {ms} = 
 _LATER = "（选学「行数很少的矩阵乘」一节量出矩阵乘向量读权重的速度以后，会把这一步的时间拆开算一遍）"
 _SUM = ("回头看 roofline 一节里 P = {P} 之后的那一步解码（{step}）：它要读写 {mb}，按上面矩阵乘向量读 W 的速度 {rate} 要 "
         "{read}；再加上一步的固定开销，按演示模型一整步 {demo} × 层数之比 {layers} 算是 {fixed}；合计 {total}，是实测的 {share}")
+_SHORT = "，不到 85%（±15% 以内才算对得上）：这两份只解释了那一步的一部分，还有 {rest} 在它们之外。可能的原因："
+_WHY_SHORT = ("另外，模型的每个矩阵只有几 MiB，比这个 W 小得多，一次次小的矩阵乘向量未必读得这么快；这个模型的小算子也比演示"
+              "模型的大（向量更长）。所以那一步里「别的开销」未必只是小算子的固定开销。")
 
 TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.prefill_trend.unmeasured": "这次没有测出有效的预填充速率，看不出它的走势；" + RERUN_SWEEP,
@@ -250,9 +265,9 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.decode_vs_matvec.unmeasured": "这次比不了解码和矩阵乘向量的读速度；" + RERUN_SMALL,
     f"{P}.decode_sum.accounted": _SUM + "，在 ±15% 以内：那一步的时间就这样分成两份——按矩阵乘向量的速度读权重，加上几百个小算子"
                                  "的固定开销。",
-    f"{P}.decode_sum.short": _SUM + "，不到 85%：这两份只解释了那一步的一部分，还有 {rest} 在它们之外。可能的原因：模型的每个"
-                              "矩阵只有几 MiB，比这个 W 小得多，一次次小的矩阵乘向量未必读得这么快；这个模型的小算子也比演示模型的"
-                              "大（向量更长）。所以那一步里「别的开销」不只是小算子的固定开销。",
+    f"{P}.decode_sum.short_drifted": _SUM + _SHORT + "这几个数是在不同时刻量的，机器的忙闲可能已经变了：上面同样的 B = 1 一步，"
+                                     "批次实验里 {b1}、提示词扫描里 {dec}，就差了 {drift}。" + _WHY_SHORT,
+    f"{P}.decode_sum.short": _SUM + _SHORT + "这几个数是在不同时刻量的，机器的忙闲可能已经变了。" + _WHY_SHORT,
     f"{P}.decode_sum.off": _SUM + "，比实测多出了 15% 以上：这两份加起来超过了那一步本身，这次说不准（这几个数是在不同时刻量的，"
                            "机器的忙闲会变）；" + RERUN_SMALL,
     f"{P}.decode_sum.unmeasured": "这次算不出那一步解码拆开的两份（缺少有效的解码、矩阵乘向量或演示模型一步的时间）；" + RERUN_SMALL,

@@ -214,10 +214,10 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
                                          " token 一起用；但也不是不涨，这台机器上短提示词的运算和别的开销已经占了一部分时间。",
     f"{P}.prefill_growth.proportional": _GROWTH + "：差不多和 token 数成正比，不是理想的「起初涨得很慢」。这台机器上，连很短的"
                                         "提示词也已经被运算（或别的随 P 增长的开销）卡住。",
-    f"{P}.prefill_growth.slow_overall": _GROWTH + "：从头到尾比 token 数涨得慢得多，和理想的情形一致——权重只读一遍，就供 P 个 "
+    f"{P}.prefill_growth.slow_overall": _GROWTH + "：从头到尾比 token 数涨得慢，和理想的情形一致——权重只读一遍，就供 P 个 "
                                         "token 一起用；只有 P = {ps} → {qs} 这一段涨了 ×{step}，几乎和 token 数（×{tok}）"
                                         "涨得一样快（一段的计时容易被机器上别的程序拖慢，看整体走向）。",
-    f"{P}.prefill_growth.slow_overall_faster": _GROWTH + "：从头到尾比 token 数涨得慢得多，和理想的情形一致——权重只读一遍，"
+    f"{P}.prefill_growth.slow_overall_faster": _GROWTH + "：从头到尾比 token 数涨得慢，和理想的情形一致——权重只读一遍，"
                                                "就供 P 个 token 一起用；只有 P = {ps} → {qs} 这一段涨了 ×{step}，比 token 数"
                                                "（×{tok}）涨得还快（一段的计时容易被机器上别的程序拖慢，看整体走向）。",
     f"{P}.prefill_growth.dropped": _GROWTH + "，但中间 P = {p} 到 {q} 反而快了 {drop}：这次的数字起伏太大（机器忙），看不出"

@@ -4,7 +4,7 @@ import pytest
 
 from kvlab import claims
 from kvlab.lessons import paged as lesson
-from kvlab.lessons.paged import batching, cost, runs
+from kvlab.lessons.paged import batching, cost, runs, sharing
 from kvlab.lessons.paged.cost import PagingCost, StepCost
 from kvlab.paging import padded_slots, paged_slots, reserved_slots
 
@@ -178,7 +178,7 @@ SHARING_SHAPES = {  # name -> a step's seconds (key, round, step, prompt tokens 
     "busy during sharing": (lambda p, k, s, n: 3e-3 if p == "shared" else 1e-3, "paged.sharing_ttft.longer"),
     # the rounds disagree: each setting is slowed in one round
     "busy, rounds disagree": (lambda p, k, s, n: 1e-3 * (3 if (p == "plain") == (k == 0) else 1),
-                              "paged.sharing_ttft.unclear"),
+                              "paged.sharing_ttft.mixed"),
     "busy, spiky": (lambda p, k, s, n: 1e-3 * (10 if (s.step + k) % 3 == 0 else 1) * (1 + 0.01 * n), None),
     "no numbers": (lambda p, k, s, n: float("nan"), "paged.sharing_ttft.unmeasured"),
 }
@@ -216,17 +216,21 @@ def test_batching_idle_run_says_something_substantive_and_true(small_batching):
     assert "比值 1.18；每一轮单独算的比值 1.18、1.18。连续批处理快了 18%" in text, text
     gpu = _said(lesson.explain_batching(timed_like(small_batching, BATCHING_SHAPES["GPU launch-bound"])))
     assert {"paged.step_time.flat", "paged.tpot.same"} <= set(gpu)
-    assert "连续批处理的一步多用 0%（负数表示少用），在 ±5% 以内，差不多" in gpu["paged.step_time.flat"]
+    assert "连续批处理的一步多用 0%（负数表示少用；每一轮单独算，分别多用 0、0%），都在 ±5% 以内，差不多" in gpu["paged.step_time.flat"]
     assert "接近两种调度的步数之比" in gpu["paged.step_time.flat"] and "（相差不到 5%）" in gpu["paged.step_time.flat"]
     little = _said(lesson.explain_batching(timed_like(small_batching, BATCHING_SHAPES["grows a little"])))
-    assert "连续批处理的一步多用 8%：批次更满的一步慢了一些，但不到 15%" in little["paged.step_time.grows_little"]
+    assert "连续批处理的一步多用 8%（每一轮单独算，分别多用 8、8%）：每一轮都是批次更满的一步慢了一些，但不到 15%" \
+        in little["paged.step_time.grows_little"]
 
 
-def _steps(static, cont, more, r, static_steps=174, cont_steps=110):
-    """paged.step_time's numbers as printed: step medians (ms), the per cent between them, tokens/s ratio, step counts."""
+def _steps(static, cont, more, r, static_steps=174, cont_steps=110, rounds=None):
+    """paged.step_time's numbers as printed: step medians (ms), the per cent between them (and each round's own:
+    ``rounds``, by default two rounds of ``more``), tokens/s ratio, step counts."""
     num = claims.number
     return {"static_step": num(static, 2, "ms"), "cont_step": num(cont, 2, "ms"),
-            "step_more": num(more, 0, "%", claims.DIFFERENCE), "ratio": num(r, 2), "static_steps": num(static_steps, 0),
+            "step_more": num(more, 0, "%", claims.DIFFERENCE),
+            "step_rounds": claims.series(rounds or [more, more], 0, "%", claims.DIFFERENCE),
+            "ratio": num(r, 2), "static_steps": num(static_steps, 0),
             "cont_steps": num(cont_steps, 0), "bound": num(static_steps / cont_steps, 2)}
 
 
@@ -234,6 +238,8 @@ STEP_TIME_CASES = {  # key -> printed numbers that reach it
     "paged.step_time.flat": _steps(1.00, 1.02, 2, 1.55),  # 1.55 is within 5 % of 1.58
     "paged.step_time.grows_little": _steps(1.10, 1.23, 12, 1.39),  # the review's run: 12 % slower, 1.39 against 1.58
     "paged.step_time.grows": _steps(1.10, 1.42, 29, 1.26),
+    # review r4's run: 26 % over the fastest steps, but the rounds alone 1 % and 21 %
+    "paged.step_time.rounds_differ": _steps(0.90, 1.13, 26, 1.28, rounds=[1, 21]),
     "paged.step_time.unclear": _steps(1.00, 1.02, 2, 1.39),  # level steps, tokens/s far from the step counts
     "paged.step_time.unmeasured": _steps(float("nan"), 1.0, float("nan"), 1.0),
 }
@@ -245,8 +251,23 @@ def test_step_time_says_what_its_numbers_show(key):
     assert claim.key == key and batching.STEP_TIME.rule(key).admits(claim)
     text = lesson.ZH.say(claim)
     if key == "paged.step_time.grows_little":  # not "差不多", not "接近": what the numbers show, with its band
-        assert "连续批处理的一步多用 12%：批次更满的一步慢了一些，但不到 15%。吞吐之比 1.39 小于两种调度的步数之比 174 ÷ 110 = 1.58" in text
+        assert ("连续批处理的一步多用 12%（每一轮单独算，分别多用 12、12%）：每一轮都是批次更满的一步慢了一些，但不到 15%。"
+                "吞吐之比 1.39 小于两种调度的步数之比 174 ÷ 110 = 1.58") in text
         assert "差不多" not in text and "接近" not in text
+    if key == "paged.step_time.rounds_differ":  # the rounds printed, no "明显更慢"
+        assert "分别多用 1、21%：不在同一档" in text and "说不准一步慢了多少" in text and "明显" not in text
+        assert "吞吐之比 1.28 小于两种调度的步数之比 174 ÷ 110 = 1.58" in text
+
+
+@pytest.mark.parametrize("rounds,key", [
+    ([26, 26], "paged.step_time.grows"), ([21, 14], "paged.step_time.rounds_differ"),
+    ([26, 4], "paged.step_time.rounds_differ"), ([-2, 21], "paged.step_time.rounds_differ"),
+])
+def test_a_step_band_is_said_only_when_every_round_is_in_it(rounds, key):
+    """Review r4: 「一步多用 26%，15% 以上：明显更慢」 was said while the rounds alone were 1 % and 21 %."""
+    claim = batching.STEP_TIME.choose(_steps(0.90, 1.13, 26, 1.28, rounds=rounds))
+    assert claim.key == key
+    assert batching.STEP_TIME.rule("paged.step_time.grows").holds_on(claim.values()) is (key == "paged.step_time.grows")
 
 
 @pytest.mark.parametrize("static,cont,more,r", [
@@ -273,15 +294,19 @@ def test_every_key_of_every_chooser_is_reached(small_batching, small_sharing):
     # keys no schedule of this small workload reaches on its own, from their numbers
     for key, numbers in STEP_TIME_CASES.items():
         reached.setdefault(batching.STEP_TIME.choose(numbers).key, key)
-    ttft = {"static_steps": num(4.0, 1), "cont_steps": num(6.0, 1)}
+    ttft = {"static_steps": num(4.0, 1), "cont_steps": num(6.0, 1), **WAITS_R4}
     for s_mean, c_mean in [(10.0, 20.0), (10.0, 10.5), (10.0, 5.0), (nan, 1.0)]:  # sparse arrivals; same; seconds vs steps
         reached.setdefault(batching.TTFT.choose({**ttft, "static_mean": num(s_mean, 1, "ms"), "static_tail": num(s_mean, 1, "ms"),
                                                  "cont_mean": num(c_mean, 1, "ms"), "cont_tail": num(c_mean, 1, "ms")}).key, "x")
     reached.setdefault(batching.THROUGHPUT.choose({"cont_tps": num(nan), "static_tps": num(1.0), "ratio": num(nan),
-                                                   "rounds": num(nan), "gain": num(nan), "cont_batch": num(2.0, 1),
+                                                   "rounds": num(nan), "gain": num(nan), "least": num(nan), "cont_batch": num(2.0, 1),
                                                    "static_batch": num(1.0, 1)}).key, "x")
     reached.setdefault(batching.TPOT.choose({k: num(nan) for k in ("static_tpot", "cont_tpot", "ratio", "rounds", "static_itl",
-                                                                   "cont_itl", "gain", "cont_batch", "static_batch")}).key, "x")
+                                                                   "cont_itl", "gain", "least", "cont_batch", "static_batch")}).key, "x")
+    for chooser, numbers in ONE_SIDED.items():
+        for rounds, _ in ONE_SIDED_ROUNDS:
+            reached.setdefault(chooser.choose({**numbers, **rounds}).key, "x")
+        reached.setdefault(chooser.choose(_down(chooser)).key, "x")
     reached.setdefault(cost.GATHER.choose({"batch": num(8, 0), "length": num(224, 0), "big_mib": num(3.75, 2, "MiB"),
                                            "gather": num(nan, 2, "ms")}).key, "x")
     assert set(reached) == {k for c in lesson.CHOOSERS for k in c.keys}, reached
@@ -481,20 +506,85 @@ def test_the_quiz_schedules_are_the_schedulers_own():
     assert [o.ttft_steps for o in static.outcomes] == [1, 1, 6] and static.preemptions == 0
 
 
+num = claims.number
+WAITS_R4 = {"static_max": num(102, 0), "cont_max": num(21, 0), "cont_waited": num(15, 0), "requests": num(24, 0),
+            "max_batch": num(8, 0)}  # review r4's schedule: counted, the same on every machine
+TTFT_R4 = {"static_steps": num(46.1, 1), "cont_steps": num(9.2, 1), "static_mean": num(58.8, 1, "ms"),
+           "cont_mean": num(17.3, 1, "ms"), "static_tail": num(113.7, 1, "ms"), "cont_tail": num(32.3, 1, "ms")}
+
+
+def test_the_ttft_sentence_counts_the_waits_on_the_schedule(small_batching):
+    """Review r4: 「连续批处理在下一个步的边界就让它们加入」 beside a mean wait of 9.2 steps and a longest of 21."""
+    claim = batching.TTFT.choose({**TTFT_R4, **WAITS_R4})
+    assert claim.key == "paged.ttft.continuous_shorter"
+    text = lesson.ZH.say(claim)
+    assert "所以它的尾部延迟长得多（按步数最长 102 步）" in text and "最多 8 条" in text
+    assert "24 个请求里有 15 个没能在到达的那一步加入，按步数平均 9.2 步、最长 21 步" in text
+    assert "下一个步的边界" not in text and "几步之内" not in text
+    for wrong in ({"cont_max": num(8, 0)}, {"cont_waited": num(25, 0)}, {"static_max": num(20, 0)}):
+        assert batching.TTFT.choose({**TTFT_R4, **WAITS_R4, **wrong}).key != "paged.ttft.continuous_shorter", wrong
+    said = {c.key: c for c in lesson.explain_batching(timed_like(small_batching, BATCHING_SHAPES["idle CPU"]))}
+    cont = small_batching.first("continuous")
+    counted = said["paged.ttft.continuous_shorter"].fields
+    assert counted["cont_max"].value == max(o.ttft_steps for o in cont.outcomes)
+    assert counted["cont_waited"].value == sum(o.admitted > o.request.arrival for o in cont.outcomes)
+    assert counted["requests"].value == 8 and counted["max_batch"].value == 3
+
+
+ONE_SIDED = {  # chooser -> its numbers but the rounds (and the closest round's per cent), a ratio of 1.38 (0.62)
+    batching.TPOT: {"static_tpot": num(1.10, 2, "ms"), "cont_tpot": num(1.52, 2, "ms"), "ratio": num(1.38, 2),
+                    "static_itl": num(1.23, 2, "ms"), "cont_itl": num(2.59, 2, "ms"), "gain": num(38, 0, "%"),
+                    "cont_batch": num(5.5, 1), "static_batch": num(3.6, 1)},
+    batching.THROUGHPUT: {"cont_tps": num(138, 0), "static_tps": num(100, 0), "ratio": num(1.38, 2), "gain": num(38, 0, "%"),
+                          "cont_batch": num(5.5, 1), "static_batch": num(3.6, 1)},
+    sharing.SERVE_TTFT: {"plain_ttft": num(1.00, 2, "ms"), "shared_ttft": num(1.38, 2, "ms"), "ratio": num(1.38, 2),
+                         "gain": num(38, 0, "%")},
+}
+ONE_SIDED_ROUNDS = [  # (rounds and least, the key's last part): review r4's TPOT rounds 1.09 and 1.32 first
+    ({"rounds": claims.series([1.09, 1.32], 2), "least": num(9, 0, "%")}, "unsure"),
+    ({"rounds": claims.series([1.44, 0.95], 2), "least": num(5, 0, "%")}, "mixed"),
+    ({"rounds": claims.series([1.44, 1.00], 2), "least": num(0, 0, "%")}, "unclear"),  # a round on neither side
+]
+
+
+def _down(chooser):
+    """ONE_SIDED's numbers turned the other way: a ratio of 0.62, rounds 0.91 and 0.68."""
+    scaled = {"ratio": num(0.62, 2), "cont_tpot": num(0.68, 2, "ms"), "cont_tps": num(62, 0), "shared_ttft": num(0.62, 2, "ms")}
+    return {**{k: scaled.get(k, v) for k, v in ONE_SIDED[chooser].items()},
+            "rounds": claims.series([0.91, 0.68], 2), "least": num(9, 0, "%")}
+
+
+@pytest.mark.parametrize("chooser", ONE_SIDED, ids=lambda c: c.name)
+def test_one_round_under_the_band_says_the_direction_but_not_how_much(chooser):
+    """Review r4: 1.09 and 1.32 were called 「几轮的方向不一致，或者方向一致但幅度差得很远」; both rounds say slower."""
+    up = {"paged.tpot": "slower", "paged.throughput": "faster", "paged.sharing_ttft": "longer"}[chooser.name]
+    said = chooser.choose({**ONE_SIDED[chooser], **ONE_SIDED_ROUNDS[0][0]})
+    assert said.key == f"{chooser.name}.{up}_unsure"
+    text = lesson.ZH.say(said)
+    assert "每一轮都是" in text and "差得最少的一轮只差 9%，不到 15%" in text and "方向不一致" not in text
+    for rounds, last in ONE_SIDED_ROUNDS[1:]:
+        assert chooser.choose({**ONE_SIDED[chooser], **rounds}).key == f"{chooser.name}.{last}"
+    mixed = chooser.choose({**ONE_SIDED[chooser], **ONE_SIDED_ROUNDS[1][0]})
+    assert mixed.key == f"{chooser.name}.mixed" and "几轮的方向不一致" in lesson.ZH.say(mixed)
+    wrong_least = chooser.choose({**ONE_SIDED[chooser], **ONE_SIDED_ROUNDS[0][0], "least": num(32, 0, "%")})
+    assert wrong_least.key.endswith(".unclear")
+    said = chooser.choose(_down(chooser))
+    assert said.key.endswith("_unsure") and not said.key.endswith(f".{up}_unsure"), said.key
+
+
 def test_slower_or_faster_needs_every_round_beyond_the_band():
     """Review r26: 「连续批处理每个 token 慢了 38%」 was said with rounds 1.44 and 1.04; the second is inside ±15 %."""
     num = claims.number
     tpot = {"static_tpot": num(1.0, 2, "ms"), "cont_tpot": num(1.38, 2, "ms"), "ratio": num(1.38, 2),
             "static_itl": num(1.0, 2, "ms"), "cont_itl": num(1.4, 2, "ms"), "gain": num(38, 0, "%"),
-            "cont_batch": num(3.0, 1), "static_batch": num(2.0, 1)}
+            "cont_batch": num(3.0, 1), "static_batch": num(2.0, 1), "least": num(4, 0, "%")}
     said = batching.TPOT.choose({**tpot, "rounds": claims.series([1.44, 1.04], 2)})
-    assert said.key == "paged.tpot.unclear" and "幅度差得很远" in lesson.ZH.say(said)
+    assert said.key == "paged.tpot.slower_unsure" and "只差 4%" in lesson.ZH.say(said)
     assert batching.TPOT.choose({**tpot, "rounds": claims.series([1.44, 1.16], 2)}).key == "paged.tpot.slower"
     tps = {"cont_tps": num(130, 0), "static_tps": num(100, 0), "ratio": num(1.3, 2), "gain": num(30, 0, "%"),
-           "cont_batch": num(3.0, 1), "static_batch": num(2.0, 1)}
-    assert batching.THROUGHPUT.choose({**tps, "rounds": claims.series([1.3, 1.1], 2)}).key == "paged.throughput.unclear"
-    from kvlab.lessons.paged import sharing
-
-    ttft = {"plain_ttft": num(10.0, 2, "ms"), "shared_ttft": num(6.0, 2, "ms"), "ratio": num(0.6, 2), "gain": num(40, 0, "%")}
-    assert sharing.SERVE_TTFT.choose({**ttft, "rounds": claims.series([0.6, 0.9], 2)}).key == "paged.sharing_ttft.unclear"
+           "cont_batch": num(3.0, 1), "static_batch": num(2.0, 1), "least": num(10, 0, "%")}
+    assert batching.THROUGHPUT.choose({**tps, "rounds": claims.series([1.3, 1.1], 2)}).key == "paged.throughput.faster_unsure"
+    ttft = {"plain_ttft": num(10.0, 2, "ms"), "shared_ttft": num(6.0, 2, "ms"), "ratio": num(0.6, 2), "gain": num(40, 0, "%"),
+            "least": num(10, 0, "%")}
+    assert sharing.SERVE_TTFT.choose({**ttft, "rounds": claims.series([0.6, 0.9], 2)}).key == "paged.sharing_ttft.shorter_unsure"
     assert sharing.SERVE_TTFT.choose({**ttft, "rounds": claims.series([0.6, 0.8], 2)}).key == "paged.sharing_ttft.shorter"

@@ -8,7 +8,7 @@ import torch
 
 from ..._validate import positive_int
 from ...measure import alternate, device_label, measurement_threads, torch_threads
-from ...claims import DIFFERENCE, Chooser, Claim, Number, Rule, number, ratio, series
+from ...claims import ABSOLUTE, DIFFERENCE, Chooser, Claim, Number, Rule, number, ratio, series
 from ...stats import cumulative, median, percentile
 from ...model import ToyTransformer
 from ...serving import Request, ServeRun, serve
@@ -108,6 +108,12 @@ class BatchingComparison(Rounds):
         """Per round: continuous mean TPOT over static mean TPOT, each from that round's own step times."""
         return [self.tpot_mean("continuous", i) / self.tpot_mean("static", i) for i in range(len(self.runs["static"]))]
 
+    @property
+    def step_round_ratios(self) -> list[float]:
+        """Per round: the continuous step's median time over the static step's, each from that round's own steps."""
+        return [ratio(median([x.seconds for x in c.steps]), median([x.seconds for x in s.steps]))
+                for s, c in zip(self.runs["static"], self.runs["continuous"])]
+
     def itls(self, policy: str) -> list[float]:
         """Inter-token latencies: every gap between two consecutive tokens of a request (one step's time, or the
         wait and the new prefill after a preemption), on the fastest step times."""
@@ -169,6 +175,29 @@ def _all_below(rounds) -> bool:
     return max(_all(rounds)) * (1 + BAND) <= 1
 
 
+def one_sided(name: str, up: str, down: str, shows: tuple[str, ...], consistent) -> tuple[Rule, ...]:
+    """The "can't tell how much" rules of a chooser over per-round ratios: every round on one side of 1 (``up``:
+    above, ``down``: below) but not every one beyond the band (``least``: the closest round's per cent from 1);
+    ``mixed``: rounds on both sides. ``consistent(v)`` checks the printed ratio against the printed quantities."""
+    def side(above: bool):
+        def holds(v) -> bool:
+            rounds = _all(v["rounds"])
+            closest = min(rounds) if above else max(rounds)
+            return (all((r > 1) if above else (r < 1) for r in rounds) and ((v["ratio"] > 1) if above else (v["ratio"] < 1))
+                    and abs(v["least"] - 100 * abs(closest - 1)) <= 1.0 + 1e-9 and v["least"] < 100 * BAND
+                    and consistent(v))
+        return holds
+    return (Rule(f"{name}.{up}_unsure", (*shows, "least"), side(True), substantive=False),
+            Rule(f"{name}.{down}_unsure", (*shows, "least"), side(False), substantive=False),
+            Rule(f"{name}.mixed", shows, lambda v: min(_all(v["rounds"])) < 1 < max(_all(v["rounds"])),
+                 substantive=False))
+
+
+def _least(rounds: list[float]) -> Number:
+    """The per cent from 1 of the round closest to 1 (what ``one_sided`` prints as ``least``)."""
+    return number(100 * min(abs(r - 1) for r in rounds), 0, "%")
+
+
 TPS = ("cont_tps", "static_tps", "ratio", "rounds")
 THROUGHPUT = Chooser("paged.throughput", (
     Rule("paged.throughput.faster", (*TPS, "gain", "cont_batch", "static_batch"),
@@ -179,11 +208,13 @@ THROUGHPUT = Chooser("paged.throughput", (
          and _ratio_of(v["ratio"], v["cont_tps"], v["static_tps"], 1, 1) and v["cont_batch"] > v["static_batch"]),
     Rule("paged.throughput.same", TPS,
          lambda v: _within(v["ratio"]) and _ratio_of(v["ratio"], v["cont_tps"], v["static_tps"], 1, 1)),
+    *one_sided("paged.throughput", "faster", "slower", TPS,
+               lambda v: _ratio_of(v["ratio"], v["cont_tps"], v["static_tps"], 1, 1)),
     Rule("paged.throughput.unclear", TPS, substantive=False),
     Rule("paged.throughput.unmeasured", substantive=False),
 ))
 
-STEPS = ("static_step", "cont_step", "step_more", "ratio", "static_steps", "cont_steps", "bound")
+STEPS = ("static_step", "cont_step", "step_more", "step_rounds", "ratio", "static_steps", "cont_steps", "bound")
 
 
 def _bound(v) -> bool:
@@ -200,25 +231,55 @@ def _step_more(v) -> bool:
     return 100 * (lo - 1) - 0.5 <= v["step_more"] <= 100 * (hi - 1) + 0.5
 
 
-# How a step's time moved with the batch, on the printed step medians and the percentage between them: "flat" only
-# within ±FLAT (and then tokens/s within FLAT of the step counts' ratio: what "close" means); "grows a little" from
-# FLAT up to BAND; "grows" from BAND on; the last two only with tokens/s below the step counts' ratio.
+def _flat(more: float) -> bool:
+    return abs(more) <= 100 * FLAT
+
+
+def _little(more: float) -> bool:
+    return 100 * FLAT < more < 100 * BAND
+
+
+def _grows(more: float) -> bool:
+    return more >= 100 * BAND
+
+
+def _every_round(band, v) -> bool:
+    """The fastest-step medians' ``step_more`` and every round's own (printed) are in the same ``band``."""
+    return band(v["step_more"]) and all(map(band, _all(v["step_rounds"])))
+
+
+# How a step's time moved with the batch, on the printed step medians and the percentage between them, and on each
+# round's own percentage: "flat" only within ±FLAT (and then tokens/s within FLAT of the step counts' ratio: what
+# "close" means); "grows a little" from FLAT up to BAND; "grows" from BAND on; the last two only with tokens/s below
+# the step counts' ratio. Each only when every round is in that band too; rounds in different bands: "rounds differ".
 STEP_TIME = Chooser("paged.step_time", (
-    Rule("paged.step_time.flat", STEPS, lambda v: _bound(v) and _step_more(v) and abs(v["step_more"]) <= 100 * FLAT
+    Rule("paged.step_time.flat", STEPS, lambda v: _bound(v) and _step_more(v) and _every_round(_flat, v)
          and abs(v["ratio"] / v["bound"] - 1) <= FLAT),
-    Rule("paged.step_time.grows_little", STEPS, lambda v: _bound(v) and _step_more(v)
-         and 100 * FLAT < v["step_more"] < 100 * BAND and v["ratio"] < v["bound"]),
-    Rule("paged.step_time.grows", STEPS, lambda v: _bound(v) and _step_more(v) and v["step_more"] >= 100 * BAND
+    Rule("paged.step_time.grows_little", STEPS, lambda v: _bound(v) and _step_more(v) and _every_round(_little, v)
          and v["ratio"] < v["bound"]),
+    Rule("paged.step_time.grows", STEPS, lambda v: _bound(v) and _step_more(v) and _every_round(_grows, v)
+         and v["ratio"] < v["bound"]),
+    Rule("paged.step_time.rounds_differ", STEPS, lambda v: _bound(v) and v["ratio"] < v["bound"]
+         and not any(_every_round(band, v) for band in (_flat, _little, _grows)), substantive=False),
     Rule("paged.step_time.unclear", STEPS, lambda v: _bound(v), substantive=False),
     Rule("paged.step_time.unmeasured", ("static_steps", "cont_steps", "bound"), substantive=False),
 ))
 
 TTFTS = ("static_steps", "cont_steps", "static_mean", "cont_mean", "static_tail", "cont_tail")
+WAITS = ("static_max", "cont_max", "cont_waited", "requests", "max_batch")  # counted on the schedule, not timed
+
+
+def _waits(v) -> bool:
+    """The counted waits as the sentence reads them: each schedule's longest TTFT in steps at least its mean, the
+    continuous one's no longer than the static one's, and no more requests waiting than there are."""
+    return (v["static_max"] >= v["static_steps"] and v["cont_steps"] <= v["cont_max"] <= v["static_max"]
+            and v["cont_waited"] <= v["requests"] and v["max_batch"] >= 1)
+
+
 TTFT = Chooser("paged.ttft", (
-    Rule("paged.ttft.continuous_shorter", TTFTS,
+    Rule("paged.ttft.continuous_shorter", TTFTS + WAITS,
          lambda v: v["cont_tail"] * (1 + BAND) <= v["static_tail"] and v["cont_mean"] * (1 + BAND) <= v["static_mean"]
-         and v["cont_steps"] < v["static_steps"]),
+         and v["cont_steps"] * (1 + BAND) <= v["static_steps"] and _waits(v)),
     Rule("paged.ttft.static_shorter", TTFTS,
          lambda v: v["static_tail"] * (1 + BAND) <= v["cont_tail"] and v["static_mean"] * (1 + BAND) <= v["cont_mean"]
          and v["static_steps"] <= v["cont_steps"]),
@@ -245,6 +306,7 @@ TPOT = Chooser("paged.tpot", (
     Rule("paged.tpot.same", (*TPOTS, "cont_batch", "static_batch"),
          lambda v: _within(v["ratio"]) and all(map(_within, _all(v["rounds"]))) and _tpot_ratio(v)
          and v["cont_batch"] > v["static_batch"]),
+    *one_sided("paged.tpot", "slower", "faster", TPOTS, _tpot_ratio),
     Rule("paged.tpot.unclear", TPOTS, substantive=False),
     Rule("paged.tpot.unmeasured", substantive=False),
 ))
@@ -256,8 +318,9 @@ def _ms(seconds: float, digits: int = 2) -> Number:
     return number(seconds * 1e3, digits, "ms")
 
 
-def _rounds(ratios: list[float]) -> Number:
-    return series(ratios, 2) if len(ratios) > 1 else number(ratios[0], 2)
+def _rounds(values: list[float], digits: int = 2, unit: str = "", kind: str = ABSOLUTE) -> Number:
+    """Each round's own number, as a series (one round: a single number)."""
+    return series(values, digits, unit, kind) if len(values) > 1 else number(values[0], digits, unit, kind)
 
 
 def explain_batching(c: BatchingComparison) -> list[Claim]:
@@ -269,22 +332,31 @@ def explain_batching(c: BatchingComparison) -> list[Claim]:
     batches = {"cont_batch": number(cont.mean_batch, 1), "static_batch": number(static.mean_batch, 1)}
     steps = {"static_steps": number(len(static.steps), 0), "cont_steps": number(len(cont.steps), 0)}
     static_step, cont_step = median(c.step_seconds("static")), median(c.step_seconds("continuous"))
+    step_rounds = [100 * (r - 1) for r in c.step_round_ratios]
+    waits = {"static_max": number(max(o.ttft_steps for o in static.outcomes), 0),
+             "cont_max": number(max(o.ttft_steps for o in cont.outcomes), 0),
+             "cont_waited": number(sum(o.waited_steps > 0 for o in cont.outcomes), 0),
+             "requests": number(len(cont.outcomes), 0), "max_batch": number(cont.max_batch, 0)}
     return [
         THROUGHPUT.choose({"cont_tps": number(c.tokens_per_second("continuous"), 0, "token/s"),
                            "static_tps": number(c.tokens_per_second("static"), 0, "token/s"),
                            "ratio": number(tps_ratio, 2), "rounds": _rounds(c.round_ratios),
-                           "gain": number(100 * abs(tps_ratio - 1), 0, "%"), **batches}),
+                           "gain": number(100 * abs(tps_ratio - 1), 0, "%"), "least": _least(c.round_ratios),
+                           **batches}),
         STEP_TIME.choose({"static_step": _ms(static_step), "cont_step": _ms(cont_step),
                           "step_more": number(100 * (ratio(cont_step, static_step) - 1), 0, "%", DIFFERENCE),
+                          "step_rounds": _rounds(step_rounds, 0, "%", DIFFERENCE),
                           "ratio": number(tps_ratio, 2), **steps, "bound": number(len(static.steps) / len(cont.steps), 2)}),
         TTFT.choose({"static_steps": number(static.ttft_steps_mean, 1), "cont_steps": number(cont.ttft_steps_mean, 1),
                      "static_mean": _ms(c.ttft_mean("static"), 1), "cont_mean": _ms(c.ttft_mean("continuous"), 1),
-                     "static_tail": _ms(c.ttft_tail("static"), 1), "cont_tail": _ms(c.ttft_tail("continuous"), 1)}),
+                     "static_tail": _ms(c.ttft_tail("static"), 1), "cont_tail": _ms(c.ttft_tail("continuous"), 1),
+                     **waits}),
         TPOT.choose({"static_tpot": _ms(c.tpot_mean("static")), "cont_tpot": _ms(c.tpot_mean("continuous")),
                      "ratio": number(tpot_ratio, 2), "rounds": _rounds(c.tpot_round_ratios),
                      "static_itl": _ms(percentile(c.itls("static"), 90)),
                      "cont_itl": _ms(percentile(c.itls("continuous"), 90)),
-                     "gain": number(100 * abs(tpot_ratio - 1), 0, "%"), **batches}),
+                     "gain": number(100 * abs(tpot_ratio - 1), 0, "%"), "least": _least(c.tpot_round_ratios),
+                     **batches}),
     ]
 
 
@@ -298,6 +370,17 @@ _TTFT_HEAD = ("首 token 延迟（TTFT）：按步数平均，静态批处理 {s
               "每台机器都一样）。按秒：平均 {static_mean} 对 {cont_mean}，90% 分位 {static_tail} 对 {cont_tail}")
 _STEPS_HEAD = "一步耗时的中位数：静态批处理 {static_step}，连续批处理 {cont_step}，连续批处理的一步多用 {step_more}"
 _FLAT, _STEPS_RATIO = f"{FLAT:.0%}", "两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}"
+_STEP_ROUNDS = "每一轮单独算，分别多用 {step_rounds}"
+
+
+def one_sided_templates(name: str, head: str, up: str, down: str, what: str, rerun: str, tail: str = "") -> dict:
+    """The sentences of :func:`one_sided`'s rules: ``up``/``down`` say the direction every round agrees on,
+    ``what`` the quantity whose size this run cannot tell."""
+    unsure = "：每一轮都是{side}，但差得最少的一轮只差 {{least}}，不到 " + _BAND + "：这次说不准" + what + "差多少；"
+    return {f"{name}.{up.split('|')[0]}_unsure": head + unsure.format(side=up.split("|")[1]) + rerun + tail,
+            f"{name}.{down.split('|')[0]}_unsure": head + unsure.format(side=down.split("|")[1]) + rerun + tail,
+            f"{name}.mixed": head + "：几轮的方向不一致（有的一轮大于 1，有的一轮小于 1）：这台机器太忙（或太吵），这次说不准"
+                             + what + "哪边更好；" + rerun + tail}
 ZH_TEMPLATES = {
     "paged.throughput.faster": _TPS_HEAD + "。连续批处理快了 {gain}：走得早的请求一结束，等待的请求就补进批次，每次解码"
                                "前向平均算 {cont_batch} 条序列，静态批处理只有 {static_batch} 条。",
@@ -305,26 +388,34 @@ ZH_TEMPLATES = {
                                "（静态批处理 {static_batch} 条），吞吐却更低：在这台机器上，把更多条序列放进一步并不比分开算"
                                "便宜（下一句看一步的耗时怎样随批次变）。",
     "paged.throughput.same": _TPS_HEAD + f"。相差不到 {_BAND}，在这台机器上分不出哪种吞吐更高。",
-    "paged.throughput.unclear": _TPS_HEAD + f"。不是每一轮都在同一边差出 {_BAND} 以上（几轮的方向不一致，或者方向一致但幅度差得"
-                                "很远）：这台机器太忙（或太吵），这次说不准哪种吞吐更高、高多少；" + _RERUN,
+    **one_sided_templates("paged.throughput", _TPS_HEAD, "faster|连续批处理的吞吐更高", "slower|连续批处理的吞吐更低",
+                          "吞吐", _RERUN),
+    "paged.throughput.unclear": _TPS_HEAD + f"：几轮的比值和总的比值对不上，或者没有一边差出 {_BAND} 以上：这台机器太忙"
+                                "（或太吵），这次说不准哪种吞吐更高、高多少；" + _RERUN,
     "paged.throughput.unmeasured": "这一次没有测出有效的吞吐（总时间为 0 或不是一个数）；" + _RERUN,
-    "paged.step_time.flat": _STEPS_HEAD + f"（负数表示少用），在 ±{_FLAT} 以内，差不多：这个小模型一步的耗时几乎不随批次变"
+    "paged.step_time.flat": _STEPS_HEAD + "（负数表示少用；" + _STEP_ROUNDS + f"），都在 ±{_FLAT} 以内，差不多：这个小模型一步的耗时几乎不随批次变"
                             "（在 GPU 上，小模型的一步主要花在逐个启动内核上，就是这样）。所以吞吐之比 {ratio} 接近"
                             + _STEPS_RATIO + f"（相差不到 {_FLAT}）：连续批处理少走的那些步，就是它多出的吞吐。",
-    "paged.step_time.grows_little": _STEPS_HEAD + f"：批次更满的一步慢了一些，但不到 {_BAND}。吞吐之比 {{ratio}} 小于"
+    "paged.step_time.grows_little": _STEPS_HEAD + "（" + _STEP_ROUNDS + f"）：每一轮都是批次更满的一步慢了一些，但不到 {_BAND}。吞吐之比 {{ratio}} 小于"
                                     + _STEPS_RATIO + "：连续批处理少走的那些步，没有全部变成多出的吞吐，一部分被它每一步多用"
                                     "的时间抵掉了（每个新请求的预填充也各是一次单独的前向）。",
-    "paged.step_time.grows": _STEPS_HEAD + f"，{_BAND} 以上：批次更满的一步明显更慢，所以吞吐之比 {{ratio}} 小于"
+    "paged.step_time.grows": _STEPS_HEAD + "（" + _STEP_ROUNDS + f"），每一轮都在 {_BAND} 以上：批次更满的一步明显更慢，所以吞吐之比 {{ratio}} 小于"
                              + _STEPS_RATIO + "。在一步的耗时不随批次变的设备上（例如 GPU 上的这个"
                              "小模型，一步主要花在逐个启动内核上），吞吐之比会更接近步数之比 {bound}（每个新请求的预填充各是一次"
                              "单独的前向，所以一般到不了 {bound}）。",
-    "paged.step_time.unclear": _STEPS_HEAD + "（负数表示少用）；两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}，吞吐之比 "
+    "paged.step_time.rounds_differ": _STEPS_HEAD + "（负数表示少用）；" + _STEP_ROUNDS + f"：不在同一档（±{_FLAT} 以内、"
+                                     f"{_FLAT}–{_BAND}、{_BAND} 以上），这一次说不准一步慢了多少。吞吐之比 {{ratio}} 小于"
+                                     + _STEPS_RATIO + "，差出来的部分可能是一步变慢，也可能只是计时的噪声；" + _RERUN,
+    "paged.step_time.unclear": _STEPS_HEAD + "（负数表示少用；" + _STEP_ROUNDS + "）；两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}，吞吐之比 "
                                f"{{ratio}}：两者对不上（既不是一步差不多、吞吐之比与步数之比相差不到 {_FLAT}，也不是一步慢了、"
                                "吞吐之比小于步数之比），这一次说不清一步的耗时怎样影响吞吐；" + _RERUN,
     "paged.step_time.unmeasured": "两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}（每台机器都一样）；这一次一步"
                                   "的耗时没有测出有效的数，说不清它怎样随批次变；" + _RERUN,
     "paged.ttft.continuous_shorter": _TTFT_HEAD + "：静态批处理里，批次跑起来之后到达的请求要等整批最长的那条写完才能开始，"
-                                     "所以尾部延迟最长；连续批处理在下一个步的边界就让它们加入。",
+                                     "所以它的尾部延迟长得多（按步数最长 {static_max} 步）；连续批处理只要批次有空位、块池有块，就在请求到达的"
+                                     "那一步让它加入，但批次满了（最多 {max_batch} 条）或块不够时也要排队：{requests} 个请求"
+                                     "里有 {cont_waited} 个没能在到达的那一步加入，按步数平均 {cont_steps} 步、最长 {cont_max} 步，"
+                                     "仍远短于静态批处理。",
     "paged.ttft.static_shorter": _TTFT_HEAD + "：这一次静态批处理的延迟反而更短：请求来得太稀，几乎没有请求需要等整批结束。",
     "paged.ttft.same": _TTFT_HEAD + f"：平均和尾部都相差不到 {_BAND}，这组请求上分不出哪种延迟更短。",
     "paged.ttft.unclear": _TTFT_HEAD + "：按秒算的平均和尾部方向不一致，或者和步数的结论对不上：这台机器太忙，这次说不准；"
@@ -339,8 +430,10 @@ ZH_TEMPLATES = {
     "paged.tpot.same": _TPOT_HEAD + f"：每一轮都相差不到 {_BAND}。批次多几条序列（平均 {{cont_batch}} 条对 "
                        "{static_batch} 条），这个小模型的一步几乎不变慢（GPU 上小模型的一步主要花在启动内核上，也是这样）："
                        "连续批处理在吞吐和首 token 延迟上的变化几乎不用拿每个 token 的速度来换。" + _ITL,
-    "paged.tpot.unclear": _TPOT_HEAD + f"：不是每一轮都在同一边差出 {_BAND} 以上（几轮的方向不一致，或者方向一致但幅度差得"
-                          "很远）：这台机器太忙，这次说不准哪种每个 token 更快、快多少；" + _RERUN + _ITL,
+    **one_sided_templates("paged.tpot", _TPOT_HEAD, "slower|连续批处理每个 token 更慢", "faster|连续批处理每个 token 更快",
+                          "每个 token 的时间", _RERUN, _ITL),
+    "paged.tpot.unclear": _TPOT_HEAD + f"：几轮的比值和总的比值对不上，或者没有一边差出 {_BAND} 以上：这台机器太忙，"
+                          "这次说不准哪种每个 token 更快、快多少；" + _RERUN + _ITL,
     "paged.tpot.unmeasured": "每个 token 的时间（TPOT）这一次没有测出有效的数（没有请求生成两个以上的 token，或者计时为 0）；"
                              + _RERUN,
 }

@@ -17,7 +17,8 @@ from ...paged_cache import PagedKVCache
 from ...paging import SharedPrefix, shared_prefix_blocks
 from ...claims import Chooser, Claim, Rule, number, ratio
 from ...serving import Request, serve
-from .batching import BAND, Rounds, _all, _all_above, _all_below, _gain, _ms, _ratio_of, _rounds, _within, serve_in_rounds
+from .batching import (BAND, Rounds, _all, _all_above, _all_below, _gain, _least, _ms, _ratio_of, _rounds, _within,
+                       one_sided, one_sided_templates, serve_in_rounds)
 from .runs import BLOCK_SIZE, corpus_ids
 
 SHARE_PREFIX, SHARE_REQUESTS, SHARE_NEW_TOKENS = 40, 4, 16  # the real run's defaults
@@ -156,6 +157,8 @@ SERVE_TTFT = Chooser("paged.sharing_ttft", (
     Rule("paged.sharing_ttft.longer", (*TTFT_FIELDS, "gain"),
          lambda v: v["ratio"] >= 1 + BAND and _all_above(v["rounds"]) and _gain(v, v["ratio"])
          and _ratio_of(v["ratio"], v["shared_ttft"], v["plain_ttft"], 0.01, 0.01), substantive=False),
+    *one_sided("paged.sharing_ttft", "longer", "shorter", TTFT_FIELDS,
+               lambda v: _ratio_of(v["ratio"], v["shared_ttft"], v["plain_ttft"], 0.01, 0.01)),
     Rule("paged.sharing_ttft.unclear", TTFT_FIELDS, substantive=False),
     Rule("paged.sharing_ttft.unmeasured", substantive=False),
 ))
@@ -167,7 +170,7 @@ def explain_sharing(s: SharedServing) -> list[Claim]:
     r = s.ttft_ratio
     return [SERVE_TTFT.choose({"plain_ttft": _ms(s.ttft_mean("plain")), "shared_ttft": _ms(s.ttft_mean("shared")),
                                "ratio": number(r, 2), "rounds": _rounds(s.round_ratios),
-                               "gain": number(100 * abs(r - 1), 0, "%")})]
+                               "gain": number(100 * abs(r - 1), 0, "%"), "least": _least(s.round_ratios)})]
 
 
 _RERUN = "重跑这一格（serve_sharing 的 rounds 可以调到 5，多测几轮）；机器忙时先关掉别的占 CPU 的程序。"
@@ -181,7 +184,9 @@ ZH_TEMPLATES = {
                                "不随喂入的 token 数变。省下的块和计算照样是真的。",
     "paged.sharing_ttft.longer": _HEAD + "：这一次共享反而慢了 {gain}，与少算的 token 方向相反：多半是机器忙，"
                                  "共享那几轮的步被拖慢了；" + _RERUN,
-    "paged.sharing_ttft.unclear": _HEAD + f"：不是每一轮都在同一边差出 {BAND:.0%} 以上（几轮的方向不一致，或者方向"
-                                  "一致但幅度差得很远）：这台机器太忙（或太吵），这次说不准共享让首 token 延迟短了多少；" + _RERUN,
+    **one_sided_templates("paged.sharing_ttft", _HEAD, "longer|共享时的首 token 延迟更长", "shorter|共享时的首 token 延迟更短",
+                          "首 token 延迟", _RERUN),
+    "paged.sharing_ttft.unclear": _HEAD + f"：几轮的比值和总的比值对不上，或者没有一边差出 {BAND:.0%} 以上：这台机器太忙"
+                                  "（或太吵），这次说不准共享让首 token 延迟短了多少；" + _RERUN,
     "paged.sharing_ttft.unmeasured": "这一次首 token 延迟没有测出有效的数（计时为 0 或不是一个数）；" + _RERUN,
 }

@@ -27,13 +27,27 @@ UNITS = r"(?:ms|µs/token|s|分钟|GFLOP/s|GB/s|[KMGT]iB|B)\b"
 UNSOUND = re.compile(rf"(?<![\w.])(?:[-−]\d[\d,]*(?:\.\d+)?|nan|inf)\s*{UNITS}", re.IGNORECASE)  # - or U+2212
 
 
+LEADING_NUMBER = re.compile(r"[-−]?[\d,.]+|nan|inf", re.IGNORECASE)
+
+
+def _differences(out) -> set[str]:
+    """The printed numbers an output's claims record as differences (kvlab.claims.DIFFERENCE: a change per token, a
+    gap), which may rightly be negative."""
+    claims_ = (out.get("metadata") or {}).get("kvlab_claims") or []
+    return {f["text"].replace("−", "-") for c in claims_ for f in c.get("fields", {}).values()
+            if f.get("kind") == claims.DIFFERENCE}
+
+
 def unsound_printed(nb) -> list[str]:
-    """A negative, NaN or infinite time, rate or size in any text an executed notebook shows."""
+    """A negative, NaN or infinite time, rate or size in any text an executed notebook shows (a number its claim
+    records as a difference excepted)."""
     found = []
     for i, cell in enumerate(nb["cells"]):
         for out in cell.get("outputs", []):
             text = out.get("text", "") + "".join(out.get("data", {}).get("text/plain", ""))
-            found += [f"cell {i}: {m.group(0)!r}" for m in UNSOUND.finditer(text)]
+            differences = _differences(out)
+            found += [f"cell {i}: {m.group(0)!r}" for m in UNSOUND.finditer(text)
+                      if LEADING_NUMBER.match(m.group(0)).group(0).replace("−", "-") not in differences]
     return found
 
 
@@ -41,6 +55,10 @@ def test_unsound_printed_finds_negative_and_missing_quantities():
     nb = {"cells": [{"outputs": [{"output_type": "stream", "text": "约 -12 s，nan ms，慢 inf GB/s，−3.5 ms"},
                                  {"data": {"text/plain": "指数 -0.32，差 −1.5 倍，0.25 ms，2,040 个 token"}}]}]}
     assert unsound_printed(nb) == ["cell 0: '-12 s'", "cell 0: 'nan ms'", "cell 0: 'inf GB/s'", "cell 0: '−3.5 ms'"]
+    slope = {"output_type": "display_data", "data": {"text/plain": "每多一个 token 变化约 -0.003 ms；-2.00 ms"},
+             "metadata": {"kvlab_claims": [{"key": "k", "fields": {"s": {"text": "-0.003", "unit": "ms",
+                                                                          "kind": claims.DIFFERENCE}}}]}}
+    assert unsound_printed({"cells": [{"outputs": [slope]}]}) == ["cell 0: '-2.00 ms'"]  # a recorded difference only
 
 
 @pytest.mark.slow

@@ -228,6 +228,9 @@ COST = Chooser("paged.cost", (
 ))
 
 GATHER = Chooser("paged.gather", (
+    # the gather alone took longer than the whole paged step's (positive) extra time in that cell: noise is larger
+    Rule("paged.gather.over_extra", ("batch", "length", "big_mib", "gather", "big_extra"),
+         lambda v: v["gather"] > v["big_extra"] > 0),
     Rule("paged.gather.measured", ("batch", "length", "big_mib", "gather")),
     Rule("paged.gather.unmeasured", ("batch", "length", "big_mib"), substantive=False),
 ))
@@ -263,7 +266,8 @@ def explain_cost(cost: PagingCost) -> list[Claim]:
                "slower": number(sum(r >= 1 + BAND for r in _all(ratios.value)), 0),  # counted as printed
                "gather": _ms(gather), "share": number(100 * ratio(gather, big.extra_ms), 0, "%")}
     return [GATHER.choose({"batch": number(big.batch, 0), "length": number(big.length, 0),
-                           "big_mib": number(_mib(big.gather_bytes), 2, "MiB"), "gather": _ms(gather)}),
+                           "big_mib": number(_mib(big.gather_bytes), 2, "MiB"), "gather": _ms(gather),
+                           "big_extra": number(big.extra_ms, 2, "ms", DIFFERENCE)}),
             COST.choose(numbers, {"order": cell_order(cost)})]
 
 
@@ -281,6 +285,10 @@ _SHARE = "收集最多的那一格，单独测的收集要 {gather}，是那一�
 ZH_TEMPLATES = {
     "paged.gather.measured": "分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {batch}、每条 {length} 个 "
                              "token 时每步拷贝 {big_mib}，单独测这一步收集，最快要 {gather}。",
+    "paged.gather.over_extra": "分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {batch}、每条 {length} 个 "
+                               "token 时每步拷贝 {big_mib}，单独测这一步收集，最快要 {gather}，比那一格分页的一步整个多出的 "
+                               "{big_extra} 还长（收集只是分页那一步的一部分）：这一次计时的噪声比这点差别还大，下面比的"
+                               "多出的时间要带着这一点读。",
     "paged.gather.unmeasured": "分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {batch}、每条 {length} 个 "
                                "token 时每步拷贝 {big_mib}；这一次收集的耗时没有测出有效的数；" + _RERUN,
     "paged.cost.grows_gather": _CELLS + "：分页的一步更慢，而且 B 相同时，每条越长、要收集的字节越多，多出的时间就越多"

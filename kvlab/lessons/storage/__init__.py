@@ -15,8 +15,8 @@ from .models import (TABLE_MODELS, MHA_TWINS, PAST_CONTEXT, GQASaving, gqa_savin
                      head_dim_note, model_table_html)
 from .growth import CacheGrowth, GrowthComparison, wide_cache_model, watch_layer0_k, compare_cache_growth
 from .padding import PoolBlock, PaddingWaste, padding_waste, measured_padding_bytes
-from .sentences import (CHAPTER_LABELS, PACE_APART, PACE_SAME, SAME_WORK, PACE_FIELDS, SameWork, PACE, CHOOSERS, ZH,
-                        pace_claim, show_claims)
+from .sentences import (CHAPTER_LABELS, PACE_APART, PACE_SAME, SAME_WORK, PACE_FIELDS, SameWork, WORK, PACE, CHOOSERS,
+                        ZH, work_claim, pace_claim, show_claims)
 from .panels import (render_shape, shape_panel, BATCH_LABEL, DTYPE_LABEL, render_bytes, bytes_panel, GROWTH_PROMPT,
                      GROWTH_LENGTHS, GROWTH_LABEL, growth_choices, render_growth, growth_panel, LENGTHS_LABEL,
                      BLOCK_LABEL, RESERVE_LABEL, render_padding, padding_panel)
@@ -27,7 +27,7 @@ __all__ = [
     "TABLE_MODELS", "MHA_TWINS", "PAST_CONTEXT", "GQASaving", "gqa_savings", "head_dim_exceptions", "past_context",
     "head_dim_note", "model_table_html", "CacheGrowth", "GrowthComparison", "wide_cache_model", "watch_layer0_k",
     "compare_cache_growth", "PoolBlock", "PaddingWaste", "padding_waste", "measured_padding_bytes", "CHAPTER_LABELS",
-    "PACE_APART", "PACE_SAME", "SAME_WORK", "PACE_FIELDS", "SameWork", "PACE", "CHOOSERS", "ZH", "pace_claim", "show_claims", "render_shape",
+    "PACE_APART", "PACE_SAME", "SAME_WORK", "PACE_FIELDS", "SameWork", "WORK", "PACE", "CHOOSERS", "ZH", "work_claim", "pace_claim", "show_claims", "render_shape",
     "shape_panel", "BATCH_LABEL", "DTYPE_LABEL", "render_bytes", "bytes_panel", "GROWTH_PROMPT", "GROWTH_LENGTHS",
     "GROWTH_LABEL", "growth_choices", "render_growth", "growth_panel", "LENGTHS_LABEL", "BLOCK_LABEL", "RESERVE_LABEL",
     "render_padding", "padding_panel",

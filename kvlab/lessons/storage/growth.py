@@ -24,7 +24,7 @@ from ...stats import median
 from ...memory import format_bytes, kv_bytes_per_token, stored_tokens
 from ...model import ToyTransformer
 from ...viz import storage_plots as plots
-from .sentences import CHAPTER_LABELS, SameWork, pace_claim
+from .sentences import CHAPTER_LABELS, SameWork, pace_claim, work_claim
 
 
 @dataclass
@@ -102,16 +102,19 @@ class GrowthComparison:
 
     def claims(self) -> list[Claim]:
         """What the times say (:data:`PACE`): kvlab's concatenating cache against its preallocated one late in the
-        run, then early (short caches, where the copies are smallest); with transformers, StaticCache against
-        DynamicCache early and DynamicCache against StaticCache late. Early comparisons wait on a same-work check when
-        transformers ran: StaticCache does the same work at every pass, so its early and late times must agree.
-        :func:`show_claims` prints them."""
+        run; with transformers, the same-work check (:data:`WORK`: StaticCache does the same work at every pass, so
+        its early and late times must agree in every round), printed once before the early comparisons; kvlab's two
+        caches early (short caches, where the copies are smallest); then StaticCache against DynamicCache early and
+        DynamicCache against StaticCache late. :func:`show_claims` prints them."""
         w = self._windows()
         kv, dyn = self.runs["kv"], self.runs["dynamic"]
         static = self.runs.get("transformers:static")
         work = None if static is None else SameWork("transformers:static", static.early_ms(), static.late_ms())
-        said = [pace_claim("kv", kv.late_ms(), "dynamic", dyn.late_ms(), "late", w["late"]),
-                pace_claim("kv", kv.early_ms(), "dynamic", dyn.early_ms(), "early", w["early"], work)]
+        said = [pace_claim("kv", kv.late_ms(), "dynamic", dyn.late_ms(), "late", w["late"], more_work=True)]
+        if work is not None:
+            said.append(work_claim(work, w["early"]))
+        said.append(pace_claim("kv", kv.early_ms(), "dynamic", dyn.early_ms(), "early", w["early"], work,
+                               more_work=True))
         if static is not None:
             dynamic = self.runs["transformers:dynamic"]
             said += [pace_claim("transformers:dynamic", dynamic.early_ms(), "transformers:static", static.early_ms(),
@@ -119,6 +122,27 @@ class GrowthComparison:
                      pace_claim("transformers:static", static.late_ms(), "transformers:dynamic", dynamic.late_ms(),
                                 "late", w["late"])]
         return said
+
+    def copied_per_step(self) -> dict[str, list[int]]:
+        """Bytes kvlab's concatenating cache copied at each decode pass of the early and the late window (counted,
+        not timed)."""
+        copied = self.runs["dynamic"].bytes_copied
+        steps = [b - a for a, b in zip(copied, copied[1:])]  # steps[i]: the pass after pass i (decode pass i + 1)
+        early = steps[: max(1, len(steps) // 4)]
+        late = steps[len(copied) // 2 - 1:]
+        return {"early": early, "late": late}
+
+    def copy_sentence(self) -> str:
+        """How much more a late concatenating step copies than an early one, whether the last-level cache is involved
+        or not: what the early-against-late comparison has to allow for."""
+        per = self.copied_per_step()
+        e, l = per["early"], per["late"]
+        w = self._windows()
+        times = median(l) / median(e) if median(e) else math.nan
+        return (f"逐步拼接每步拷贝的数据（数出来的，和机器无关）：前四分之一的解码步（缓存里 {w['early'][0]}–{w['early'][1]} "
+                f"个 token）每步 {format_bytes(min(e))}–{format_bytes(max(e))}，后半程（缓存里 {w['late'][0]}–"
+                f"{w['late'][1]} 个 token）每步 {format_bytes(min(l))}–{format_bytes(max(l))}；按中位数，后半程每步要拷贝的"
+                f"数据是前四分之一的{_times(times)}。")
 
     def llc_sentence(self) -> str:
         """The cache's peak size against the last-level cache, and what that means for the copies."""
@@ -137,8 +161,8 @@ class GrowthComparison:
         if touched <= self.llc.bytes:
             return (head + f"，装得进 {level}：拷贝的数据可以一直留在 {level} 里，不必到{memory}里读写，"
                            "所以拷贝的代价可能小到测不出来。")
-        return (head + f"，是 {level} 的 {plots.ratio_text(touched / self.llc.bytes)}：缓存里超过约 "
-                       f"{math.floor(self.llc_tokens):,} 个 token 后就装不进 {level}，此后每步拷贝的数据都要到"
+        return (head + f"，是 {level} 的{_times(touched / self.llc.bytes)}：缓存里超过约 "
+                       f"{math.floor(self.llc_tokens):,} 个 token 后就装不进 {level}，此后每步拷贝的数据越来越多要到"
                        f"{memory}里读写。")
 
     def readout_html(self) -> str:
@@ -173,6 +197,14 @@ class GrowthComparison:
         if self.llc is not None:
             llc = (f"{self.llc.level} = {format_bytes(self.llc.bytes)}", self.llc_tokens)
         return plots.cache_growth_figure(self.runs, CHAPTER_LABELS, llc)
+
+
+def _times(ratio: float) -> str:
+    """「 8 倍」 or 「约 1.51 倍」 after 「是 … 的」: a space before a digit, none before 「约」."""
+    if not (math.isfinite(ratio) and ratio > 0):
+        return "多少倍算不出来（有一方是 0）"
+    text = "1 倍" if ratio == 1 else plots.ratio_text(ratio)
+    return text if text.startswith("约") else " " + text
 
 
 def wide_cache_model(seed: int = 0, device=None) -> ToyTransformer:

@@ -1,14 +1,14 @@
 """What chapter 3.2's growth run says about time, as claims (:mod:`kvlab.claims`): two ways timed in the
-same rounds compared on the numbers printed (:data:`PACE`, the one chooser in :data:`CHOOSERS`; early in a run only
-after a same-work check, :class:`SameWork`), the chapter's
-names for its caches (:data:`CHAPTER_LABELS`), the Chinese catalog :data:`ZH`, :func:`pace_claim` and
+same rounds compared on the numbers printed (:data:`PACE`; early in a run only after a same-work check,
+:class:`SameWork`, :data:`WORK`, printed once before them; :data:`CHOOSERS` has both), the chapter's
+names for its caches (:data:`CHAPTER_LABELS`), the Chinese catalog :data:`ZH`, :func:`work_claim`, :func:`pace_claim` and
 :func:`show_claims`."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from ...claims import DIFFERENCE, Catalog, Chooser, Claim, Number, Rule, number, ratio, series, show
+from ...claims import ABSOLUTE, DIFFERENCE, Catalog, Chooser, Claim, Number, Rule, number, ratio, series, show
 from ...stats import median
 from ...viz.style import MODE_LABELS
 
@@ -31,7 +31,9 @@ PACE_APART, PACE_SAME = 10, 5  # per cent
 SAME_WORK = PACE_APART  # per cent: noise above the smallest difference the chooser calls "slower" or "faster"
 PACE_FIELDS = ("t_from", "t_to", "n", "other_ms", "base_ms", "rounds")
 UNCLEAR_FIELDS = ("t_from", "t_to", "n", "rounds", "paired")
-WORK_FIELDS = ("work_early", "work_late", "work_diff")
+WORK_FIELDS = ("t_from", "t_to", "work_early", "work_late", "work_rounds")  # the same-work check (:data:`WORK`)
+WORST = "work_worst"  # an early comparison quotes the check's largest round (per cent, either way)
+BAD_FIELDS = ("bad", "bad_pct")  # a round named: its number (from 1) and its printed per cent
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,7 @@ class SameWork:
 
 
 def _rounds(v) -> tuple[float, ...]:
-    r = v["rounds"]
-    return r if isinstance(r, tuple) else (r,)
+    return _seq(v, "rounds")
 
 
 def _diff_agrees(v, sign: int) -> bool:
@@ -59,23 +60,47 @@ def _diff_agrees(v, sign: int) -> bool:
     return 100 * (lo - 1) - 0.5 <= sign * v["diff"] <= 100 * (hi - 1) + 0.5
 
 
-def _apart(pct: float, a: float, b: float) -> bool:
-    """The printed ``pct`` (whole per cent) is ``|a / b - 1|`` of the printed ``a`` and ``b`` (2 decimals), within
-    the rounding of all three."""
+def _seq(v, name: str) -> tuple[float, ...]:
+    r = v[name]
+    return r if isinstance(r, tuple) else (r,)
+
+
+def _pct_agrees(pct: float, a: float, b: float) -> bool:
+    """The printed ``pct`` (whole per cent, signed) is ``a / b - 1`` of the printed ``a`` and ``b`` (2 decimals),
+    within the rounding of all three."""
     if b <= 0.005:
         return False
     lo, hi = max(a - 0.005, 0) / (b + 0.005), (a + 0.005) / (b - 0.005)
-    least = 0.0 if lo <= 1 <= hi else min(abs(lo - 1), abs(hi - 1))
-    return 100 * least - 0.5 <= pct <= 100 * max(abs(lo - 1), abs(hi - 1)) + 0.5
+    return 100 * (lo - 1) - 0.5 <= pct <= 100 * (hi - 1) + 0.5
+
+
+def _work_rounds_agree(v) -> bool:
+    """Each round's printed per cent is that round's printed early / late - 1."""
+    e, l, r = _seq(v, "work_early"), _seq(v, "work_late"), _seq(v, "work_rounds")
+    return len(e) == len(l) == len(r) and all(_pct_agrees(p, a, b) for p, a, b in zip(r, e, l))
+
+
+def _names_round(v, series_name: str) -> bool:
+    """``bad`` is a round of the printed ``series_name`` and ``bad_pct`` is that round's printed per cent."""
+    r, bad = _seq(v, series_name), v["bad"]
+    return float(bad).is_integer() and 1 <= bad <= len(r) and r[int(bad) - 1] == v["bad_pct"]
 
 
 def _work_steady(v) -> bool:
-    """The same work took the same time early and late: within SAME_WORK %."""
-    return v["work_diff"] <= SAME_WORK and _apart(v["work_diff"], v["work_early"], v["work_late"])
+    """The same work took the same time early and late in every round: each within SAME_WORK %."""
+    return _work_rounds_agree(v) and all(abs(x) <= SAME_WORK for x in _seq(v, "work_rounds"))
 
 
-def _work_noisy(v) -> bool:
-    return v["work_diff"] > SAME_WORK and _apart(v["work_diff"], v["work_early"], v["work_late"])
+def _work_broken(v) -> bool:
+    """The named round's same work differed by more than SAME_WORK % early against late."""
+    return _work_rounds_agree(v) and _names_round(v, "work_rounds") and abs(v["bad_pct"]) > SAME_WORK
+
+
+WORK = Chooser("storage.work", (
+    Rule("storage.work.interrupted", (*WORK_FIELDS, *BAD_FIELDS), _work_broken, substantive=False),
+    Rule("storage.work.steady", WORK_FIELDS, _work_steady),
+    Rule("storage.work.untimed", ("t_from", "t_to"), substantive=False),
+))
 
 
 def _unclear(v) -> bool:
@@ -84,6 +109,11 @@ def _unclear(v) -> bool:
     r = _rounds(v)
     return (abs(v["paired"] - median(list(r))) <= 1 + 1e-9 and not (min(r) >= PACE_APART or max(r) <= -PACE_APART)
             and not all(abs(x) <= PACE_SAME for x in r))
+
+
+def _interrupted(v) -> bool:
+    """Can't tell, and the named round has the side that does strictly more work faster by PACE_APART % or more."""
+    return _unclear(v) and _names_round(v, "rounds") and v["bad_pct"] <= -PACE_APART
 
 
 # slower, faster, same and unclear split on the printed rounds alone, so every sound set of rounds has its sentence
@@ -99,76 +129,126 @@ def _faster(v) -> bool:
     return max(_rounds(v)) <= -PACE_APART and _diff_agrees(v, -1)
 
 
+def _checked(v) -> bool:
+    return v[WORST] <= SAME_WORK
+
+
 PACE = Chooser("storage.pace", (
-    Rule("storage.pace.noisy", ("t_from", "t_to", *WORK_FIELDS), _work_noisy, substantive=False),
-    Rule("storage.pace.slower_checked", (*PACE_FIELDS, "diff", *WORK_FIELDS), lambda v: _work_steady(v) and _slower(v)),
-    Rule("storage.pace.faster_checked", (*PACE_FIELDS, "diff", *WORK_FIELDS), lambda v: _work_steady(v) and _faster(v)),
-    Rule("storage.pace.same_checked", (*PACE_FIELDS, *WORK_FIELDS), lambda v: _work_steady(v) and _same(v)),
+    Rule("storage.pace.noisy", ("t_from", "t_to", WORST), lambda v: v[WORST] > SAME_WORK, substantive=False),
+    Rule("storage.pace.slower_checked", (*PACE_FIELDS, "diff", WORST), lambda v: _checked(v) and _slower(v)),
+    Rule("storage.pace.faster_checked", (*PACE_FIELDS, "diff", WORST), lambda v: _checked(v) and _faster(v)),
+    Rule("storage.pace.same_checked", (*PACE_FIELDS, WORST), lambda v: _checked(v) and _same(v)),
     Rule("storage.pace.slower", (*PACE_FIELDS, "diff"), _slower),
     Rule("storage.pace.faster", (*PACE_FIELDS, "diff"), _faster),
     Rule("storage.pace.same", PACE_FIELDS, _same),
+    Rule("storage.pace.interrupted", (*UNCLEAR_FIELDS, *BAD_FIELDS), _interrupted, substantive=False),
     Rule("storage.pace.unclear", UNCLEAR_FIELDS, _unclear, substantive=False),
     Rule("storage.pace.untimed", ("t_from", "t_to"), substantive=False),
 ))
-CHOOSERS = (PACE,)
+CHOOSERS = (WORK, PACE)
 
 _WINDOW = "{when}（缓存里 {t_from}–{t_to} 个 token）"
+_EARLY = "前四分之一的解码步（缓存里 {t_from}–{t_to} 个 token）"
 _PACE_BODY = ("每次前向的耗时（{n} 轮各取中位数，再取中位数）：{other} {other_ms}，{base} {base_ms}。"
               "每一轮「{other}」比「{base}」多用的时间：{rounds}（负数表示更快）")
 _PACE_HEAD = _WINDOW + _PACE_BODY
-_CHECKED_HEAD = (_WINDOW + f"：先核对这一段的计时。{{work}} 每一步做的事一样多（注意力每步都算全部位置），它在这一段每次前向 "
-                 f"{{work_early}}，后半程 {{work_late}}，相差 {{work_diff}}，在 {SAME_WORK}% 以内，这一段的计时可以拿来比较。"
-                 "这一段" + _PACE_BODY)
-_PACE_RERUN = ("在这台机器上，这一次分不出快慢。点上面面板的「运行测量」再测一次（先关掉别的占 CPU 的程序），或者在下拉框里"
-               "选更长的 256 个 token，测完再运行这一格。")
+_CHECKED_HEAD = (_WINDOW + f"（上面核对过：同样的工作每一轮前后最多差 {{{WORST}}}，在 {SAME_WORK}% 以内）" + _PACE_BODY)
+_PACE_RERUN = ("在这台机器上，这一次分不出快慢。点上面面板的「运行测量」再测一次（先关掉别的占 CPU 的程序），测完再运行这一格；"
+               "也可以在下拉框里选更长的 256 个 token，但要注意：那时连前四分之一的解码步也可能越过读数第二行说的 L3 界线"
+               "（耗时图里的竖直虚线），两段比的就不再是「装得进」和「装不进」。")
 _SLOWER = f"，每一轮都慢 {PACE_APART}% 以上：按两边的中位数，「{{other}}」慢了 {{diff}}。"
 _FASTER = f"，每一轮都快 {PACE_APART}% 以上：按两边的中位数，「{{other}}」快了 {{diff}}。"
 _SAME = f"，每一轮都在 ±{PACE_SAME}% 以内：两者几乎一样快。"
+_UNCLEAR = (_WINDOW + "，{n} 轮里每一轮「{other}」比「{base}」多用的时间：{rounds}（负数表示更快），"
+            f"各轮的中位数是 {{paired}}；但不是每一轮都朝同一个方向差出 {PACE_APART}% 以上，也不是每一轮都在 "
+            f"±{PACE_SAME}% 以内")
+_WORK_HEAD = ("先核对计时：{work} 每一步做的事一样多（注意力每步都算全部位置），它每一轮在" + _EARLY +
+              "和后半程每次前向的耗时分别是 {work_early} 和 {work_late}，每一轮前后相差 {work_rounds}（负数表示前面更快）")
 ZH = Catalog("zh", {
-    "storage.pace.noisy": (_WINDOW + f"：这一段的计时太吵，不拿来比较「{{other}}」和「{{base}}」。{{work}} 每一步做的事一样多"
-                           f"（注意力每步都算全部位置），它在这一段每次前向 {{work_early}}，后半程 {{work_late}}，同样的工作"
-                           f"前后相差 {{work_diff}}，超过了 {SAME_WORK}%：这一段里两种缓存之间的差别，可能只是计时的噪声。" + _PACE_RERUN),
+    "storage.work.interrupted": (_WORK_HEAD + f"：第 {{bad}} 轮差了 {{bad_pct}}，超过了 {SAME_WORK}%，同样的工作不该差这么多，"
+                                 "至少这一轮被打断了。前四分之一那一段的计时太吵，下面不拿它比较缓存。"),
+    "storage.work.steady": _WORK_HEAD + f"，每一轮都在 {SAME_WORK}% 以内：前四分之一那一段的计时可以拿来比较。",
+    "storage.work.untimed": "先核对计时：" + _EARLY + "或后半程没有测到可以核对的耗时（有一方是 0），下面不拿前四分之一那一段比较缓存。",
+    "storage.pace.noisy": (_WINDOW + f"：上面的核对没通过（同样的工作有一轮前后差了 {{{WORST}}}），不拿这一段比较「{{other}}」和"
+                           "「{base}」：这一段里两种缓存之间的差别，可能只是计时的噪声。" + _PACE_RERUN),
     "storage.pace.slower_checked": _CHECKED_HEAD + _SLOWER,
     "storage.pace.faster_checked": _CHECKED_HEAD + _FASTER,
     "storage.pace.same_checked": _CHECKED_HEAD + _SAME,
     "storage.pace.slower": _PACE_HEAD + _SLOWER,
     "storage.pace.faster": _PACE_HEAD + _FASTER,
     "storage.pace.same": _PACE_HEAD + _SAME,
-    "storage.pace.unclear": (_WINDOW + "，{n} 轮里每一轮「{other}」比「{base}」多用的时间：{rounds}（负数表示更快），"
-                             f"各轮的中位数是 {{paired}}；但不是每一轮都朝同一个方向差出 {PACE_APART}% 以上，也不是每一轮都在 "
-                             f"±{PACE_SAME}% 以内：" + _PACE_RERUN),
+    "storage.pace.interrupted": (_UNCLEAR + "。第 {bad} 轮 {bad_pct}：「{other}」做的事只多不少，不会真的更快，这一轮是被打断的。"
+                                 + _PACE_RERUN),
+    "storage.pace.unclear": _UNCLEAR + "：" + _PACE_RERUN,
     "storage.pace.untimed": _WINDOW + "：这一次没有测到可以比较的耗时（有一方是 0）。" + _PACE_RERUN,
 }, words={"kv": CHAPTER_LABELS["kv"], "dynamic": CHAPTER_LABELS["dynamic"], "transformers:dynamic": "DynamicCache",
           "transformers:static": "StaticCache", "early": "前四分之一的解码步", "late": "后半程"})
 
 
-def _work_numbers(work: SameWork | None) -> dict[str, Number]:
-    """The same-work check's printed numbers; NaN without one (so the rules that show them never hold)."""
-    if work is None:
-        return {name: number(math.nan) for name in WORK_FIELDS}
+def _pct_rounds(a: list[float], b: list[float]) -> list[float]:
+    """Each round's ``a / b - 1`` in per cent."""
+    return [100 * (ratio(x, y) - 1) for x, y in zip(a, b)]
+
+
+def _printed(xs: list[float], digits: int, unit: str, kind: str = ABSOLUTE) -> Number:
+    """One number per round: a series, or one number for a single round."""
+    return series(xs, digits, unit, kind) if len(xs) > 1 else number(xs[0], digits, unit, kind)
+
+
+def _worst(rounds: list[float]) -> int:
+    """The round (from 1) furthest from 0."""
+    return max(range(len(rounds)), key=lambda i: abs(rounds[i]) if math.isfinite(rounds[i]) else math.inf) + 1
+
+
+def work_claim(work: SameWork, window: tuple[int, int]) -> Claim:
+    """:data:`WORK`'s claim: ``work`` (one early and one late time per round, ms) took the same time early
+    (``window``) and late in every round, or the round furthest apart is named."""
+    _check_work(work)
+    rounds = _pct_rounds(work.early_ms, work.late_ms)
+    bad = _worst(rounds)
+    numbers = {"t_from": number(window[0], 0), "t_to": number(window[1], 0),
+               "work_early": _printed(work.early_ms, 2, "ms"), "work_late": _printed(work.late_ms, 2, "ms"),
+               "work_rounds": _printed(rounds, 0, "%", DIFFERENCE),
+               "bad": number(bad, 0), "bad_pct": number(rounds[bad - 1], 0, "%", DIFFERENCE)}
+    return WORK.choose(numbers, {"work": work.name})
+
+
+def _check_work(work: SameWork) -> None:
     if not work.early_ms or len(work.early_ms) != len(work.late_ms):
         raise ValueError(f"work: one early and one late time per round, got {len(work.early_ms)} and {len(work.late_ms)}")
-    e, l = median(work.early_ms), median(work.late_ms)
-    return {"work_early": number(e, 2, "ms"), "work_late": number(l, 2, "ms"),
-            "work_diff": number(100 * abs(ratio(e, l) - 1), 0, "%")}
+
+
+def _worst_number(work: SameWork | None) -> Number:
+    """The same-work check's largest round (per cent, either way); NaN without a check or a time (so the rules that
+    show it never hold)."""
+    if work is None:
+        return number(math.nan)
+    _check_work(work)
+    rounds = [abs(x) for x in _pct_rounds(work.early_ms, work.late_ms)]
+    return number(max(rounds) if all(math.isfinite(x) for x in rounds) else math.nan, 0, "%")
 
 
 def pace_claim(base: str, base_ms: list[float], other: str, other_ms: list[float], when: str,
-               window: tuple[int, int], work: SameWork | None = None) -> Claim:
+               window: tuple[int, int], work: SameWork | None = None, more_work: bool = False) -> Claim:
     """:data:`PACE`'s claim on two ways timed in the same rounds (one value per round each, in ms): ``other``
     against ``base`` (mode names, as :data:`ZH` writes them) over ``window`` (first and last cached length); with
-    ``work``, only after its same-work check (early and late within :data:`SAME_WORK` %)."""
+    ``work``, only after its same-work check (:func:`work_claim`, printed before: every round within
+    :data:`SAME_WORK` %). ``more_work``: ``other`` does strictly more work than ``base``, so a round where it is
+    faster by :data:`PACE_APART` % or more was interrupted and is named."""
     if not base_ms or len(base_ms) != len(other_ms):
         raise ValueError(f"base_ms, other_ms: one time per round each, got {len(base_ms)} and {len(other_ms)}")
     b, o = median(base_ms), median(other_ms)
-    rounds = [100 * (ratio(x, y) - 1) for x, y in zip(other_ms, base_ms)]
-    rounds_number = series(rounds, 0, "%", DIFFERENCE) if len(rounds) > 1 else number(rounds[0], 0, "%", DIFFERENCE)
+    rounds = _pct_rounds(other_ms, base_ms)
+    fastest = min(range(len(rounds)), key=lambda i: rounds[i] if math.isfinite(rounds[i]) else math.inf) + 1
     slower = 100 * (ratio(o, b) - 1)
     numbers = {"t_from": number(window[0], 0), "t_to": number(window[1], 0), "n": number(len(rounds), 0),
-               "other_ms": number(o, 2, "ms"), "base_ms": number(b, 2, "ms"), "rounds": rounds_number,
+               "other_ms": number(o, 2, "ms"), "base_ms": number(b, 2, "ms"),
+               "rounds": _printed(rounds, 0, "%", DIFFERENCE),
                "diff": number(abs(slower), 0, "%"), "paired": number(median(rounds), 0, "%", DIFFERENCE),
-               **_work_numbers(work)}
-    terms = {"other": other, "base": base, "when": when} | ({"work": work.name} if work else {})
+               WORST: _worst_number(work),
+               "bad": number(fastest if more_work else math.nan, 0),
+               "bad_pct": number(rounds[fastest - 1], 0, "%", DIFFERENCE)}
+    terms = {"other": other, "base": base, "when": when}
     return PACE.choose(numbers, terms)
 
 

@@ -770,3 +770,15 @@ def test_pool_blocks_are_counted_without_building_them():
     w = lesson.padding_waste([12, 40, 7], bytes_per_slot=10, block_size=16)
     assert w.pool_size == 5
     assert [(b.owner, b.index, b.used) for b in w.pool_blocks(limit=3)] == [(0, 0, 12), (1, 0, 16), (2, 0, 7)]
+
+
+def test_copy_sentence_counts_how_much_more_a_late_step_copies():
+    """The fourth review's run: 9–22 tokens early, 36–64 late, 256 KiB a token: late steps copy about 3× as much."""
+    growth = _timed([1.0] * 3, [2.0] * 3)
+    t, per = growth.runs["dynamic"].t, 256 * 2**10
+    growth.runs["dynamic"].bytes_copied = [per * sum(t[: i + 1]) for i in range(len(t))]
+    assert growth.copied_per_step()["early"] == [per * x for x in range(9, 23)]
+    assert growth.copied_per_step()["late"] == [per * x for x in range(36, 65)]
+    text = growth.copy_sentence()
+    assert "前四分之一的解码步（缓存里 9–22 个 token）每步 2.2 MiB–5.5 MiB" in text, text
+    assert "后半程（缓存里 36–64 个 token）每步 9.0 MiB–16.0 MiB" in text and "前四分之一的约 3.23 倍" in text, text

@@ -213,11 +213,16 @@ def _latency_shapes():
         # review 4 (chapter run beside 8 busy processes): cached eighths that dip and come back, called level
         "review 4: cached dips and returns": (_fake("none", T, _by_eighths(REVIEW4_NONE)),
                                               _fake("kv", T, _by_eighths(REVIEW4_KV))),
+        # review 5 (beside 8 busy processes): cached eighths falling about 40 % halfway, said too noisy
+        "review 5: cached falls halfway": (_fake("none", T, _by_eighths(REVIEW5_NONE)),
+                                           _fake("kv", T, _by_eighths(REVIEW5_KV))),
     }
 
 
 REVIEW4_NONE = [3.31, 4.85, 7.47, 10.40, 11.70, 14.53, 17.92, 19.29]  # /tmp/r4's cell 17, uncached eighths (ms)
 REVIEW4_KV = [1.57, 1.14, 1.13, 1.23, 1.32, 1.21, 1.28, 1.59]  # and cached ones, median of all steps 1.27 ms
+REVIEW5_NONE = [3.35, 5.38, 7.28, 9.72, 11.52, 14.31, 15.92, 19.67]  # /tmp/r5's cell 17, uncached eighths (ms)
+REVIEW5_KV = [2.02, 2.07, 2.20, 1.35, 1.30, 1.14, 1.23, 1.38]  # and cached ones, median of all steps 1.38 ms
 
 
 def _bent(t):
@@ -723,7 +728,7 @@ def test_after_a_level_series_the_exponent_is_never_read_and_no_reason_contradic
     said = _said(lesson.explain_latency(dict(zip(("none", "kv"), _latency_shapes()["review 4: cached dips and returns"])),
                                         lesson.timing_model()))
     text = said["decode.exponent_unread.level"]
-    assert text.startswith("有缓存的单步指数 ") and "上一句已经说明，这么短的长度内看不出随 t 的增长，这个指数不作解读。" in text
+    assert text.startswith("有缓存的单步指数 ") and "前面讲有缓存各段耗时的那句已经说明，这么短的长度内看不出随 t 的增长，这个指数不作解读。" in text
     assert "对不上" not in "".join(said.values())
     # an exponent off the share beside slopes that do not bend says only that they disagree, and why it is not read
     off = lesson.STEP_EXPONENT.choose(_step(1.0, 15.0, 20.0), {"mode": "none"})
@@ -757,3 +762,36 @@ def test_the_totals_say_the_ratio_of_kv_projections_and_the_flops_of_the_whole_g
     small = _totals(res["none"], res["kv"], lesson.timing_ends(res["none"]), lesson.timing_ends(res["kv"]),
                     tiny_model.config)
     assert small.fields["kv_flop"].value >= 1 and small.fields["kv_flop"].unit.endswith("FLOP")
+
+
+def test_beside_a_noisy_series_neither_exponent_is_read_and_each_unread_reason_is_the_one_given():
+    """Review 5 (MEDIUM), cell 17: cached eighths 2.02, 2.07, 2.20, 1.35, 1.30, 1.14, 1.23, 1.38 ms (median 1.38) were
+    said too noisy (decode.cached.noisy), then 「有缓存的累计指数 0.88 接近 1：总时间大致与 n 成正比」. (LOW) the step
+    exponent's unread reason said 「这么短的长度内…分不出来」 where the sentence it points to said the timing was
+    too noisy, and 「上一句」 pointed at the crossover sentence for the uncached mode."""
+    num = claims.number
+    noisy = lesson.CACHED.choose(_series_numbers(REVIEW5_KV, 1.38))
+    assert noisy.key == "decode.cached.noisy", noisy.key
+    said = lesson.explain_latency(dict(zip(("none", "kv"), _latency_shapes()["review 5: cached falls halfway"])),
+                                  lesson.timing_model())
+    keys = [(c.key, c.terms.get("mode")) for c in said]
+    assert ("decode.cached.noisy", None) in keys and ("decode.exponent_unread.noisy", "kv") in keys
+    assert ("decode.exponent_unread.cumulative_noisy", "kv") in keys
+    assert not any(k.startswith("decode.cumulative.") and mode == "kv" for k, mode in keys), keys
+    text = "\n".join(lesson.ZH.say(c) for c in said)
+    assert "有缓存的累计指数" in text and "同样因为有缓存这一次计时噪声太大，这个指数也不作解读" in text, text
+    assert "前面讲有缓存各段耗时的那句已经说明，这一次计时噪声太大" in text and "分不出来" not in text
+    assert "上一句" not in text
+    # every substantive cumulative reading is withheld beside a noisy series (of either mode), whatever k is
+    far = lesson.CROSSOVER.choose({"cross": num(1568, 0), "n": num(195, 0)})
+    for name, (none, kv) in _latency_shapes().items():
+        for mode, timing, key in (("none", none, "decode.uncached.noisy"), ("kv", kv, "decode.cached.noisy")):
+            step, overall = _exponent_claims(timing, mode, claims.Claim(key, {}, {}), far)
+            rules = {r.key: r for c in lesson.CHOOSERS for r in c.rules}
+            assert not rules[step.key].substantive and not rules[overall.key].substantive, (name, mode, overall.key)
+    # the sentence each unread key points back to says what it says it did
+    zh = lesson.ZH.templates
+    assert "这一次计时噪声太大" in zh["decode.cached.noisy"] and "这一次计时噪声太大" in zh["decode.uncached.noisy"]
+    assert "看不出随 t 的增长" in zh["decode.cached.flat"] and "看不出随 t 的增长" in zh["decode.uncached.flat"]
+    # the crossover prints with a thousands separator, as cell 16 does
+    assert "t ≈ 1,568" in lesson.ZH.say(far)

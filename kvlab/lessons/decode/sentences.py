@@ -299,11 +299,13 @@ def _steepens(v) -> bool:
 STEP_UNREAD = Chooser("decode.exponent_unread", (
     Rule("decode.exponent_unread.noisy", ("k",), substantive=False),
     Rule("decode.exponent_unread.level", ("k",), substantive=False),
+    Rule("decode.exponent_unread.cumulative_noisy", ("k",), substantive=False),  # the cumulative one, same reason
 ))
 
 
 def _unread(why: str) -> Chooser:
-    """STEP_UNREAD's one key for ``why`` ("noisy" or "level"): said for what the sentence before said."""
+    """STEP_UNREAD's one key for ``why`` ("noisy", "level" or "cumulative_noisy"): said for what the mode's growth
+    sentence said."""
     return Chooser(STEP_UNREAD.name, (STEP_UNREAD.rule(f"{STEP_UNREAD.name}.{why}"),))
 # beside a growth read without one outlying eighth: the exponent, fitted over all steps, is not read
 STEP_OUTLIER = Chooser("decode.exponent_outlier", (
@@ -467,7 +469,7 @@ ZH = Catalog("zh", {
     "decode.uncached.rises_outlier": "无缓存：" + _OUTLIER + _REST_RISES,
     "decode.uncached.flat_outlier": "无缓存：" + _OUTLIER + _REST_LEVEL + "固定开销盖过了随 t 增长的计算；把生成长度调大，"
                                     "才看得出增长从哪里开始。",
-    "decode.uncached.noisy": "无缓存：" + _EIGHTHS + "：这一次计时太乱（或长度太短），说不清随 t 增长了多少；把生成长度调大或"
+    "decode.uncached.noisy": "无缓存：" + _EIGHTHS + "：这一次计时噪声太大（或长度太短），说不清随 t 增长了多少；把生成长度调大或"
                              + _RERUN,
     "decode.crossover.far": "按 FLOP 数，t² 项要到 t ≈ {cross} 才追上线性项，远超这次测量的最大长度 t = {n}。",
     "decode.crossover.near": "按 FLOP 数，t² 项要到 t ≈ {cross} 才追上线性项，已经接近这次测量的最大长度 t = {n}。",
@@ -487,11 +489,13 @@ ZH = Catalog("zh", {
     "decode.step_exponent.off_share": "{mode}的单步指数 {k}（" + _SECOND_HALF + "从 {from} 到 {to}）和按增长占比推算的"
                                       "对不上：" + _SHARE + "，相差太多：这一次的计时说不清是哪个对，这个指数不作解读；"
                                       + _RERUN,
-    "decode.exponent_outlier.unread": "{mode}的单步指数 {k}：拟合用的是全部步，包括上一句说的那段离群的 {outlier}，会被它带偏，"
+    "decode.exponent_outlier.unread": "{mode}的单步指数 {k}：拟合用的是全部步，包括前面说的那段离群的 {outlier}，会被它带偏，"
                                       "这个指数不作解读。",
-    "decode.exponent_unread.noisy": "{mode}的单步指数 {k}：上一句已经说明，这么短的长度内随 t 增长的那一项分不出来，这个指数"
-                                    "反映的是计时波动，不作解读。",
-    "decode.exponent_unread.level": "{mode}的单步指数 {k}：上一句已经说明，这么短的长度内看不出随 t 的增长，这个指数不作解读。",
+    "decode.exponent_unread.noisy": "{mode}的单步指数 {k}：前面讲{mode}各段耗时的那句已经说明，这一次计时噪声太大，说不清随 t "
+                                    "增长了多少；这个指数反映的是计时波动，不作解读。",
+    "decode.exponent_unread.level": "{mode}的单步指数 {k}：前面讲{mode}各段耗时的那句已经说明，这么短的长度内看不出随 t 的增长，"
+                                    "这个指数不作解读。",
+    "decode.exponent_unread.cumulative_noisy": "{mode}的累计指数 {k}：同样因为{mode}这一次计时噪声太大，这个指数也不作解读。",
     "decode.exponent_steep.not_t2": "{mode}的单步指数 {k} 大于 1（" + _SECOND_HALF + "从 {from} 涨到 {to}），比按 FLOP 数预计"
                                     "的更陡：在这个长度上 t² 项还很小（见上面的 t*），多出来的陡度来自计时波动和矩阵乘法在"
                                     "不同长度下效率不同，不是 t² 项。",
@@ -559,7 +563,7 @@ def _exponent_claims(timing: DecodeTiming, mode: str, growth: Claim, crossover: 
     """The step exponent (fitted over the second half) beside the medians of that half's first and last eighth and
     their t; the cumulative exponent beside the first 4 passes' mean and the second half's median step (and, where
     those cannot give it, beside the total against passes x the median step: stalls). The readings agree with the
-    sentences before them: ``growth`` (this mode's steps: can't tell -> not read; level -> not read at all, whatever
+    sentences before them: ``growth`` (this mode's steps: can't tell -> neither exponent read; level -> not read at all, whatever
     it is, and the cumulative exponent not read as "later steps are slower"; unfit -> said so) and the counted ``crossover`` (far -> a steep
     exponent is not the t² term; read without an outlier -> not read). Below 1.15 the exponent is read against the
     share of the same eighths' ends (what the growth sentence prints) and the exponent that share implies."""
@@ -590,7 +594,10 @@ def _exponent_claims(timing: DecodeTiming, mode: str, growth: Claim, crossover: 
                   "spread": _pct(ratio(abs(late - early), early)), "total": number(total, 2, "s"),
                   "passes": _count(passes), "median": _ms(ends.median_ms), "product": number(product, 2, "s"),
                   "excess": number(ratio(total, product), 1)}
-    return [reading, (CUMULATIVE if grows else CUMULATIVE_LEVEL).choose(cumulative, {"mode": mode})]
+    overall = (CUMULATIVE if grows else CUMULATIVE_LEVEL).choose(cumulative, {"mode": mode})
+    if growth.key.endswith(".noisy") and CUMULATIVE.rule(overall.key).substantive:  # 「计时噪声太大」: never read
+        overall = _unread("cumulative_noisy").choose(cumulative, {"mode": mode})
+    return [reading, overall]
 
 
 def _share_numbers(ends: StepEnds, step: dict[str, Number]) -> dict[str, Number]:

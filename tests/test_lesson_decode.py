@@ -256,7 +256,8 @@ def test_explain_latency_on_an_idle_run_says_something_substantive_and_true():
     keys = [c.key for c in said]
     assert keys == ["decode.totals.faster", "decode.uncached.growth_dominates", "decode.crossover.far",
                     "decode.step_exponent.linear", "decode.cumulative.between", "decode.cached.flat",
-                    "decode.exponent_unread.level", "decode.cumulative.linear", "decode.extrapolation.kv_flat"]
+                    "decode.exponent_unread.level", "decode.cumulative.linear", "decode.fixed_cost.share",
+                    "decode.extrapolation.kv_flat"]
     rules = {r.key: r for c in lesson.CHOOSERS for r in c.rules}
     # beside 「看不出随 t 的增长」 the cached exponent is not read (review 4); every other sentence is substantive
     assert all(rules[k].substantive for k in keys if k != "decode.exponent_unread.level")
@@ -418,7 +419,7 @@ def test_every_claim_of_every_shape_passes_the_checker():
     nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {"text/plain": text},
                                                         "metadata": {"kvlab_claims": [c.record() for c in said]}}]}
                     for text, said in cells]}
-    assert len(claims.recorded(nb)) == 9 * len(_latency_shapes()) + 2 * 3 * len(_growth_shapes())
+    assert len(claims.recorded(nb)) == 10 * len(_latency_shapes()) + 2 * 3 * len(_growth_shapes())
     assert claims.check_recorded(nb, lesson.CHOOSERS) == []
 
 
@@ -795,3 +796,26 @@ def test_beside_a_noisy_series_neither_exponent_is_read_and_each_unread_reason_i
     assert "看不出随 t 的增长" in zh["decode.cached.flat"] and "看不出随 t 的增长" in zh["decode.uncached.flat"]
     # the crossover prints with a thousands separator, as cell 16 does
     assert "t ≈ 1,568" in lesson.ZH.say(far)
+
+
+def test_the_gap_between_the_timed_and_the_flops_ratio_is_split_by_printed_numbers():
+    """Review 5 (LOW), cell 17: 7.0× timed against 76.9× FLOPs, unexplained. The cached generation's 1.73 GFLOP at the
+    74.5 GFLOP/s measured without a cache is 23.22 ms, 0.121 ms per pass over 192 passes, against a median step of
+    1.38 ms: about 91 % of a cached step is fixed cost."""
+    num = claims.number
+    review = {"speedup": num(7.0, 1), "flops": num(76.9, 1), "kv_flop": num(1.73, 2, "GFLOP"),
+              "rate": num(74.5, 1, "GFLOP/s"), "compute": num(23.22, 2, "ms"), "passes": num(192, 0),
+              "per_step": num(0.121, 3, "ms"), "median": num(1.38, 2, "ms"), "share": num(91, 0, "%")}
+    claim = lesson.FIXED_COST.choose(review)
+    assert claim.key == "decode.fixed_cost.share", claim.key
+    text = lesson.ZH.say(claim)
+    assert "用时只差 7.0 倍，浮点运算量却差 76.9 倍" in text and "只需约 23.22 ms" in text and "约 91% 是" in text, text
+    for name, wrong in (("share", num(50, 0, "%")), ("compute", num(2.32, 2, "ms")), ("per_step", num(0.5, 3, "ms")),
+                        ("speedup", num(80.0, 1))):  # a share, a division or a ratio the printed numbers do not give
+        assert lesson.FIXED_COST.choose(review | {name: wrong}).key == "decode.fixed_cost.unclear", name
+    said = _said(lesson.explain_latency(dict(zip(("none", "kv"), _latency_shapes()["review 5: cached falls halfway"])),
+                                        lesson.timing_model()))
+    assert "decode.fixed_cost.share" in said and "全部步的中位数" in said["decode.cached.noisy"]
+    # no growth measured without a cache: no rate, the gap is not split
+    none, kv = _latency_shapes()["negative slope"]
+    assert "decode.fixed_cost.unclear" in _said(lesson.explain_latency({"none": none, "kv": kv}, lesson.timing_model()))

@@ -18,7 +18,7 @@ from .panels import (STEP_LABEL, LAYER_LABEL, HEAD_LABEL, render_step, walkthrou
                      REPEATS_LABEL, LATENCY_MAX_WORK, latency_work, render_latency, latency_panel)
 from .sentences import (RISING_DIP, RISING_JUMP, TOTALS, UNCACHED, CROSSOVER, STEP_UNREAD, STEP_OUTLIER, STEP_STEEP,
                         STEP_EXPONENT, SHARE_BAND, BEND, implied_exponent, lone_outlier, CUMULATIVE, CUMULATIVE_LEVEL,
-                        CACHED, EXTRAPOLATION, GROWTH_RULES, GROWTH, RERUN, STALLED, GROWING, OUTLIER_KEYS, CHOOSERS, ZH,
+                        CACHED, FIXED_COST, EXTRAPOLATION, GROWTH_RULES, GROWTH, RERUN, STALLED, GROWING, OUTLIER_KEYS, CHOOSERS, ZH,
                         show_claims, explain_latency, explain_growth)
 
 __all__ = [
@@ -29,6 +29,6 @@ __all__ = [
     "HEAD_LABEL", "render_step", "walkthrough_panel", "NEW_TOKENS_LABEL", "REPEATS_LABEL", "LATENCY_MAX_WORK",
     "latency_work", "render_latency", "latency_panel", "RISING_DIP", "RISING_JUMP", "TOTALS", "UNCACHED", "CROSSOVER",
     "STEP_UNREAD", "STEP_OUTLIER", "STEP_STEEP", "STEP_EXPONENT", "SHARE_BAND", "BEND", "implied_exponent",
-    "lone_outlier", "CUMULATIVE", "CUMULATIVE_LEVEL", "CACHED", "EXTRAPOLATION", "GROWTH_RULES", "GROWTH", "RERUN",
+    "lone_outlier", "CUMULATIVE", "CUMULATIVE_LEVEL", "CACHED", "FIXED_COST", "EXTRAPOLATION", "GROWTH_RULES", "GROWTH", "RERUN",
     "STALLED", "GROWING", "OUTLIER_KEYS", "CHOOSERS", "ZH", "show_claims", "explain_latency", "explain_growth",
 ]

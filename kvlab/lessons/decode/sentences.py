@@ -381,6 +381,27 @@ EXTRAPOLATION = Chooser("decode.extrapolation", (
     Rule("decode.extrapolation.none", ("top",), substantive=False),
 ))
 
+def _fixed_cost(v) -> bool:
+    """Timed ratio below the FLOPs' ratio; the cached generation's GFLOP at the measured rate is ``compute`` ms, its
+    mean per pass ``per_step`` ms, below the median step; ``share`` is (median - per_step) / median; all as printed."""
+    lo, hi = _ratio_range(v["kv_flop"], v["rate"], 0.005, 0.05)
+    per_lo, per_hi = (v["compute"] - 0.005) / v["passes"], (v["compute"] + 0.005) / v["passes"]
+    share_lo = 100 * (1 - (v["per_step"] + 0.0005) / (v["median"] - 0.005))
+    share_hi = 100 * (1 - (v["per_step"] - 0.0005) / (v["median"] + 0.005))
+    return (0 < v["speedup"] < v["flops"] and v["kv_flop"] > 0 and v["passes"] > 0
+            and 1e3 * lo - 0.005 <= v["compute"] <= 1e3 * hi + 0.005
+            and per_lo - 0.0005 <= v["per_step"] <= per_hi + 0.0005 and 0 < v["per_step"] < v["median"]
+            and share_lo - 0.5 <= v["share"] <= share_hi + 0.5)
+
+
+# why the timed ratio is far below the FLOPs': the cached steps' FLOPs at the rate measured without a cache, against
+# the measured median step (what is left is the fixed cost a cache does not save)
+FIXED = ("speedup", "flops", "kv_flop", "rate", "compute", "passes", "per_step", "median", "share")
+FIXED_COST = Chooser("decode.fixed_cost", (
+    Rule("decode.fixed_cost.share", FIXED, _fixed_cost),
+    Rule("decode.fixed_cost.unclear", ("flops",), substantive=False),
+))
+
 GROWTH_RULES = {"large": lambda s: s >= 55, "half": lambda s: 45 <= s < 55, "notable": lambda s: 20 <= s < 45,
                 "small": lambda s: s < 20}
 
@@ -420,7 +441,7 @@ GROWING = {"decode.uncached.growth_dominates", "decode.uncached.fixed_dominates"
            "decode.uncached.rises_rough", "decode.uncached.rises_uneven", "decode.uncached.rises_outlier",
            "decode.cached.grows_outlier"}
 CHOOSERS = (TOTALS, UNCACHED, CROSSOVER, STEP_EXPONENT, STEP_UNREAD, STEP_OUTLIER, STEP_STEEP, CUMULATIVE, CACHED,
-            EXTRAPOLATION, GROWTH, RERUN)
+            FIXED_COST, EXTRAPOLATION, GROWTH, RERUN)
 
 _GROWTH_ZH = ("有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 涨到 {last}，拟合斜率 {slope}：缓存里每多一个 "
               "token，每一步就多花这么多时间。从 t = {t0} 到 {t1} 多出的这部分，占 t = {t1} 附近实测单步中位数 {last} 的 {share}，"
@@ -529,6 +550,12 @@ ZH = Catalog("zh", {
                                   "噪声里。",
     "decode.cached.grows_outlier": "有缓存：" + _OUTLIER + _REST_RISES,
     "decode.cached.noisy": "有缓存：" + _EIGHTHS + "：这一次计时噪声太大，说不清随 t 增长了多少；" + _RERUN,
+    "decode.fixed_cost.share": "为什么用时只差 {speedup} 倍，浮点运算量却差 {flops} 倍？有缓存整次生成 {kv_flop}，按无缓存时随 t "
+                               "增长的部分测得的 {rate} 算只需约 {compute}，{passes} 次前向计算平均每次 {per_step}；可实测的单步中位数是 "
+                               "{median}：其中约 {share} 是与运算量无关的固定开销（逐个执行小运算、把权重读一遍），缓存"
+                               "省不掉它。",
+    "decode.fixed_cost.unclear": "整次生成的浮点运算量差 {flops} 倍，用时的倍数为什么和它不同，这一次的计时拆不清（没测出"
+                                 "无缓存随 t 增长的运算速度，或数字对不上），就不拆分了。",
     "decode.extrapolation.both": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}，有缓存每步的耗时随 t 增长约 {slope}），"
                                  "把滑块拉到最右（{top} 个 token），无缓存一次约需 {none_min}，有缓存约 {kv_s}。",
     "decode.extrapolation.kv_flat": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}），把滑块拉到最右（{top} 个 token），"
@@ -656,6 +683,20 @@ def _totals(none_t: DecodeTiming, kv_t: DecodeTiming, none: StepEnds, kv: StepEn
                           "robust": number(ratio(est_none, est_kv), 1)})
 
 
+def _fixed_cost_claim(totals: Claim, none_t: DecodeTiming, kv_t: DecodeTiming, kv: StepEnds, rate: float,
+                      config) -> Claim:
+    """The cached generation's FLOPs at the ``rate`` measured without a cache (GFLOP/s; NaN: none measured), per
+    pass, against the cached median step: the fixed cost's share (:data:`FIXED_COST`)."""
+    kv_flops, passes = generation_flops(config, kv_t), len(kv_t.step_seconds)
+    compute_ms = ratio(kv_flops, rate * 1e9) * 1e3
+    per_step = compute_ms / passes
+    speedup = totals.fields.get("speedup") or number(ratio(none_t.cumulative_seconds[-1], kv_t.cumulative_seconds[-1]), 1)
+    return FIXED_COST.choose({"speedup": speedup, "flops": totals.fields["flops"],
+                              "kv_flop": number(kv_flops / 1e9, 2, "GFLOP"), "rate": number(rate, 1, "GFLOP/s"),
+                              "compute": _ms(compute_ms), "passes": _count(passes), "per_step": number(per_step, 3, "ms"),
+                              "median": _ms(kv.median_ms), "share": _pct(ratio(kv.median_ms - per_step, kv.median_ms))})
+
+
 def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> list[Claim]:
     """What this run measured, as claims (:data:`CHOOSERS`; :func:`show_claims` prints them): the totals (beside
     the same by medians), the uncached steps' growth from measured medians, the counted crossover, both modes'
@@ -665,6 +706,7 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
     flops = uncached_flops(c)
     none_t, kv_t = results["none"], results["kv"]
     none, kv = timing_ends(none_t), timing_ends(kv_t)
+    kv_all = kv  # every cached step: the median the cached sentence prints
     rate = ratio(flops(none.t1) - flops(none.t0), none.last_ms - none.first_ms) / 1e6
     dips = _inversions(none.eighths_ms) or [0]
     (none_others, none_rest), (kv_others, kv_rest) = _outlier_numbers(none), _outlier_numbers(kv)
@@ -685,13 +727,15 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
             else kv.median_ms * top / 1e3)
     n = none_t.seq_len[-1]
     crossover = CROSSOVER.choose({"cross": _count(crossover_length(model)), "n": _count(n)})
+    totals = _totals(none_t, kv_t, none, kv, c)
     return [
-        _totals(none_t, kv_t, none, kv, c),
+        totals,
         uncached,
         crossover,
         *_exponent_claims(none_t, "none", uncached, crossover),
         cached,
         *_exponent_claims(kv_t, "kv", cached, crossover),
+        _fixed_cost_claim(totals, none_t, kv_t, kv_all, rate, c),
         EXTRAPOLATION.choose({"rate": number(rate, 1, "GFLOP/s"), "slope": number(kv_slope * 1e3, 2, "µs/token"),
                               "top": _count(top), "none_min": number(none_s / 60, 1, "min"),
                               "median": _ms(kv.median_ms), "kv_s": number(kv_s, 1, "s")}),

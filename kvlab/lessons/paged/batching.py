@@ -2,6 +2,7 @@
 what the numbers show (kvlab.claims: a decision band, a "cannot tell, rerun" key, the GPU's launch-bound shape)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -267,6 +268,7 @@ STEP_TIME = Chooser("paged.step_time", (
 
 TTFTS = ("static_steps", "cont_steps", "static_mean", "cont_mean", "static_tail", "cont_tail")
 WAITS = ("static_max", "cont_max", "cont_waited", "requests", "max_batch")  # counted on the schedule, not timed
+WAITED = ("wait_mean", "wait_max")  # the steps the requests that could not join at once waited to join (NaN if none)
 
 
 def _waits(v) -> bool:
@@ -276,10 +278,21 @@ def _waits(v) -> bool:
             and v["cont_waited"] <= v["requests"] and v["max_batch"] >= 1)
 
 
+def _waited(v) -> bool:
+    """Some requests waited: at least a step each, on average no more than the longest, and a request that waited
+    ``w`` steps has a TTFT of at least ``w + 1`` steps (it joins, then its first token takes a step)."""
+    return v["cont_waited"] >= 1 and 1 <= v["wait_mean"] <= v["wait_max"] and v["wait_max"] + 1 <= v["cont_max"]
+
+
+def _continuous_shorter(v) -> bool:
+    return (v["cont_tail"] * (1 + BAND) <= v["static_tail"] and v["cont_mean"] * (1 + BAND) <= v["static_mean"]
+            and v["cont_steps"] * (1 + BAND) <= v["static_steps"] and _waits(v))
+
+
 TTFT = Chooser("paged.ttft", (
-    Rule("paged.ttft.continuous_shorter", TTFTS + WAITS,
-         lambda v: v["cont_tail"] * (1 + BAND) <= v["static_tail"] and v["cont_mean"] * (1 + BAND) <= v["static_mean"]
-         and v["cont_steps"] * (1 + BAND) <= v["static_steps"] and _waits(v)),
+    Rule("paged.ttft.continuous_shorter", TTFTS + WAITS + WAITED, lambda v: _continuous_shorter(v) and _waited(v)),
+    Rule("paged.ttft.continuous_shorter_no_wait", TTFTS + WAITS,
+         lambda v: _continuous_shorter(v) and v["cont_waited"] == 0),
     Rule("paged.ttft.static_shorter", TTFTS,
          lambda v: v["static_tail"] * (1 + BAND) <= v["cont_tail"] and v["static_mean"] * (1 + BAND) <= v["cont_mean"]
          and v["static_steps"] <= v["cont_steps"]),
@@ -333,9 +346,11 @@ def explain_batching(c: BatchingComparison) -> list[Claim]:
     steps = {"static_steps": number(len(static.steps), 0), "cont_steps": number(len(cont.steps), 0)}
     static_step, cont_step = median(c.step_seconds("static")), median(c.step_seconds("continuous"))
     step_rounds = [100 * (r - 1) for r in c.step_round_ratios]
+    waited = [o.waited_steps for o in cont.outcomes if o.waited_steps > 0]  # steps from arrival to joining
     waits = {"static_max": number(max(o.ttft_steps for o in static.outcomes), 0),
              "cont_max": number(max(o.ttft_steps for o in cont.outcomes), 0),
-             "cont_waited": number(sum(o.waited_steps > 0 for o in cont.outcomes), 0),
+             "cont_waited": number(len(waited), 0), "wait_mean": number(sum(waited) / len(waited) if waited else math.nan, 1),
+             "wait_max": number(max(waited, default=math.nan), 0),
              "requests": number(len(cont.outcomes), 0), "max_batch": number(cont.max_batch, 0)}
     return [
         THROUGHPUT.choose({"cont_tps": number(c.tokens_per_second("continuous"), 0, "token/s"),
@@ -414,8 +429,14 @@ ZH_TEMPLATES = {
     "paged.ttft.continuous_shorter": _TTFT_HEAD + "：静态批处理里，批次跑起来之后到达的请求要等整批最长的那条写完才能开始，"
                                      "所以它的尾部延迟长得多（按步数最长 {static_max} 步）；连续批处理只要批次有空位、块池有块，就在请求到达的"
                                      "那一步让它加入，但批次满了（最多 {max_batch} 条）或块不够时也要排队：{requests} 个请求"
-                                     "里有 {cont_waited} 个没能在到达的那一步加入，按步数平均 {cont_steps} 步、最长 {cont_max} 步，"
-                                     "仍远短于静态批处理。",
+                                     "里有 {cont_waited} 个没能在到达的那一步加入，它们平均等了 {wait_mean} 步、最长等了 "
+                                     "{wait_max} 步才加入（全部 {requests} 个请求的首 token 延迟按步数平均 {cont_steps} 步、"
+                                     "最长 {cont_max} 步），仍远短于静态批处理。",
+    "paged.ttft.continuous_shorter_no_wait": _TTFT_HEAD + "：静态批处理里，批次跑起来之后到达的请求要等整批最长的那条写完才"
+                                             "能开始，所以它的尾部延迟长得多（按步数最长 {static_max} 步）；连续批处理只要"
+                                             "批次有空位（最多 {max_batch} 条）、块池有块，就在请求到达的那一步让它加入：这一次 "
+                                             "{requests} 个请求里没能在到达的那一步加入的有 {cont_waited} 个（首 token 延迟按"
+                                             "步数最长 {cont_max} 步）。",
     "paged.ttft.static_shorter": _TTFT_HEAD + "：这一次静态批处理的延迟反而更短：请求来得太稀，几乎没有请求需要等整批结束。",
     "paged.ttft.same": _TTFT_HEAD + f"：平均和尾部都相差不到 {_BAND}，这组请求上分不出哪种延迟更短。",
     "paged.ttft.unclear": _TTFT_HEAD + "：按秒算的平均和尾部方向不一致，或者和步数的结论对不上：这台机器太忙，这次说不准；"

@@ -177,9 +177,9 @@ def _level(xs, spread: float = 0.3) -> bool:
 
 
 def _share_of(v) -> bool:
-    """The printed share is the printed gather over the largest cell's printed extra time, within their rounding."""
+    """The printed share is the printed gather over the largest cell's printed extra time (rounded to a whole %)."""
     g, e = v["gather"], _all(v["extra"])[-1]
-    return abs(v["share"] - 100 * g / e) <= 0.5 + 100 * 0.005 * (1 / e + g / e**2) + 1e-9
+    return abs(v["share"] - 100 * g / e) <= 0.5 + 1e-9
 
 
 def _grows(v) -> bool:
@@ -192,8 +192,29 @@ def _flat_extra(v) -> bool:
     return _level(_all(v["extra"])) and not _rises_per_batch(v)
 
 
+def _odd_cells(v) -> list[tuple[float, float]]:
+    """The printed cells whose rounds disagree (``odd_batches``, ``odd_lengths``; none where the claim shows none)."""
+    if "odd_batches" not in v:
+        return []
+    return list(zip(_all(v["odd_batches"]), _all(v["odd_lengths"]), strict=True))
+
+
+def _odd_named(v) -> bool:
+    """Exactly the cells that the printed count leaves out are named: none when every cell agrees, else one printed
+    cell (a run where two or more cells' rounds disagree gets no count of slower cells)."""
+    odd, grid = _odd_cells(v), list(zip(_all(v["batches"]), _all(v["lengths"])))
+    return v["agree"] == v["cells"] - len(odd) and len(odd) <= 1 and all(c in grid for c in odd)
+
+
+def _clear_ratios(v) -> list[float]:
+    """The printed ratios of the cells whose rounds agree (the named odd cell left out)."""
+    odd = _odd_cells(v)
+    return [r for b, n, r in zip(_all(v["batches"]), _all(v["lengths"]), _all(v["ratios"])) if (b, n) not in odd]
+
+
 def _slower_count(v) -> bool:
-    return v["slower"] == sum(r >= 1 + BAND for r in _all(v["ratios"]))
+    """The printed count of slower cells: the cells whose rounds agree and whose ratio is 15 % or more."""
+    return _odd_named(v) and v["slower"] == sum(r >= 1 + BAND for r in _clear_ratios(v))
 
 
 def _big_slower(v) -> bool:
@@ -208,6 +229,51 @@ def _slower(v) -> bool:
             and not _rises_per_batch(v))
 
 
+def _rows(v) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]] | None:
+    """The smallest and the largest printed B's extra times, and the smallest B's bytes, when both B were measured
+    at two lengths or more; else None."""
+    batches = _all(v["batches"])
+    small, big = min(batches), max(batches)
+
+    def row(b, name):
+        return tuple(x for x_b, x in zip(batches, _all(v[name]), strict=True) if x_b == b)
+
+    if small == big or len(row(small, "extra")) < 2 or len(row(big, "extra")) < 2:
+        return None
+    return row(small, "extra"), row(big, "extra"), row(small, "mib")
+
+
+def _small_gather(v) -> bool:
+    """The printed estimate: the smallest B's largest gather at the speed of the timed one (the largest cell's printed
+    bytes in its printed time), within the rounding of the printed estimate."""
+    rows, mib = _rows(v), _all(v["mib"])
+    if rows is None:
+        return False
+    return abs(v["small_gather"] - max(rows[2]) * v["gather"] / mib[-1]) <= 0.005 + 1e-9
+
+
+def _fixed_then_grows(v) -> bool:
+    """Slower in every cell; at the smallest B the extra time level (within 30 %), at the largest B it rises at every
+    longer length and by more than that band; the smallest B's gathers, at the timed gather's speed, under half of
+    that B's least extra time: there the extra is mostly a fixed cost per step."""
+    rows = _rows(v)
+    if rows is None:
+        return False
+    small, big, _ = rows
+    return (_agree(v) and _odd_named(v) and min(_all(v["ratios"])) >= 1 + BAND and _level(small) and _rises(big)
+            and max(big) > 1.3 * min(big) and v["small_b"] == min(_all(v["batches"]))
+            and v["big_b"] == max(_all(v["batches"])) and _small_gather(v) and 2 * v["small_gather"] < min(small)
+            and _share_of(v))
+
+
+ODD = ("odd_batches", "odd_lengths")  # the one cell whose rounds disagree (NaN, so not shown, when there is none)
+
+
+def _with_odd(rule: Rule) -> tuple[Rule, Rule]:
+    """``rule`` when every cell's rounds agree, then ``rule + "_odd"``, which also names the one cell that disagrees."""
+    return rule, Rule(rule.key + "_odd", (*rule.shows, *ODD), rule.holds)
+
+
 SHARE = ("gather", "share")  # the largest cell's gather and its share of that cell's extra time
 GROWS = ("batches", "lengths", "mib", "extra", "ratios", "agree", "cells", *SHARE)
 COST = Chooser("paged.cost", (
@@ -219,8 +285,9 @@ COST = Chooser("paged.cost", (
     Rule("paged.cost.fixed", GROWS,
          lambda v: _agree(v) and _flat_extra(v) and _big_slower(v) and _share_of(v)),
     Rule("paged.cost.same", ("ratios",), lambda v: all(abs(r - 1) < BAND for r in _all(v["ratios"]))),
-    Rule("paged.cost.slower", ("slower", *GROWS), lambda v: _slower(v) and _big_slower(v) and _share_of(v)),
-    Rule("paged.cost.slower_big_level", ("slower", *GROWS[:-2]), lambda v: _slower(v) and not _big_slower(v)),
+    *_with_odd(Rule("paged.cost.fixed_then_grows", ("small_b", "big_b", "small_gather", *GROWS), _fixed_then_grows)),
+    *_with_odd(Rule("paged.cost.slower", ("slower", *GROWS), lambda v: _slower(v) and _big_slower(v) and _share_of(v))),
+    *_with_odd(Rule("paged.cost.slower_big_level", ("slower", *GROWS[:-2]), lambda v: _slower(v) and not _big_slower(v))),
     Rule("paged.cost.contradicts", ("ratios",), lambda v: max(_all(v["ratios"])) >= 1 + BAND
          and min(_all(v["ratios"])) * (1 + BAND) <= 1, substantive=False),
     Rule("paged.cost.noisy", ("ratios", "agree", "cells"), substantive=False),
@@ -263,12 +330,32 @@ def explain_cost(cost: PagingCost) -> list[Claim]:
                "extra": _series([c.extra_ms for c in cells], 2, "ms", DIFFERENCE), "ratios": ratios,
                "contiguous": _series([c.best_contiguous_ms for c in cells], 2, "ms"),
                "agree": number(sum(cell_verdict(c) != "unclear" for c in cells), 0), "cells": number(len(cells), 0),
-               "slower": number(sum(r >= 1 + BAND for r in _all(ratios.value)), 0),  # counted as printed
-               "gather": _ms(gather), "share": number(100 * ratio(gather, big.extra_ms), 0, "%")}
+               # counted as printed, over the cells whose rounds agree
+               "slower": number(sum(r >= 1 + BAND for c, r in zip(cells, _all(ratios.value)) if cell_verdict(c) != "unclear"), 0),
+               "gather": _ms(gather), **_odd_numbers(cells)}
+    printed = {name: _all(numbers[name].value) for name in ("gather", "extra", "mib", "batches")}  # as printed
+    numbers["share"] = number(100 * ratio(printed["gather"][0], printed["extra"][-1]), 0, "%")
+    numbers.update(_small_numbers(printed))
     return [GATHER.choose({"batch": number(big.batch, 0), "length": number(big.length, 0),
                            "big_mib": number(_mib(big.gather_bytes), 2, "MiB"), "gather": _ms(gather),
                            "big_extra": number(big.extra_ms, 2, "ms", DIFFERENCE)}),
             COST.choose(numbers, {"order": cell_order(cost)})]
+
+
+def _odd_numbers(cells: list[StepCost]) -> dict[str, Number]:
+    """The B and length of the cells whose rounds disagree (NaN when none: the ``_odd`` keys are not said)."""
+    odd = [c for c in cells if cell_verdict(c) == "unclear"] or [None]
+    return {"odd_batches": _series([c.batch if c else float("nan") for c in odd], 0),
+            "odd_lengths": _series([c.length if c else float("nan") for c in odd], 0)}
+
+
+def _small_numbers(printed: dict[str, tuple[float, ...]]) -> dict[str, Number]:
+    """The smallest and largest B, and the smallest B's largest gather at the timed gather's speed (the largest cell's
+    bytes in its time), all from the printed numbers."""
+    small = min(printed["batches"])
+    most = max(m for b, m in zip(printed["batches"], printed["mib"]) if b == small)
+    return {"small_b": number(small, 0), "big_b": number(max(printed["batches"]), 0),
+            "small_gather": _ms(most * ratio(printed["gather"][0], printed["mib"][-1]))}
 
 
 def cell_order(cost: PagingCost) -> str:
@@ -306,11 +393,16 @@ ZH_TEMPLATES = {
                         + _SHARE + "。",
     "paged.cost.same": f"每一格两种缓存都相差不到 {_BAND}（分页比连续缓存，比值 {{ratios}}）：在这台机器上，这么小的模型"
                        "看不出分页的代价。",
-    "paged.cost.slower": _CELLS + f"。分页的一步在 {{slower}}/{{cells}} 个格子里比连续缓存慢 {_BAND} 以上，没有一格明显"
-                         "更快。" + _SHARE + "。但并不是每个 B 都是每条越长、多出的时间越多：这次看不出分页的代价随要收集的"
+    "paged.cost.fixed_then_grows": _CELLS + "。B = {small_b} 的几格多出的时间差不多，不随长度变；B = {big_b} 的几格"
+                                   "一格比一格多。按收集最多的那一格单独测出的速度（最后一格的字节用 {gather}）算，B = "
+                                   "{small_b} 的几格收集最多也只要约 {small_gather}，不到它们多出的时间的一半：B 小时多出的"
+                                   "大部分是每一步固定的开销（按块表取索引、每一层多做的几个小运算）；B 大时要收集的字节多得"
+                                   "多，多出的时间才随字节增长。" + _SHARE + "。",
+    "paged.cost.slower": _CELLS + f"。在几轮结论一致的 {{agree}} 个格子里，分页的一步有 {{slower}} 个比连续缓存慢 {_BAND} 以上，"
+                         "没有一格明显更快。" + _SHARE + "。但并不是每个 B 都是每条越长、多出的时间越多：这次看不出分页的代价随要收集的"
                          "字节怎样变。想看清楚，可以" + _RERUN,
-    "paged.cost.slower_big_level": _CELLS + f"。分页的一步在 {{slower}}/{{cells}} 个格子里比连续缓存慢 {_BAND} 以上，没有一格"
-                                   f"明显更快；但收集最多的那一格（比值是最后一个）两种缓存相差不到 {_BAND}，所以说不出收集占"
+    "paged.cost.slower_big_level": _CELLS + f"。在几轮结论一致的 {{agree}} 个格子里，分页的一步有 {{slower}} 个比连续缓存慢 "
+                                   f"{_BAND} 以上，没有一格明显更快；但收集最多的那一格（比值是最后一个）两种缓存相差不到 {_BAND}，所以说不出收集占"
                                    "多出的时间多少；也不是每个 B 都是每条越长、多出的时间越多：这次看不出分页的代价随要收集的"
                                    "字节怎样变。想看清楚，可以" + _RERUN,
     "paged.cost.contradicts": "各格子的结论互相矛盾：有的格子分页明显更慢，有的反而明显更快（分页比连续缓存，比值 {ratios}）。"
@@ -319,6 +411,10 @@ ZH_TEMPLATES = {
                         "这次说不准分页慢多少；" + _RERUN,
     "paged.cost.unmeasured": "这一次的计时没有测出有效的数，说不准分页慢多少；" + _RERUN,
 }
+
+ZH_TEMPLATES.update({key + "_odd": ZH_TEMPLATES[key].replace(
+    "个格子的几轮结论一致）", "个格子的几轮结论一致；B = {odd_batches}、每条 {odd_lengths} 个 token 那一格几轮的结论不一致）")
+    for key in ("paged.cost.fixed_then_grows", "paged.cost.slower", "paged.cost.slower_big_level")})
 
 
 def why_sentence(cost: PagingCost) -> str:

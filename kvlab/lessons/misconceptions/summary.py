@@ -114,7 +114,8 @@ def chapter_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str,
                    f"{c.n_kv_head}, {r.stored_tokens}, {c.head_dim}）：{shape} = {formula:,} B，trace 记录 "
                    f"{r.final_bytes:,} B", "缓存大小 = 2（K、V）× L × B × H × S × D × 每元素字节，随 B 和 S 线性增长"),
         SummaryRow("3.3 预填充与解码", f"预填充 {prefill.prompt_len} 个 token 一次前向 {_ms(prefill.prefill_seconds)}"
-                   f"（每个 token {_ms(prefill.prefill_per_token)}）；之后每个解码步（t = {_lens(prefill)}）的中位数 "
+                   f"（每个 token {prefill.prefill_per_token * 1e3:.3f} ms）；"
+                   f"之后每个解码步（t = {_lens(prefill)}）的中位数 "
                    f"{_ms(prefill.decode_seconds)}，只出 1 个 token。与 3.1 那一行的有缓存步长度不同，也不是同一次测量",
                    "预填充一次前向处理整段提示词；解码一步只出一个 token，每步都要读一遍权重和缓存"),
         SummaryRow("3.4 LLaMA-7B 的显存", f"S = 2048、B = 1、FP16：{format_bytes(llama.kv_cache_bytes(2048))}（原文写 "

@@ -261,6 +261,8 @@ CASES = {
         batch({1: 5, 2: 5.2, 4: 5.4, 8: 5.6, 16: 7.0, 32: 9.0}), RIDGE_5_5),
     "prefill slower than P in every step, one step not much slower": lambda: lesson.explain_prefill_growth(
         sweep({1: 10, 2: 15, 4: 16.5, 8: 18})),
+    "prefill slower than P in every step, the steepest step later": lambda: lesson.explain_prefill_growth(
+        sweep({1: 10, 2: 11, 4: 16.5, 8: 18})),
     **{f"the fourth review's run ({part})": case for part, case in {
         "timeline": lambda: lesson.explain_prefill_parallel(R4_TIMELINE),
         "prefill growth": lambda: lesson.explain_prefill_growth(R4_SWEEP),
@@ -371,14 +373,18 @@ def test_the_fourth_reviews_prefill_growth_names_its_steepest_step():
     """/tmp/r4: P = 1 → 2 took ×1.59 for ×2 tokens (exponent 0.67): every step slower than the tokens, but not every
     one much slower; the sentence names that step instead of 「每一段都涨得比 token 数慢得多」."""
     claim = CASES["the fourth review's run (prefill growth)"]()[0]
-    assert claim.key == "prefill_decode.prefill_growth.slow_steepest"
+    assert claim.key == "prefill_decode.prefill_growth.slow_steepest_matvec"  # review r5: P = 1 -> 2 is matvec -> matmul
     assert (claim.fields["ps"].text, claim.fields["qs"].text, claim.fields["step"].text) == ("1", "2", "1.59")
+    assert "P = 1 是矩阵乘向量，P ≥ 2 换成行数很少的矩阵乘，见选学「行数很少的矩阵乘」" in lesson.ZH.say(claim)
     text = lesson.ZH.say(claim)
     assert "慢得多" not in text.replace("不是每一段都慢得多", "") and "token 数变为 8.0 倍" in text
     much = CASES["prefill grows slower than P"]()[0]  # 10, 13, 17, 22 ms: every exponent under 0.5
     assert much.key == "prefill_decode.prefill_growth.slow" and "慢得多" in lesson.ZH.say(much)
     other = CASES["prefill slower than P in every step, one step not much slower"]()[0]
-    assert other.key == "prefill_decode.prefill_growth.slow_steepest" and other.fields["ps"].text == "1"
+    assert other.key == "prefill_decode.prefill_growth.slow_steepest_matvec" and other.fields["ps"].text == "1"
+    later = CASES["prefill slower than P in every step, the steepest step later"]()[0]
+    assert later.key == "prefill_decode.prefill_growth.slow_steepest" and later.fields["ps"].text == "2"
+    assert "矩阵乘向量" not in lesson.ZH.say(later)
 
 
 def test_the_fourth_reviews_short_decode_sum_quotes_the_drift_of_the_same_work():

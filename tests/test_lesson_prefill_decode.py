@@ -1275,7 +1275,7 @@ def test_prefill_parallel_sentence_follows_its_numbers(ttft, itl, says):
     assert says in text and f"预填充 {ttft:.2f} ms" in text and f"= {12 * itl:.2f} ms" in text
     assert f"{itl:.2f} ms 是 69 个解码步里最快的一步" in text  # a minimum of 69 is not a minimum of 3: said
     if "17%" in says:
-        assert "TTFT 是 3 次预填充里最快的一次" in text and "偏向逐个送入" in text
+        assert "TTFT 是 3 次预填充里最快的一次" in text and "所以这样比较对逐个送入有利" in text
 
 
 def test_a_kv_share_under_one_percent_is_printed_with_one_decimal():

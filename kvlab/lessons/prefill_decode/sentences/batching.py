@@ -198,7 +198,7 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.batch_right.unmeasured": "这次算不出转折点右边每翻一倍的增长；" + RERUN_BATCH,
     f"{P}.overlap.agrees": _OVERLAP + "，相差不到 15%：与这个估计相符。",
     f"{P}.overlap.more": _OVERLAP + "，比这个偏悲观的估计涨得还多：除了运算和读数据不重叠，还有别的原因让单步变慢（上一小节的"
-                         "矩阵乘实验量了其中一种），也可能测大批次时机器更忙。",
+                         "矩阵乘实验量了其中一种），也可能测大批次时机器更忙（各个 B 交替测量，这种可能较小）。",
     f"{P}.overlap.flat": _OVERLAP + "：单步几乎不变，比这个估计小得多，像理想的 roofline（完全重叠）那样。",
     f"{P}.overlap.partial": _OVERLAP + "：介于完全重叠（不变）和完全不重叠之间，按这个模型是运算和读数据部分重叠。",
     f"{P}.overlap.faster": _OVERLAP + "：B 多了，单步反而更快，这是测量的起伏；" + RERUN_BATCH,

@@ -67,6 +67,9 @@ PREFILL_GROWTH = Chooser(f"{P}.prefill_growth", (
     Rule(f"{P}.prefill_growth.launch_bound", LAUNCH_SHOWS, launch_bound),
     Rule(f"{P}.prefill_growth.barely", GROWTH_SHOWS, _growth(-1, 0.25, -1, MUCH_SLOWER)),
     Rule(f"{P}.prefill_growth.slow", GROWTH_SHOWS, _growth(0.25, 0.75, -1, MUCH_SLOWER)),
+    # the steepest step is P = 1 -> 2: a matrix-vector product there, a matrix product of few rows from P = 2 on
+    Rule(f"{P}.prefill_growth.slow_steepest_matvec", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"),
+         lambda v: _slow_steepest(v) and v["ps"] == 1 and v["qs"] == 2),
     Rule(f"{P}.prefill_growth.slow_steepest", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"), _slow_steepest),
     Rule(f"{P}.prefill_growth.proportional", GROWTH_SHOWS, _growth(0.75, 1.3, 0.5, 1.5)),
     Rule(f"{P}.prefill_growth.slow_overall", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"), _slow_overall(False)),
@@ -212,6 +215,10 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.prefill_growth.slow_steepest": _GROWTH + "：每一段都比 token 数涨得慢，但不是每一段都慢得多——P = {ps} → {qs} 这一段"
                                          " ×{step}，最接近 token 数的 ×{tok}。整体上和理想的情形一致——权重只读一遍，就供 P 个"
                                          " token 一起用；但也不是不涨，这台机器上短提示词的运算和别的开销已经占了一部分时间。",
+    f"{P}.prefill_growth.slow_steepest_matvec": _GROWTH + "：每一段都比 token 数涨得慢，但不是每一段都慢得多——P = {ps} → "
+                                                "{qs} 这一段 ×{step}，最接近 token 数的 ×{tok}：P = 1 是矩阵乘向量，P ≥ 2 换成"
+                                                "行数很少的矩阵乘，见选学「行数很少的矩阵乘」。整体上和理想的情形一致——权重只读"
+                                                "一遍，就供 P 个 token 一起用。",
     f"{P}.prefill_growth.proportional": _GROWTH + "：差不多和 token 数成正比，不是理想的「起初涨得很慢」。这台机器上，连很短的"
                                         "提示词也已经被运算（或别的随 P 增长的开销）卡住。",
     f"{P}.prefill_growth.slow_overall": _GROWTH + "：从头到尾比 token 数涨得慢，和理想的情形一致——权重只读一遍，就供 P 个 "
@@ -265,7 +272,7 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
                                 "解码每秒运算数 = {bound}：屋顶只是一次抽样，这次量低了（测它时机器更忙），或者预填充的矩阵乘形状"
                                 "比测屋顶用的跑得更快。",
     f"{P}.speedup.unmeasured": "这次算不出倍数的上限；" + RERUN_SWEEP,
-    f"{P}.prefill_rates.rising": "图上预填充每秒的运算数（P = {Ps}）：{rates}，随 P 一点一点都在上升。",
+    f"{P}.prefill_rates.rising": "图上预填充每秒的运算数（P = {Ps}）：{rates}，随 P 每一个点都比前一个高。",
     f"{P}.prefill_rates.rise_then_level": "图上预填充每秒的运算数（P = {Ps}）：{rates}，一路上升到 P = {P_peak}，之后持平"
                                           "（都在最高值的 85% 以上）。",
     f"{P}.prefill_rates.one_dip": "图上预填充每秒的运算数（P = {Ps}）：{rates}，除 P = {p} → {q} 一处小回落外一路上升，"

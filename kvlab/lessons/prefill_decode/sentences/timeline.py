@@ -67,8 +67,8 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.itl_tail.many": "p99（{p99}）来自 {n} 个解码步，是一个有意义的分位数。",
     f"{P}.itl_tail.unmeasured": "这次没有可算分位数的解码步；" + RERUN_TIMELINE,
     f"{P}.parallel.half": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl} = {sequential}（{itl} 是 {n} 个解码步里最快的"
-                          "一步，TTFT 是 {runs} 次预填充里最快的一次：样本多的一边更容易碰上一次没被打断的，所以这样比偏向"
-                          "逐个送入）：即便如此，一次前向处理整段提示词，也只用了逐个送进去的 {share}。",
+                          "一步，TTFT 是 {runs} 次预填充里最快的一次：样本多的一边更容易碰上一次没被打断的，所以这样比较对"
+                          "逐个送入有利）：即便如此，一次前向处理整段提示词，也只用了逐个送进去的 {share}。",
     f"{P}.parallel.faster": "预填充 {ttft}；把 {P} 个 token 逐个送进去约需 {P} × {itl} = {sequential}（{itl} 是 {n} 个解码步里最快"
                             "的一步）：一次前向还是更快（{share}），但这次没快到一半——TTFT 只取自 {runs} 次预填充，{n} 个解码步里"
                             "更容易碰上一步没被机器上别的程序打断的；" + RERUN_TIMELINE,

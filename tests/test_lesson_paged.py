@@ -114,6 +114,8 @@ COST_SHAPES = {  # name -> the grid, and the key its cost claim must take
     "two cells' rounds disagree": (odd(odd(cells(level([4.0] * 6), level([4.8, 5.2, 5.0, 5.4, 6.17, 5.76])), 4), 1),
                                    "paged.cost.noisy"),
     "busy, spiky": (cells(level([4.0] * 6), level([5.0, 2.9, 5.0, 5.0, 5.0, 5.0])), "paged.cost.contradicts"),
+    # this session's run beside the full test run: every cell's rounds agree, ratios 0.94 ... 1.59, no pattern
+    "every cell agrees, no pattern": (cells(level([4.0] * 6), level([3.76, 5.08, 6.36, 4.52, 4.84, 4.04])), "paged.cost.mixed"),
     "noisy rounds": (cells(level([4.0] * 6), [(6.0, 3.0, 4.0)] * 6), "paged.cost.noisy"),
     "no numbers": (cells(level([float("nan")] * 6), level([float("nan")] * 6)), "paged.cost.unmeasured"),
 }
@@ -132,6 +134,8 @@ def test_every_cost_shape_gets_its_claim_and_the_gather_is_measured():
     busy = lesson.ZH.say(lesson.explain_cost(COST_SHAPES["busy, not monotone"][0])[1])
     assert "并不是每个 B 都是每条越长、多出的时间越多" in busy and "在几轮结论一致的 6 个格子里，分页的一步有 6 个比连续缓存慢 15% 以上" in busy and "多花 0.80、1.20" in busy
     assert "是那一格多出的时间的 6%" in busy  # the extra time and the gather's share, in the slower branch too
+    mixed = lesson.ZH.say(lesson.explain_cost(COST_SHAPES["every cell agrees, no pattern"][0])[1])
+    assert "6 个格子各自的几轮结论一致" in mixed and "只有" not in mixed
     r26 = lesson.ZH.say(lesson.explain_cost(COST_SHAPES["busy, rises within each B"][0])[1])
     assert "0.18、0.19、0.28、0.27、2.08、2.38 ms" in r26 and "B 相同时，每条越长" in r26 and "的 11%" in r26
     gpu = lesson.ZH.say(lesson.explain_cost(COST_SHAPES["GPU launch-bound"][0])[1])

@@ -290,7 +290,9 @@ COST = Chooser("paged.cost", (
     *_with_odd(Rule("paged.cost.slower_big_level", ("slower", *GROWS[:-2]), lambda v: _slower(v) and not _big_slower(v))),
     Rule("paged.cost.contradicts", ("ratios",), lambda v: max(_all(v["ratios"])) >= 1 + BAND
          and min(_all(v["ratios"])) * (1 + BAND) <= 1, substantive=False),
-    Rule("paged.cost.noisy", ("ratios", "agree", "cells"), substantive=False),
+    Rule("paged.cost.noisy", ("ratios", "agree", "cells"), lambda v: v["agree"] < v["cells"], substantive=False),
+    # every cell's rounds agree, yet no pattern: some cells slower beyond the band, the others within it
+    Rule("paged.cost.mixed", ("ratios", "cells"), substantive=False),
     Rule("paged.cost.unmeasured", substantive=False),
 ))
 
@@ -409,6 +411,8 @@ ZH_TEMPLATES = {
                               "分页不会让一步变快，这是机器太忙造成的：这次说不准分页慢多少；" + _RERUN,
     "paged.cost.noisy": "分页比连续缓存，各格子的比值 {ratios}，只有 {agree}/{cells} 个格子的几轮结论一致：这台机器太忙，"
                         "这次说不准分页慢多少；" + _RERUN,
+    "paged.cost.mixed": f"分页比连续缓存，各格子的比值 {{ratios}}：{{cells}} 个格子各自的几轮结论一致，但有的格子慢了 {_BAND} "
+                        f"以上，有的相差不到 {_BAND}，多出的时间也看不出随 B 和长度怎样变：这次说不准分页慢多少；" + _RERUN,
     "paged.cost.unmeasured": "这一次的计时没有测出有效的数，说不准分页慢多少；" + _RERUN,
 }
 

@@ -9,7 +9,7 @@ import torch
 
 from ..._validate import positive_int
 from ...measure import alternate, device_label, measurement_threads, torch_threads
-from ...claims import ABSOLUTE, DIFFERENCE, Chooser, Claim, Number, Rule, number, ratio, series
+from ...claims import ABSOLUTE, DIFFERENCE, MINUS, SEPARATOR, Chooser, Claim, Number, Rule, number, ratio, series
 from ...stats import cumulative, median, percentile
 from ...model import ToyTransformer
 from ...serving import Request, ServeRun, serve
@@ -336,6 +336,13 @@ def _rounds(values: list[float], digits: int = 2, unit: str = "", kind: str = AB
     return series(values, digits, unit, kind) if len(values) > 1 else number(values[0], digits, unit, kind)
 
 
+def step_time_claim(numbers: dict[str, Number]) -> Claim:
+    """STEP_TIME's claim; 「负数表示少用」 is said only where a printed step_more or step_rounds is negative."""
+    printed = [x for name in ("step_more", "step_rounds") for x in numbers[name].text.split(SEPARATOR)]
+    return STEP_TIME.choose(numbers, {"minus_note": "负数表示少用；" if any(x.startswith(MINUS) or x.startswith("-")
+                                                                      for x in printed) else ""})
+
+
 def explain_batching(c: BatchingComparison) -> list[Claim]:
     """What the comparison measured, as claims (:data:`CHOOSERS`; ``show_claims`` prints them): throughput, how a
     step's time moved with the batch (the launch-bound shape: flat, so tokens/s follow the step counts), TTFT, TPOT."""
@@ -358,10 +365,10 @@ def explain_batching(c: BatchingComparison) -> list[Claim]:
                            "ratio": number(tps_ratio, 2), "rounds": _rounds(c.round_ratios),
                            "gain": number(100 * abs(tps_ratio - 1), 0, "%"), "least": _least(c.round_ratios),
                            **batches}),
-        STEP_TIME.choose({"static_step": _ms(static_step), "cont_step": _ms(cont_step),
-                          "step_more": number(100 * (ratio(cont_step, static_step) - 1), 0, "%", DIFFERENCE),
-                          "step_rounds": _rounds(step_rounds, 0, "%", DIFFERENCE),
-                          "ratio": number(tps_ratio, 2), **steps, "bound": number(len(static.steps) / len(cont.steps), 2)}),
+        step_time_claim({"static_step": _ms(static_step), "cont_step": _ms(cont_step),
+                    "step_more": number(100 * (ratio(cont_step, static_step) - 1), 0, "%", DIFFERENCE),
+                    "step_rounds": _rounds(step_rounds, 0, "%", DIFFERENCE),
+                    "ratio": number(tps_ratio, 2), **steps, "bound": number(len(static.steps) / len(cont.steps), 2)}),
         TTFT.choose({"static_steps": number(static.ttft_steps_mean, 1), "cont_steps": number(cont.ttft_steps_mean, 1),
                      "static_mean": _ms(c.ttft_mean("static"), 1), "cont_mean": _ms(c.ttft_mean("continuous"), 1),
                      "static_tail": _ms(c.ttft_tail("static"), 1), "cont_tail": _ms(c.ttft_tail("continuous"), 1),
@@ -408,20 +415,20 @@ ZH_TEMPLATES = {
     "paged.throughput.unclear": _TPS_HEAD + f"：几轮的比值和总的比值对不上，或者没有一边差出 {_BAND} 以上：这台机器太忙"
                                 "（或太吵），这次说不准哪种吞吐更高、高多少；" + _RERUN,
     "paged.throughput.unmeasured": "这一次没有测出有效的吞吐（总时间为 0 或不是一个数）；" + _RERUN,
-    "paged.step_time.flat": _STEPS_HEAD + "（负数表示少用；" + _STEP_ROUNDS + f"），都在 ±{_FLAT} 以内，差不多：这个小模型一步的耗时几乎不随批次变"
+    "paged.step_time.flat": _STEPS_HEAD + "（{minus_note}" + _STEP_ROUNDS + f"），都在 ±{_FLAT} 以内，差不多：这个小模型一步的耗时几乎不随批次变"
                             "（在 GPU 上，小模型的一步主要花在逐个启动内核上，就是这样）。所以吞吐之比 {ratio} 接近"
                             + _STEPS_RATIO + f"（相差不到 {_FLAT}）：连续批处理少走的那些步，就是它多出的吞吐。",
-    "paged.step_time.grows_little": _STEPS_HEAD + "（" + _STEP_ROUNDS + f"）：每一轮都是批次更满的一步慢了一些，但不到 {_BAND}。吞吐之比 {{ratio}} 小于"
+    "paged.step_time.grows_little": _STEPS_HEAD + "（{minus_note}" + _STEP_ROUNDS + f"）：每一轮都是批次更满的一步慢了一些，但不到 {_BAND}。吞吐之比 {{ratio}} 小于"
                                     + _STEPS_RATIO + "：连续批处理少走的那些步，没有全部变成多出的吞吐，一部分被它每一步多用"
                                     "的时间抵掉了（每个新请求的预填充也各是一次单独的前向）。",
-    "paged.step_time.grows": _STEPS_HEAD + "（" + _STEP_ROUNDS + f"），每一轮都在 {_BAND} 以上：批次更满的一步明显更慢，所以吞吐之比 {{ratio}} 小于"
+    "paged.step_time.grows": _STEPS_HEAD + "（{minus_note}" + _STEP_ROUNDS + f"），每一轮都在 {_BAND} 以上：批次更满的一步明显更慢，所以吞吐之比 {{ratio}} 小于"
                              + _STEPS_RATIO + "。在一步的耗时不随批次变的设备上（例如 GPU 上的这个"
                              "小模型，一步主要花在逐个启动内核上），吞吐之比会更接近步数之比 {bound}（每个新请求的预填充各是一次"
                              "单独的前向，所以一般到不了 {bound}）。",
-    "paged.step_time.rounds_differ": _STEPS_HEAD + "（负数表示少用）；" + _STEP_ROUNDS + f"：不在同一档（±{_FLAT} 以内、"
+    "paged.step_time.rounds_differ": _STEPS_HEAD + "（{minus_note}" + _STEP_ROUNDS + f"）：不在同一档（±{_FLAT} 以内、"
                                      f"{_FLAT}–{_BAND}、{_BAND} 以上），这一次说不准一步慢了多少。吞吐之比 {{ratio}} 小于"
                                      + _STEPS_RATIO + "，差出来的部分可能是一步变慢，也可能只是计时的噪声；" + _RERUN,
-    "paged.step_time.unclear": _STEPS_HEAD + "（负数表示少用；" + _STEP_ROUNDS + "）；两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}，吞吐之比 "
+    "paged.step_time.unclear": _STEPS_HEAD + "（{minus_note}" + _STEP_ROUNDS + "）；两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}，吞吐之比 "
                                f"{{ratio}}：两者对不上（既不是一步差不多、吞吐之比与步数之比相差不到 {_FLAT}，也不是一步慢了、"
                                "吞吐之比小于步数之比），这一次说不清一步的耗时怎样影响吞吐；" + _RERUN,
     "paged.step_time.unmeasured": "两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}（每台机器都一样）；这一次一步"

@@ -266,6 +266,36 @@ def _fixed_then_grows(v) -> bool:
             and _share_of(v))
 
 
+def _ends(v) -> bool:
+    """The printed first and last cells' bytes and extra times are those of the printed series."""
+    mib, extra = _all(v["mib"]), _all(v["extra"])
+    return all(abs(a - b) < 1e-9 for a, b in [(v["small_mib"], mib[0]), (v["small_extra"], extra[0]),
+                                               (v["big_mib"], mib[-1]), (v["big_extra"], extra[-1])])
+
+
+def _not_rising(v) -> bool:
+    """Slower (as :func:`_slower`), every extra time positive, and the extra time does not grow with the bytes: at
+    every B its longest cell's extra time within 30 % of its shortest's, and so the largest cell's of the smallest's."""
+    extra = _all(v["extra"])
+    return (_slower(v) and _big_slower(v) and _share_of(v) and _ends(v) and min(extra) > 0
+            and all(xs[-1] <= 1.3 * xs[0] for xs in _by_batch(v, "extra")) and extra[-1] <= 1.3 * extra[0])
+
+
+def _has_peak(v) -> bool:
+    """Some printed cell's extra time over 30 % above both the first and the last cells'."""
+    extra = _all(v["extra"])
+    return max(extra) > 1.3 * max(extra[0], extra[-1])
+
+
+def _peak(v) -> bool:
+    """A peak (:func:`_has_peak`), and the printed peak is the printed cell with the most extra time."""
+    cells = list(zip(_all(v["batches"]), _all(v["lengths"]), _all(v["extra"])))
+    return (_has_peak(v) and (v["peak_b"], v["peak_length"], v["peak_extra"]) in cells
+            and v["peak_extra"] == max(_all(v["extra"])))
+
+
+ENDS = ("small_mib", "small_extra", "big_mib", "big_extra")  # the fewest and the most bytes gathered, their extra time
+PEAK = ("peak_b", "peak_length", "peak_extra")  # the cell with the most extra time
 ODD = ("odd_batches", "odd_lengths")  # the one cell whose rounds disagree (NaN, so not shown, when there is none)
 
 
@@ -286,6 +316,8 @@ COST = Chooser("paged.cost", (
          lambda v: _agree(v) and _flat_extra(v) and _big_slower(v) and _share_of(v)),
     Rule("paged.cost.same", ("ratios",), lambda v: all(abs(r - 1) < BAND for r in _all(v["ratios"]))),
     *_with_odd(Rule("paged.cost.fixed_then_grows", ("small_b", "big_b", "small_gather", *GROWS), _fixed_then_grows)),
+    *_with_odd(Rule("paged.cost.not_rising", ("slower", *ENDS, *GROWS), lambda v: _not_rising(v) and not _has_peak(v))),
+    *_with_odd(Rule("paged.cost.not_rising_peak", ("slower", *ENDS, *PEAK, *GROWS), lambda v: _not_rising(v) and _peak(v))),
     *_with_odd(Rule("paged.cost.slower", ("slower", *GROWS), lambda v: _slower(v) and _big_slower(v) and _share_of(v))),
     *_with_odd(Rule("paged.cost.slower_big_level", ("slower", *GROWS[:-2]), lambda v: _slower(v) and not _big_slower(v))),
     Rule("paged.cost.contradicts", ("ratios",), lambda v: max(_all(v["ratios"])) >= 1 + BAND
@@ -296,10 +328,18 @@ COST = Chooser("paged.cost", (
     Rule("paged.cost.unmeasured", substantive=False),
 ))
 
+def _gather_share(v) -> bool:
+    """The printed share is the printed gather over the printed extra time of its cell (rounded to a whole %)."""
+    return v["big_extra"] > 0 and abs(v["gather_share"] - 100 * v["gather"] / v["big_extra"]) <= 0.5 + 1e-9
+
+
 GATHER = Chooser("paged.gather", (
-    # the gather alone took longer than the whole paged step's (positive) extra time in that cell: noise is larger
+    # the gather alone took over 15 % longer than the whole paged step's (positive) extra time in that cell
     Rule("paged.gather.over_extra", ("batch", "length", "big_mib", "gather", "big_extra"),
-         lambda v: v["gather"] > v["big_extra"] > 0),
+         lambda v: v["gather"] > (1 + BAND) * v["big_extra"] > 0),
+    # longer, but within 15 %: about the same (the difference within the timing's precision)
+    Rule("paged.gather.about_extra", ("batch", "length", "big_mib", "gather", "big_extra", "gather_share"),
+         lambda v: v["big_extra"] < v["gather"] <= (1 + BAND) * v["big_extra"] and _gather_share(v)),
     Rule("paged.gather.measured", ("batch", "length", "big_mib", "gather")),
     Rule("paged.gather.unmeasured", ("batch", "length", "big_mib"), substantive=False),
 ))
@@ -338,10 +378,21 @@ def explain_cost(cost: PagingCost) -> list[Claim]:
     printed = {name: _all(numbers[name].value) for name in ("gather", "extra", "mib", "batches")}  # as printed
     numbers["share"] = number(100 * ratio(printed["gather"][0], printed["extra"][-1]), 0, "%")
     numbers.update(_small_numbers(printed))
+    numbers.update(_end_numbers(cells))
     return [GATHER.choose({"batch": number(big.batch, 0), "length": number(big.length, 0),
                            "big_mib": number(_mib(big.gather_bytes), 2, "MiB"), "gather": _ms(gather),
-                           "big_extra": number(big.extra_ms, 2, "ms", DIFFERENCE)}),
+                           "big_extra": numbers["big_extra"], "gather_share": numbers["share"]}),
             COST.choose(numbers, {"order": cell_order(cost)})]
+
+
+def _end_numbers(cells: list[StepCost]) -> dict[str, Number]:
+    """The fewest and the most bytes gathered and those cells' extra times; the cell with the most extra time."""
+    first, last = cells[0], cells[-1]
+    peak = max(cells, key=lambda c: c.extra_ms)
+    return {"small_mib": number(_mib(first.gather_bytes), 2, "MiB"), "small_extra": number(first.extra_ms, 2, "ms", DIFFERENCE),
+            "big_mib": number(_mib(last.gather_bytes), 2, "MiB"), "big_extra": number(last.extra_ms, 2, "ms", DIFFERENCE),
+            "peak_b": number(peak.batch, 0), "peak_length": number(peak.length, 0),
+            "peak_extra": number(peak.extra_ms, 2, "ms", DIFFERENCE)}
 
 
 def _odd_numbers(cells: list[StepCost]) -> dict[str, Number]:
@@ -371,6 +422,10 @@ _BAND = f"{BAND:.0%}"
 _CELLS = ("各格子按要收集的字节从少到多排：B 依次是 {batches}，每条的长度依次是 {lengths} 个 token，各收集 {mib}；"
           "分页的一步比连续缓存多花 {extra}，比值 {ratios}（{agree}/{cells} 个格子的几轮结论一致）")
 _SHARE = "收集最多的那一格，单独测的收集要 {gather}，是那一格多出的时间的 {share}"
+_NOT_RISING_HEAD = (f"。在几轮结论一致的 {{agree}} 个格子里，分页的一步有 {{slower}} 个比连续缓存慢 {_BAND} 以上，没有一格明显"
+                    "更快。" + _SHARE + "。多出的时间没有随字节增长（{small_mib} 时 {small_extra}，{big_mib} 时 "
+                    "{big_extra}；同一个 B 里，最长那一格多出的时间也没有比最短那一格多 30% 以上）：更像是每一步固定的开销，"
+                    "而不是拷贝的字节")
 ZH_TEMPLATES = {
     "paged.gather.measured": "分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {batch}、每条 {length} 个 "
                              "token 时每步拷贝 {big_mib}，单独测这一步收集，最快要 {gather}。",
@@ -378,6 +433,10 @@ ZH_TEMPLATES = {
                                "token 时每步拷贝 {big_mib}，单独测这一步收集，最快要 {gather}，比那一格分页的一步整个多出的 "
                                "{big_extra} 还长（收集只是分页那一步的一部分）：这一次计时的噪声比这点差别还大，下面比的"
                                "多出的时间要带着这一点读。",
+    "paged.gather.about_extra": "分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {batch}、每条 {length} 个 "
+                                "token 时每步拷贝 {big_mib}，单独测这一步收集，最快要 {gather}，与那一格分页的一步整个多出的 "
+                                "{big_extra} 相当（{gather_share}）：单独测的收集不可能比整个多出的还多，差的这一点在计时精度"
+                                "之内。",
     "paged.gather.unmeasured": "分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {batch}、每条 {length} 个 "
                                "token 时每步拷贝 {big_mib}；这一次收集的耗时没有测出有效的数；" + _RERUN,
     "paged.cost.grows_gather": _CELLS + "：分页的一步更慢，而且 B 相同时，每条越长、要收集的字节越多，多出的时间就越多"
@@ -403,6 +462,9 @@ ZH_TEMPLATES = {
     "paged.cost.slower": _CELLS + f"。在几轮结论一致的 {{agree}} 个格子里，分页的一步有 {{slower}} 个比连续缓存慢 {_BAND} 以上，"
                          "没有一格明显更快。" + _SHARE + "。但并不是每个 B 都是每条越长、多出的时间越多：这次看不出分页的代价随要收集的"
                          "字节怎样变。想看清楚，可以" + _RERUN,
+    "paged.cost.not_rising": _CELLS + _NOT_RISING_HEAD + "。",
+    "paged.cost.not_rising_peak": _CELLS + _NOT_RISING_HEAD + "；只有 B = {peak_b}、每条 {peak_length} 个 token 那一格多出 "
+                                  "{peak_extra}，比别的格子高出一截，不在这个规律里（可以重跑这一格看它是不是计时的噪声）。",
     "paged.cost.slower_big_level": _CELLS + f"。在几轮结论一致的 {{agree}} 个格子里，分页的一步有 {{slower}} 个比连续缓存慢 "
                                    f"{_BAND} 以上，没有一格明显更快；但收集最多的那一格（比值是最后一个）两种缓存相差不到 {_BAND}，所以说不出收集占"
                                    "多出的时间多少；也不是每个 B 都是每条越长、多出的时间越多：这次看不出分页的代价随要收集的"
@@ -418,7 +480,8 @@ ZH_TEMPLATES = {
 
 ZH_TEMPLATES.update({key + "_odd": ZH_TEMPLATES[key].replace(
     "个格子的几轮结论一致）", "个格子的几轮结论一致；B = {odd_batches}、每条 {odd_lengths} 个 token 那一格几轮的结论不一致）")
-    for key in ("paged.cost.fixed_then_grows", "paged.cost.slower", "paged.cost.slower_big_level")})
+    for key in ("paged.cost.fixed_then_grows", "paged.cost.slower", "paged.cost.slower_big_level", "paged.cost.not_rising",
+                "paged.cost.not_rising_peak")})
 
 
 def why_sentence(cost: PagingCost) -> str:

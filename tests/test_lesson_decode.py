@@ -206,6 +206,12 @@ def _latency_shapes():
         "review r14: bending, one cached spike": (
             _fake("none", T, [_bent(x) for x in T]),
             _fake("kv", T, _by_eighths([1.44, 1.47, 1.49, 1.52, 1.55, 1.58, 1.61, 2.58]))),
+        # review 6 (busy run, cell 17): one jump of 14.91 ms between the 4th and 5th eighth, 62 % of the whole rise
+        "review 6: one jump halfway": (_fake("none", T, _by_eighths(REVIEW6_NONE)),
+                                       _fake("kv", T, _by_eighths(REVIEW6_KV))),
+        # a rough rise: one dip (11.0 -> 8.0 ms) and no step over half the whole rise; the cached steps grow
+        "busy, a dip, no jump": (_fake("none", T, _by_eighths([4.0, 7.0, 11.0, 8.0, 12.0, 15.0, 18.0, 22.0])),
+                                 _fake("kv", T, [2 + 0.01 * x for x in T])),
         "busy, one uncached spike": (_fake("none", T, _by_eighths([10.0, 10.5, 11.0, 20.0, 12.0, 12.5, 13.0, 13.5])),
                                      _fake("kv", T, _by_eighths([2.0] * 4 + [2.9] + [2.0] * 3))),
         "level, then rising": (_fake("none", T, [10 + 0.08 * max(0, x - 100) for x in T]),
@@ -221,6 +227,8 @@ def _latency_shapes():
 
 REVIEW4_NONE = [3.31, 4.85, 7.47, 10.40, 11.70, 14.53, 17.92, 19.29]  # /tmp/r4's cell 17, uncached eighths (ms)
 REVIEW4_KV = [1.57, 1.14, 1.13, 1.23, 1.32, 1.21, 1.28, 1.59]  # and cached ones, median of all steps 1.27 ms
+REVIEW6_NONE = [4.95, 5.87, 8.06, 9.11, 24.02, 24.77, 28.35, 28.94]  # /tmp/r6's cell 17, uncached eighths (ms)
+REVIEW6_KV = [1.72, 1.44, 1.42, 1.46, 1.60, 1.60, 1.82, 1.71]  # and cached ones, median of all steps 1.60 ms
 REVIEW5_NONE = [3.35, 5.38, 7.28, 9.72, 11.52, 14.31, 15.92, 19.67]  # /tmp/r5's cell 17, uncached eighths (ms)
 REVIEW5_KV = [2.02, 2.07, 2.20, 1.35, 1.30, 1.14, 1.23, 1.38]  # and cached ones, median of all steps 1.38 ms
 
@@ -243,7 +251,7 @@ def _said(claims_):
 def test_every_template_shows_exactly_what_its_rule_shows():
     for chooser in lesson.CHOOSERS:
         for rule in chooser.rules:
-            terms = {"mode"} if chooser in (lesson.STEP_EXPONENT, lesson.STEP_UNREAD, lesson.STEP_OUTLIER,
+            terms = {"mode"} if chooser in (lesson.STEP_EXPONENT, lesson.STEP_UNREAD, lesson.STEP_JUMP, lesson.STEP_OUTLIER,
                                             lesson.STEP_STEEP, lesson.CUMULATIVE) else set()
             assert lesson.ZH.placeholders(rule.key) == set(rule.shows) | terms, rule.key
     assert set(lesson.ZH.templates) == {k for c in lesson.CHOOSERS for k in c.keys}
@@ -328,7 +336,16 @@ def _step(k, start, end, t_from=112, t_to=184, first=None, t0=16, t1=184):
             "from": num(start, 2, "ms"), "to": num(end, 2, "ms"), "t0": num(t0, 0), "t1": num(t1, 0),
             "share": num(share, 0, "%"), "implied": num(implied, kind=claims.DIFFERENCE), "first": num(first, 2, "ms"),
             "slope_early": num((start - first) / (t_from - t0), 3, "ms", claims.DIFFERENCE),
-            "slope_late": num((end - start) / (t_to - t_from), 3, "ms", claims.DIFFERENCE)}
+            "slope_late": num((end - start) / (t_to - t_from), 3, "ms", claims.DIFFERENCE),
+            "eighths": claims.series([_on_two_lines(x, t0, first, t_from, start, t_to, end) for x in range(t0, t1 + 1, 24)],
+                                     2, "ms")}
+
+
+def _on_two_lines(t, t0, first, t_from, start, t_to, end):
+    """The median at t on the line first -> start (up to t_from), then start -> end."""
+    if t <= t_from:
+        return first + (start - first) * (t - t0) / (t_from - t0)
+    return start + (end - start) * (t - t_from) / (t_to - t_from)
 
 
 def _cumulative(k, early, late, total=0.4, passes=192):
@@ -819,3 +836,34 @@ def test_the_gap_between_the_timed_and_the_flops_ratio_is_split_by_printed_numbe
     # no growth measured without a cache: no rate, the gap is not split
     none, kv = _latency_shapes()["negative slope"]
     assert "decode.fixed_cost.unclear" in _said(lesson.explain_latency({"none": none, "kv": kv}, lesson.timing_model()))
+
+
+def test_one_jump_halfway_is_named_and_neither_a_bend_nor_the_rate_is_read_as_exact():
+    """Review 6 (HIGH), cell 17: uncached eighths 4.95, 5.87, 8.06, 9.11 | 24.02, 24.77, 28.35, 28.94 ms, said
+    rising unevenly (timing noise), then 「后半段每个 token 的变化比前半段小得多…曲线向下弯」: one jump of 14.91 ms
+    (62 % of the whole rise) is no bend. (MEDIUM) the rate and the extrapolation from its ends are said rough."""
+    none, kv = _latency_shapes()["review 6: one jump halfway"]
+    said_ = lesson.explain_latency({"none": none, "kv": kv}, lesson.timing_model())
+    said = _said(said_)
+    assert "decode.uncached.rises_uneven" in said, said
+    assert not {"decode.step_exponent.bends", "decode.step_exponent.steepens"} & set(said), said
+    jump = said["decode.exponent_jump.unread"]
+    assert "第 4 段 9.11 ms 到第 5 段 24.02 ms 一下跳了 14.91 ms" in jump and "（4.95 ms → 28.94 ms）的 62%" in jump, jump
+    assert "每步只测了 1 次" in jump and "不作解读" in jump, jump
+    assert "粗估" in said["decode.fixed_cost.share_rough"] and "与 t 无关的固定开销" in said["decode.fixed_cost.share_rough"]
+    assert "速率和外推只是粗估" in said["decode.extrapolation.kv_flat_rough"], said
+    # the bend alone refuses a jump: the same exponent numbers with the eighths as printed
+    step = _step(0.47, 24.02, 28.94, first=4.95)
+    assert lesson.STEP_EXPONENT.choose(step, {"mode": "none"}).key == "decode.step_exponent.bends"
+    step["eighths"] = claims.series(REVIEW6_NONE, 2, "ms")
+    assert lesson.STEP_EXPONENT.choose(step, {"mode": "none"}).key not in ("decode.step_exponent.bends",
+                                                                             "decode.step_exponent.steepens")
+    # a rough rise without a step over half the rise: not read, no jump named; an even rise keeps the plain rate
+    dip = _said(lesson.explain_latency(dict(zip(("none", "kv"), _latency_shapes()["busy, a dip, no jump"])),
+                                       lesson.timing_model()))
+    assert {"decode.uncached.rises_rough", "decode.exponent_jump.rough", "decode.extrapolation.both_rough"} <= set(dip)
+    idle = _said(lesson.explain_latency(dict(zip(("none", "kv"), _latency_shapes()["idle"])), lesson.timing_model()))
+    assert "decode.fixed_cost.share" in idle and not any(k.endswith("_rough") for k in idle), idle
+    # the jump's predicate checks its printed numbers
+    wrong = {**said_[3].fields, "jump_share": claims.number(40, 0, "%")}
+    assert not lesson.STEP_JUMP.rule("decode.exponent_jump.unread").holds_on({k: n.value for k, n in wrong.items()})

@@ -16,7 +16,8 @@ from .timings import (timing_model, measure_decode_latency, theil_sen, StepFit, 
                       generation_flops, StepEnds, step_ends, steps_between, timing_ends, cached_step_growth, crossover_length)
 from .panels import (STEP_LABEL, LAYER_LABEL, HEAD_LABEL, render_step, walkthrough_panel, NEW_TOKENS_LABEL,
                      REPEATS_LABEL, LATENCY_MAX_WORK, latency_work, render_latency, latency_panel)
-from .sentences import (RISING_DIP, RISING_JUMP, TOTALS, UNCACHED, CROSSOVER, STEP_UNREAD, STEP_OUTLIER, STEP_STEEP,
+from .sentences import (RISING_DIP, RISING_JUMP, TOTALS, UNCACHED, CROSSOVER, STEP_UNREAD, STEP_JUMP,
+                        STEP_OUTLIER, STEP_STEEP,
                         STEP_EXPONENT, SHARE_BAND, BEND, implied_exponent, lone_outlier, CUMULATIVE, CUMULATIVE_LEVEL,
                         CACHED, FIXED_COST, EXTRAPOLATION, GROWTH_RULES, GROWTH, RERUN, STALLED, GROWING, OUTLIER_KEYS, CHOOSERS, ZH,
                         show_claims, explain_latency, explain_growth)
@@ -28,7 +29,7 @@ __all__ = [
     "steps_between", "timing_ends", "cached_step_growth", "crossover_length", "STEP_LABEL", "LAYER_LABEL",
     "HEAD_LABEL", "render_step", "walkthrough_panel", "NEW_TOKENS_LABEL", "REPEATS_LABEL", "LATENCY_MAX_WORK",
     "latency_work", "render_latency", "latency_panel", "RISING_DIP", "RISING_JUMP", "TOTALS", "UNCACHED", "CROSSOVER",
-    "STEP_UNREAD", "STEP_OUTLIER", "STEP_STEEP", "STEP_EXPONENT", "SHARE_BAND", "BEND", "implied_exponent",
+    "STEP_UNREAD", "STEP_JUMP", "STEP_OUTLIER", "STEP_STEEP", "STEP_EXPONENT", "SHARE_BAND", "BEND", "implied_exponent",
     "lone_outlier", "CUMULATIVE", "CUMULATIVE_LEVEL", "CACHED", "FIXED_COST", "EXTRAPOLATION", "GROWTH_RULES", "GROWTH", "RERUN",
     "STALLED", "GROWING", "OUTLIER_KEYS", "CHOOSERS", "ZH", "show_claims", "explain_latency", "explain_growth",
 ]

@@ -39,6 +39,13 @@ def _rises(e) -> bool:
     return rise > 0 and all(-RISING_DIP * rise <= step <= RISING_JUMP * rise for step in steps)
 
 
+def _no_jump(e) -> bool:
+    """Medians that differ, no two neighbours of them by more than RISING_JUMP of their span (highest - lowest): one
+    such jump is load changing mid-run, not a curve in t."""
+    span = max(e) - min(e)
+    return span > 0 and all(abs(later - earlier) <= RISING_JUMP * span for earlier, later in zip(e, e[1:]))
+
+
 def _rising(v) -> bool:
     """The printed eighths rise at every point (:func:`_rises`)."""
     return _rises(v["eighths"])
@@ -241,7 +248,7 @@ def _exponent_holds(low: float, high: float):
 
 STEP = ("k", "t_from", "t_to", "from", "to")  # the exponent and the second half's first and last medians, with their t
 SHARE = ("t0", "t1", "share", "implied")  # the growth sentence's share (its ends' t) and the exponent it implies
-BENT = ("first", "slope_early", "slope_late")  # the first eighth's median, ms per token in each half
+BENT = ("first", "slope_early", "slope_late", "eighths")  # the first eighth's median, ms per token in each half, all eighths
 
 SHARE_BAND = 0.25  # a step exponent and the one its growth share implies agree within this
 BEND = 2 / 3  # a slope per token that falls (rises) to this share of itself (or less) from one half to the next bends
@@ -282,14 +289,16 @@ def _slopes_agree(v) -> bool:
 
 
 def _bends(v) -> bool:
-    """The exponent well below the share's, beside a slope per token that falls by BEND or more: a curve, no power."""
-    return (_implied_agrees(v) and v["k"] < v["implied"] - SHARE_BAND and _slopes_agree(v)
+    """The exponent well below the share's, beside a slope per token that falls by BEND or more, the eighths rising
+    without one jump (:func:`_no_jump`): a curve, no power."""
+    return (_no_jump(v["eighths"]) and _implied_agrees(v) and v["k"] < v["implied"] - SHARE_BAND and _slopes_agree(v)
             and v["slope_early"] > 0 and v["slope_late"] <= BEND * v["slope_early"])
 
 
 def _steepens(v) -> bool:
-    """The exponent well above the share's, beside a slope per token that rises by 1 / BEND or more."""
-    return (_implied_agrees(v) and v["k"] > v["implied"] + SHARE_BAND and _slopes_agree(v)
+    """The exponent well above the share's, beside a slope per token that rises by 1 / BEND or more, the eighths rising
+    without one jump (:func:`_no_jump`)."""
+    return (_no_jump(v["eighths"]) and _implied_agrees(v) and v["k"] > v["implied"] + SHARE_BAND and _slopes_agree(v)
             and v["slope_late"] > 0 and v["slope_early"] <= BEND * v["slope_late"])
 
 # Said instead of the exponent's reading when the mode's growth sentence above says otherwise: no exponent reading
@@ -307,6 +316,27 @@ def _unread(why: str) -> Chooser:
     """STEP_UNREAD's one key for ``why`` ("noisy", "level" or "cumulative_noisy"): said for what the mode's growth
     sentence said."""
     return Chooser(STEP_UNREAD.name, (STEP_UNREAD.rule(f"{STEP_UNREAD.name}.{why}"),))
+ROUGH_KEYS = ("decode.uncached.rises_rough", "decode.uncached.rises_uneven")  # rises, but by uneven steps
+# after ROUGH_KEYS: the exponent is not read; where one step between neighbouring eighths is more than RISING_JUMP
+# of the whole rise, that jump is named (eighths at and next, their medians, the step, its share of first -> last)
+JUMP = ("k", "at", "next", "jump_from", "jump_to", "jump", "first", "last", "jump_share", "repeats")
+
+
+def _jumps(v) -> bool:
+    """Neighbouring eighths at and next = at + 1, the printed step their difference, its printed share of the whole
+    rise (first -> last) above RISING_JUMP, within the rounding of the printed medians."""
+    rise = v["last"] - v["first"]
+    share = 100 * v["jump"] / rise if rise > 0 else math.nan
+    return (v["at"] >= 1 and v["next"] == v["at"] + 1 and v["repeats"] >= 1
+            and abs(v["jump"] - (v["jump_to"] - v["jump_from"])) <= 0.015
+            and abs(v["jump_share"] - share) <= 0.5 + 100 * 0.02 / rise
+            and v["jump_share"] > 100 * RISING_JUMP and v["jump"] > 0)
+
+
+STEP_JUMP = Chooser("decode.exponent_jump", (
+    Rule("decode.exponent_jump.unread", JUMP, _jumps, substantive=False),
+    Rule("decode.exponent_jump.rough", ("k",), substantive=False),
+))
 # beside a growth read without one outlying eighth: the exponent, fitted over all steps, is not read
 STEP_OUTLIER = Chooser("decode.exponent_outlier", (
     Rule("decode.exponent_outlier.unread", ("k", "outlier"), substantive=False),
@@ -372,12 +402,21 @@ CACHED = Chooser("decode.cached", (
     Rule("decode.cached.noisy", ("eighths", "t0", "t1", "median"), substantive=False),
 ))
 
+def _extrapolates_both(v) -> bool:
+    return v["rate"] > 0 and v["slope"] > 0 and v["kv_s"] > 0 and v["none_min"] * 60 > v["kv_s"]
+
+
+def _extrapolates_kv_flat(v) -> bool:
+    return (v["rate"] > 0 and v["kv_s"] > 0 and v["none_min"] * 60 > v["kv_s"]
+            and 0.9 <= v["kv_s"] * 1e3 / (v["median"] * v["top"]) <= 1.1)
+
+
 EXTRAPOLATION = Chooser("decode.extrapolation", (
-    Rule("decode.extrapolation.both", ("rate", "slope", "top", "none_min", "kv_s"),
-         lambda v: v["rate"] > 0 and v["slope"] > 0 and v["kv_s"] > 0 and v["none_min"] * 60 > v["kv_s"]),
-    Rule("decode.extrapolation.kv_flat", ("rate", "top", "none_min", "median", "kv_s"),
-         lambda v: v["rate"] > 0 and v["kv_s"] > 0 and v["none_min"] * 60 > v["kv_s"]
-         and 0.9 <= v["kv_s"] * 1e3 / (v["median"] * v["top"]) <= 1.1),
+    Rule("decode.extrapolation.both", ("rate", "slope", "top", "none_min", "kv_s"), _extrapolates_both),
+    Rule("decode.extrapolation.kv_flat", ("rate", "top", "none_min", "median", "kv_s"), _extrapolates_kv_flat),
+    # the same, from a rate the uncached eighths gave rising unevenly (ROUGH_KEYS): said to be rough
+    Rule("decode.extrapolation.both_rough", ("rate", "slope", "top", "none_min", "kv_s"), _extrapolates_both),
+    Rule("decode.extrapolation.kv_flat_rough", ("rate", "top", "none_min", "median", "kv_s"), _extrapolates_kv_flat),
     Rule("decode.extrapolation.none", ("top",), substantive=False),
 ))
 
@@ -399,8 +438,18 @@ def _fixed_cost(v) -> bool:
 FIXED = ("speedup", "flops", "kv_flop", "rate", "compute", "passes", "per_step", "median", "share")
 FIXED_COST = Chooser("decode.fixed_cost", (
     Rule("decode.fixed_cost.share", FIXED, _fixed_cost),
+    Rule("decode.fixed_cost.share_rough", FIXED, _fixed_cost),  # the rate from eighths that rose unevenly
     Rule("decode.fixed_cost.unclear", ("flops",), substantive=False),
 ))
+
+
+
+def _rough(chooser: Chooser, rough: bool) -> Chooser:
+    """``chooser`` with only its ``_rough`` keys (rough) or only the others, its can't-tell keys kept: what is said
+    after an uncached growth sentence in ROUGH_KEYS (the rate from its first and last eighth is a rough one)."""
+    return Chooser(chooser.name, tuple(r for r in chooser.rules
+                                       if r.key.endswith("_rough") == rough or not r.substantive))
+
 
 GROWTH_RULES = {"large": lambda s: s >= 55, "half": lambda s: 45 <= s < 55, "notable": lambda s: 20 <= s < 45,
                 "small": lambda s: s < 20}
@@ -440,8 +489,8 @@ OUTLIER_KEYS = {"decode.uncached.rises_outlier", "decode.uncached.flat_outlier",
 GROWING = {"decode.uncached.growth_dominates", "decode.uncached.fixed_dominates", "decode.cached.grows",
            "decode.uncached.rises_rough", "decode.uncached.rises_uneven", "decode.uncached.rises_outlier",
            "decode.cached.grows_outlier"}
-CHOOSERS = (TOTALS, UNCACHED, CROSSOVER, STEP_EXPONENT, STEP_UNREAD, STEP_OUTLIER, STEP_STEEP, CUMULATIVE, CACHED,
-            FIXED_COST, EXTRAPOLATION, GROWTH, RERUN)
+CHOOSERS = (TOTALS, UNCACHED, CROSSOVER, STEP_EXPONENT, STEP_UNREAD, STEP_JUMP, STEP_OUTLIER, STEP_STEEP, CUMULATIVE,
+            CACHED, FIXED_COST, EXTRAPOLATION, GROWTH, RERUN)
 
 _GROWTH_ZH = ("有缓存，t 从 {t0} 附近到 {t1} 附近：单步耗时的中位数从 {first} 涨到 {last}，拟合斜率 {slope}：缓存里每多一个 "
               "token，每一步就多花这么多时间。从 t = {t0} 到 {t1} 多出的这部分，占 t = {t1} 附近实测单步中位数 {last} 的 {share}，"
@@ -465,7 +514,19 @@ _REST_LEVEL = ("头尾（t = {rest_t0} 附近 {rest_first}，t = {rest_t1} 附�
 _SHARE = ("若单步耗时 = 固定开销 + 与 t 成正比的一项，按 t = {t0} → {t1} 随 t 增长的部分占单步的 {share} 推算，后半段的指数"
           "应约为 {implied}")
 _BENT = ("t = {t0} → {t_from} 从 {first} 到 {from}，每多一个 token 单步耗时变化约 {slope_early}；t = {t_from} → {t_to} "
-         "每多一个 token 变化约 {slope_late}")
+         "每多一个 token 变化约 {slope_late}；八段 {eighths} 里相邻两段之差都不到最高与最低之差的一半，"
+         "不是某一处突然一跳")
+_FIXED_SHARE = ("为什么用时只差 {speedup} 倍，浮点运算量却差 {flops} 倍？有缓存整次生成 {kv_flop}，按无缓存时随 t "
+                "增长的部分测得的 {rate} 算只需约 {compute}，{passes} 次前向计算平均每次 {per_step}；可实测的单步中位数是 "
+                "{median}：其中约 {share} 是与 t 无关的固定开销（逐个执行小运算、把权重读一遍），缓存"
+                "省不掉它。")
+_BOTH = ("按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}，有缓存每步的耗时随 t 增长约 {slope}），"
+         "把滑块拉到最右（{top} 个 token），无缓存一次约需 {none_min}，有缓存约 {kv_s}。")
+_KV_FLAT = ("按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}），把滑块拉到最右（{top} 个 token），"
+            "无缓存一次约需 {none_min}；有缓存这次没测出随 t 的增长，按单步中位数 {median} 算约 "
+            "{kv_s}（读缓存那一项没算进去，实际会更长，长多少见下面一小节测出的斜率）。")
+_ROUGH_RATE = "各段涨幅不均匀，这个速率只是粗估，由它算出的占比也是。"
+_ROUGH_EXTRAPOLATION = "各段涨幅不均匀，这个速率和外推只是粗估。"
 ZH = Catalog("zh", {
     "decode.totals.faster": _TOTALS + "，无缓存用时是有缓存的 {speedup} 倍（按各步耗时的中位数估算是 {robust} 倍，两者相符）。",
     "decode.totals.kv_stalled": _STALLED + "有缓存那次的累计时间 {kv_s} 比按中位数估算的 {kv_est} 长出一截，"
@@ -482,9 +543,9 @@ ZH = Catalog("zh", {
                                        "附近到 t = {t1} 附近）。多出的时间按随 t 增长的 FLOP 数折算约 {rate}；在 t = {t1} "
                                        "附近这部分只占单步的 {share}，固定开销仍占大头。",
     "decode.uncached.rises_rough": "无缓存：" + _EIGHTHS + "：从 {first} 涨到 {last}（×{growth}），单步耗时随 t 明显变长；"
-                                   "{dip_from} → {dip_to} 一处回落是计时波动，所以下面的指数只作参考。",
+                                   "{dip_from} → {dip_to} 一处回落是计时波动，所以下面的单步指数不作解读。",
     "decode.uncached.rises_uneven": "无缓存：" + _EIGHTHS + "：从 {first} 涨到 {last}（×{growth}），一段比一段长，单步耗时随 t "
-                                    "明显变长；只是各段涨幅很不均匀（计时波动），所以下面的指数只作参考。",
+                                    "明显变长；只是各段涨幅很不均匀（计时波动），所以下面的单步指数不作解读。",
     "decode.uncached.flat": "无缓存：" + _EIGHTHS + "；头尾两段相差不到全部步中位数的一成，每一段离它也都不到三成：在这么短的长度内看不出随 t 的增长："
                             "固定开销（例如在 GPU 上逐个启动 GPU 内核）盖过了随 t 增长的计算；把生成长度调大，才看得出增长从哪里开始。",
     "decode.uncached.rises_outlier": "无缓存：" + _OUTLIER + _REST_RISES,
@@ -510,6 +571,11 @@ ZH = Catalog("zh", {
     "decode.step_exponent.off_share": "{mode}的单步指数 {k}（" + _SECOND_HALF + "从 {from} 到 {to}）和按增长占比推算的"
                                       "对不上：" + _SHARE + "，相差太多：这一次的计时说不清是哪个对，这个指数不作解读；"
                                       + _RERUN,
+    "decode.exponent_jump.unread": "{mode}的单步指数 {k}：第 {at} 段 {jump_from} 到第 {next} 段 {jump_to} 一下跳了 {jump}，"
+                                   "占全部涨幅（{first} → {last}）的 {jump_share}：每步只测了 {repeats} 次，机器负载一变，"
+                                   "单步耗时就像随 t 变了，这个指数不作解读；" + _RERUN,
+    "decode.exponent_jump.rough": "{mode}的单步指数 {k}：前面讲{mode}各段耗时的那句已经说明，各段涨幅不均匀，这个指数不作"
+                                  "解读；" + _RERUN,
     "decode.exponent_outlier.unread": "{mode}的单步指数 {k}：拟合用的是全部步，包括前面说的那段离群的 {outlier}，会被它带偏，"
                                       "这个指数不作解读。",
     "decode.exponent_unread.noisy": "{mode}的单步指数 {k}：前面讲{mode}各段耗时的那句已经说明，这一次计时噪声太大，说不清随 t "
@@ -550,17 +616,14 @@ ZH = Catalog("zh", {
                                   "噪声里。",
     "decode.cached.grows_outlier": "有缓存：" + _OUTLIER + _REST_RISES,
     "decode.cached.noisy": "有缓存：" + _EIGHTHS + "：这一次计时噪声太大，说不清随 t 增长了多少；" + _RERUN,
-    "decode.fixed_cost.share": "为什么用时只差 {speedup} 倍，浮点运算量却差 {flops} 倍？有缓存整次生成 {kv_flop}，按无缓存时随 t "
-                               "增长的部分测得的 {rate} 算只需约 {compute}，{passes} 次前向计算平均每次 {per_step}；可实测的单步中位数是 "
-                               "{median}：其中约 {share} 是与运算量无关的固定开销（逐个执行小运算、把权重读一遍），缓存"
-                               "省不掉它。",
+    "decode.fixed_cost.share": _FIXED_SHARE,
+    "decode.fixed_cost.share_rough": _FIXED_SHARE + _ROUGH_RATE,
     "decode.fixed_cost.unclear": "整次生成的浮点运算量差 {flops} 倍，用时的倍数为什么和它不同，这一次的计时拆不清（没测出"
                                  "无缓存随 t 增长的运算速度，或数字对不上），就不拆分了。",
-    "decode.extrapolation.both": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}，有缓存每步的耗时随 t 增长约 {slope}），"
-                                 "把滑块拉到最右（{top} 个 token），无缓存一次约需 {none_min}，有缓存约 {kv_s}。",
-    "decode.extrapolation.kv_flat": "按这次测得的增长外推（无缓存随 t 增长的计算约 {rate}），把滑块拉到最右（{top} 个 token），"
-                                    "无缓存一次约需 {none_min}；有缓存这次没测出随 t 的增长，按单步中位数 {median} 算约 "
-                                    "{kv_s}（读缓存那一项没算进去，实际会更长，长多少见下面一小节测出的斜率）。",
+    "decode.extrapolation.both": _BOTH,
+    "decode.extrapolation.kv_flat": _KV_FLAT,
+    "decode.extrapolation.both_rough": _BOTH + _ROUGH_EXTRAPOLATION,
+    "decode.extrapolation.kv_flat_rough": _KV_FLAT + _ROUGH_EXTRAPOLATION,
     "decode.extrapolation.none": "这一次说不清无缓存的单步耗时随 t 怎样增长，就不按它外推到滑块最右（{top} 个 token）；"
                                  "把生成长度调大或" + _RERUN,
     **{f"decode.growth.{size}": _GROWTH_ZH.replace("{size}", word)
@@ -591,7 +654,7 @@ def _exponent_claims(timing: DecodeTiming, mode: str, growth: Claim, crossover: 
     their t; the cumulative exponent beside the first 4 passes' mean and the second half's median step (and, where
     those cannot give it, beside the total against passes x the median step: stalls). The readings agree with the
     sentences before them: ``growth`` (this mode's steps: can't tell -> neither exponent read; level -> not read at all, whatever
-    it is, and the cumulative exponent not read as "later steps are slower"; unfit -> said so) and the counted ``crossover`` (far -> a steep
+    it is, and the cumulative exponent not read as "later steps are slower"; unfit -> said so; risen unevenly -> not read, its largest jump named) and the counted ``crossover`` (far -> a steep
     exponent is not the t² term; read without an outlier -> not read). Below 1.15 the exponent is read against the
     share of the same eighths' ends (what the growth sentence prints) and the exponent that share implies."""
     steps_ms = [s * 1e3 for s in timing.step_seconds]
@@ -612,6 +675,8 @@ def _exponent_claims(timing: DecodeTiming, mode: str, growth: Claim, crossover: 
         reading = STEP_OUTLIER.choose({"k": step["k"], "outlier": growth.fields["outlier"]}, {"mode": mode})
     elif read and growth.key.endswith(".noisy"):
         reading = _unread("noisy").choose(step, {"mode": mode})
+    elif growth.key in ROUGH_KEYS:  # a rise by uneven steps: whatever the exponent, the jump is named, it is not read
+        reading = STEP_JUMP.choose({**step, **_jump_numbers(ends, timing)}, {"mode": mode})
     elif reading.key in ("decode.step_exponent.between", "decode.step_exponent.quadratic") \
             and crossover.key == "decode.crossover.far":
         reading = STEP_STEEP.choose(step, {"mode": mode})
@@ -627,6 +692,18 @@ def _exponent_claims(timing: DecodeTiming, mode: str, growth: Claim, crossover: 
     return [reading, overall]
 
 
+def _jump_numbers(ends: StepEnds, timing: DecodeTiming) -> dict[str, Number]:
+    """The largest step between neighbouring eighths (1-based: eighth at -> next), its share of the whole rise from
+    the first eighth to the last, and how many times each step was timed."""
+    e = list(series(ends.eighths_ms, 2).value)
+    steps = [later - earlier for earlier, later in zip(e, e[1:])] or [0.0]
+    i = max(range(len(steps)), key=steps.__getitem__)
+    jump_to = e[i + 1] if len(e) > 1 else e[0]
+    return {"at": _count(i + 1), "next": _count(i + 2), "jump_from": _ms(e[i]), "jump_to": _ms(jump_to),
+            "jump": number(steps[i], 2, "ms", DIFFERENCE), "first": _ms(e[0]), "last": _ms(e[-1]),
+            "jump_share": _pct(ratio(steps[i], e[-1] - e[0])), "repeats": _count(len(timing.pass_seconds))}
+
+
 def _share_numbers(ends: StepEnds, step: dict[str, Number]) -> dict[str, Number]:
     """The growth sentence's share and its ends' t (one home: :func:`_ends_numbers`), the exponent it implies over
     the second half (from those printed numbers), the first eighth's median and ms per token in each half."""
@@ -637,7 +714,8 @@ def _share_numbers(ends: StepEnds, step: dict[str, Number]) -> dict[str, Number]
             "implied": number(implied_exponent(share, t0, t1, t_from, t_to), kind=DIFFERENCE),
             "first": shown["first"],
             "slope_early": number(ratio(step["from"].value - shown["first"].value, t_from - t0), 3, "ms", DIFFERENCE),
-            "slope_late": number(ratio(step["to"].value - step["from"].value, t_to - t_from), 3, "ms", DIFFERENCE)}
+            "slope_late": number(ratio(step["to"].value - step["from"].value, t_to - t_from), 3, "ms", DIFFERENCE),
+            "eighths": shown["eighths"]}
 
 
 def _outlier_numbers(ends: StepEnds) -> tuple[dict[str, Number], StepEnds]:
@@ -684,14 +762,15 @@ def _totals(none_t: DecodeTiming, kv_t: DecodeTiming, none: StepEnds, kv: StepEn
 
 
 def _fixed_cost_claim(totals: Claim, none_t: DecodeTiming, kv_t: DecodeTiming, kv: StepEnds, rate: float,
-                      config) -> Claim:
+                      config, rough: bool = False) -> Claim:
     """The cached generation's FLOPs at the ``rate`` measured without a cache (GFLOP/s; NaN: none measured), per
-    pass, against the cached median step: the fixed cost's share (:data:`FIXED_COST`)."""
+    pass, against the cached median step: the fixed cost's share (:data:`FIXED_COST`; said to be rough where the
+    rate came from eighths that rose unevenly)."""
     kv_flops, passes = generation_flops(config, kv_t), len(kv_t.step_seconds)
     compute_ms = ratio(kv_flops, rate * 1e9) * 1e3
     per_step = compute_ms / passes
     speedup = totals.fields.get("speedup") or number(ratio(none_t.cumulative_seconds[-1], kv_t.cumulative_seconds[-1]), 1)
-    return FIXED_COST.choose({"speedup": speedup, "flops": totals.fields["flops"],
+    return _rough(FIXED_COST, rough).choose({"speedup": speedup, "flops": totals.fields["flops"],
                               "kv_flop": number(kv_flops / 1e9, 2, "GFLOP"), "rate": number(rate, 1, "GFLOP/s"),
                               "compute": _ms(compute_ms), "passes": _count(passes), "per_step": number(per_step, 3, "ms"),
                               "median": _ms(kv.median_ms), "share": _pct(ratio(kv.median_ms - per_step, kv.median_ms))})
@@ -726,6 +805,7 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
     kv_s = (sum(kv.first_ms + kv_slope * (t - kv.t0) for t in lengths) / 1e3 if cached.key in GROWING
             else kv.median_ms * top / 1e3)
     n = none_t.seq_len[-1]
+    rough = uncached.key in ROUGH_KEYS  # the rate is from first and last of eighths that rose unevenly
     crossover = CROSSOVER.choose({"cross": _count(crossover_length(model)), "n": _count(n)})
     totals = _totals(none_t, kv_t, none, kv, c)
     return [
@@ -735,8 +815,8 @@ def explain_latency(results: dict[str, DecodeTiming], model: ToyTransformer) -> 
         *_exponent_claims(none_t, "none", uncached, crossover),
         cached,
         *_exponent_claims(kv_t, "kv", cached, crossover),
-        _fixed_cost_claim(totals, none_t, kv_t, kv_all, rate, c),
-        EXTRAPOLATION.choose({"rate": number(rate, 1, "GFLOP/s"), "slope": number(kv_slope * 1e3, 2, "µs/token"),
+        _fixed_cost_claim(totals, none_t, kv_t, kv_all, rate, c, rough),
+        _rough(EXTRAPOLATION, rough).choose({"rate": number(rate, 1, "GFLOP/s"), "slope": number(kv_slope * 1e3, 2, "µs/token"),
                               "top": _count(top), "none_min": number(none_s / 60, 1, "min"),
                               "median": _ms(kv.median_ms), "kv_s": number(kv_s, 1, "s")}),
     ]

@@ -1,0 +1,57 @@
+"""Chapter 3.1's claims (issue 31): every sentence that reads a timed run is chosen by a
+:class:`~kvlab.claims.Chooser` whose predicate is stated over the very numbers printed with it (measured medians,
+never a fit's intercept as a time; shares and ratios of them; extrapolations only from a growth this run measured).
+One module per topic holds its choosers and their Chinese sentences (``TEMPLATES``): :mod:`.series` (the totals,
+both modes' eighths, the counted crossover), :mod:`.exponents` (step and cumulative exponents, or why one is not
+read), :mod:`.growth` (the fixed cost, the extrapolation, the long cached run, the rerun); :mod:`.common` holds what
+they share (number printing, how a series of eighths reads, printed ratios checked). Here they become one list,
+:data:`CHOOSERS`, and one catalog, :data:`ZH`, which :func:`show_claims` writes with; :mod:`.explain` builds the
+numbers of a run and asks the choosers (:func:`explain_latency`, :func:`explain_growth`)."""
+from __future__ import annotations
+
+from ....claims import Catalog, Claim, show
+from . import exponents, growth, series
+from .common import RISING_DIP, RISING_JUMP, lone_outlier
+from .series import CACHED, CROSSOVER, GROWING, OUTLIER_KEYS, ROUGH_KEYS, STALLED, TOTALS, UNCACHED
+from .exponents import (BEND, CUMULATIVE, CUMULATIVE_LEVEL, SHARE_BAND, STEP_EXPONENT, STEP_JUMP, STEP_OUTLIER,
+                        STEP_STEEP, STEP_UNREAD, implied_exponent)
+from .growth import EXTRAPOLATION, FIXED_COST, GROWTH, GROWTH_RULES, RERUN
+from .explain import (_ends_numbers, _exponent_claims, _outlier_numbers, _totals,  # noqa: F401 (tests import them here)
+                      explain_growth, explain_latency)
+
+TOPICS = (series, exponents, growth)
+
+# in the order the notebook says them (the cached eighths come after the uncached exponents)
+CHOOSERS = (TOTALS, UNCACHED, CROSSOVER, STEP_EXPONENT, STEP_UNREAD, STEP_JUMP, STEP_OUTLIER, STEP_STEEP, CUMULATIVE,
+            CACHED, FIXED_COST, EXTRAPOLATION, GROWTH, RERUN)
+if sorted(c.name for c in CHOOSERS) != sorted(c.name for topic in TOPICS for c in topic.CHOOSERS):
+    raise ValueError("CHOOSERS: not exactly the topics' choosers")
+
+
+def _one_catalog(language: str) -> Catalog:
+    """The topics' templates (and words) as one catalog; a key two topics both write is a mistake."""
+    templates, words = {}, {}
+    for topic in TOPICS:
+        twice = templates.keys() & topic.TEMPLATES.keys()
+        if twice:
+            raise ValueError(f"{topic.__name__}: keys already written by another topic: {sorted(twice)}")
+        templates.update(topic.TEMPLATES)
+        words.update(getattr(topic, "WORDS", {}))
+    return Catalog(language, templates, words)
+
+
+ZH = _one_catalog("zh")
+
+
+def show_claims(claims: list[Claim]) -> None:
+    """Display this chapter's claims in Chinese, recorded in the output's metadata (``kvlab.claims.show``)."""
+    show(claims, ZH)
+
+
+__all__ = [
+    "CHOOSERS", "ZH", "show_claims", "TOPICS", "explain_latency", "explain_growth",
+    "RISING_DIP", "RISING_JUMP", "lone_outlier", "TOTALS", "UNCACHED", "CROSSOVER", "CACHED", "STALLED", "GROWING",
+    "OUTLIER_KEYS", "ROUGH_KEYS", "STEP_EXPONENT", "STEP_UNREAD", "STEP_JUMP", "STEP_OUTLIER", "STEP_STEEP",
+    "CUMULATIVE", "CUMULATIVE_LEVEL", "SHARE_BAND", "BEND", "implied_exponent", "FIXED_COST", "EXTRAPOLATION",
+    "GROWTH", "GROWTH_RULES", "RERUN",
+]

@@ -677,6 +677,11 @@ def test_slower_or_faster_needs_every_round_beyond_the_band():
     tps = {"cont_tps": num(130, 0), "static_tps": num(100, 0), "ratio": num(1.3, 2), "gain": num(30, 0, "%"),
            "cont_batch": num(3.0, 1), "static_batch": num(2.0, 1), "least": num(10, 0, "%")}
     assert batching.THROUGHPUT.choose({**tps, "rounds": claims.series([1.3, 1.1], 2)}).key == "paged.throughput.faster_unsure"
+    # seventh review (HIGH): 1.07 beside rounds 0.99 and 1.40 was 'same, less than 15 % apart'; the rounds disagree
+    close = {**tps, "cont_tps": num(107, 0), "ratio": num(1.07, 2), "gain": num(7, 0, "%"), "least": num(1, 0, "%")}
+    said = batching.THROUGHPUT.choose({**close, "rounds": claims.series([0.99, 1.40], 2)})
+    assert said.key == "paged.throughput.mixed", said.key
+    assert batching.THROUGHPUT.choose({**close, "rounds": claims.series([1.02, 1.10], 2)}).key == "paged.throughput.same"
     ttft = {"plain_ttft": num(10.0, 2, "ms"), "shared_ttft": num(6.0, 2, "ms"), "ratio": num(0.6, 2), "gain": num(40, 0, "%"),
             "least": num(10, 0, "%")}
     assert sharing.SERVE_TTFT.choose({**ttft, "rounds": claims.series([0.6, 0.9], 2)}).key == "paged.sharing_ttft.shorter_unsure"

@@ -43,7 +43,7 @@ def _exponent_claims(timing: DecodeTiming, mode: str, growth: Claim, crossover: 
         reading = _unread("level").choose(step, {"mode": mode})
     elif growth.key in OUTLIER_KEYS:
         reading = STEP_OUTLIER.choose({"k": step["k"], "outlier": growth.fields["outlier"]}, {"mode": mode})
-    elif read and growth.key.endswith(".noisy"):
+    elif growth.key.endswith(".noisy"):  # whatever the reading (off_share too would quote a share): not read
         reading = _unread("noisy").choose(step, {"mode": mode})
     elif growth.key in ROUGH_KEYS:  # a rise by uneven steps: whatever the exponent, the jump is named, it is not read
         reading = STEP_JUMP.choose({**step, **_jump_numbers(ends, timing)}, {"mode": mode})

@@ -156,6 +156,7 @@ K_ONLY = Chooser("misconceptions.k_only", (
          substantive=False),
     Rule("misconceptions.k_only.flat", ("none_ms", "k_only_ms", "kv_ms"), _flat),
     Rule("misconceptions.k_only.same_but_one", K_ONLY_FIELDS + ("within", "odd", "odd_ratio"), _same_but_one),
+    Rule("misconceptions.k_only.same_all", K_ONLY_FIELDS, lambda v: _same({**v, "within": v["n"]})),
     Rule("misconceptions.k_only.same", K_ONLY_FIELDS + ("within",), _same),
     Rule("misconceptions.k_only.faster", K_ONLY_FIELDS,
          lambda v: v["diff"] >= 100 * BAND and all(r <= 1 - BAND for r in _series(v, "rounds")) and _diff_agrees(v, -1)),
@@ -195,6 +196,8 @@ K_ONLY_TEMPLATES = {
                                   "计算量走。",
     "misconceptions.k_only.same": f"只缓存 K 和不缓存差不多一样慢：单步中位数 {{k_only_ms}} 对 {{none_ms}}，相差 {{diff}}，在 "
                                   f"±{BAND:.0%} 之内；{_ROUNDS}，{{n}} 次里有 {{within}} 次在这个范围内。",
+    "misconceptions.k_only.same_all": f"只缓存 K 和不缓存差不多一样慢：单步中位数 {{k_only_ms}} 对 {{none_ms}}，相差 {{diff}}，在 "
+                                      f"±{BAND:.0%} 之内；{_ROUNDS}，{{n}} 次都在这个范围内。",
     "misconceptions.k_only.same_but_one": f"只缓存 K 和不缓存差不多一样慢：单步中位数 {{k_only_ms}} 对 {{none_ms}}，相差 {{diff}}，"
                                           f"在 ±{BAND:.0%} 之内；{_ROUNDS}，{{n}} 次里有 {{within}} 次在这个范围内，按多数算"
                                           "「一样」。只有第 {odd} 次的比值 {odd_ratio} 和另外几次对不上：那一次多半是某一种方式的"

@@ -1,5 +1,6 @@
 """Chapter 3.2's lesson module on known small cases, and its panels fed bad values."""
 import builtins
+import dataclasses
 import html
 import re
 
@@ -257,9 +258,12 @@ def test_growth_medians_by_hand():
 
 
 @pytest.mark.parametrize("base,other,key,said", [
-    ([10, 10, 10], [15, 15, 15], "storage.pace.slower", "每一轮都慢 10% 以上：按两边的中位数，「B」慢了 50%。"),
-    ([7.82, 7.9, 7.7], [11.76, 11.5, 12.0], "storage.pace.slower", "「B」慢了 50%。"),
-    ([10, 10, 10], [8, 8, 8], "storage.pace.faster", "每一轮都快 10% 以上：按两边的中位数，「B」快了 20%。"),
+    ([10, 10, 10], [15, 15, 15], "storage.pace.slower",
+     "每一轮都慢 10% 以上：按各轮自己的差，「B」慢了 50%（各轮的中位数；最少慢 50%，最多慢 50%）。"),
+    ([7.82, 7.9, 7.7], [11.76, 11.5, 12.0], "storage.pace.slower", "「B」慢了 50%（各轮的中位数；最少慢 46%，最多慢 56%）。"),
+    ([10, 10, 10], [8, 8, 8], "storage.pace.faster",
+     "每一轮都快 10% 以上：按各轮自己的差，「B」快了 20%（各轮的中位数；最少快 20%，最多快 20%）。"),
+    ([10, 10, 10], [8, 8.5, 7], "storage.pace.faster", "「B」快了 20%（各轮的中位数；最少快 15%，最多快 30%）。"),
     ([10, 10, 10], [10.2, 9.9, 10.4], "storage.pace.same", "每一轮都在 ±5% 以内：两者几乎一样快。"),
     ([10, 10, 10], [10.5, 10.3, 10.6], "storage.pace.unclear", "不是每一轮都朝同一个方向差出 10% 以上"),  # one way, but 3-6 %
     ([10, 10, 10], [13, 13, 10.5], "storage.pace.unclear", "不是每一轮都朝同一个方向差出 10% 以上"),  # one way, one round too close
@@ -279,6 +283,20 @@ def test_pace_claim_follows_the_repeats(base, other, key, said):
     assert lesson.PACE.rule(key).admits(claim)
 
 
+def test_slower_by_is_the_rounds_own_median_not_the_ratio_of_medians_of_different_rounds():
+    """The seventh review's run: rounds 21, 135, 40 %; medians 5.63 and 3.21 ms come from different rounds (75 %,
+    larger than two of the three rounds). The size said is the rounds' median, 40 %, with their range."""
+    claim = lesson.pace_claim("kv", [3.21, 2.40, 4.02], "dynamic", [3.89, 5.63, 5.63], "late", (36, 64))
+    text = lesson.ZH.say(claim)
+    assert claim.key == "storage.pace.slower", text
+    assert "逐步拼接（dynamic） 5.63 ms，预分配（kv） 3.21 ms" in text and "多用的时间：21、135、40%" in text
+    assert "「逐步拼接（dynamic）」慢了 40%（各轮的中位数；最少慢 21%，最多慢 135%）。" in text, text
+    assert "75" not in text and "按两边的中位数" not in text
+    assert lesson.PACE.rule(claim.key).admits(claim)
+    wrong = dataclasses.replace(claim, fields={**claim.fields, "size": claims_mod.number(75, 0, "%")})
+    assert not lesson.PACE.rule(claim.key).admits(wrong)  # the medians' ratio is not the rounds' median
+
+
 def test_cant_tell_quotes_the_paired_median_not_medians_of_different_rounds():
     """The review's shape: medians from different rounds 82 % apart, the rounds themselves not one way."""
     claim = lesson.pace_claim("A", [5, 10, 20], "B", [18.2, 9.5, 21], "late", (36, 64))
@@ -295,9 +313,12 @@ STATIC = "transformers:static"
 @pytest.mark.parametrize("early,late,key,said", [
     # the fourth review's run (issue 31): medians 3.89 and 3.76 ms (4 %) hid round 2, HF's 152 % round
     ([3.89, 6.40, 3.80], [3.76, 3.70, 3.80], "storage.work.interrupted",
-     "每一轮前后相差 3、73、0%（负数表示前面更快）：第 2 轮差了 73%，超过了 10%，同样的工作不该差这么多，至少这一轮被打断了"),
+     "每一轮前后相差 3、73、0%（负数表示前面更快）：第 2 轮差了 73%（前面更慢），超过了 10%，同样的工作不该差这么多，至少这一轮被打断了"),
     ([15.81, 15.9, 15.7], [9.26, 9.3, 9.2], "storage.work.interrupted", "轮差了 71%"),  # the third review's run
-    ([9.0, 9.1, 9.0], [10.2, 10.0, 10.1], "storage.work.interrupted", "第 1 轮差了 -12%，超过了 10%"),  # early faster
+    ([9.0, 9.1, 9.0], [10.2, 10.0, 10.1], "storage.work.interrupted_early_faster", "第 1 轮差了 12%（前面更快），超过了 10%"),
+    # the seventh review's run: round 2 early 13 % faster, printed as its size with the direction (not "差了 -13%")
+    ([9.01, 6.92, 7.87], [8.16, 7.96, 7.89], "storage.work.interrupted_early_faster",
+     "每一轮前后相差 10、-13、0%（负数表示前面更快）：第 2 轮差了 13%（前面更快），超过了 10%"),
     ([9.9, 10.1, 10.0], [9.5, 9.6, 9.5], "storage.work.steady", "每一轮前后相差 4、5、5%（负数表示前面更快），每一轮都在 10% 以内"),
     ([0.0] * 3, [0.0] * 3, "storage.work.untimed", "没有测到可以核对的耗时"),
 ])
@@ -312,9 +333,9 @@ def test_the_same_work_check_looks_at_every_round(early, late, key, said):
     pace_text = lesson.ZH.say(pace)
     if key == "storage.work.steady":
         assert pace.key == "storage.pace.slower_checked" and "上面核对过：同样的工作每一轮前后最多差 5%" in pace_text, pace_text
-    elif key == "storage.work.interrupted":
+    elif key.startswith("storage.work.interrupted"):
         assert pace.key == "storage.pace.noisy" and "不拿这一段比较「B」和「A」" in pace_text and "慢了" not in pace_text
-        assert lesson.ZH.say(claim).split("差了 ")[1].split("，")[0].lstrip("-") in pace_text  # the same round
+        assert "前后差了 " + text.split("差了 ")[1].split("（")[0] in pace_text  # the same round, its size
     assert lesson.PACE.rule(pace.key).admits(pace)
 
 
@@ -389,6 +410,9 @@ GROWTH_SHAPES = {  # per round: kvlab preallocated, concatenating, transformers 
     # the fourth review's run: StaticCache's medians 3.89 / 3.76 ms agree, its round 2 (HF 152 %, kvlab -44 %) does not
     "one round interrupted": ([2.5, 4.5, 2.5], [2.62, 2.52, 2.45], [3.76, 3.70, 3.80], [2.45, 2.54, 2.52],
                               [3.89, 6.40, 3.80]),
+    # the seventh review's run: kvlab rounds 21, 135, 40 % (medians' ratio 75 %), StaticCache round 2 early 13 % faster
+    "early faster once": ([3.21, 2.40, 4.02], [3.89, 5.63, 5.63], [8.16, 7.96, 7.89], [5.96, 6.69, 8.28],
+                          [9.01, 6.92, 7.87]),
 }
 
 
@@ -450,6 +474,14 @@ def test_one_interrupted_round_stops_the_early_comparisons():
     assert [c.key for c in claims] == ["storage.pace.interrupted", "storage.work.interrupted", "storage.pace.noisy",
                                        "storage.pace.noisy", "storage.pace.faster"], text  # late HF: synthetic
     assert "第 2 轮差了 73%" in text and "第 2 轮 -44%" in text and "慢了" not in text
+
+
+def test_the_seventh_reviews_run_says_the_rounds_own_size_and_the_checks_direction():
+    claims, text = _said(_timed(*GROWTH_SHAPES["early faster once"]))
+    assert [c.key for c in claims] == ["storage.pace.slower", "storage.work.interrupted_early_faster",
+                                       "storage.pace.noisy", "storage.pace.noisy", "storage.pace.unclear"], text
+    assert "慢了 40%（各轮的中位数；最少慢 21%，最多慢 135%）" in text and "75%" not in text
+    assert "第 2 轮差了 13%（前面更快）" in text and "-13%，" not in text and "同样的工作有一轮前后差了 13%" in text
 
 
 def test_every_key_of_the_growth_chooser_is_reached_and_every_claim_checks():

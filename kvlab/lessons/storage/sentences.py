@@ -21,15 +21,17 @@ CHAPTER_LABELS = {**MODE_LABELS, "kv": "预分配（kv）"}
 # Two ways timed in the same rounds are compared on the numbers printed: both medians, each round's difference in
 # per cent (printed as a series) and the overall difference. "Slower" or "faster" only when every round differs by
 # PACE_APART % or more the same way (three rounds pointing the same way by chance alone happens one time in four;
-# by 10 % each, far more rarely); "about the same" only when every round is within PACE_SAME %. "Can't tell" quotes
-# the rounds and their median (each round's own difference: paired), never the two medians, which come from
-# different rounds and can look decisive when the rounds are not.
+# by 10 % each, far more rarely); "about the same" only when every round is within PACE_SAME %. How much slower or
+# faster, and "can't tell", quote the rounds' own differences (paired: their median, and for a size its smallest and
+# largest), never the ratio of the two medians, which come from different rounds and can look decisive (or large)
+# when the rounds are not (review 7: rounds 21, 135, 40 %, medians' ratio 75 %).
 # Early in a run (short caches), a comparison is made only after a same-work check: a cache that does the same work
 # at every pass (transformers' StaticCache attends over all its positions from the first pass) must take the same
 # time early and late within SAME_WORK %; otherwise the early window is too noisy to compare anything in it.
 PACE_APART, PACE_SAME = 10, 5  # per cent
 SAME_WORK = PACE_APART  # per cent: noise above the smallest difference the chooser calls "slower" or "faster"
 PACE_FIELDS = ("t_from", "t_to", "n", "other_ms", "base_ms", "rounds")
+SIZE_FIELDS = ("size", "size_lo", "size_hi")  # "slower"/"faster" by: the rounds' median, smallest and largest
 UNCLEAR_FIELDS = ("t_from", "t_to", "n", "rounds", "paired")
 WORK_FIELDS = ("t_from", "t_to", "work_early", "work_late", "work_rounds")  # the same-work check (:data:`WORK`)
 WORST = "work_worst"  # an early comparison quotes the check's largest round (per cent, either way)
@@ -50,14 +52,12 @@ def _rounds(v) -> tuple[float, ...]:
     return _seq(v, "rounds")
 
 
-def _diff_agrees(v, sign: int) -> bool:
-    """The printed overall difference ``diff`` (per cent; ``sign`` +1: slower by, -1: faster by) is the printed
-    medians' ``other / base - 1``, within the rounding of all three."""
-    o, b = v["other_ms"], v["base_ms"]
-    if b <= 0.005:
-        return False
-    lo, hi = max(o - 0.005, 0) / (b + 0.005), (o + 0.005) / (b - 0.005)
-    return 100 * (lo - 1) - 0.5 <= sign * v["diff"] <= 100 * (hi - 1) + 0.5
+def _size_agrees(v, sign: int) -> bool:
+    """The printed ``size`` (per cent; ``sign`` +1: slower by, -1: faster by) is the median of the printed rounds
+    (within a per cent: both are rounded), and ``size_lo``, ``size_hi`` are the printed rounds' smallest and largest
+    size."""
+    r = [sign * x for x in _rounds(v)]
+    return (abs(v["size"] - median(r)) <= 1 + 1e-9 and v["size_lo"] == min(r) and v["size_hi"] == max(r))
 
 
 def _seq(v, name: str) -> tuple[float, ...]:
@@ -91,13 +91,20 @@ def _work_steady(v) -> bool:
     return _work_rounds_agree(v) and all(abs(x) <= SAME_WORK for x in _seq(v, "work_rounds"))
 
 
-def _work_broken(v) -> bool:
-    """The named round's same work differed by more than SAME_WORK % early against late."""
-    return _work_rounds_agree(v) and _names_round(v, "work_rounds") and abs(v["bad_pct"]) > SAME_WORK
+def _work_broken(v, sign: int) -> bool:
+    """The named round's same work differed by more than SAME_WORK % early against late, early slower (``sign``
+    +1) or faster (-1): ``bad`` is a round of the printed ``work_rounds`` and ``bad_size`` its printed per cent
+    without the sign."""
+    r, bad = _seq(v, "work_rounds"), v["bad"]
+    return (_work_rounds_agree(v) and float(bad).is_integer() and 1 <= bad <= len(r)
+            and sign * r[int(bad) - 1] > SAME_WORK and v["bad_size"] == sign * r[int(bad) - 1])
 
 
 WORK = Chooser("storage.work", (
-    Rule("storage.work.interrupted", (*WORK_FIELDS, *BAD_FIELDS), _work_broken, substantive=False),
+    Rule("storage.work.interrupted", (*WORK_FIELDS, "bad", "bad_size"), lambda v: _work_broken(v, 1),
+         substantive=False),
+    Rule("storage.work.interrupted_early_faster", (*WORK_FIELDS, "bad", "bad_size"),
+         lambda v: _work_broken(v, -1), substantive=False),
     Rule("storage.work.steady", WORK_FIELDS, _work_steady),
     Rule("storage.work.untimed", ("t_from", "t_to"), substantive=False),
 ))
@@ -122,11 +129,11 @@ def _same(v) -> bool:
 
 
 def _slower(v) -> bool:
-    return min(_rounds(v)) >= PACE_APART and _diff_agrees(v, 1)
+    return min(_rounds(v)) >= PACE_APART and _size_agrees(v, 1)
 
 
 def _faster(v) -> bool:
-    return max(_rounds(v)) <= -PACE_APART and _diff_agrees(v, -1)
+    return max(_rounds(v)) <= -PACE_APART and _size_agrees(v, -1)
 
 
 def _checked(v) -> bool:
@@ -135,11 +142,11 @@ def _checked(v) -> bool:
 
 PACE = Chooser("storage.pace", (
     Rule("storage.pace.noisy", ("t_from", "t_to", WORST), lambda v: v[WORST] > SAME_WORK, substantive=False),
-    Rule("storage.pace.slower_checked", (*PACE_FIELDS, "diff", WORST), lambda v: _checked(v) and _slower(v)),
-    Rule("storage.pace.faster_checked", (*PACE_FIELDS, "diff", WORST), lambda v: _checked(v) and _faster(v)),
+    Rule("storage.pace.slower_checked", (*PACE_FIELDS, *SIZE_FIELDS, WORST), lambda v: _checked(v) and _slower(v)),
+    Rule("storage.pace.faster_checked", (*PACE_FIELDS, *SIZE_FIELDS, WORST), lambda v: _checked(v) and _faster(v)),
     Rule("storage.pace.same_checked", (*PACE_FIELDS, WORST), lambda v: _checked(v) and _same(v)),
-    Rule("storage.pace.slower", (*PACE_FIELDS, "diff"), _slower),
-    Rule("storage.pace.faster", (*PACE_FIELDS, "diff"), _faster),
+    Rule("storage.pace.slower", (*PACE_FIELDS, *SIZE_FIELDS), _slower),
+    Rule("storage.pace.faster", (*PACE_FIELDS, *SIZE_FIELDS), _faster),
     Rule("storage.pace.same", PACE_FIELDS, _same),
     Rule("storage.pace.interrupted", (*UNCLEAR_FIELDS, *BAD_FIELDS), _interrupted, substantive=False),
     Rule("storage.pace.unclear", UNCLEAR_FIELDS, _unclear, substantive=False),
@@ -156,17 +163,21 @@ _CHECKED_HEAD = (_WINDOW + f"（上面核对过：同样的工作每一轮前后
 _PACE_RERUN = ("在这台机器上，这一次分不出快慢。点上面面板的「运行测量」再测一次（先关掉别的占 CPU 的程序），测完再运行这一格；"
                "也可以在下拉框里选更长的 256 个 token，但要注意：那时连前四分之一的解码步也可能越过读数第二行说的 L3 界线"
                "（耗时图里的竖直虚线），两段比的就不再是「装得进」和「装不进」。")
-_SLOWER = f"，每一轮都慢 {PACE_APART}% 以上：按两边的中位数，「{{other}}」慢了 {{diff}}。"
-_FASTER = f"，每一轮都快 {PACE_APART}% 以上：按两边的中位数，「{{other}}」快了 {{diff}}。"
+_SLOWER = (f"，每一轮都慢 {PACE_APART}% 以上：按各轮自己的差，「{{other}}」慢了 {{size}}"
+           "（各轮的中位数；最少慢 {size_lo}，最多慢 {size_hi}）。")
+_FASTER = (f"，每一轮都快 {PACE_APART}% 以上：按各轮自己的差，「{{other}}」快了 {{size}}"
+           "（各轮的中位数；最少快 {size_lo}，最多快 {size_hi}）。")
 _SAME = f"，每一轮都在 ±{PACE_SAME}% 以内：两者几乎一样快。"
 _UNCLEAR = (_WINDOW + "，{n} 轮里每一轮「{other}」比「{base}」多用的时间：{rounds}（负数表示更快），"
             f"各轮的中位数是 {{paired}}；但不是每一轮都朝同一个方向差出 {PACE_APART}% 以上，也不是每一轮都在 "
             f"±{PACE_SAME}% 以内")
 _WORK_HEAD = ("先核对计时：{work} 每一步做的事一样多（注意力每步都算全部位置），它每一轮在" + _EARLY +
               "和后半程每次前向的耗时分别是 {work_early} 和 {work_late}，每一轮前后相差 {work_rounds}（负数表示前面更快）")
+_WORK_BROKEN = (f"，超过了 {SAME_WORK}%，同样的工作不该差这么多，至少这一轮被打断了。"
+                "前四分之一那一段的计时太吵，下面不拿它比较缓存。")
 ZH = Catalog("zh", {
-    "storage.work.interrupted": (_WORK_HEAD + f"：第 {{bad}} 轮差了 {{bad_pct}}，超过了 {SAME_WORK}%，同样的工作不该差这么多，"
-                                 "至少这一轮被打断了。前四分之一那一段的计时太吵，下面不拿它比较缓存。"),
+    "storage.work.interrupted": _WORK_HEAD + "：第 {bad} 轮差了 {bad_size}（前面更慢）" + _WORK_BROKEN,
+    "storage.work.interrupted_early_faster": _WORK_HEAD + "：第 {bad} 轮差了 {bad_size}（前面更快）" + _WORK_BROKEN,
     "storage.work.steady": _WORK_HEAD + f"，每一轮都在 {SAME_WORK}% 以内：前四分之一那一段的计时可以拿来比较。",
     "storage.work.untimed": "先核对计时：" + _EARLY + "或后半程没有测到可以核对的耗时（有一方是 0），下面不拿前四分之一那一段比较缓存。",
     "storage.pace.noisy": (_WINDOW + f"：上面的核对没通过（同样的工作有一轮前后差了 {{{WORST}}}），不拿这一段比较「{{other}}」和"
@@ -209,7 +220,8 @@ def work_claim(work: SameWork, window: tuple[int, int]) -> Claim:
     numbers = {"t_from": number(window[0], 0), "t_to": number(window[1], 0),
                "work_early": _printed(work.early_ms, 2, "ms"), "work_late": _printed(work.late_ms, 2, "ms"),
                "work_rounds": _printed(rounds, 0, "%", DIFFERENCE),
-               "bad": number(bad, 0), "bad_pct": number(rounds[bad - 1], 0, "%", DIFFERENCE)}
+               "bad": number(bad, 0), "bad_pct": number(rounds[bad - 1], 0, "%", DIFFERENCE),
+               "bad_size": number(abs(rounds[bad - 1]), 0, "%")}
     return WORK.choose(numbers, {"work": work.name})
 
 
@@ -240,11 +252,13 @@ def pace_claim(base: str, base_ms: list[float], other: str, other_ms: list[float
     b, o = median(base_ms), median(other_ms)
     rounds = _pct_rounds(other_ms, base_ms)
     fastest = min(range(len(rounds)), key=lambda i: rounds[i] if math.isfinite(rounds[i]) else math.inf) + 1
-    slower = 100 * (ratio(o, b) - 1)
+    sign = 1 if median(rounds) >= 0 else -1  # the size of "slower" (+) or "faster" (-), from the rounds themselves
+    sizes = [sign * x for x in rounds]
     numbers = {"t_from": number(window[0], 0), "t_to": number(window[1], 0), "n": number(len(rounds), 0),
                "other_ms": number(o, 2, "ms"), "base_ms": number(b, 2, "ms"),
                "rounds": _printed(rounds, 0, "%", DIFFERENCE),
-               "diff": number(abs(slower), 0, "%"), "paired": number(median(rounds), 0, "%", DIFFERENCE),
+               "size": number(abs(median(rounds)), 0, "%"), "size_lo": number(min(sizes), 0, "%", DIFFERENCE),
+               "size_hi": number(max(sizes), 0, "%", DIFFERENCE), "paired": number(median(rounds), 0, "%", DIFFERENCE),
                WORST: _worst_number(work),
                "bad": number(fastest if more_work else math.nan, 0),
                "bad_pct": number(rounds[fastest - 1], 0, "%", DIFFERENCE)}

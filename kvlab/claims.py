@@ -202,6 +202,19 @@ class Catalog:
         """The names a template fills in (to check that it shows what its rule shows)."""
         return {name for _, name, _, _ in string.Formatter().parse(self.templates[key]) if name}
 
+    @classmethod
+    def of_topics(cls, language: str, topics) -> "Catalog":
+        """One catalog from a lesson's topic modules (each with ``TEMPLATES`` and, optionally, ``WORDS``); a key two
+        topics both write is a mistake."""
+        templates, words = {}, {}
+        for topic in topics:
+            twice = templates.keys() & topic.TEMPLATES.keys()
+            if twice:
+                raise ValueError(f"{topic.__name__}: keys already written by another topic: {sorted(twice)}")
+            templates.update(topic.TEMPLATES)
+            words.update(getattr(topic, "WORDS", {}))
+        return cls(language, templates, words)
+
 
 def show(claims: Sequence[Claim], catalog: Catalog) -> None:
     """Display the claims' sentences, one a line, as plain text carrying the claims in the output's metadata

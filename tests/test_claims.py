@@ -115,3 +115,14 @@ def test_the_checker_finds_each_kind_of_problem_without_trusting_the_chooser():
     for problem, what in zip(problems, expected):
         assert problem.startswith("cell 1, demo.speed.") and what in problem, (what, problem)
 
+
+
+def test_a_catalog_of_topics_refuses_a_key_two_topics_write():
+    from types import SimpleNamespace
+
+    a = SimpleNamespace(__name__="a", TEMPLATES={"x.one": "一 {n}"}, WORDS={"min": "分钟"})
+    b = SimpleNamespace(__name__="b", TEMPLATES={"x.two": "二"})
+    catalog = claims.Catalog.of_topics("zh", (a, b))
+    assert set(catalog.templates) == {"x.one", "x.two"} and catalog.words == {"min": "分钟"}
+    with pytest.raises(ValueError, match="^b: keys already written by another topic: \\['x.one'\\]"):
+        claims.Catalog.of_topics("zh", (a, SimpleNamespace(__name__="b", TEMPLATES={"x.one": "又一"})))

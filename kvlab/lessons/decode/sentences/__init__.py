@@ -28,19 +28,7 @@ if sorted(c.name for c in CHOOSERS) != sorted(c.name for topic in TOPICS for c i
     raise ValueError("CHOOSERS: not exactly the topics' choosers")
 
 
-def _one_catalog(language: str) -> Catalog:
-    """The topics' templates (and words) as one catalog; a key two topics both write is a mistake."""
-    templates, words = {}, {}
-    for topic in TOPICS:
-        twice = templates.keys() & topic.TEMPLATES.keys()
-        if twice:
-            raise ValueError(f"{topic.__name__}: keys already written by another topic: {sorted(twice)}")
-        templates.update(topic.TEMPLATES)
-        words.update(getattr(topic, "WORDS", {}))
-    return Catalog(language, templates, words)
-
-
-ZH = _one_catalog("zh")
+ZH = Catalog.of_topics("zh", TOPICS)
 
 
 def show_claims(claims: list[Claim]) -> None:

@@ -21,20 +21,8 @@ from .timeline import ITL_TAIL, PANEL, PARALLEL, STEP_BUDGET
 TOPICS = (timeline, prefill_sweep, readings, batching, engineering)  # in the order the notebook says them
 
 
-def _one_catalog(language: str) -> Catalog:
-    """The topics' templates (and words) as one catalog; a key two topics both write is a mistake."""
-    templates, words = {}, {}
-    for topic in TOPICS:
-        twice = templates.keys() & topic.TEMPLATES.keys()
-        if twice:
-            raise ValueError(f"{topic.__name__}: keys already written by another topic: {sorted(twice)}")
-        templates.update(topic.TEMPLATES)
-        words.update(getattr(topic, "WORDS", {}))
-    return Catalog(language, templates, words)
-
-
 CHOOSERS = tuple(chooser for topic in TOPICS for chooser in topic.CHOOSERS)
-ZH = _one_catalog("zh")
+ZH = Catalog.of_topics("zh", TOPICS)
 
 
 __all__ = [

@@ -189,6 +189,9 @@ def chapters_in(chapters_dir=None) -> list[Path]:
     return found
 
 
+INTERRUPT_GRACE_S = 10  # seconds an interrupted build waits for its kernel's worker to finish before it gives up
+
+
 def _kill_kernel(client) -> None:
     """Kill the kernel ``client`` started, with whatever it started (its own process group), if it has one yet."""
     process = getattr(getattr(client.km, "provisioner", None), "process", None)
@@ -232,7 +235,11 @@ def run_chapter(path: Path, timeout: int = 600, replay: Path | None = None):
         try:
             done.wait()
         except KeyboardInterrupt:
-            while not done.is_set():  # (the kernel may still be starting)
+            # Kill the kernel (it may still be starting) and let the worker clean up, but never wait on it for long:
+            # a worker stuck on a dead kernel's channels would keep Ctrl-C from ending the build (a CI run hung
+            # here for 90 s on a loaded machine). The worker is a daemon thread: it goes with the process.
+            deadline = time.monotonic() + INTERRUPT_GRACE_S
+            while not done.is_set() and time.monotonic() < deadline:
                 _kill_kernel(client)
                 done.wait(0.2)
             raise

@@ -423,7 +423,8 @@ def test_a_signal_during_a_chapter_stops_the_build_in_one_line_with_the_old_site
     tiny_chapters(chapters, f"import os, time\nopen({str(flag)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)")
     proc = subprocess.Popen([sys.executable, "-m", "kvlab.book", "--out", str(out), "--chapters", str(chapters),
                              "--no-handouts"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True,  # Ctrl-C's default, as in a terminal: a shell's background
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # job ignores it
     try:
         deadline = time.monotonic() + 240
         while not (flag.exists() and flag.read_text()) and proc.poll() is None and time.monotonic() < deadline:

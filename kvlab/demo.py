@@ -14,10 +14,11 @@ from .tokenizer import TOKENIZERS
 __all__ = ["AssetError", "load_demo_model"]
 
 
-def load_demo_model(device=None, lang: str = "zh"):
+def load_demo_model(device=None, lang: str | None = None):
     """Load ``lang``'s demo model (safetensors, no pickle) onto ``device`` (default: :func:`pick_device`).
 
-    ``lang="zh"``: the Chinese character model; ``"en"``: the English subword model. Returns
+    ``lang="zh"``: the Chinese character model; ``"en"``: the English subword model; ``None`` (default): the
+    course's language (:func:`kvlab.language.get_language`, Chinese unless set). Returns
     ``(model, tokenizer)``; the model is in eval mode. An unknown ``lang`` raises ValueError naming the ones
     there are. A missing, truncated or malformed file raises :class:`AssetError` naming it and saying how to
     restore it.
@@ -25,6 +26,10 @@ def load_demo_model(device=None, lang: str = "zh"):
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
+    if lang is None:
+        from .language import get_language
+
+        lang = get_language()
     files = demo_assets(lang)
     kind = TOKENIZERS[lang]
     dev = as_device(device)

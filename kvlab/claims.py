@@ -16,20 +16,29 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from .phrases import Phrasebook
 
-def confirm(*checks: tuple[str, bool], title: str = "本格检查了") -> None:
-    """Print ``title`` and a ✓ line per check; raise AssertionError at the first false one (after printing
-    the ones before it, so the page shows how far it got). Returns nothing, so a cell ending with it shows no value."""
+
+CONFIRM = Phrasebook("claims.confirm", {
+    "zh": {"title": "本格检查了：", "failed": "没有通过：{what}"},
+    "en": {"title": "This cell checked:", "failed": "Not met: {what}"},
+})
+
+
+def confirm(*checks: tuple[str, bool], title: str | None = None) -> None:
+    """Print ``title`` (default: "this cell checked", in the course's language) and a ✓ line per check; raise
+    AssertionError at the first false one (after printing the ones before it, so the page shows how far it got).
+    Returns nothing, so a cell ending with it shows no value."""
     if not checks:
-        raise ValueError("checks: needs at least one (说明, condition) pair")
-    lines = [f"{title}："]
+        raise ValueError("checks: needs at least one (description, condition) pair")
+    lines = [CONFIRM.say("title") if title is None else title]
     for i, check in enumerate(checks):
         if not (isinstance(check, tuple) and len(check) == 2 and isinstance(check[0], str)):
-            raise ValueError(f"checks: item {i} must be a (说明, condition) pair, got {check!r}")
+            raise ValueError(f"checks: item {i} must be a (description, condition) pair, got {check!r}")
         what, holds = check
         if not bool(holds):
             print("\n".join(lines))
-            raise AssertionError(f"没有通过：{what}")
+            raise AssertionError(CONFIRM.say("failed", what=what))
         lines.append(f"  ✓ {what}")
     print("\n".join(lines))
 

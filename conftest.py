@@ -29,6 +29,19 @@ SLOW_MODULES = {"test_browser.py", "test_hub.py", "test_wheel.py", "test_install
 SLOW_FIXTURES = {"book", "course_run", "installed_venv"}  # the static edition built from the run; the run; its venv
 
 
+# -- two workers (pytest-xdist, `-n 2 --dist loadgroup` in pyproject's addopts) -----------------------------------
+# A group runs on one worker, in order. Every file is its own group, so a module-scoped fixture (a JupyterLab server,
+# a hub) starts once; everything that reads the one run of the course shares one group, so the session-scoped run
+# (tests/course_run.py: a venv and six chapters) happens on one worker only, once.
+COURSE_RUN_GROUP = "course-run"
+
+
+def xdist_group(item) -> str:
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return COURSE_RUN_GROUP
+    return item.path.name
+
+
 def pytest_collection_modifyitems(config, items):
     import pytest
 
@@ -37,3 +50,4 @@ def pytest_collection_modifyitems(config, items):
         if (name.endswith(".ipynb") or name in SLOW_MODULES or "browser" in item.keywords
                 or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
             item.add_marker(pytest.mark.slow)
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))

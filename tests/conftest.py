@@ -46,19 +46,26 @@ def installed_venv(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def course_run(installed_venv):
+def course_run(installed_venv, tmp_path_factory):
     from course_run import run_course
 
     result = run_course(installed_venv)
-    _COURSE_RUN.append(result)
+    # The summary is printed by the process that prints the report: under pytest-xdist a worker ran the fixture, and
+    # its base temp folder sits inside the controller's (xdist names it after the worker), so it leaves it there.
+    base = tmp_path_factory.getbasetemp()
+    folder = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    (folder / COURSE_RUN_SUMMARY).write_text("\n".join(result.summary()), encoding="utf-8")
     return result
 
 
-_COURSE_RUN: list = []  # (for the summary at the end of the session)
+COURSE_RUN_SUMMARY = "course_run_summary.txt"
 
 
-def pytest_terminal_summary(terminalreporter):
-    for result in _COURSE_RUN:
+def pytest_terminal_summary(terminalreporter, config):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    summary = config._tmp_path_factory.getbasetemp() / COURSE_RUN_SUMMARY
+    if summary.exists():
         terminalreporter.section("the course as installed (tests/course_run.py)")
-        for line in result.summary():
+        for line in summary.read_text(encoding="utf-8").splitlines():
             terminalreporter.write_line(line)

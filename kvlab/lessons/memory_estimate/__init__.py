@@ -8,7 +8,8 @@ A package with one module per section: :mod:`.common` (the chapter's example, li
 :mod:`.text_figures` (1: the text's figures recomputed), :mod:`.calculator` (2: real models), :mod:`.fit`
 (3: will it fit), :mod:`.gqa` (4: why GQA matters), :mod:`.allocation` (5: the formula against real memory),
 :mod:`.summary`, :mod:`.sentences` (what the measured bytes say, as claims: :data:`CHOOSERS`, :data:`ZH`,
-:func:`show_claims`) and :mod:`.panels` (the calculator and the budget). Every public name is re-exported here,
+:func:`show_claims`), :mod:`.panels` (the calculator and the budget) and :mod:`.phrases` (what the code cells print,
+in both languages: :data:`CELLS`, :func:`say`). Every public name is re-exported here,
 so ``from kvlab.lessons import memory_estimate as lesson; lesson.fit_panel()`` works as before."""
 from .common import (CHAPTER_MODEL, CHAPTER_L, CHAPTER_H, CHAPTER_D, CHAPTER_S, CHAPTER_LONG_S, CHAPTER_70B, REAL_70B,
                      GQA_70BS, SHAPE_EXAMPLE_S, TEXT_LONG_GB, TEXT_70B_GB, GB, GIB, MIB, CUDA_BLOCK, MAX_SEQ_LEN,
@@ -32,6 +33,7 @@ from .summary import summary_html
 from .sentences import ALLOCATION, DEVICE_MEMORY, CHOOSERS, ZH, explain_allocation, explain_device_memory, show_claims
 from .panels import (curve_choice, render_calculator, seq_len_slider, link_slider_to_box, curve_selector,
                      calculator_panel, share_or, render_fit, fit_panel)
+from .phrases import CELLS, say
 
 __all__ = [
     "CHAPTER_MODEL", "CHAPTER_L", "CHAPTER_H", "CHAPTER_D", "CHAPTER_S", "CHAPTER_LONG_S", "CHAPTER_70B", "REAL_70B",
@@ -51,5 +53,5 @@ __all__ = [
     "measure_cache_allocation", "allocation_lines", "DeviceMemory", "device_memory", "device_memory_text",
     "DEVICE_NAMES", "matching_gpu", "summary_html", "ALLOCATION", "DEVICE_MEMORY", "CHOOSERS", "ZH",
     "explain_allocation", "explain_device_memory", "show_claims", "curve_choice", "render_calculator", "seq_len_slider",
-    "link_slider_to_box", "curve_selector", "calculator_panel", "share_or", "render_fit", "fit_panel",
+    "link_slider_to_box", "curve_selector", "calculator_panel", "share_or", "render_fit", "fit_panel", "CELLS", "say",
 ]

@@ -6,7 +6,8 @@ batch, padded (with room reserved for generation) and paged in a shared pool of 
 A package with one module per part: :mod:`.shape` (the shape and the bytes, and the same K/V in transformers),
 :mod:`.models` (real models' table), :mod:`.growth` (the preallocation experiment), :mod:`.padding` (padding
 waste), :mod:`.sentences` (what the growth run's times say, as claims: :data:`CHOOSERS`, :data:`ZH`,
-:func:`show_claims`) and :mod:`.panels`. Every public name is re-exported here, so
+:func:`show_claims`), :mod:`.panels` and :mod:`.phrases` (what the chapter's code cells print, :data:`CELLS` and
+:func:`say`, and the prompts they feed the model, :data:`PROMPTS`). Every public name is re-exported here, so
 ``from kvlab.lessons import storage as lesson; lesson.shape_panel()`` works as before."""
 from .shape import (MAX_S, MAX_B, CHAPTER_EXAMPLE, SHAPE_LABELS, example_text, CacheShape, shape_of, example_numbers,
                     QUANTIZED, GPU_LINES, MemoryReadout, example_bytes, gpu_lines, TransformersKV,
@@ -20,6 +21,7 @@ from .sentences import (CHAPTER_LABELS, PACE_APART, PACE_SAME, SAME_WORK, PACE_F
 from .panels import (render_shape, shape_panel, BATCH_LABEL, DTYPE_LABEL, render_bytes, bytes_panel, GROWTH_PROMPT,
                      GROWTH_LENGTHS, GROWTH_LABEL, growth_choices, render_growth, growth_panel, LENGTHS_LABEL,
                      BLOCK_LABEL, RESERVE_LABEL, render_padding, padding_panel)
+from .phrases import CELLS, PROMPTS, say
 
 __all__ = [
     "MAX_S", "MAX_B", "CHAPTER_EXAMPLE", "SHAPE_LABELS", "example_text", "CacheShape", "shape_of", "example_numbers",
@@ -30,5 +32,5 @@ __all__ = [
     "PACE_APART", "PACE_SAME", "SAME_WORK", "PACE_FIELDS", "SameWork", "WORK", "PACE", "CHOOSERS", "ZH", "work_claim", "pace_claim", "show_claims", "render_shape",
     "shape_panel", "BATCH_LABEL", "DTYPE_LABEL", "render_bytes", "bytes_panel", "GROWTH_PROMPT", "GROWTH_LENGTHS",
     "GROWTH_LABEL", "growth_choices", "render_growth", "growth_panel", "LENGTHS_LABEL", "BLOCK_LABEL", "RESERVE_LABEL",
-    "render_padding", "padding_panel",
+    "render_padding", "padding_panel", "CELLS", "PROMPTS", "say",
 ]

@@ -38,7 +38,8 @@ from .readings import (STEADY_SPREAD, BUSY_SPREAD, SAME_BAND, explain_batch_base
                        explain_batch_vs_prefill, explain_small_matmul_reads, explain_decode_sum, explain_worked_bounds,
                        roof_lines)
 from .sentences import CHOOSERS, ZH, show_claims
-from ...claims import confirm  # the page's checks, a Chinese ✓ line each
+from .phrases import CELLS, PROMPTS, say  # what the code cells print and the prompts they feed, in both languages
+from ...claims import confirm  # the page's checks, a ✓ line each in the course's language
 from ...device import last_level_cache  # the notebook reads the last-level cache through the lesson
 from ...measure import device_label  # every readout's device, as the notebook prints it
 
@@ -66,4 +67,5 @@ __all__ = [
     "explain_batch_baseline", "latency_lines", "explain_panel", "step_budget_lines", "explain_prefill_rates",
     "batch_ridge_lines", "allocator_lines", "precision_lines", "roof_lines", "CHOOSERS", "ZH", "show_claims",
     "explain_speedups", "explain_long_rate", "explain_batch_gain", "explain_overlap", "explain_decode_sum",
+    "CELLS", "PROMPTS", "say",
 ]

@@ -34,6 +34,7 @@ from .lab import (LAB_PROMPT, PREVIOUS_PROMPT, LAB_NEW_TOKENS, LOGIT_TOLERANCE, 
 from .review import uncached_over_cached, batch_intensity_gain, review_questions
 from .summary import (PrefillDecode, prefill_vs_decode, PREFILL, explain_prefill, CHOOSERS, ZH, show_claims,
                       SummaryRow, chapter_rows, scenario_plans, scenario_row, summary_rows, summary_html)
+from .phrases import CELLS, PROMPTS, say
 
 from ...measure import device_label  # every readout's device and timing threads, as the notebook prints it
 
@@ -56,5 +57,5 @@ __all__ = [
     "batch_intensity_gain",
     "review_questions", "PrefillDecode", "prefill_vs_decode", "PREFILL", "explain_prefill", "CHOOSERS", "ZH",
     "show_claims", "SummaryRow", "chapter_rows", "scenario_plans",
-    "scenario_row", "summary_rows", "summary_html", "device_label",
+    "scenario_row", "summary_rows", "summary_html", "device_label", "CELLS", "PROMPTS", "say",
 ]

@@ -6,7 +6,8 @@ chapter's requests, the animated run, the waste of three schemes), :mod:`.sharin
 the serving engine's own sharing measured),
 :mod:`.batching` (static against continuous batching), :mod:`.cost` (the cost of paging; these three choose their
 claims with :mod:`kvlab.claims`, gathered here as ``CHOOSERS`` and the catalog ``ZH``), :mod:`.panels`
-(render functions and panels), :mod:`.review` (the self-check).
+(render functions and panels), :mod:`.review` (the self-check), :mod:`.phrases` (what the code cells print, in both
+languages: ``lesson.say(key, **fields)``).
 """
 from . import batching, cost, sharing
 from .batching import BatchingComparison, compare_batching, explain_batching
@@ -14,9 +15,11 @@ from .cost import PagingCost, StepCost, cell_order, cell_verdict, explain_cost, 
 from .basics import Exhausted, FirstLook, exhausted_html, exhausted_pool, first_look, texts_table
 from .panels import batching_html, blocks_panel, render_blocks, render_sharing, render_waste, sharing_panel, \
     waste_panel
+from .phrases import CELLS, say
 from .review import review_questions
-from .runs import (ANIMATION, ANIMATION_BLOCKS, BLOCK_SIZE, DEMO, MAX_BATCH, WasteTimeline, animation_run,
-                   demo_requests, outputs_match_alone, paged_is_measured, reused_blocks, step_events, waste_timeline)
+from .runs import (ANIMATION, ANIMATION_BLOCKS, BLOCK_SIZE, DEMO, MAX_BATCH, WasteTimeline, animation_readout,
+                   animation_run, demo_requests, outputs_match_alone, paged_is_measured, reused_blocks, step_events,
+                   waste_timeline)
 from .sharing import (SharedServing, SharingRun, explain_sharing, serve_sharing, sharing_run,
                       system_prompt_requests)
 from ...claims import Catalog, Claim, show
@@ -32,12 +35,12 @@ def show_claims(claims: list[Claim]) -> None:
 
 
 __all__ = [
-    "ANIMATION", "ANIMATION_BLOCKS", "BLOCK_SIZE", "BatchingComparison", "CHOOSERS", "DEMO", "Exhausted",
+    "ANIMATION", "ANIMATION_BLOCKS", "BLOCK_SIZE", "BatchingComparison", "CELLS", "CHOOSERS", "DEMO", "Exhausted",
     "FirstLook", "MAX_BATCH", "PagingCost", "SharedServing", "SharingRun", "StepCost", "WasteTimeline", "ZH",
-    "animation_run", "batching_html", "blocks_panel", "cell_order", "cell_verdict", "compare_batching",
-    "demo_requests", "exhausted_html", "exhausted_pool", "explain_batching", "explain_cost", "explain_sharing",
-    "first_look", "gather_bytes", "outputs_match_alone", "paged_is_measured", "paging_cost", "render_blocks",
-    "render_sharing", "render_waste", "reused_blocks", "review_questions", "serve_sharing", "sharing_panel",
-    "sharing_run", "show_claims", "step_events", "system_prompt_requests", "texts_table", "waste_panel",
-    "waste_timeline", "why_sentence", "device_label",
+    "animation_readout", "animation_run", "batching_html", "blocks_panel", "cell_order", "cell_verdict",
+    "compare_batching", "demo_requests", "exhausted_html", "exhausted_pool", "explain_batching", "explain_cost",
+    "explain_sharing", "first_look", "gather_bytes", "outputs_match_alone", "paged_is_measured", "paging_cost",
+    "render_blocks", "render_sharing", "render_waste", "reused_blocks", "review_questions", "serve_sharing",
+    "sharing_panel", "say", "sharing_run", "show_claims", "step_events", "system_prompt_requests", "texts_table",
+    "waste_panel", "waste_timeline", "why_sentence", "device_label",
 ]

@@ -13,8 +13,18 @@ from ...memory import stored_tokens
 from ...model import ToyTransformer
 from ...paged_cache import PagedKVCache, PoolExhaustedError
 from ...paging import blocks_for
+from .phrases import PROMPTS
+from .runs import model_language
 
-FIRST_PROMPTS = ("人工智能", "人工智能模型处理一个请求，通常分为两个阶段：", "计算")  # 4, 22 and 2 tokens: no padding
+FIRST_KEYS = ("first_short", "first_long", "first_tiny")  # 4, 22 and 2 tokens (English: 4, 18, 2): no padding
+
+
+def first_prompts(lang: str) -> tuple[str, ...]:
+    """The first look's prompts for ``lang``'s demo model."""
+    return tuple(PROMPTS.text(key, lang) for key in FIRST_KEYS)
+
+
+FIRST_PROMPTS = first_prompts("zh")  # the Chinese model's (kvlab.train checks its tokenizer writes every one)
 FIRST_NEW_TOKENS = 16
 FIRST_BLOCK_SIZE = 8
 
@@ -46,8 +56,10 @@ class FirstLook:
 
 @leave_a_core
 @torch.no_grad()
-def first_look(model: ToyTransformer, tokenizer, prompts=FIRST_PROMPTS, new_tokens: int = FIRST_NEW_TOKENS,
+def first_look(model: ToyTransformer, tokenizer, prompts=None, new_tokens: int = FIRST_NEW_TOKENS,
                block_size: int = FIRST_BLOCK_SIZE) -> FirstLook:
+    """``prompts`` (default: :func:`first_prompts` in the model's language) generated with both caches."""
+    prompts = first_prompts(model_language(tokenizer)) if prompts is None else prompts
     ids = [tokenizer.encode(p) for p in prompts]
     peak = stored_tokens(max(map(len, ids)), new_tokens)
     kv = generate(model, ids, new_tokens, cache="kv", return_logits=True)
@@ -77,7 +89,7 @@ class Exhausted:
 def exhausted_pool(model: ToyTransformer, tokenizer, num_blocks: int = 6, block_size: int = FIRST_BLOCK_SIZE
                    ) -> Exhausted | None:
     """Generate the first look's prompts on a pool of ``num_blocks`` blocks; None if it (unexpectedly) fits."""
-    ids = [tokenizer.encode(p) for p in FIRST_PROMPTS]
+    ids = [tokenizer.encode(p) for p in first_prompts(model_language(tokenizer))]
     cache = PagedKVCache(model.config, len(ids), max(map(len, ids)) + FIRST_NEW_TOKENS, dtype=model.dtype,
                          device=model.device, block_size=block_size, num_blocks=num_blocks)
     try:

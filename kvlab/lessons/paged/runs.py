@@ -6,10 +6,13 @@ from dataclasses import dataclass
 
 from ...assets import corpus_text
 from ...generation import generate
+from ...language import get_language
 from ...measure import leave_a_core
 from ...model import ToyTransformer
 from ...paging import DEFAULT_BLOCK_SIZE, SCHEMES, paged_slots, scheme_slots
 from ...serving import Request, ServeRun, StepRecord, Workload, serve
+from ...tokenizer import TOKENIZERS
+from .phrases import say
 
 BLOCK_SIZE = DEFAULT_BLOCK_SIZE  # vLLM's default block size, for the chapter's main runs
 MAX_BATCH = 8  # sequences a decode pass may hold at most
@@ -20,9 +23,14 @@ ANIMATION = Workload(count=6, mean_gap=3.0, prompt_median=8, prompt_sigma=0.5, n
 ANIMATION_BLOCK_SIZE, ANIMATION_BLOCKS, ANIMATION_BATCH = 4, 12, 4
 
 
+def model_language(tokenizer) -> str:
+    """The language of the demo model ``tokenizer`` belongs to (by its kind), else the course's language."""
+    return next((lang for lang, kind in TOKENIZERS.items() if isinstance(tokenizer, kind)), None) or get_language()
+
+
 def corpus_ids(tokenizer) -> list[int]:
-    """The demo model's training text as token ids: prompts are cut from it."""
-    return tokenizer.encode(corpus_text())
+    """The demo model's training text (in its language) as token ids: prompts are cut from it."""
+    return tokenizer.encode(corpus_text(model_language(tokenizer)))
 
 
 def demo_requests(model: ToyTransformer, tokenizer, workload: Workload = DEMO) -> list[Request]:
@@ -57,6 +65,19 @@ def reused_blocks(run: ServeRun) -> list[tuple[int, int, int, int]]:
                     out.append((b, s.step, before, rid))
                 last_owner[b] = rid
     return out
+
+
+def animation_readout(run: ServeRun, reused: list[tuple[int, int, int, int]], shown: int = 6) -> str:
+    """The animated run in a few lines, in the course's language: its steps, requests and preemptions, and the
+    first ``shown`` blocks another request took over (``reused``: :func:`reused_blocks`)."""
+    where = say("preempted_sep").join(
+        say("preempted_at", step=s.step, requests=say("request_sep").join(map(str, s.preempted)))
+        for s in run.steps if s.preempted)
+    lines = [say("animation", steps=len(run.steps), requests=len(run.outcomes), preemptions=run.preemptions,
+                 where=where), say("reused_title", shown=shown)]
+    lines += [say("reused", block=block, step=step, before=before, after=after)
+              for block, step, before, after in reused[:shown]]
+    return "\n".join(lines)
 
 
 def step_events(s: StepRecord) -> list[str]:

@@ -15,7 +15,7 @@ from .cost import PagingCost, StepCost, cell_order, cell_verdict, explain_cost, 
 from .basics import Exhausted, FirstLook, exhausted_html, exhausted_pool, first_look, texts_table
 from .panels import batching_html, blocks_panel, render_blocks, render_sharing, render_waste, sharing_panel, \
     waste_panel
-from .phrases import CELLS, say
+from .phrases import CELLS, PROMPTS, say
 from .review import review_questions
 from .runs import (ANIMATION, ANIMATION_BLOCKS, BLOCK_SIZE, DEMO, MAX_BATCH, WasteTimeline, animation_readout,
                    animation_run, demo_requests, outputs_match_alone, paged_is_measured, reused_blocks, step_events,
@@ -36,7 +36,7 @@ def show_claims(claims: list[Claim]) -> None:
 
 __all__ = [
     "ANIMATION", "ANIMATION_BLOCKS", "BLOCK_SIZE", "BatchingComparison", "CELLS", "CHOOSERS", "DEMO", "Exhausted",
-    "FirstLook", "MAX_BATCH", "PagingCost", "SharedServing", "SharingRun", "StepCost", "WasteTimeline", "ZH",
+    "FirstLook", "MAX_BATCH", "PROMPTS", "PagingCost", "SharedServing", "SharingRun", "StepCost", "WasteTimeline", "ZH",
     "animation_readout", "animation_run", "batching_html", "blocks_panel", "cell_order", "cell_verdict",
     "compare_batching", "demo_requests", "exhausted_html", "exhausted_pool", "explain_batching", "explain_cost",
     "explain_sharing", "first_look", "gather_bytes", "outputs_match_alone", "paged_is_measured", "paging_cost",

@@ -165,12 +165,20 @@ def _texts(value) -> list[str]:
     return []
 
 
-def _module_prompts(module) -> list[str]:
-    """Constants named ``*PROMPT``/``*PROMPTS``, string defaults of prompt/text parameters, and prompt fields of
-    the dataclass cases a module lists (exercise cases on the demo model)."""
+def _module_prompts(module, lang: str = "zh") -> list[str]:
+    """``lang``'s texts of a prompts phrasebook (a :class:`~kvlab.phrases.Phrasebook` named ``*.prompts``); in
+    Chinese also constants named ``*PROMPT``/``*PROMPTS``, string defaults of prompt/text parameters, and prompt
+    fields of the dataclass cases a module lists (exercise cases on the demo model)."""
+    from .phrases import Phrasebook
+
     found = []
     for name, value in vars(module).items():
-        if PROMPT_CONSTANT.search(name):
+        if isinstance(value, Phrasebook):
+            if value.name.endswith(".prompts"):
+                found += [t for t in value.texts[lang].values() if t]
+        elif lang != "zh":
+            continue
+        elif PROMPT_CONSTANT.search(name):
             found += _texts(value)
         elif inspect.isfunction(value) and value.__module__ == module.__name__:
             found += [t for p in inspect.signature(value).parameters.values() if p.name in PROMPT_FIELDS
@@ -204,17 +212,17 @@ def _notebook_prompts(source: str) -> list[str]:
 
 
 def chapter_prompts(chapters: Path = CHAPTERS, lang: str = "zh") -> list[str]:
-    """Every prompt the chapters of ``lang``'s edition give its demo model, collected (not listed by hand): for
-    Chinese from kvlab's lesson and exercise modules and, in a checkout, from the notebooks' code cells; for
-    English from the code cells of the English notebooks (``chapters/en/``; kvlab's modules hold Chinese
-    prompts)."""
+    """Every prompt the chapters of ``lang``'s edition give its demo model, collected (not listed by hand): from
+    kvlab's lesson and exercise modules (their prompts phrasebooks in ``lang``; in Chinese also the prompt constants
+    and defaults) and, in a checkout, from the code cells of ``lang``'s notebooks (``chapters/``, ``chapters/en/``)."""
     from . import exercises, lessons
 
+    lang = demo_assets(lang).lang
     found = []
-    for package in (lessons, exercises) if demo_assets(lang).lang == "zh" else ():
+    for package in (lessons, exercises):
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if not info.name.endswith(".__main__"):
-                found += _module_prompts(importlib.import_module(info.name))
+                found += _module_prompts(importlib.import_module(info.name), lang)
     chapters = chapters / LANG_CHAPTERS[lang]
     for notebook in sorted(chapters.glob("*.ipynb")) if chapters.is_dir() else []:
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]

@@ -103,8 +103,18 @@ def test_english_prompts_come_from_the_english_notebooks(tmp_path):
     nbformat.write(nb, tmp_path / "en" / "01.ipynb")
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('tok.encode("人工")')]),
                    tmp_path / "01.ipynb")
-    assert train.chapter_prompts(tmp_path, lang="en") == ["Artificial"]
+    english = train.chapter_prompts(tmp_path, lang="en")
+    assert "Artificial" in english and not any("\u4e00" <= ch <= "\u9fff" for p in english for ch in p)
     assert "人工" in train.chapter_prompts(tmp_path, lang="zh")
+
+
+def test_english_prompts_come_from_the_prompts_phrasebooks():
+    from kvlab.lessons import storage
+
+    english = set(train.chapter_prompts(lang="en"))
+    assert set(storage.PROMPTS.texts["en"].values()) <= english
+    _, tok = load_demo_model("cpu", lang="en")
+    train.check_prompts(tok, sorted(english), "the shipped English tokenizer")
 
 
 def test_mean_of_the_last_steps_with_fewer_than_50(shipped, capsys):
@@ -190,6 +200,6 @@ def test_chapter_prompts_come_from_kvlab_and_the_notebooks():
     assert {decode.DEFAULT_PROMPT, prefill_decode.DEFAULT_PROMPT, misconceptions.LAB_PROMPT,
             misconceptions.PREVIOUS_PROMPT, ch03.TRACE_PROMPT, *ch05.PROMPTS} <= prompts
     assert {"计算机", "大语言"} <= prompts  # 3.1 exercise cases on the demo model
-    assert {"人工智能", "解码阶段"} <= prompts  # typed into 3.2's and 3.3's code cells
+    assert {"人工智能", "解码阶段"} <= prompts  # 3.2's prompts phrasebook (the code cells read them from it)
     _, tok = load_demo_model("cpu")
     train.check_prompts(tok, sorted(prompts), "the shipped tokenizer")  # the shipped model reads them all

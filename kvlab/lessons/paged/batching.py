@@ -477,3 +477,136 @@ ZH_TEMPLATES = {
     "paged.tpot.unmeasured": "每个 token 的时间（TPOT）这一次没有测出有效的数（没有请求生成两个以上的 token，或者计时为 0）；"
                              + _RERUN,
 }
+
+TEMPLATES = ZH_TEMPLATES  # what Catalog.of_topics reads for Chinese
+
+
+# -- the same claims in English (Catalog.of_topics reads TEMPLATES_EN and WORDS_EN): the same keys, the same fields --
+# step_time_claim's terms are recorded as their Chinese text; WORDS_EN writes them in English.
+WORDS_EN = {"负数表示少用；": "a negative figure means less time; ",
+            _OUTSIDE: "; the combined figure takes each step's fastest round and then the median, not the mean of the "
+                      "rounds, so it can fall outside the rounds' range"}
+_RERUN_EN = ("rerun the cell of section 3 (you can raise compare_batching's rounds to 5 to time more rounds), then "
+             "run this cell again; on a busy machine, close other CPU-hungry programs first.")
+_TPS_HEAD_EN = ("Throughput: continuous batching {cont_tps}, static batching {static_tps} (each step timed at its "
+                "fastest round): ratio {ratio}; each round's own ratio: {rounds}")
+_TPOT_HEAD_EN = ("Time per output token (TPOT), mean: static batching {static_tpot}, continuous batching {cont_tpot} "
+                 "(ratio {ratio}; each round on its own: {rounds})")
+_ITL_EN = (" (For the tail: the 90th percentile of the inter-token latency (ITL) is {static_itl} with static "
+           "batching and {cont_itl} with continuous batching.)")
+_TTFT_STEPS_EN = ("Time to first token (TTFT): in steps, static batching averages {static_steps} steps and continuous "
+                  "batching {cont_steps} (the scheduler sets the steps, so they are the same on every machine)")
+_TTFT_HEAD_EN = (_TTFT_STEPS_EN + ". In seconds, static against continuous: mean {static_mean} against "
+                 "{cont_mean}, 90th percentile {static_tail} against {cont_tail}")
+_STEPS_HEAD_EN = ("Median step time: static batching {static_step}, continuous batching {cont_step}; a "
+                  "continuous-batching step takes {step_more} more")
+_STEPS_RATIO_EN = "the ratio of the two schedules' step counts, {static_steps} ÷ {cont_steps} = {bound}"
+_STEP_ROUNDS_EN = " ({minus_note}each round on its own: {step_rounds} more{outside_note})"
+_STATIC_WAIT_EN = (": with static batching, a request that arrives after the batch has started waits until the "
+                   "batch's longest request has finished, so static batching's tail latency is far longer (up to {static_max} "
+                   "steps); continuous batching lets a request join in the step it arrives whenever the batch has "
+                   "room")
+
+
+def one_sided_templates_en(name: str, head: str, up: str, down: str, what: str, rerun: str, tail: str = "") -> dict:
+    """:func:`one_sided_templates` in English: ``up``/``down`` as ``"key|what every round says"``, ``what`` the
+    quantity whose difference this run cannot size."""
+    unsure = (": {side} in every round, but in the closest round the difference is only {{least}}, under " + _BAND
+              + ": this run cannot tell by how much the " + what + " differs; ")
+    return {f"{name}.{up.split('|')[0]}_unsure": head + unsure.format(side=up.split("|")[1]) + rerun + tail,
+            f"{name}.{down.split('|')[0]}_unsure": head + unsure.format(side=down.split("|")[1]) + rerun + tail,
+            f"{name}.mixed": head + ": the rounds point different ways (some ratios above 1, some below): this "
+                             "machine is too busy (or too noisy) to tell which side has the better " + what
+                             + " this time; " + rerun + tail}
+
+
+TEMPLATES_EN = {
+    "paged.throughput.faster": _TPS_HEAD_EN + ". Continuous batching is {gain} faster: as soon as an early request "
+                               "finishes, a waiting one takes its place in the batch, so each decode forward pass "
+                               "computes {cont_batch} sequences on average, against {static_batch} with static "
+                               "batching.",
+    "paged.throughput.slower": _TPS_HEAD_EN + ". This time continuous batching is {gain} slower: each decode forward "
+                               "pass computes {cont_batch} sequences on average (static batching {static_batch}), yet "
+                               "the throughput is lower: on this machine, putting more sequences into one step is no "
+                               "cheaper than computing them apart (the next sentence shows how a step's time changes "
+                               "with the batch).",
+    "paged.throughput.same": _TPS_HEAD_EN + ". Combined and in every round they are within " + _BAND + " of each "
+                             "other: on this machine neither has the higher throughput.",
+    **one_sided_templates_en("paged.throughput", _TPS_HEAD_EN, "faster|continuous batching has the higher throughput",
+                             "slower|continuous batching has the lower throughput", "throughput", _RERUN_EN),
+    "paged.throughput.unclear": _TPS_HEAD_EN + ": the rounds' ratios do not match the combined one, or neither side "
+                                "is ahead by more than " + _BAND + ": this machine is too busy (or too noisy) to tell "
+                                "which throughput is higher, or by how much; " + _RERUN_EN,
+    "paged.throughput.unmeasured": "This run measured no valid throughput (a total time of 0, or not a number); "
+                                   + _RERUN_EN,
+    "paged.step_time.flat": _STEPS_HEAD_EN + _STEP_ROUNDS_EN + ", all within ±" + _FLAT + ": about the same. This "
+                            "small model's step hardly changes with the batch (on a GPU, where a small model's step "
+                            "goes mostly into launching kernels one by one, it looks just like this). So the "
+                            "throughput ratio {ratio} is close to " + _STEPS_RATIO_EN + " (within " + _FLAT + "): "
+                            "the steps continuous batching saves are its extra throughput.",
+    "paged.step_time.grows_little": _STEPS_HEAD_EN + _STEP_ROUNDS_EN + ": in every round the step with the fuller "
+                                    "batch is somewhat slower, but by less than " + _BAND + ". The throughput ratio "
+                                    "{ratio} is below " + _STEPS_RATIO_EN + ": not all the steps continuous batching "
+                                    "saves turn into extra throughput; the extra time each of its steps takes eats "
+                                    "part of them (and each new request's prefill is a forward pass of its own).",
+    "paged.step_time.grows": _STEPS_HEAD_EN + _STEP_ROUNDS_EN + ", " + _BAND + " or more in every round: the step "
+                             "with the fuller batch is clearly slower, so the throughput ratio {ratio} is below "
+                             + _STEPS_RATIO_EN + ". On a device where a step's time does not change with the batch "
+                             "(this small model on a GPU, for example, where a step goes mostly into launching "
+                             "kernels one by one), the throughput ratio comes closer to the step ratio {bound} (each "
+                             "new request's prefill is a forward pass of its own, so it usually falls short of "
+                             "{bound}).",
+    "paged.step_time.rounds_differ": _STEPS_HEAD_EN + _STEP_ROUNDS_EN + ": these figures do not fall in one band "
+                                     "(within ±" + _FLAT + ", " + _FLAT + "–" + _BAND + ", " + _BAND + " or more), so "
+                                     "this run cannot tell how much slower a step got. The throughput ratio {ratio} is "
+                                     "below " + _STEPS_RATIO_EN + "; the gap may come from a slower step, or only from "
+                                     "timing noise; " + _RERUN_EN,
+    "paged.step_time.unclear": _STEPS_HEAD_EN + _STEP_ROUNDS_EN + "; the ratio of the two schedules' step counts is "
+                               "{static_steps} ÷ {cont_steps} = {bound}, the throughput ratio {ratio}: the two do not "
+                               "fit together (neither a step about the same with the throughput ratio within " + _FLAT
+                               + " of the step ratio, nor a slower step with the throughput ratio below the step "
+                               "ratio), so this run cannot tell how a step's time affects the throughput; "
+                               + _RERUN_EN,
+    "paged.step_time.unmeasured": "The ratio of the two schedules' step counts is {static_steps} ÷ {cont_steps} = "
+                                  "{bound} (the same on every machine); this run measured no valid step time, so it "
+                                  "cannot tell how a step's time changes with the batch; " + _RERUN_EN,
+    "paged.ttft.continuous_shorter": _TTFT_HEAD_EN + _STATIC_WAIT_EN + " and the block pool has blocks, but when the "
+                                     "batch is full (at most {max_batch} sequences) or blocks run short, it queues "
+                                     "too: of {requests} requests, {cont_waited} could not join in the step they "
+                                     "arrived in; they waited {wait_mean} steps on average and {wait_max} at most before "
+                                     "joining (the time to first token of all {requests} requests averages "
+                                     "{cont_steps} steps, at most {cont_max}), still far shorter than with static "
+                                     "batching.",
+    "paged.ttft.continuous_shorter_no_wait": _TTFT_HEAD_EN + _STATIC_WAIT_EN + " (at most {max_batch} sequences) and "
+                                             "the block pool has blocks: this time, {cont_waited} of the {requests} "
+                                             "requests could not join in the step they arrived in (time to first token "
+                                             "at most {cont_max} steps).",
+    "paged.ttft.static_shorter": _TTFT_HEAD_EN + ": this time static batching has the shorter latency: the requests "
+                                 "arrive so sparsely that hardly any of them waits for a whole batch to finish.",
+    "paged.ttft.same": _TTFT_HEAD_EN + ": the mean and the tail are both within " + _BAND + "; on this set of "
+                       "requests neither has the shorter latency.",
+    "paged.ttft.unclear": _TTFT_HEAD_EN + ": in seconds, the mean and the tail point different ways, or disagree with "
+                          "the step counts: this machine is too busy to tell this time; " + _RERUN_EN,
+    "paged.ttft.unmeasured": _TTFT_STEPS_EN + "; this run measured no valid latency in seconds; " + _RERUN_EN,
+    "paged.tpot.slower": _TPOT_HEAD_EN + ": by TPOT, continuous batching is {gain} slower per token. Its batches are "
+                         "fuller ({cont_batch} sequences on average against {static_batch}), and new requests' "
+                         "prefills share a step with the others' decodes, so a request that is generating waits for "
+                         "them too. That is the price of continuous batching; what it buys is in the throughput and "
+                         "the time to first token above." + _ITL_EN,
+    "paged.tpot.faster": _TPOT_HEAD_EN + ": this time continuous batching is {gain} faster per token, the opposite of "
+                         "what its fuller batches ({cont_batch} sequences against {static_batch}) would do: most "
+                         "likely the machine was busy and slowed the static batching steps; rerun to see whether it "
+                         "holds." + _ITL_EN,
+    "paged.tpot.same": _TPOT_HEAD_EN + ": within " + _BAND + " in every round. A few more sequences per batch "
+                       "({cont_batch} on average against {static_batch}) hardly slow this small model's step (a small "
+                       "model's step on a GPU goes mostly into launching kernels, and behaves the same): continuous "
+                       "batching's gains in throughput and time to first token cost almost nothing in per-token "
+                       "speed." + _ITL_EN,
+    **one_sided_templates_en("paged.tpot", _TPOT_HEAD_EN, "slower|continuous batching is slower per token",
+                             "faster|continuous batching is faster per token", "time per token", _RERUN_EN, _ITL_EN),
+    "paged.tpot.unclear": _TPOT_HEAD_EN + ": the rounds' ratios do not match the combined one, or neither side is "
+                          "ahead by more than " + _BAND + ": this machine is too busy to tell which is faster per "
+                          "token, or by how much; " + _RERUN_EN + _ITL_EN,
+    "paged.tpot.unmeasured": "This run measured no valid time per output token (TPOT) (no request generated two "
+                             "tokens or more, or the timing was 0); " + _RERUN_EN,
+}

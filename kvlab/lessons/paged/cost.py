@@ -15,6 +15,7 @@ from ...model import ToyTransformer
 from ...paged_cache import PagedKVCache
 from ...paging import blocks_for
 from .runs import BLOCK_SIZE, corpus_ids
+from .texts import TEXTS
 
 COST_BATCHES = (1, 8)
 COST_LENGTHS = (32, 128, 224)
@@ -433,8 +434,9 @@ def _small_numbers(printed: dict[str, tuple[float, ...]]) -> dict[str, Number]:
 
 
 def cell_order(cost: PagingCost) -> str:
-    """The cells as the claims list them, in order of the bytes they gather: "(1, 32)、(1, 128)、..."."""
-    return "、".join(f"({c.batch}, {c.length})" for c in sorted(cost.cells, key=lambda c: c.gather_bytes))
+    """The cells as the claims list them, in order of the bytes they gather: "(1, 32)、(1, 128)、..." (in English
+    "(1, 32), (1, 128), ...")."""
+    return TEXTS.say("cell_separator").join(f"({c.batch}, {c.length})" for c in sorted(cost.cells, key=lambda c: c.gather_bytes))
 
 
 _RERUN = ("重跑这一格（可以把第一行改成 lesson.paging_cost(model, tok, rounds=7)，多测几轮）；机器忙时先关掉别的占 CPU 的"
@@ -512,15 +514,105 @@ ZH_TEMPLATES.update({key + "_odd": ZH_TEMPLATES[key].replace(
                 "paged.cost.not_rising_peak")})
 
 
+TEMPLATES = ZH_TEMPLATES  # what Catalog.of_topics reads for Chinese
+
+# -- the same claims in English (Catalog.of_topics reads TEMPLATES_EN): the same keys, the same fields -------------
+_RERUN_EN = ("rerun this cell (you can change its first line to lesson.paging_cost(model, tok, rounds=7) to time more "
+             "rounds); on a busy machine, close other CPU-hungry programs first.")
+_AGREE_EN = "the rounds agree in {agree}/{cells} cells)"  # the end of _CELLS_EN, where an "_odd" key names its cell
+_CELLS_EN = ("The cells in order of the bytes they gather: B is {batches}, each sequence {lengths} tokens long, "
+             "gathering {mib}; the paged step takes {extra} longer than the contiguous cache's, ratios {ratios} ("
+             + _AGREE_EN)
+_SHARE_EN = "In the cell that gathers the most, the gather timed on its own takes {gather}, {share} of that cell's extra time"
+_GATHER_EN = ("A paged step first gathers every layer's K and V through the block table into contiguous tensors: at "
+              "B = {batch} with {length} tokens per sequence, each step copies {big_mib}")
+_SLOWER_COUNT_EN = ("Of the {agree} cells whose rounds agree, the paged step is slower than the contiguous cache's by "
+                    + _BAND + " or more in {slower}, and clearly faster in none")
+_NO_PATTERN_EN = (": this run does not show how the cost of paging changes with the bytes to gather. To see it "
+                  "clearly, " + _RERUN_EN)
+_NOT_RISING_HEAD_EN = (". " + _SLOWER_COUNT_EN + ". " + _SHARE_EN + ". The extra time does not grow with the bytes "
+                       "({small_extra} at {small_mib}, {big_extra} at {big_mib}; at each B, the longest cell's extra "
+                       "time is not over 30% above the shortest's either): it looks like a fixed cost per step rather "
+                       "than the bytes copied")
+_FIXED_THEN_GROWS_EN = (". At B = {small_b} the extra time is about the same in every cell and does not change with the "
+                        "length; at B = {big_b} it rises from cell to cell. At the speed of the gather timed in the cell "
+                        "that gathers the most (the last cell's bytes in {gather}), the cells at B = {small_b} take at "
+                        "most about {small_gather} to gather, under half their extra time: at small B most of the extra "
+                        "is a fixed cost per step (looking up indices through the block table, a few more small "
+                        "operations in every layer); only at large B, with many more bytes to gather, does the extra "
+                        "time grow with the bytes.")
+_GROWS_EN = (": the paged step is slower, and at the same B, the longer each sequence and the more bytes to gather, the "
+             "more extra time it takes (at each B, every cell more than the one before). ")
+TEMPLATES_EN = {
+    "paged.gather.measured": _GATHER_EN + "; timed on its own, this gather takes {gather} at its fastest.",
+    "paged.gather.over_extra": _GATHER_EN + "; timed on its own, this gather takes {gather} at its fastest, longer "
+                               "than the whole {big_extra} the paged step adds in that cell (the gather is only part of "
+                               "the paged step): this time the timing noise is larger than the difference, so read the "
+                               "extra times compared below with that in mind.",
+    "paged.gather.about_extra": _GATHER_EN + "; timed on its own, this gather takes {gather} at its fastest, about the "
+                                "whole {big_extra} the paged step adds in that cell ({gather_share}): the gather alone "
+                                "cannot take longer than all the extra time, and the small excess is within the timing's "
+                                "precision.",
+    "paged.gather.unmeasured": _GATHER_EN + "; this run measured no valid time for the gather; " + _RERUN_EN,
+    "paged.cost.grows_gather": _CELLS_EN + _GROWS_EN + _SHARE_EN + ": most of the extra time goes into the gather.",
+    "paged.cost.grows_elsewhere": _CELLS_EN + _GROWS_EN + _SHARE_EN + ": the gather is only a small part. Most of the "
+                                  "extra time comes from outside it, from work not timed separately here: building the "
+                                  "block-table indices in Python every step, and attention reading the gathered K/V "
+                                  "(after the gather it is only transposed into a per-head view, so one head's data lies "
+                                  "apart in memory instead of side by side as in the contiguous cache).",
+    "paged.cost.fixed_flat": "The contiguous cache's step hardly changes with B or the length ({contiguous} across the "
+                             "cells; B is {batches}, gathering {mib}): this small model's step is mostly fixed overhead "
+                             "(launching kernels one by one on a GPU, calling operators one by one on a CPU). The paged "
+                             "step is slower by " + _BAND + " or more in every cell (ratios {ratios}), by about the "
+                             "same extra time everywhere ({extra}; the rounds agree in {agree}/{cells} cells): a fixed "
+                             "cost per step, such as two gathers per layer and building the block-table indices, not "
+                             "the bytes copied. " + _SHARE_EN + ".",
+    "paged.cost.fixed": _CELLS_EN + ": every cell's extra time is about the same and does not grow with the bytes to "
+                        "gather: it looks like a fixed cost per step, such as building the block-table indices. "
+                        + _SHARE_EN + ".",
+    "paged.cost.same": "In every cell the two caches are within " + _BAND + " of each other (paged over contiguous, "
+                       "ratios {ratios}): on this machine, a model this small shows no cost of paging.",
+    "paged.cost.fixed_then_grows": _CELLS_EN + _FIXED_THEN_GROWS_EN + " " + _SHARE_EN + ".",
+    "paged.cost.fixed_then_grows_apart": _CELLS_EN + _FIXED_THEN_GROWS_EN + " But at B = {small_b} the fixed extra "
+                                         "time per step plus the gather timed on its own, {gather}, comes to more than "
+                                         "the extra time of the cell that gathers the most (the last one) by over "
+                                         + _BAND + ": the two measurements do not add up this time, so all this run "
+                                         "can say is that the gather is the larger part; the exact share needs a rerun "
+                                         "on an idle machine.",
+    "paged.cost.slower": _CELLS_EN + ". " + _SLOWER_COUNT_EN + ". " + _SHARE_EN + ". But not at every B does the extra time grow with each longer sequence"
+                         + _NO_PATTERN_EN,
+    "paged.cost.not_rising": _CELLS_EN + _NOT_RISING_HEAD_EN + ".",
+    "paged.cost.not_rising_peak": _CELLS_EN + _NOT_RISING_HEAD_EN + "; only the cell with B = {peak_b} and "
+                                  "{peak_length} tokens per sequence adds {peak_extra}, well above the other cells and "
+                                  "outside this pattern (rerun this cell to see whether it is timing noise).",
+    "paged.cost.slower_big_level": _CELLS_EN + ". " + _SLOWER_COUNT_EN + "; but in the cell that gathers the most (the "
+                                   "last ratio) the two caches are within " + _BAND + ", so there is no saying what "
+                                   "share of the extra time the gather takes; nor does the extra time grow with each longer "
+                                   "sequence at every B" + _NO_PATTERN_EN,
+    "paged.cost.contradicts": "The cells contradict one another: in some the paged step is clearly slower, in others "
+                              "clearly faster (paged over contiguous, ratios {ratios}). Paging never makes a step "
+                              "faster; a busy machine did this, so this run cannot tell how much slower paging is; "
+                              + _RERUN_EN,
+    "paged.cost.noisy": "Paged over contiguous, the cells' ratios are {ratios}, and the rounds agree in only "
+                        "{agree}/{cells} cells: this machine is too busy to tell how much slower paging is this time; "
+                        + _RERUN_EN,
+    "paged.cost.mixed": "Paged over contiguous, the cells' ratios are {ratios}: the rounds agree within each of the "
+                        "{cells} cells, but some cells are slower by " + _BAND + " or more and others within "
+                        + _BAND + ", and the extra time follows no pattern in B or the length: this run cannot tell "
+                        "how much slower paging is; " + _RERUN_EN,
+    "paged.cost.unmeasured": "This run's timings gave no valid numbers, so it cannot tell how much slower paging is; "
+                             + _RERUN_EN,
+}
+TEMPLATES_EN.update({key + "_odd": TEMPLATES_EN[key].replace(_AGREE_EN, _AGREE_EN[:-1] + "; in the cell with B = "
+                                                             "{odd_batches} and {odd_lengths} tokens per sequence, "
+                                                             "they disagree)")
+                     for key in ("paged.cost.fixed_then_grows", "paged.cost.fixed_then_grows_apart", "paged.cost.slower",
+                                 "paged.cost.slower_big_level", "paged.cost.not_rising", "paged.cost.not_rising_peak")})
+
+
 def why_sentence(cost: PagingCost) -> str:
     """Why a real paged cache does not pay for the gather, and what is expected on the other kind of device (no
-    measured number, and no cause read from one: the claims above say how much of the extra time the gather is)."""
-    gpu = cost.device.startswith("cuda")
-    base = ("这里的分页是纯 PyTorch 写的：注意力需要连续的 K、V，所以每一步先把块拷贝到一起（这次拷贝是不是多出的时间的"
-            "大头，只看上面按这次测量挑出的那句）。vLLM 的 PagedAttention 内核在注意力内部按块表直接读各个块，不做这次拷贝。按块读并非"
-            "完全免费：vLLM 的论文量到它的注意力内核比读连续内存的内核慢约 20–26%，但注意力只占一步的一部分，换来的批次"
-            "更大，整体吞吐反而高得多。")
-    if gpu:
-        return base
-    return base + ("在 GPU 上预计（这里没有测）：演示模型这么小，一步的时间主要花在启动内核上，两种缓存的一步都几乎不随 B "
-                   "和长度变，分页多出的主要是几次内核启动的固定时间。")
+    measured number, and no cause read from one: the claims above say how much of the extra time the gather is), in
+    the course's language (:data:`.texts.TEXTS`)."""
+    why = TEXTS.say("why")
+    return why if cost.device.startswith("cuda") else TEXTS.say("why_off_gpu", why=why)

@@ -18,7 +18,7 @@ from ...paging import SharedPrefix, shared_prefix_blocks
 from ...claims import Chooser, Claim, Rule, number, ratio
 from ...serving import Request, serve
 from .batching import (BAND, Rounds, _all, _all_above, _all_below, _gain, _least, _ms, _ratio_of, _rounds, _within,
-                       one_sided, one_sided_templates, serve_in_rounds)
+                       one_sided, one_sided_templates, one_sided_templates_en, serve_in_rounds)
 from .runs import BLOCK_SIZE, corpus_ids
 
 SHARE_PREFIX, SHARE_REQUESTS, SHARE_NEW_TOKENS = 40, 4, 16  # the real run's defaults
@@ -189,4 +189,31 @@ ZH_TEMPLATES = {
     "paged.sharing_ttft.unclear": _HEAD + f"：几轮的比值和总的比值对不上，或者没有一边差出 {BAND:.0%} 以上：这台机器太忙"
                                   "（或太吵），这次说不准共享让首 token 延迟短了多少；" + _RERUN,
     "paged.sharing_ttft.unmeasured": "这一次首 token 延迟没有测出有效的数（计时为 0 或不是一个数）；" + _RERUN,
+}
+
+TEMPLATES = ZH_TEMPLATES  # what Catalog.of_topics reads for Chinese
+
+# -- the same claim in English (Catalog.of_topics reads TEMPLATES_EN): the same keys, the same fields ----------------
+_RERUN_EN = ("rerun this cell (you can raise serve_sharing's rounds to 5 to time more rounds); on a busy machine, "
+             "close other CPU-hungry programs first.")
+_HEAD_EN = ("Mean time to first token (TTFT): without sharing {plain_ttft}, with sharing {shared_ttft} (each step timed "
+            "at its fastest round), ratio {ratio}; each round's own ratio: {rounds}")
+TEMPLATES_EN = {
+    "paged.sharing_ttft.shorter": _HEAD_EN + ". Sharing cuts the time to first token by {gain}: each later request "
+                                  "prefills only what follows the system prompt, so the step it joins in is shorter.",
+    "paged.sharing_ttft.same": _HEAD_EN + f": within {BAND:.0%} in every round. On this device, feeding fewer tokens "
+                               "saves almost no time: a forward pass costs mostly fixed overhead (as with this small "
+                               "model on a GPU, where a step goes mostly into launching kernels one by one), whatever "
+                               "the number of tokens fed. The blocks and the compute saved are real all the same.",
+    "paged.sharing_ttft.longer": _HEAD_EN + ": this time sharing is {gain} slower, the opposite of what computing "
+                                 "fewer tokens would do: most likely the machine was busy and slowed the steps of the "
+                                 "sharing rounds; " + _RERUN_EN,
+    **one_sided_templates_en("paged.sharing_ttft", _HEAD_EN, "longer|the time to first token is longer with sharing",
+                             "shorter|the time to first token is shorter with sharing", "time to first token",
+                             _RERUN_EN),
+    "paged.sharing_ttft.unclear": _HEAD_EN + f": the rounds' ratios do not match the combined one, or neither side is "
+                                  f"ahead by more than {BAND:.0%}: this machine is too busy (or too noisy) to tell by "
+                                  "how much sharing shortens the time to first token; " + _RERUN_EN,
+    "paged.sharing_ttft.unmeasured": "This run measured no valid time to first token (a time of 0, or not a number); "
+                                     + _RERUN_EN,
 }

@@ -7,7 +7,9 @@ they print, and :func:`show_claims` displays them with their record.
 
 A package with one module per part: :mod:`.walkthrough` (one decoding step, both ways), :mod:`.formulas` (the two
 formulas and the counted work), :mod:`.timings` (the measurements and their fits), :mod:`.sentences` (the claims)
-and :mod:`.panels` (the walkthrough and latency panels). Every public name is re-exported here, so
+and :mod:`.panels` (the walkthrough and latency panels); :mod:`.phrases` holds what the chapter's code cells print
+(:data:`CELLS`, ``say``) and the prompts they give the demo model (:data:`PROMPTS`), in both languages. Every public
+name is re-exported here, so
 ``from kvlab.lessons import decode as lesson; lesson.walkthrough_panel(...)`` works as before."""
 from .walkthrough import DEFAULT_PROMPT, DecodeStep, decode_walkthrough, most_attended, steps_where_heads_agree
 from .formulas import layer_qkv, FormulaCheck, check_two_formulas
@@ -21,6 +23,7 @@ from .sentences import (RISING_DIP, RISING_JUMP, TOTALS, UNCACHED, CROSSOVER, ST
                         STEP_EXPONENT, SHARE_BAND, BEND, implied_exponent, lone_outlier, CUMULATIVE, CUMULATIVE_LEVEL,
                         CACHED, FIXED_COST, EXTRAPOLATION, GROWTH_RULES, GROWTH, RERUN, STALLED, GROWING, OUTLIER_KEYS, CHOOSERS, ZH,
                         show_claims, explain_latency, explain_growth)
+from .phrases import CELLS, PROMPTS, say
 
 __all__ = [
     "DEFAULT_PROMPT", "DecodeStep", "decode_walkthrough", "most_attended", "steps_where_heads_agree", "layer_qkv",
@@ -32,4 +35,5 @@ __all__ = [
     "STEP_UNREAD", "STEP_JUMP", "STEP_OUTLIER", "STEP_STEEP", "STEP_EXPONENT", "SHARE_BAND", "BEND", "implied_exponent",
     "lone_outlier", "CUMULATIVE", "CUMULATIVE_LEVEL", "CACHED", "FIXED_COST", "EXTRAPOLATION", "GROWTH_RULES", "GROWTH", "RERUN",
     "STALLED", "GROWING", "OUTLIER_KEYS", "CHOOSERS", "ZH", "show_claims", "explain_latency", "explain_growth",
+    "CELLS", "PROMPTS", "say",
 ]

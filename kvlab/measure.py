@@ -19,8 +19,35 @@ from .config import ModelConfig
 from .device import synchronize
 from .generation import generate
 from .model import ToyTransformer
+from .phrases import Phrasebook
 from .resources import cpu_budget, user_threads
 from .stats import cumulative, growth_exponent, median
+
+# What the readouts say about how a number was measured, in the course's language when they say it.
+MEASURE = Phrasebook("measure", {
+    "zh": {
+        "threads_set": "按 {source}={value}",
+        "budget": "本进程可用 {cores} 核，来自 {source}",
+        "budget_one": "本进程可用 {cores} 核，来自 {source}",
+        "leave_a_core": "{budget}；留一核给浏览器和 Jupyter",
+        "cpu": "cpu，计时用 {threads} 个线程（{source}）",
+        "cpu_one": "cpu，计时用 {threads} 个线程（{source}）",
+        "measuring": "测量中",
+        "read_bandwidth": "对 {mib:.0f} MiB 的 float32 数组求和",
+        "matmul": "{n}×{n} 的 {dtype} 矩阵乘",
+    },
+    "en": {
+        "threads_set": "as {source}={value} says",
+        "budget": "{cores} cores available to this process, from {source}",
+        "budget_one": "{cores} core available to this process, from {source}",
+        "leave_a_core": "{budget}; one core left for the browser and Jupyter",
+        "cpu": "CPU, timed on {threads} threads ({source})",
+        "cpu_one": "CPU, timed on {threads} thread ({source})",
+        "measuring": "Measuring",
+        "read_bandwidth": "summing a {mib:.0f} MiB float32 array",
+        "matmul": "a {n}×{n} {dtype} matmul",
+    },
+})
 
 
 # -- threads and timers ------------------------------------------------------------------------
@@ -39,12 +66,13 @@ def measurement_threads() -> int:
 
 def threads_source() -> str:
     """Where the timing thread count comes from, for the readouts, e.g. 「本进程可用 2 核，来自 CPU 亲和性；留一核给浏览器和
-    Jupyter」 or 「按 KVLAB_THREADS=4」."""
+    Jupyter」 or 「按 KVLAB_THREADS=4」 (in English: "2 cores available to this process, from CPU affinity; one core
+    left for the browser and Jupyter", "as KVLAB_THREADS=4 says")."""
     budget, user = cpu_budget(), user_threads()
     if user is not None and user.value == budget.value:
-        return f"按 {user.source}={user.value}"
-    text = f"本进程可用 {budget.value} 核，来自 {budget.source}"
-    return text if user is not None or budget.value == 1 else text + "；留一核给浏览器和 Jupyter"
+        return MEASURE.say("threads_set", source=user.source, value=user.value)
+    text = MEASURE.say("budget_one" if budget.value == 1 else "budget", cores=budget.value, source=budget.source)
+    return text if user is not None or budget.value == 1 else MEASURE.say("leave_a_core", budget=text)
 
 
 @contextmanager
@@ -78,15 +106,17 @@ def timed(fn: Callable[[], object], device) -> tuple[object, float]:
 
 
 def alternate(runners: dict[str, Callable[[], object]], repeats: int, warmup: dict | None = None,
-              progress: bool = False, desc: str = "测量中") -> dict[str, list]:
+              progress: bool = False, desc: str | None = None) -> dict[str, list]:
     """Run every runner ``repeats`` times, interleaved, after one warm-up call each.
 
     Round r starts at runner r (rotating), so no runner always runs first on a warm or cold
-    machine. ``warmup`` maps a name to a cheaper callable for its warm-up (default: the runner).
+    machine. ``warmup`` maps a name to a cheaper callable for its warm-up (default: the runner). ``desc``: the
+    progress bar's label (default 「测量中」, Measuring, in the course's language).
     Returns ``{name: [result of each repeat]}``.
     """
     from tqdm.auto import tqdm
 
+    desc = MEASURE.say("measuring") if desc is None else desc
     repeats = positive_int("repeats", repeats)
     names = list(runners)
     for name in names:  # allocator, kernels, caches
@@ -102,14 +132,16 @@ def alternate(runners: dict[str, Callable[[], object]], repeats: int, warmup: di
 
 
 def device_label(device, threads: int | None = None) -> str:
-    """Which device produced a number, for every readout: "cpu，计时用 3 个线程" or the GPU's name.
+    """Which device produced a number, for every readout: "cpu，计时用 3 个线程" ("CPU, timed on 3 threads") or
+    the GPU's name.
 
     ``threads``: the CPU threads of the timing (default: :func:`measurement_threads`)."""
     dev = torch.device(device)
     if dev.type == "cuda":
         return f"{torch.cuda.get_device_name(dev)} GPU"
     if dev.type == "cpu":
-        return f"cpu，计时用 {threads or measurement_threads()} 个线程（{threads_source()}）"
+        n = threads or measurement_threads()
+        return MEASURE.say("cpu_one" if n == 1 else "cpu", threads=n, source=threads_source())
     return str(dev)
 
 
@@ -121,7 +153,7 @@ class Rate:
     best: float
     median: float
     runs: list[float]
-    what: str  # how it was measured, for the readout (Chinese)
+    what: str  # how it was measured, for the readout (in the course's language when it was measured)
 
     @property
     def best_g(self) -> float:
@@ -140,7 +172,7 @@ def measure_read_bandwidth(device, nbytes: int = 256 * 2**20, repeats: int = 7) 
     buf.sum()  # warm-up
     runs = [nbytes / timed(buf.sum, dev)[1] for _ in range(positive_int("repeats", repeats))]
     del buf
-    return Rate(max(runs), median(runs), runs, f"对 {nbytes / 2**20:.0f} MiB 的 float32 数组求和")
+    return Rate(max(runs), median(runs), runs, MEASURE.say("read_bandwidth", mib=nbytes / 2**20))
 
 
 def measure_matmul_flops(device, n: int = 1024, repeats: int = 5, dtype=torch.float32) -> Rate:
@@ -151,7 +183,7 @@ def measure_matmul_flops(device, n: int = 1024, repeats: int = 5, dtype=torch.fl
     b = torch.randn(n, n, device=dev, dtype=dtype)
     a @ b  # warm-up
     runs = [2 * n**3 / timed(lambda: a @ b, dev)[1] for _ in range(positive_int("repeats", repeats))]
-    return Rate(max(runs), median(runs), runs, f"{n}×{n} 的 {str(dtype).removeprefix('torch.')} 矩阵乘")
+    return Rate(max(runs), median(runs), runs, MEASURE.say("matmul", n=n, dtype=str(dtype).removeprefix("torch.")))
 
 
 # -- timed generations ---------------------------------------------------------------------------

@@ -20,14 +20,85 @@ import unicodedata
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from .language import get_language
+from .phrases import Phrasebook
+
 TODO, RIGHT, WRONG = "todo", "right", "wrong"
+
+# What grading says, in the course's language when it says it. A question's own prompt, options, explanation and hint
+# are its lesson's (written in both languages there).
+QUESTIONS = Phrasebook("questions", {
+    "zh": {
+        "clipped": "{head}…（共 {n:,} 个字符）",
+        "quoted": "「{text}」",
+        "comma": "{text}里的逗号读不懂：小数点请写成「.」，例如 0.5；千位分隔符要每三位一个，例如 131,072",
+        "out_of_range": "{text}超出了可以比较的范围（绝对值在 1e-{exponent} 到 1e{exponent} 之间）",
+        "too_long": "答案太长了（{n:,} 个字符）：请只写一个数，例如 1024 或 0.5",
+        "too_many_digits": "{text}的位数太多：请写成小数或用 e 表示，例如 1.5e9",
+        "zero_denominator": "{text}的分母是 0：这不是一个数",
+        "not_a_number": "{text}不是一个数：请只写数字，例如 1024 或 0.5",
+        "the_answer": "答案",
+        "this_integer": "「这个整数」",
+        "this_fraction": "「这个分数」",
+        "need_number": "{what}需要一个数，收到的是 {got}",
+        "need_number_bare": "需要一个数，收到的是 {got}",
+        "need_finite": "{what}需要一个有限的数，收到的是 {got}",
+        "need_finite_bare": "需要一个有限的数，收到的是 {got}",
+        "need_number_type": "{what}需要一个数，收到的是 {type}：{got}",
+        "need_number_type_bare": "需要一个数，收到的是 {type}：{got}",
+        "empty": "还没有填答案：请输入一个数",
+        "right": "正确！{feedback}",
+        "wrong_choice": "不对。{feedback}",
+        "nothing_chosen": "还没有选择：请点一个选项",
+        "wrong_number": "不对：{shown}不是正确答案。{hint}",
+        "hint": "提示：{hint}",
+        "answer_choice": "答案：{key}。{feedback}",
+        "answer_number": "答案：{answer} {unit}。{explanation}",
+        "prediction": "{verdict}{answer}",
+    },
+    "en": {
+        "clipped": "{head}… ({n:,} characters in all)",
+        "quoted": "\"{text}\"",
+        "comma": "Cannot read the comma in {text}: write the decimal point as \".\", e.g. 0.5; a thousands separator "
+                 "goes every three digits, e.g. 131,072",
+        "out_of_range": "{text} is beyond the range that can be compared (absolute values from 1e-{exponent} "
+                        "to 1e{exponent})",
+        "too_long": "The answer is too long ({n:,} characters): write a single number, e.g. 1024 or 0.5",
+        "too_many_digits": "{text} has too many digits: write it as a decimal or with an exponent, e.g. 1.5e9",
+        "zero_denominator": "{text} has a denominator of 0: that is not a number",
+        "not_a_number": "{text} is not a number: write digits only, e.g. 1024 or 0.5",
+        "the_answer": "the answer",
+        "this_integer": "This whole number",
+        "this_fraction": "This fraction",
+        "need_number": "Expected a number for {what}, got {got}",
+        "need_number_bare": "Expected a number, got {got}",
+        "need_finite": "Expected a finite number for {what}, got {got}",
+        "need_finite_bare": "Expected a finite number, got {got}",
+        "need_number_type": "Expected a number for {what}, got {type}: {got}",
+        "need_number_type_bare": "Expected a number, got {type}: {got}",
+        "empty": "No answer yet: type a number",
+        "right": "Right! {feedback}",
+        "wrong_choice": "Not quite. {feedback}",
+        "nothing_chosen": "Nothing chosen yet: click an option",
+        "wrong_number": "Not quite: {shown} is not the answer.{hint}",
+        "hint": " Hint: {hint}",
+        "answer_choice": "Answer: {key}. {feedback}",
+        "answer_number": "Answer: {answer} {unit}. {explanation}",
+        "prediction": "{verdict} {answer}",
+    },
+})
+
+
+def quoted(text: str) -> str:
+    """``text`` quoted as a message quotes what the learner wrote: 「…」 in Chinese, "…" in English."""
+    return QUESTIONS.say("quoted", text=text)
 
 
 # -- verdicts --------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Verdict:
-    """What a grader found: ``status`` (TODO, RIGHT or WRONG), one Chinese sentence, and detail lines
-    (the failing case, expected and got)."""
+    """What a grader found: ``status`` (TODO, RIGHT or WRONG), one sentence in the course's language, and detail
+    lines (the failing case, expected and got)."""
 
     status: str
     message: str
@@ -44,7 +115,7 @@ def wrong(message: str, *details: str) -> Verdict:
 
 def clip(text: str, limit: int = 40) -> str:
     """``text`` shortened to ``limit`` characters (an answer or an error echoed back is never a page long)."""
-    return text if len(text) <= limit else f"{text[:limit - 1]}…（共 {len(text):,} 个字符）"
+    return text if len(text) <= limit else QUESTIONS.say("clipped", head=text[:limit - 1], n=len(text))
 
 
 # -- numbers typed as answers ----------------------------------------------------------------------------------
@@ -73,73 +144,81 @@ def normalize_answer(text: str) -> str:
     if number and THOUSANDS.match(number):
         return re.sub(r"[,_， ]", "", number) + text[len(number):]
     if "," in text or "，" in text:
-        raise AnswerError(f"「{clip(text)}」里的逗号读不懂：小数点请写成「.」，例如 0.5；千位分隔符要每三位一个，"
-                          "例如 131,072")
+        raise AnswerError(QUESTIONS.say("comma", text=quoted(clip(text))))
     return text
 
 
 def _bounded(value: Fraction, shown: str) -> Fraction:
+    """``value``, or :class:`AnswerError` when it lies beyond what can be compared; ``shown``: how the message names
+    it (already quoted)."""
     if value and not Fraction(1, 10**MAX_EXPONENT) <= abs(value) <= 10**MAX_EXPONENT:
-        raise AnswerError(f"「{clip(shown)}」超出了可以比较的范围（绝对值在 1e-{MAX_EXPONENT} 到 1e{MAX_EXPONENT} 之间）")
+        raise AnswerError(QUESTIONS.say("out_of_range", text=shown, exponent=MAX_EXPONENT))
     return value
 
 
 def typed_number(text: str) -> Fraction:
     """A number typed as text: "1024", "0.5", "1.5e9", "3/4" (bounded digits and exponent), else AnswerError."""
-    what = clip(text)
+    what = quoted(clip(text))
     if len(text) > MAX_ANSWER_CHARS:
-        raise AnswerError(f"答案太长了（{len(text):,} 个字符）：请只写一个数，例如 1024 或 0.5")
+        raise AnswerError(QUESTIONS.say("too_long", n=len(text)))
     ratio = RATIO.match(text)
     if ratio:
         top, bottom = ratio.groups()
         if max(len(top), len(bottom)) > MAX_DIGITS + 1:
-            raise AnswerError(f"「{what}」的位数太多：请写成小数或用 e 表示，例如 1.5e9")
+            raise AnswerError(QUESTIONS.say("too_many_digits", text=what))
         if int(bottom) == 0:
-            raise AnswerError(f"「{what}」的分母是 0：这不是一个数")
-        return _bounded(Fraction(int(top), int(bottom)), text)
+            raise AnswerError(QUESTIONS.say("zero_denominator", text=what))
+        return _bounded(Fraction(int(top), int(bottom)), what)
     m = NUMBER.match(text)
     if not m:
-        raise AnswerError(f"「{what}」不是一个数：请只写数字，例如 1024 或 0.5")
+        raise AnswerError(QUESTIONS.say("not_a_number", text=what))
     if len(m.group(1).replace(".", "").lstrip("0")) > MAX_DIGITS:
-        raise AnswerError(f"「{what}」的位数太多：请写成小数或用 e 表示，例如 1.5e9")
+        raise AnswerError(QUESTIONS.say("too_many_digits", text=what))
     exponent = m.group(2)
     if exponent is not None and len(exponent.lstrip("+-").lstrip("0")) > 4:
-        raise AnswerError(f"「{what}」超出了可以比较的范围（绝对值在 1e-{MAX_EXPONENT} 到 1e{MAX_EXPONENT} 之间）")
-    return _bounded(Fraction(text), text)
+        raise AnswerError(QUESTIONS.say("out_of_range", text=what, exponent=MAX_EXPONENT))
+    return _bounded(Fraction(text), what)
 
 
 def _subject(what: str) -> str:
-    """「答案」 as it is; an identifier such as ttft_ms gets the space GLOSSARY.md asks for before Chinese."""
-    return f"{what} " if what and what[-1].isascii() else what
+    """「答案」 as it is; an identifier such as ttft_ms gets the space GLOSSARY.md asks for before Chinese (in
+    Chinese; an English sentence spaces its words itself)."""
+    return f"{what} " if what and what[-1].isascii() and get_language() == "zh" else what
 
 
-def parse_number(answer, what: str = "答案") -> Fraction:
+def _say_about(key: str, what: str, **fields) -> str:
+    """``key``'s message about ``what`` (an answer's name), or its ``_bare`` form when ``what`` is empty."""
+    return QUESTIONS.say(key, what=_subject(what), **fields) if what else QUESTIONS.say(f"{key}_bare", **fields)
+
+
+def parse_number(answer, what: str | None = None) -> Fraction:
     """Any real number (int, float, numpy's, a 0-d tensor or array, Fraction) or numeric string as an exact
     Fraction (floats as their shortest decimal). The value is read from the object's own type (a float subclass
-    cannot change what it is worth); digits and exponents are bounded, so any answer is read at once."""
-    what = _subject(what)
+    cannot change what it is worth); digits and exponents are bounded, so any answer is read at once. ``what``: how
+    a message names the answer (default 「答案」, the answer, in the course's language; "" for no name)."""
+    what = QUESTIONS.say("the_answer") if what is None else what
     if isinstance(answer, bool) or answer is None:
-        raise AnswerError(f"{what}需要一个数，收到的是 {answer!r}")
+        raise AnswerError(_say_about("need_number", what, got=repr(answer)))
     if isinstance(answer, str):
         if not answer.strip():
-            raise AnswerError("还没有填答案：请输入一个数")
+            raise AnswerError(QUESTIONS.say("empty"))
         return typed_number(normalize_answer(answer))
     if isinstance(answer, int):
-        return _bounded(Fraction(int.__int__(answer)), "这个整数")
+        return _bounded(Fraction(int.__int__(answer)), QUESTIONS.say("this_integer"))
     if isinstance(answer, Fraction):
-        return _bounded(Fraction(answer.numerator, answer.denominator), "这个分数")
+        return _bounded(Fraction(answer.numerator, answer.denominator), QUESTIONS.say("this_fraction"))
     if isinstance(answer, numbers.Integral):
-        return _bounded(Fraction(int(answer)), "这个整数")
+        return _bounded(Fraction(int(answer)), QUESTIONS.say("this_integer"))
     if isinstance(answer, numbers.Real):
         value = float.__float__(answer) if isinstance(answer, float) else float(answer)
         if not math.isfinite(value):
-            raise AnswerError(f"{what}需要一个有限的数，收到的是 {value!r}")
-        return _bounded(Fraction(repr(value)), repr(value))
+            raise AnswerError(_say_about("need_finite", what, got=repr(value)))
+        return _bounded(Fraction(repr(value)), quoted(clip(repr(value))))
     if getattr(answer, "shape", None) == () or (hasattr(answer, "numel") and getattr(answer, "ndim", 1) == 0):
         item = answer.item()  # a 0-d tensor or array: its one number
         if isinstance(item, (int, float)) and not isinstance(item, bool):
-            return parse_number(item, what.strip() or "答案")
-    raise AnswerError(f"{what}需要一个数，收到的是 {type(answer).__name__}：{clip(repr(answer))}")
+            return parse_number(item, what or None)
+    raise AnswerError(_say_about("need_number_type", what, type=type(answer).__name__, got=clip(repr(answer))))
 
 
 def close(got: float, expected: float, rel: float) -> bool:
@@ -161,7 +240,8 @@ class Choice:
 
     def verdict(self) -> Verdict:
         """What picking this choice earns: right or wrong, with the feedback written for it."""
-        return (right if self.correct else wrong)(("正确！" if self.correct else "不对。") + self.feedback)
+        return (right if self.correct else wrong)(
+            QUESTIONS.say("right" if self.correct else "wrong_choice", feedback=self.feedback))
 
 
 # -- questions -------------------------------------------------------------------------------------------------
@@ -222,7 +302,7 @@ def grade(question: Question, response, hint: bool = True) -> Verdict:
     ``hint=False`` leaves a wrong number's hint out (a checkpoint shows the answer instead)."""
     if isinstance(question, ChoiceQuestion):
         if response is None:
-            return Verdict(TODO, "还没有选择：请点一个选项")
+            return Verdict(TODO, QUESTIONS.say("nothing_chosen"))
         if isinstance(response, bool) or not isinstance(response, int) or not 0 <= response < len(question.choices):
             raise ValueError(f"response must be the index of a choice in [0, {len(question.choices)}), "
                              f"got {response!r}")
@@ -232,8 +312,9 @@ def grade(question: Question, response, hint: bool = True) -> Verdict:
     except AnswerError as exc:  # not a number (None, True, a list, "abc", nan ...): said why, not counted
         return Verdict(TODO, str(exc))
     if close(float(value), float(question.answer), question.rel_tol):
-        return right(f"正确！{question.explanation}")
-    return wrong(f"不对：「{_shown(response, value)}」不是正确答案。" + (f"提示：{question.hint}" if hint else ""))
+        return right(QUESTIONS.say("right", feedback=question.explanation))
+    return wrong(QUESTIONS.say("wrong_number", shown=quoted(_shown(response, value)),
+                               hint=QUESTIONS.say("hint", hint=question.hint) if hint else ""))
 
 
 def response_key(question: Question, response):
@@ -251,8 +332,9 @@ def answer_verdict(question: Question) -> Verdict:
     """What 「显示答案」 shows: the key and why (TODO: a revealed answer is not graded and earns no point)."""
     if isinstance(question, ChoiceQuestion):
         key = next(c for c in question.choices if c.correct)
-        return Verdict(TODO, f"答案：{key.key}。{key.feedback}")
-    return Verdict(TODO, f"答案：{question.answer_text} {question.unit}。{question.explanation}")
+        return Verdict(TODO, QUESTIONS.say("answer_choice", key=key.key, feedback=key.feedback))
+    return Verdict(TODO, QUESTIONS.say("answer_number", answer=question.answer_text, unit=question.unit,
+                                       explanation=question.explanation))
 
 
 def prediction_verdict(question: Question, response) -> Verdict:
@@ -261,7 +343,7 @@ def prediction_verdict(question: Question, response) -> Verdict:
     verdict = grade(question, response, hint=False)
     if verdict.status != WRONG:
         return verdict
-    return wrong(f"{verdict.message}{answer_verdict(question).message}")
+    return wrong(QUESTIONS.say("prediction", verdict=verdict.message, answer=answer_verdict(question).message))
 
 
 # -- a quiz's and a checkpoint's state ---------------------------------------------------------------------

@@ -20,13 +20,37 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .language import DEFAULT_LANGUAGE, using_language
+from .phrases import Phrasebook
+
+# Where a limit was read, as the readouts name it (in the course's language when the limit is read). A variable the
+# user set is named as it is (KVLAB_THREADS).
+SOURCES = Phrasebook("resources", {
+    "zh": {
+        "cgroup_cpu": "cgroup CPU 配额",
+        "cgroup_memory": "cgroup 内存上限",
+        "affinity": "CPU 亲和性",
+        "logical_cores": "本机逻辑核数",
+        "hub_cpu": "JupyterHub 的 CPU_LIMIT",
+        "hub_memory": "JupyterHub 的 MEM_LIMIT",
+    },
+    "en": {
+        "cgroup_cpu": "cgroup CPU quota",
+        "cgroup_memory": "cgroup memory limit",
+        "affinity": "CPU affinity",
+        "logical_cores": "this machine's logical cores",
+        "hub_cpu": "JupyterHub's CPU_LIMIT",
+        "hub_memory": "JupyterHub's MEM_LIMIT",
+    },
+})
+
 NO_LIMIT_BYTES = 2**60  # cgroup v1 writes "no limit" as a huge page-rounded number (9223372036854771712)
 
 
 @dataclass(frozen=True)
 class Limit:
-    """One bound on what the process may use: ``value`` (CPUs or bytes) and where it was read, in Chinese words
-    for the readouts (for example 「cgroup CPU 配额」)."""
+    """One bound on what the process may use: ``value`` (CPUs or bytes) and where it was read, in words for the
+    readouts in the course's language when it was read (for example 「cgroup CPU 配额」, cgroup CPU quota)."""
 
     value: int
     source: str
@@ -121,7 +145,7 @@ def cgroup_cpu_quota(root: Path = Path("/")) -> Limit | None:
         if q is not None and p is not None:
             cpus = max(1, math.floor(q / p))
             best = cpus if best is None else min(best, cpus)
-    return None if best is None else Limit(best, "cgroup CPU 配额")
+    return None if best is None else Limit(best, SOURCES.say("cgroup_cpu"))
 
 
 def cgroup_memory_limit(root: Path = Path("/")) -> Limit | None:
@@ -132,7 +156,7 @@ def cgroup_memory_limit(root: Path = Path("/")) -> Limit | None:
             value = _positive_number(_read(d / name))
             if value is not None and value < NO_LIMIT_BYTES:
                 best = int(value) if best is None else min(best, int(value))
-    return None if best is None else Limit(best, "cgroup 内存上限")
+    return None if best is None else Limit(best, SOURCES.say("cgroup_memory"))
 
 
 # -- the budgets -------------------------------------------------------------------------------------------------
@@ -150,9 +174,9 @@ def user_threads(env=None) -> Limit | None:
 def affinity_cpus() -> Limit:
     """The CPUs this process may be scheduled on (the affinity mask; the logical core count where there is none)."""
     try:
-        return Limit(max(1, len(os.sched_getaffinity(0))), "CPU 亲和性")
+        return Limit(max(1, len(os.sched_getaffinity(0))), SOURCES.say("affinity"))
     except (AttributeError, OSError):
-        return Limit(max(1, os.cpu_count() or 1), "本机逻辑核数")
+        return Limit(max(1, os.cpu_count() or 1), SOURCES.say("logical_cores"))
 
 
 def cpu_limits(root: Path = Path("/"), env=None) -> list[Limit]:
@@ -161,7 +185,7 @@ def cpu_limits(root: Path = Path("/"), env=None) -> list[Limit]:
     limits = [affinity_cpus(), cgroup_cpu_quota(root)]
     hub = _positive_number(env.get("CPU_LIMIT"))
     if hub is not None:
-        limits.append(Limit(max(1, math.floor(hub)), "JupyterHub 的 CPU_LIMIT"))
+        limits.append(Limit(max(1, math.floor(hub)), SOURCES.say("hub_cpu")))
     limits.append(user_threads(env))
     return [x for x in limits if x is not None]
 
@@ -177,7 +201,7 @@ def memory_limit(root: Path = Path("/"), env=None) -> Limit | None:
     limits = [cgroup_memory_limit(root)]
     hub = _positive_number(env.get("MEM_LIMIT"))
     if hub is not None:
-        limits.append(Limit(int(hub), "JupyterHub 的 MEM_LIMIT"))
+        limits.append(Limit(int(hub), SOURCES.say("hub_memory")))
     limits = [x for x in limits if x is not None]
     return min(limits, key=lambda x: x.value) if limits else None
 
@@ -202,10 +226,15 @@ def _status_bytes(root: Path, field: str) -> int | None:
 
 
 def apply_thread_budget() -> Limit:
-    """Lower torch's thread count to :func:`cpu_budget` (torch counts the node's cores); never raise it."""
+    """Lower torch's thread count to :func:`cpu_budget` (torch counts the node's cores); never raise it. Runs when
+    kvlab is imported: a ``KVLAB_LANG`` naming no language is refused later, when something is said, not here."""
     import torch
 
-    budget = cpu_budget()
+    try:
+        budget = cpu_budget()
+    except ValueError:  # KVLAB_LANG names no language: the budget's words are not what is needed here
+        with using_language(DEFAULT_LANGUAGE):
+            budget = cpu_budget()
     if torch.get_num_threads() > budget.value:
         torch.set_num_threads(budget.value)
     return budget

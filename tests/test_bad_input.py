@@ -292,3 +292,69 @@ def test_a_tiny_usable_share_is_blamed_on_the_share():
                 cache_dtype="fp16", reserved_tokens=1024, wanted=1)
     with pytest.raises(ValueError, match=f"^「{budget.USABLE_LABEL}」"):
         budget.render_budget(usable=1e-9, **args)
+
+
+# -- the same checks in English (issue 34): the message names the control and says the same numbers --------------
+CJK = __import__("re").compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+def _refusal(check, *args) -> str:
+    from kvlab import inputs
+
+    with pytest.raises(inputs.InputError) as caught:
+        check(*args)
+    return str(caught.value)
+
+
+def test_every_control_check_refuses_in_english_naming_the_control():
+    from kvlab import inputs
+    from kvlab.language import using_language
+
+    tok = CharTokenizer.from_text("abc")
+    with using_language("en"):
+        said = {
+            "range": _refusal(inputs.whole_number, "batch B", 0, 1, 10),
+            "fraction": _refusal(inputs.whole_number, "batch B", 2.5, 1, 10),
+            "not a number": _refusal(inputs.whole_number, "batch B", "3", 1, 10),
+            "infinite": _refusal(inputs.positive_number, "usable share", float("inf"), 1),
+            "huge": _refusal(inputs.positive_number, "usable share", 10**400, 1),
+            "share": _refusal(inputs.positive_number, "usable share", 1.0000001, 1),
+            "checkbox": _refusal(inputs.yes_no, "serve the earlier request first", "False"),
+            "choice": _refusal(inputs.choice, "data type", "fp8", ["fp16", "fp32"]),
+            "stop": _refusal(inputs.one_of_numbers, "prompt length P", 3, [1, 2, 4]),
+            "empty prompt": _refusal(inputs.prompt_tokens, "prompt", "  ", tok, 10),
+            "long prompt": _refusal(inputs.prompt_tokens, "prompt", "abcabcabcabc", tok, 10),
+            "unknown": _refusal(inputs.prompt_tokens, "prompt", "az b", tok, 10),
+            "lengths type": _refusal(inputs.whole_numbers, "lengths", 7, 1, 100, 4),
+            "no lengths": _refusal(inputs.whole_numbers, "lengths", " , ", 1, 100, 4),
+            "many lengths": _refusal(inputs.whole_numbers, "lengths", "1,2,3,4,5", 1, 100, 4),
+            "digits": _refusal(inputs.whole_numbers, "lengths", "12, ²3", 1, 100, 4),
+            "negative": _refusal(inputs.whole_numbers, "lengths", "12, -3", 1, 100, 4),
+            "too long": _refusal(inputs.whole_numbers, "lengths", "9" * 40, 1, 100, 4),
+        }
+    for case, message in said.items():
+        assert not CJK.search(message), (case, message)
+        assert message.split(": ", 1)[0] in ("batch B", "usable share", "serve the earlier request first",
+                                             "data type", "prompt length P", "prompt", "lengths"), (case, message)
+    assert said["range"] == "batch B: must be from 1 to 10, got 0"
+    assert said["fraction"] == "batch B: expects a whole number, got 2.5"
+    assert said["huge"] == "usable share: must be above 0 and at most 1, got a whole number of about 401 digits"
+    assert said["share"].endswith("got 1.0000001") and said["infinite"].endswith("expects a finite number, got inf")
+    assert said["choice"] == "data type: must be one of fp16, fp32, got 'fp8'"
+    assert said["unknown"] == "prompt: holds characters outside the demo model's vocabulary: \"z\", ' ' " \
+                              "(it knows only the characters of its training corpus)"
+    assert "at most 10 characters, got 12" in said["long prompt"] and "at most 4 numbers, got 5" in said["many lengths"]
+    assert said["digits"] == 'lengths: "²3" is not a whole number (use only the digits 0-9)'
+    assert said["too long"] == "lengths: a number of 40 digits is far beyond this control's range"
+
+
+def test_the_chinese_messages_stay_as_they_were_after_english_ones():
+    """The switch is read when a message is made: Chinese again after an English one, word for word."""
+    from kvlab import inputs
+    from kvlab.language import using_language
+
+    with using_language("en"):
+        _refusal(inputs.whole_number, "batch B", 0, 1, 10)
+    assert _refusal(inputs.whole_number, "批次 B", 0, 1, 10) == "「批次 B」应在 1 到 10 之间，收到的是 0"
+    assert _refusal(inputs.whole_numbers, "序列长度", "12, -3", 1, 100, 4) == "「序列长度」里的 -3 不是正整数"
+    assert _refusal(inputs.choice, "数据类型", "fp8", ["fp16", "fp32"]) == "「数据类型」只能从 fp16、fp32 中选择，收到的是 'fp8'"

@@ -266,3 +266,66 @@ def test_a_checkpoints_static_form_shows_every_question_with_its_answer_folded(b
         assert form["kind"] == "quiz" and form["html"].count('class="kvlab-static-question"') == len(qs)
         assert "检查点" in form["html"]
         assert all(html.escape(Q.answer_verdict(q).message) in form["html"] for q in qs)
+
+
+# -- the widgets in English (issue 34): the quiz's and the checkpoint's own words follow the language ------------
+CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+def _english_questions():
+    return [Q.NumberQuestion("3.2", "How many bytes does one token's K/V take?", 1024, "bytes",
+                             "2 x 4 layers x 2 heads x 32 x 2 bytes.", "Count K and V."),
+            Q.ChoiceQuestion("3.2", "Which grows with the context?", (
+                Q.Choice("The cache", True, "It holds K/V for every token."),
+                Q.Choice("The weights", False, "They stay the same size."))),
+            Q.NumberQuestion("3.2", "How many blocks?", 3, "blocks", "ceil(40 / 16) = 3.", "Round up.")]
+
+
+def _shown_text(widget) -> str:
+    """Every string a widget tree shows: values, descriptions, placeholders, options."""
+    import ipywidgets as W
+
+    out, todo = [], [widget]
+    while todo:
+        w = todo.pop()
+        out += [str(getattr(w, name, "")) for name in ("value", "description", "placeholder")]
+        out += [str(label) for label in getattr(w, "_options_labels", ())]
+        todo += [c for c in getattr(w, "children", ()) if isinstance(c, W.Widget)]
+    return "\n".join(out)
+
+
+def test_the_quiz_speaks_english_from_title_to_score():
+    from kvlab.language import using_language
+
+    with using_language("en"):
+        quiz = Quiz(_english_questions())
+        assert quiz.answer(0, "").message == "No answer yet: type a number"
+        assert quiz.answer(0, "12,5").status == Q.TODO  # a decimal comma: said how to write it, not counted
+        assert quiz.answer(0, "512").message == 'Not quite: "512" is not the answer. Hint: Count K and V.'
+        quiz.answer(0, "2048")
+        shown = quiz.reveal(0).message
+        assert shown == "Answer: 1,024 bytes. 2 x 4 layers x 2 heads x 32 x 2 bytes."
+        assert quiz.answer(1, 0).message == "Right! It holds K/V for every token."
+        assert quiz.answer(2, 3).message == "Right! ceil(40 / 16) = 3."
+        text = _shown_text(quiz.widget)
+    assert "<h3>Self-check</h3>" in text and "<b>Question 1 (3.2)</b>" in text and "Answer (bytes)" in text
+    assert "Type a number" in text and "Check" in text and "Show the answer" in text
+    assert "<b>Score: 2 / 3</b> (3 answered, answers shown: 1)" in quiz.score.value
+    assert not CJK.search(text), [line for line in text.splitlines() if CJK.search(line)]
+    assert Quiz(_english_questions()).widget.children[0].value == "<h3>自测</h3>"  # Chinese by default, as before
+
+
+def test_the_checkpoint_speaks_english_and_explains_a_wrong_prediction():
+    from kvlab.language import using_language
+
+    with using_language("en"):
+        w = Checkpoint(_english_questions())
+        wrong = w.answer(0, "2048")
+        w.answer(1, 0)
+        text = _shown_text(w.widget)
+    assert wrong.message == 'Not quite: "2048" is not the answer. Answer: 1,024 bytes. 2 x 4 layers x 2 heads x 32 ' \
+                            'x 2 bytes.'
+    assert "<h3>Checkpoint: predict first, then read why</h3>" in text and "Only your first answer" in text
+    assert "<b>Predicted right: 1 / 3</b> (2 predicted)" in w.score.value
+    assert not CJK.search(text), [line for line in text.splitlines() if CJK.search(line)]
+    assert "检查点：先预测，再看解释" in Checkpoint(_english_questions()).widget.children[0].value

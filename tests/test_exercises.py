@@ -1089,3 +1089,196 @@ def test_an_installed_kvlab_without_chapters_says_it_found_none(monkeypatch, tmp
     assert notebook.main(["--check"]) == 2 and notebook.main([]) == 2
     err = capsys.readouterr().err
     assert "no course notebooks found" in err and "up to date" not in err
+
+
+# -- the English edition (issue 34): the checker's own words follow kvlab.set_language -----------------------------
+CJK = __import__("re").compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+def _bilingual(key="ch99.sizes", hints=("先数 K 和 V。", "再乘层数。")) -> checker.Exercise:
+    return checker.Exercise(
+        key=key, title="练习 1：算字节", task="算出缓存的**字节数**。", stub="answer = None",
+        check="ch99.check_sizes(answer)", hints=hints,
+        english=checker.ExerciseText("Exercise 1: count the bytes", "Work out the cache's size **in bytes**.",
+                                     ("Count K and V first.", "Then multiply by the layers.")))
+
+
+def _text_of(fb: checker.Feedback) -> str:
+    return fb.text + "\n" + fb._repr_html_()
+
+
+def test_the_checkers_feedback_is_english_from_heading_to_hint():
+    from kvlab.language import using_language
+
+    ex = _bilingual()
+    with using_language("en"):
+        units = checker.check(ex, checker.grade_bytes, "4 GB", 4 * GIB)
+        rounded = checker.check(ex, checker.grade_bytes, "4.29 GB", 4 * GIB)
+        close = checker.check(ex, checker.grade_bytes, "3.99 GiB", 4 * GIB)
+        right = checker.check(ex, checker.grade_bytes, "4 GiB", 4 * GIB)
+        bare = checker.check(ex, checker.grade_bytes, 4, 4 * GIB)
+        unread = checker.check(ex, checker.grade_bytes, "about 4 GiB", 4 * GIB)
+        unit = checker.check(ex, checker.grade_bytes, "4 GiBs", 4 * GIB)
+        todo = checker.check(ex, lambda answer: checker.todo("fill in answer"), None)
+        said = [units, rounded, close, right, bare, unread, unit, todo]
+        shown = [_text_of(fb) for fb in said]  # (a feedback is written out when it is displayed, right after)
+    assert shown[0].startswith("Exercise 1: count the bytes: Right number, wrong unit: 1 GB = 1,000,000,000 bytes")
+    assert units.details == ("Your answer: 4 GB = 4,000,000,000 bytes",)
+    assert units.hint is None and rounded.hint == "Count K and V first."  # from the second wrong answer on
+    assert close.hint == "Count K and V first. Then multiply by the layers." and "Hint: Count K" in shown[2]
+    assert rounded.message.startswith("About right, but the task asks for the exact value")
+    assert close.message.startswith("Very close, but not exact")
+    assert right.right and right.message == "Right! 4,294,967,296 bytes = 4.00 GiB."
+    assert bare.message.startswith("You wrote 4 bytes: a number without a unit counts as bytes.")
+    assert unread.message.startswith('Cannot read "about 4 GiB": write a number and a unit')
+    assert unit.message == 'Unknown unit "GiBs": use B, KiB, MiB, GiB (or KB, MB, GB)'
+    assert todo.status == checker.TODO and todo.message == "Not done yet: fill in answer"
+    assert '<b>✗ Exercise 1: count the bytes</b> Right number' in shown[0]
+    for text in shown:
+        assert not CJK.search(text), text
+    again = checker.check(ex, checker.grade_bytes, "4 GB", 4 * GIB)  # Chinese again, as before
+    assert again.text.startswith("练习 1：算字节：数值对了，单位错了") and "提示：先数 K 和 V。" in again.text
+
+
+def test_counts_choices_and_learner_errors_in_english():
+    from kvlab.language import using_language
+
+    choices = [checker.Choice("no_reset", True, "It keeps the old length."), checker.Choice("k_as_v", False, "No.")]
+
+    def crash(x):
+        return 1 // 0
+
+    def leave(x):
+        raise SystemExit(3)
+
+    with using_language("en"):
+        said = {
+            "half": checker.grade_count(7.5, 7),
+            "right": checker.grade_count("7", 7),
+            "known": checker.grade_count(8, 7, {8: "You rounded up."}),
+            "wrong": checker.grade_count(9, 7, what="batch size"),
+            "not a number": checker.grade_count("many", 7),
+            "infinite": checker.grade_count(float("inf"), 7, what="ttft_ms"),
+            "not text": checker.grade_choice(3, choices),
+            "unknown": checker.grade_choice("stale", choices),
+            "picked": checker.grade_choice(" 'NO_RESET' ", choices),
+            "not callable": checker.not_callable(3, "lookup"),
+            "reference": checker.refuses_reference(lambda: checker.parse_bytes("1 B"), {"parse_bytes": None}),
+        }
+        with pytest.raises(checker.LearnerError) as crashed:
+            checker.call(crash, 1, case="p = 1, n = 1")
+        with pytest.raises(checker.LearnerError) as left:
+            checker.call(leave, 1)
+        bug = checker.check(_bilingual(), lambda answer: {}["oops"], 1)
+    assert said["half"].message.startswith("The answer must be a whole number, and you wrote 7.5")
+    assert said["right"].message == "Right! 7." and said["known"].details == ("Your answer: 8",)
+    assert said["wrong"].message == "Not quite: your batch size is 9."
+    assert said["not a number"].message == '"many" is not a number: write digits only, e.g. 1024 or 0.5'
+    assert said["infinite"].message == "Expected a finite number for ttft_ms, got inf"
+    assert said["not text"].message == "Write the option as a string, e.g. \"no_reset\"; got 3"
+    assert said["unknown"].message == 'There is no option "stale": pick one of "no_reset", "k_as_v"'
+    assert said["picked"].message == "Right! It keeps the old length."
+    assert said["not callable"].message.startswith("Expected a function, got int: pass in the function lookup")
+    assert said["reference"].message.startswith("Your function calls the reference implementation parse_bytes")
+    assert crashed.value.verdict.message == "Your code raised an error (p = 1, n = 1): ZeroDivisionError: " \
+                                            "integer division or modulo by zero"
+    assert left.value.verdict.message.startswith("Your code called exit() or sys.exit() (SystemExit 3)")
+    assert bug.status == checker.BUG and bug.message.startswith("The checker itself failed (a bug in kvlab")
+    for verdict in [*said.values(), crashed.value.verdict, left.value.verdict, bug]:
+        assert not CJK.search(verdict.message + " ".join(verdict.details)), verdict
+
+
+def test_the_solution_gate_and_the_teacher_switch_speak_english(capsys):
+    import kvlab.exercises
+    from kvlab.language import using_language
+
+    ex = _bilingual(key=ch04.LARGEST_BATCH.key)  # an exercise with a reference solution
+    with using_language("en"):
+        locked = checker.check(ex, lambda answer: checker.todo(), None)
+        shown = checker.check(ex, lambda answer: checker.wrong("Not quite."), 1)
+        kvlab.exercises.show_solutions()
+        kvlab.exercises.show_solutions(None)
+        locked_text, shown_page = _text_of(locked), shown._repr_html_()
+    said = capsys.readouterr().out
+    assert locked.message == "Not done yet." and locked.solution is None
+    assert "The reference solution appears once you have checked an answer of your own" in locked_text
+    assert "kvlab-exercise-solution-locked" in locked_text and not CJK.search(locked_text)
+    assert "<summary style=\"cursor:pointer\">Show the reference solution</summary>" in shown_page
+    assert "every exercise's feedback includes its reference solution" in said
+    assert said.splitlines()[1].startswith("kvlab: from now on in this kernel, a reference solution appears")
+    assert not CJK.search(said)
+
+
+def test_an_exercises_english_words_are_whole_and_a_missing_language_is_named():
+    from kvlab.language import using_language
+    from kvlab.phrases import MissingPhrase
+
+    ex = _bilingual()
+    assert ex.words("zh").title == "练习 1：算字节" and ex.words("en").hints[1] == "Then multiply by the layers."
+    with pytest.raises(ValueError, match="has 1 Chinese hints but 2 English"):
+        _bilingual(hints=("只有一个提示。",))
+    with pytest.raises(ValueError, match="english: ch99.sizes has an empty English"):
+        checker.Exercise("ch99.sizes", "标题", "说明", "x = None", "check(x)", ("提示",),
+                         english=checker.ExerciseText("Title", " ", ("Hint",)))
+    chinese_only = checker.Exercise("ch99.only", "练习：只有中文", "说明", "x = None", "check(x)", ("提示一", "提示二"))
+    with pytest.raises(MissingPhrase, match="exercise 'ch99.only' has no 'en' text"):
+        chinese_only.words("en")
+    with using_language("en"):  # at run time: the key stands in for the title, the hint says what is missing
+        checker.check(chinese_only, lambda answer: checker.wrong("Not quite."), 1)
+        fb = checker.check(chinese_only, lambda answer: checker.wrong("Not quite."), 1)
+        text = _text_of(fb)
+    assert text.startswith("ch99.only: Not quite.") and "exercise 'ch99.only' has no 'en' text" in fb.hint
+    assert not CJK.search(text)
+
+
+def _fake_chapter():
+    import types
+
+    return types.SimpleNamespace(__name__="kvlab.exercises.ch99", SETUP="from kvlab.exercises import ch99",
+                                 EXERCISES=[_bilingual()])
+
+
+def test_the_section_is_written_in_either_language_with_the_same_code_and_tags():
+    from kvlab.language import using_language
+
+    module = _fake_chapter()
+    zh, en = notebook.section_cells(module, "zh"), notebook.section_cells(module, "en")
+    with using_language("en"):
+        assert notebook.section_cells(module) == en  # the course's language by default
+    assert [c["id"] for c in zh] == [c["id"] for c in en]
+    assert [c["metadata"][notebook.META_KEY] for c in zh] == [c["metadata"][notebook.META_KEY] for c in en]
+    assert [c["source"] for c in zh if c["cell_type"] == "code"] == [c["source"] for c in en if c["cell_type"] == "code"]
+    intro, task = "".join(en[0]["source"]), "".join(en[2]["source"])
+    assert intro.startswith(f"{notebook.SECTION_MARKER}\n## Exercises\n") and '"Not done yet"' in intro
+    assert '"Show the reference solution"' in intro and intro == notebook.intro("en")
+    assert task == "<!-- kvlab-exercise: ch99.sizes -->\n### Exercise 1: count the bytes\n\n" \
+                   "Work out the cache's size **in bytes**."
+    assert not any(CJK.search("".join(c["source"])) for c in en)
+    assert "".join(zh[0]["source"]) == notebook.INTRO and "### 练习 1：算字节" in "".join(zh[2]["source"])
+    assert notebook.notebook_language(ROOT / "chapters" / "en" / ch04.NOTEBOOK) == "en"
+    assert notebook.notebook_language(ROOT / "chapters" / ch04.NOTEBOOK) == "zh"
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.NOTEBOOK)
+def test_the_chinese_sections_stay_as_they_are_while_the_course_speaks_english(module):
+    """The generator writes a Chinese notebook in Chinese whatever the switch says (its --check passes under en)."""
+    from kvlab.language import using_language
+
+    with using_language("en"):
+        assert notebook.section_is_current(ROOT / "chapters" / module.NOTEBOOK)
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.NOTEBOOK)
+def test_every_exercise_of_a_chapter_in_english_has_its_english_words(module):
+    """A chapter whose notebook is in the English edition (or any of whose exercises has English words) gives every
+    exercise its English title, task and hints, with no Chinese in them."""
+    from kvlab.edition import edition_chapters
+
+    in_edition = module.NOTEBOOK in {p.name for p in edition_chapters()}
+    if not in_edition and not any(ex.english for ex in module.EXERCISES):
+        pytest.xfail(f"{module.NOTEBOOK}: not in the English edition yet")
+    for ex in module.EXERCISES:
+        assert ex.english is not None, f"{ex.key}: no english=ExerciseText(...)"
+        words = ex.words("en")
+        for text in (words.title, words.task, *words.hints):
+            assert not CJK.search(text), f"{ex.key}: {text[:80]!r}"

@@ -169,3 +169,48 @@ def test_a_quota_of_one_cpu_gives_one_thread_in_a_fresh_process(tmp_path):
                           "print(torch.get_num_threads(), measurement_threads())"],
                          env=env, capture_output=True, text=True, check=True).stdout.split()
     assert out == ["1", "1"]
+
+
+# -- the words for the readouts, in the course's language (issue 34) -------------------------------------------
+def test_where_a_limit_was_read_is_said_in_the_course_language(tmp_path):
+    from kvlab.language import using_language
+
+    v2_tree(tmp_path, cpu_max="200000 100000", memory_max=str(2**30))
+    with using_language("en"):
+        assert resources.cpu_budget(tmp_path, env={}).source == "cgroup CPU quota"
+        assert resources.memory_limit(tmp_path, env={}).source == "cgroup memory limit"
+        assert resources.cpu_budget(tmp_path, env={"CPU_LIMIT": "1"}).source == "JupyterHub's CPU_LIMIT"
+        assert resources.memory_limit(tmp_path, env={"MEM_LIMIT": "1000"}).source == "JupyterHub's MEM_LIMIT"
+        assert resources.cpu_budget(tmp_path / "nothing", env={}).source == "CPU affinity"
+        assert resources.cpu_budget(tmp_path, env={"KVLAB_THREADS": "1"}).source == "KVLAB_THREADS"  # named as set
+    assert resources.cpu_budget(tmp_path, env={}).source == "cgroup CPU 配额"  # Chinese again, as before
+
+
+def test_the_readouts_say_how_a_number_was_measured_in_either_language(monkeypatch):
+    from kvlab.language import using_language
+
+    monkeypatch.setattr(measure, "cpu_budget", lambda: resources.Limit(2, resources.SOURCES.say("affinity")))
+    monkeypatch.setattr(measure, "user_threads", lambda: None)
+    assert measure.threads_source() == "本进程可用 2 核，来自 CPU 亲和性；留一核给浏览器和 Jupyter"
+    assert measure.device_label("cpu", threads=1) == "cpu，计时用 1 个线程（本进程可用 2 核，来自 CPU 亲和性；留一核给浏览器和 Jupyter）"
+    with using_language("en"):
+        assert measure.threads_source() == ("2 cores available to this process, from CPU affinity; one core left for "
+                                            "the browser and Jupyter")
+        assert measure.device_label("cpu", threads=1).startswith("CPU, timed on 1 thread (2 cores available")
+        assert measure.device_label("cpu", threads=3).startswith("CPU, timed on 3 threads (")
+        assert measure.measure_matmul_flops("cpu", n=64, repeats=1).what == "a 64×64 float32 matmul"
+        assert measure.measure_read_bandwidth("cpu", nbytes=2**20, repeats=1).what == "summing a 1 MiB float32 array"
+        monkeypatch.setattr(measure, "cpu_budget", lambda: resources.Limit(1, "KVLAB_THREADS"))
+        monkeypatch.setattr(measure, "user_threads", lambda: resources.Limit(1, "KVLAB_THREADS"))
+        assert measure.threads_source() == "as KVLAB_THREADS=1 says"
+
+
+def test_a_language_variable_naming_no_language_does_not_stop_the_import(monkeypatch):
+    """kvlab applies the thread budget when it is imported; a bad KVLAB_LANG is refused when something is said."""
+    import kvlab.language as lang_mod
+
+    monkeypatch.setattr(lang_mod, "_chosen", [])
+    monkeypatch.setenv("KVLAB_LANG", "xx")
+    assert resources.apply_thread_budget().value >= 1
+    with pytest.raises(ValueError, match="KVLAB_LANG"):
+        resources.cpu_budget()

@@ -849,3 +849,84 @@ def test_the_panel_moved_last_renders_ahead_first():
         assert order == []
 
     asyncio.run(session())
+
+
+# -- the English edition (issue 34): the widget layer's own words follow kvlab.set_language ---------------------
+CJK = __import__("re").compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+def test_a_panels_messages_follow_the_language_when_they_are_shown():
+    from kvlab.assets import AssetError
+    from kvlab.inputs import InputError, whole_number
+    from kvlab.language import using_language
+
+    def render(n):
+        if n == 7:
+            raise RuntimeError("boom")
+        if n == 8:
+            raise AssetError("assets/demo.safetensors is missing")
+        whole_number("batch B", n, 1, 10)
+        return kw.View([go.Figure()], f"B = {n}")
+
+    panel = kw.Panel({"n": W.IntText(value=2)}, render, mode="rerender")  # made in Chinese, then switched
+    with using_language("en"):
+        panel.set(n=0)
+        refused = panel.message.value
+        panel.set(n=7)
+        bug = panel.message.value
+        panel.set(n=8)
+        asset = panel.message.value
+        api = kw.explain_error(ValueError("seq_len must be a positive integer (>= 1), got 0"))
+        plain = kw.explain_error(ValueError("top_k must be positive"))
+    assert "batch B: must be from 1 to 10, got 0" in refused and "last valid input" in refused and panel.stale
+    assert "Internal error (a bug in kvlab, please report it): RuntimeError: boom" in bug
+    assert "A course data file is missing or damaged" in asset and "demo.safetensors" in asset
+    assert api == "⚠️ Invalid input for sequence length S: seq_len must be a positive integer (&gt;= 1), got 0"
+    assert plain == "⚠️ Invalid input: top_k must be positive"
+    for text in (refused, bug, asset, api, plain):
+        assert not CJK.search(text), text
+    panel.set(n=0)  # Chinese again, word for word
+    assert "「batch B」应在 1 到 10 之间，收到的是 0" in panel.message.value and kw.STALE_NOTE in panel.message.value
+    assert kw.explain_error(ValueError("seq_len: bad")) == "⚠️ 输入无效「序列长度 S」：seq_len: bad"
+    assert kw.FRIENDLY_NAMES["seq_len"] == "序列长度 S" and kw.friendly_name("nothing") is None
+
+
+def test_the_widget_layers_own_controls_are_labelled_in_the_language_they_are_made_in():
+    from kvlab.language import using_language
+
+    assert (kw.run_button().description, kw.play_slider("step", 1, 1, 5)[0].description) == ("运行测量", "播放")
+    assert kw.more_section([]).titles == (kw.MORE_LABEL,) == ("更多设置",)
+    with using_language("en"):
+        assert kw.run_button().description == "Run the measurement"
+        assert kw.run_button("Time it").description == "Time it"  # a lesson's own label is kept
+        assert kw.play_slider("step", 1, 1, 5)[0].description == "Play"
+        assert kw.more_section([]).titles == ("More settings",)
+        panel = kw.Panel({"n": W.IntText(value=3)}, lambda n: _render(n, "bar"), mode="rerender",
+                         options=kw.PanelOptions(css_class="kvlab-english-rerun"))
+        kw.Panel({"n": W.IntText(value=3)}, lambda n: _render(n, "bar"), mode="rerender",
+                 options=kw.PanelOptions(css_class="kvlab-english-rerun"))  # the cell run again
+        assert panel.stale and panel.error.startswith("The cell of the panel above has been run again")
+        assert not CJK.search(panel.message.value)
+
+
+def test_mode_labels_and_axis_titles_follow_the_language():
+    from kvlab.cache_modes import MODES
+    from kvlab.language import using_language
+    from kvlab.viz import style
+
+    assert dict(style.MODE_LABELS) == {**{m.name: m.label for m in MODES.values()},
+                                       "transformers:cached": "transformers 有缓存",
+                                       "transformers:no-cache": "transformers 无缓存",
+                                       "transformers:dynamic": "transformers DynamicCache（逐步拼接）",
+                                       "transformers:static": "transformers StaticCache（预分配）"}
+    assert style.axis_title("时间", "ms") == "时间（ms）" and style.axis_title("步") == "步"
+    with using_language("en"):
+        assert style.MODE_LABELS["kv"] == "with a cache (kv)" and style.MODE_LABELS.get("none") == "no cache (none)"
+        assert style.MODE_LABELS.get("mystery", "mystery") == "mystery"  # (a plot's fallback for an unknown run)
+        assert {**style.MODE_LABELS}["paged"] == "paged cache (paged)" and len(style.MODE_LABELS) == len(MODES) + 4
+        assert all(not CJK.search(label) and f"({name})" in label
+                   for name, label in style.MODE_LABELS.items() if name in MODES)
+        assert style.axis_title("time", "ms") == "time (ms)"
+    assert style.mode_label("kv", "en") == "with a cache (kv)" and style.mode_label("kv") == MODES["kv"].label
+    with pytest.raises(KeyError):
+        style.MODE_LABELS["mystery"]

@@ -7,7 +7,10 @@ it runs the grader, counts wrong attempts (the hint appears from the second one)
 :class:`Feedback` that Jupyter and Colab render as plain HTML (``_repr_html_``) and a terminal as text.
 
 Learner code is called through :func:`call`, which turns an exception into :class:`LearnerError` naming the
-case; an answer left as the stub gave it is 「还没有完成」, never an error.
+case; an answer left as the stub gave it is 「还没有完成」 (Not done yet), never an error.
+
+Everything the checker itself says comes from :data:`kvlab.exercises.phrases.CHECKER` in the course's language when it
+says it; an exercise's title, task and hints in English are its :class:`ExerciseText` (``Exercise.english``).
 
 Reference solutions (:mod:`kvlab.exercises.solutions`) are withheld until an attempt: an exercise's feedback carries
 its solution, folded under 「显示参考答案」, only once this kernel has checked a real attempt at it (a check whose
@@ -37,18 +40,32 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable
 
+from ..language import check_language, get_language
 from ..memory import format_bytes
+from ..phrases import MissingPhrase
 from ..questions import (MAX_ANSWER_CHARS, RIGHT, TODO, WRONG, AnswerError, Choice, Verdict, clip, close,  # noqa: F401
-                         parse_number, right, wrong)
+                         parse_number, quoted, right, wrong)
 from ..questions import normalize_answer as _normalize, typed_number as _typed_number
+from .phrases import CHECKER
 
 BUG = "bug"  # TODO, RIGHT and WRONG are kvlab.questions'
-NOT_DONE = "还没有完成"
+NOT_DONE = CHECKER.text("not_done", "zh")  # 「还没有完成」; said in the course's language (CHECKER's "not_done")
+
+
+@dataclass(frozen=True)
+class ExerciseText:
+    """An exercise's words in a language other than Chinese: its title, its task (markdown) and its hints, one for
+    each Chinese hint, in the same order."""
+
+    title: str
+    task: str
+    hints: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise as the notebook shows it. ``key`` is ``"chNN.name"``; the three sources are cells."""
+    """One exercise as the notebook shows it. ``key`` is ``"chNN.name"``; the three sources are cells. ``title``,
+    ``task`` and ``hints`` are Chinese; ``english`` holds them in English (:meth:`words` picks by language)."""
 
     key: str
     title: str  # Chinese, e.g. 「亲手写一步有缓存的注意力」
@@ -56,6 +73,17 @@ class Exercise:
     stub: str  # the code cell the learner edits
     check: str  # the code cell that calls the checker
     hints: tuple[str, ...]  # shown one more per wrong attempt, from the second
+    english: ExerciseText | None = None
+
+    def __post_init__(self):
+        en = self.english
+        if en is not None:
+            if not isinstance(en, ExerciseText):
+                raise ValueError(f"english must be an ExerciseText, got {type(en).__name__}")
+            if len(en.hints) != len(self.hints):
+                raise ValueError(f"english: {self.key} has {len(self.hints)} Chinese hints but {len(en.hints)} English")
+            if not all(isinstance(t, str) and t.strip() for t in (en.title, en.task, *en.hints)):
+                raise ValueError(f"english: {self.key} has an empty English title, task or hint")
 
     @property
     def chapter(self) -> str:
@@ -65,9 +93,30 @@ class Exercise:
     def name(self) -> str:
         return self.key.split(".")[1]
 
+    def words(self, lang: str | None = None) -> ExerciseText:
+        """The title, task and hints in ``lang`` (default: the course's language now); MissingPhrase naming the
+        exercise when it has none in that language."""
+        lang = check_language(lang or get_language())
+        if lang == "zh":
+            return ExerciseText(self.title, self.task, self.hints)
+        if self.english is None:
+            raise MissingPhrase(f"exercise {self.key!r} has no {lang!r} text (title, task, hints): "
+                                f"give its Exercise english=ExerciseText(...)")
+        return self.english
+
+    def shown_title(self) -> str:
+        """The title in the course's language; the exercise's key where it has none in that language (never
+        another language's title, never an empty heading)."""
+        try:
+            return self.words().title
+        except MissingPhrase:
+            return self.key
+
 
 def todo(message: str = "") -> Verdict:
-    return Verdict(TODO, f"{NOT_DONE}：{message}" if message else f"{NOT_DONE}。")
+    not_done = CHECKER.say("not_done")
+    return Verdict(TODO, CHECKER.say("todo", not_done=not_done, message=message) if message
+                   else CHECKER.say("todo_bare", not_done=not_done))
 
 
 class LearnerError(Exception):
@@ -87,13 +136,12 @@ def call(fn: Callable, *args, case: str = "", extra: str = ""):
     except LearnerError:
         raise
     except SystemExit as exc:
-        where = f"（{case}）" if case else ""
-        raise LearnerError(wrong(f"你的代码调用了 exit() 或 sys.exit(){where}（SystemExit {exc.code!r}）：函数要用 return 返回结果，"
-                                 "不能退出")) from None
+        where = CHECKER.say("case", case=case) if case else ""
+        raise LearnerError(wrong(CHECKER.say("exited", where=where, code=repr(exc.code)))) from None
     except Exception as exc:  # the learner's code: any error is feedback, never a traceback
-        where = f"（{case}）" if case else ""
+        where = CHECKER.say("case", case=case) if case else ""
         line = clip("".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1], 300)
-        raise LearnerError(wrong(f"你的代码出错了{where}：{line}", *([extra] if extra else []))) from None
+        raise LearnerError(wrong(CHECKER.say("raised", where=where, line=line), *([extra] if extra else []))) from None
 
 
 # -- answers that merely call the reference ------------------------------------------------------------------
@@ -162,7 +210,7 @@ def refuses_reference(fn, references: dict[str, object]) -> Verdict | None:
     name = uses_reference(fn, references)
     if name is None:
         return None
-    return wrong(f"你的函数调用了参考实现 {name}：检查程序正是拿它来对照的，这样比较没有意义。请用自己的代码写出来。")
+    return wrong(CHECKER.say("calls_reference", name=name))
 
 
 # -- attempts and feedback ----------------------------------------------------------------------------
@@ -170,7 +218,7 @@ ATTEMPTS: Counter = Counter()  # wrong attempts per exercise key, in this kernel
 
 TEACHER_ENV = "KVLAB_TEACHER"
 TEACHER_ON = ("1", "true", "yes", "on")  # what KVLAB_TEACHER may say to show every solution (any case)
-SOLUTION_LOCKED = "参考答案会在你第一次检查自己写的答案之后出现：先改上面的代码格，再运行这一格。"
+SOLUTION_LOCKED = CHECKER.text("solution_locked", "zh")  # said in the course's language (CHECKER's "solution_locked")
 
 
 @dataclass
@@ -206,8 +254,8 @@ def show_solutions(show: bool | None = True) -> None:
     if show is not None and not isinstance(show, bool):
         raise ValueError(f"show_solutions: show must be True, False or None, got {show!r}")
     SOLUTION_GATE.teacher = show
-    state = "每个练习的检查结果都附上参考答案" if SOLUTION_GATE.teaching() else "参考答案在第一次检查了自己的答案之后出现"
-    print(f"kvlab：从现在起，这个 kernel 里{state}（重新运行检查格生效）。")
+    state = CHECKER.say("teacher_on" if SOLUTION_GATE.teaching() else "teacher_off")
+    print(CHECKER.say("teacher_switch", state=state))
 
 
 def reset_attempts() -> None:
@@ -243,12 +291,13 @@ class Feedback:
 
     @property
     def text(self) -> str:
-        """Everything the learner reads, as plain text."""
-        lines = [f"{self.exercise.title}：{self.message}", *(f"  {d}" for d in self.details)]
+        """Everything the learner reads, as plain text (in the course's language)."""
+        lines = [CHECKER.say("text_heading", title=self.exercise.shown_title(), message=self.message),
+                 *(f"  {d}" for d in self.details)]
         if self.hint:
-            lines.append(f"提示：{self.hint}")
+            lines.append(CHECKER.say("hint", hint=self.hint))
         if self.solution_locked:
-            lines.append(SOLUTION_LOCKED)
+            lines.append(CHECKER.say("solution_locked"))
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -259,24 +308,34 @@ class Feedback:
 
     def _repr_html_(self) -> str:
         fg, bg, icon = STYLES[self.status]
-        parts = [f"<b>{icon} {html.escape(self.exercise.title)}</b>　{html.escape(self.message)}"]
+        parts = [CHECKER.say("html_heading", icon=icon, title=html.escape(self.exercise.shown_title()),
+                             message=html.escape(self.message))]
         if self.details:
             items = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
             parts.append(f'<ul class="kvlab-exercise-details" style="margin:4px 0 0 0">{items}</ul>')
         if self.hint:
-            parts.append(f'<div class="kvlab-exercise-hint" style="margin-top:4px">提示：{html.escape(self.hint)}</div>')
+            hint = html.escape(CHECKER.say("hint", hint=self.hint))
+            parts.append(f'<div class="kvlab-exercise-hint" style="margin-top:4px">{hint}</div>')
         if self.solution:
             parts.append('<details class="kvlab-exercise-solution" style="margin-top:6px;color:#333">'
-                         '<summary style="cursor:pointer">显示参考答案</summary>'
+                         f'<summary style="cursor:pointer">{html.escape(CHECKER.say("show_solution"))}</summary>'
                          f'<pre style="background:#f7f7f7;padding:6px;margin:4px 0">{html.escape(self.solution)}</pre>'
                          '</details>')
         elif self.solution_locked:
             parts.append('<div class="kvlab-exercise-solution-locked" style="margin-top:4px;color:#555">'
-                         f'{html.escape(SOLUTION_LOCKED)}</div>')
+                         f'{html.escape(CHECKER.say("solution_locked"))}</div>')
         return (f'<div class="kvlab-exercise-feedback kvlab-exercise-{self.status}" '
                 f'data-exercise="{self.exercise.key}" '
                 f'style="background:{bg};color:{fg};padding:6px 10px;border-radius:4px;margin:4px 0">'
                 + "".join(parts) + "</div>")
+
+
+def _hints(exercise: Exercise, n: int) -> str:
+    """The first ``n`` hints in the course's language, one after another (what is missing named, never left out)."""
+    try:
+        return " ".join(exercise.words().hints[:n])
+    except MissingPhrase as exc:
+        return str(exc)
 
 
 def check(exercise: Exercise, grade: Callable[..., Verdict], *answers, **named) -> Feedback:
@@ -290,16 +349,16 @@ def check(exercise: Exercise, grade: Callable[..., Verdict], *answers, **named) 
     except AnswerError as exc:  # an answer that cannot be read is the learner's to fix, never kvlab's bug
         verdict = wrong(str(exc))
     except SystemExit as exc:  # exit() reached the grader outside call(): still the learner's, never the end
-        verdict = wrong(f"你的代码调用了 exit() 或 sys.exit()（SystemExit {exc.code!r}）：函数要用 return 返回结果，不能退出")
+        verdict = wrong(CHECKER.say("exited", where="", code=repr(exc.code)))
     except Exception as exc:  # a bug in the checker itself: say so instead of blaming the learner
         line = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1]
-        verdict = Verdict(BUG, f"检查程序本身出错了（这是 kvlab 的 bug，请报告）：{line}")
+        verdict = Verdict(BUG, CHECKER.say("checker_bug", line=line))
     hint = None
     if verdict.status == WRONG:
         ATTEMPTS[exercise.key] += 1
         failures = ATTEMPTS[exercise.key]
         if failures >= 2 and exercise.hints:  # one more each time, the earlier ones kept: a hint may fit another field
-            hint = " ".join(exercise.hints[:failures - 1])
+            hint = _hints(exercise, failures - 1)
     elif verdict.status == RIGHT:
         ATTEMPTS.pop(exercise.key, None)
     SOLUTION_GATE.record(exercise.key, verdict.status)
@@ -332,12 +391,12 @@ def is_stub(fn, stub_source: str, name: str) -> bool:
 def not_callable(answer, name: str) -> Verdict | None:
     if callable(answer):
         return None
-    return wrong(f"需要一个函数，收到的是 {type(answer).__name__}：请把上一格里定义的函数 {name} 传进来")
+    return wrong(CHECKER.say("not_callable", type=type(answer).__name__, name=name))
 
 
 def unwritten(fn, stub_source: str, name: str, still_todo: str) -> Verdict | None:
     """The verdict for a function answer that cannot be graded yet: not a function, or still the stub
-    (「还没有完成」 with ``still_todo``); None when it is the learner's own function."""
+    (「还没有完成」, Not done yet, with ``still_todo``); None when it is the learner's own function."""
     return not_callable(fn, name) or (todo(still_todo) if is_stub(fn, stub_source, name) else None)
 
 
@@ -378,13 +437,13 @@ def parse_bytes(answer) -> Quantity:
     """A size: a number of bytes (int), or a string with a unit: "4 GiB", "4096 MiB", "4,294,967,296 B"."""
     if isinstance(answer, str):
         if len(answer) > MAX_ANSWER_CHARS:
-            raise AnswerError(f"答案太长了（{len(answer):,} 个字符）：请写一个数加单位，例如 \"1.5 GiB\"")
+            raise AnswerError(CHECKER.say("bytes_too_long", n=len(answer)))
         m = QUANTITY.match(_normalize(answer))
         if not m:
-            raise AnswerError(f"读不懂「{clip(answer)}」：请写一个数加单位，例如 \"1.5 GiB\"，或者直接写字节数（整数）")
+            raise AnswerError(CHECKER.say("bytes_unreadable", text=quoted(clip(answer))))
         unit = UNIT_NAMES.get(m.group(2).upper() if m.group(2) != "字节" else "字节") if m.group(2) else "B"
         if unit is None:
-            raise AnswerError(f"不认识单位「{clip(m.group(2))}」：请用 B、KiB、MiB、GiB（或 KB、MB、GB）")
+            raise AnswerError(CHECKER.say("unknown_unit", unit=quoted(clip(m.group(2)))))
         value = _typed_number(m.group(1))
     else:
         value, unit = parse_number(answer), "B"
@@ -393,75 +452,78 @@ def parse_bytes(answer) -> Quantity:
 
 
 def exact_bytes_text(n) -> str:
-    return f"{int(n):,} 字节" if Fraction(n).denominator == 1 else f"{float(n):,.1f} 字节"
+    """``n`` bytes, exactly, in the course's language: 「4,294,967,296 字节」 (4,294,967,296 bytes)."""
+    return CHECKER.say("bytes", n=f"{int(n):,}" if Fraction(n).denominator == 1 else f"{float(n):,.1f}")
 
 
-def grade_bytes(answer, expected: int, known: dict[int, str] | None = None, what: str = "答案") -> Verdict:
-    """A size, checked exactly. ``known`` maps the byte counts of anticipated mistakes to what to say."""
+def grade_bytes(answer, expected: int, known: dict[int, str] | None = None, what: str | None = None) -> Verdict:
+    """A size, checked exactly. ``known`` maps the byte counts of anticipated mistakes to what to say. ``what``: how
+    the feedback names the answer (default 「答案」, answer, in the course's language)."""
     if answer is None:
         return todo()
+    what = CHECKER.say("the_answer") if what is None else what
     try:
         q = parse_bytes(answer)
     except AnswerError as exc:
         return wrong(str(exc))
-    got = f"你的{what}：{q} = {exact_bytes_text(q.bytes)}"
+    got = CHECKER.say("your_bytes", what=what, quantity=q, exact=exact_bytes_text(q.bytes))
     if q.bytes == expected:
-        return right(f"正确！{exact_bytes_text(expected)} = {format_bytes(expected)}。")
+        return right(CHECKER.say("bytes_right", exact=exact_bytes_text(expected), short=format_bytes(expected)))
     if q.value < 1024 and q.unit == "B" and not isinstance(answer, str):
-        return wrong(f"你写的是 {_fraction_text(q.value)} 字节：不带单位的数按字节算。要用 GiB 之类的单位，请写成字符串，"
-                     f"例如 \"{_fraction_text(q.value)} GiB\"。")
+        return wrong(CHECKER.say("bytes_no_unit_number", value=_fraction_text(q.value)))
     if q.value < 1024 and q.unit == "B" and not re.search("[A-Za-z字]", answer):
-        return wrong(f"你写的「{answer}」没有单位，按字节算就是 {_fraction_text(q.value)} 字节。请加上单位，"
-                     f"例如 \"{_fraction_text(q.value)} MiB\"。")
+        return wrong(CHECKER.say("bytes_no_unit_text", answer=quoted(answer), value=_fraction_text(q.value)))
     if q.decimal and q.as_binary() == expected:
         big = BINARY_OF[q.unit]
-        return wrong(f"数值对了，单位错了：1 {q.unit} = {DECIMAL_UNITS[q.unit]:,} 字节（10 的幂），而这个数是按 "
-                     f"1 {big} = {BINARY_UNITS[big.upper()]:,} 字节（1024 的幂）算出来的。请把单位写成 {big}。", got)
+        return wrong(CHECKER.say("bytes_decimal_unit", unit=q.unit, decimal=DECIMAL_UNITS[q.unit], binary=big,
+                                 binary_bytes=BINARY_UNITS[big.upper()]), got)
     if q.decimal and abs(q.bytes - expected) <= Fraction(expected, 100):
-        return wrong(f"大约对，但题目要精确值：{q.unit} 是 10 的幂（1 GB = 10⁹ 字节），换算时四舍五入了。"
-                     "请写出字节数，或者用 GiB、MiB（1024 的幂）写出精确值。", got)
+        return wrong(CHECKER.say("bytes_rounded", unit=q.unit), got)
     for value, message in (known or {}).items():
         if q.bytes == value or (q.decimal and q.as_binary() == value):
             return wrong(message, got)
     if abs(q.bytes - expected) <= Fraction(expected, 100):
-        return wrong("很接近，但不精确：缓存的字节数是整数，请写出精确值（字节数，或者能整除的 GiB、MiB）。", got)
-    return wrong(f"不对。{got}。", )
+        return wrong(CHECKER.say("bytes_close"), got)
+    return wrong(CHECKER.say("bytes_wrong", got=got))
 
 
-def grade_count(answer, expected: int, known: dict[int, str] | None = None, what: str = "答案") -> Verdict:
-    """A whole number (tokens, sequences), checked exactly."""
+def grade_count(answer, expected: int, known: dict[int, str] | None = None, what: str | None = None) -> Verdict:
+    """A whole number (tokens, sequences), checked exactly. ``what``: how the feedback names the answer (default
+    「答案」, answer, in the course's language)."""
     if answer is None:
         return todo()
+    named, what = what, CHECKER.say("the_answer") if what is None else what
     try:
-        value = parse_number(answer, what)
+        value = parse_number(answer, named)  # (None: the number parser's own name for an answer)
     except AnswerError as exc:
         return wrong(str(exc))
     if value.denominator != 1:
-        return wrong(f"{what}应当是整数，你写的是 {float(value):g}：放不下半个，记得向下取整。")
+        return wrong(CHECKER.say("count_fraction", what=what, value=float(value)))
     n = int(value)
     if n == expected:
-        return right(f"正确！{n:,}。")
+        return right(CHECKER.say("count_right", n=n))
     if n in (known or {}):
-        return wrong(known[n], f"你的{what}：{n:,}")
-    return wrong(f"不对：你的{what}是 {n:,}。")
+        return wrong(known[n], CHECKER.say("your_count", what=what, n=n))
+    return wrong(CHECKER.say("count_wrong", what=what, n=n))
 
 
-def pick(answer, choices: list[Choice], what: str = "选项") -> Choice | Verdict:
+def pick(answer, choices: list[Choice], what: str | None = None) -> Choice | Verdict:
     """The choice ``answer`` names (keys case-insensitive, spaces and quotes ignored), or the verdict saying why
-    there is none (TODO for None)."""
+    there is none (TODO for None). ``what``: how the feedback names a choice (default 「选项」, option)."""
     if answer is None:
         return todo()
+    what = CHECKER.say("option") if what is None else what
     if not isinstance(answer, str):
-        return wrong(f"{what}要写成字符串，例如 \"{choices[0].key}\"，收到的是 {answer!r}")
+        return wrong(CHECKER.say("choice_not_text", what=what, key=choices[0].key, got=repr(answer)))
     key = unicodedata.normalize("NFKC", answer).strip().strip("\"'「」").strip()
     found = next((c for c in choices if c.matches(key)), None)
     if found is None:
-        shown = "、".join(f"\"{c.key}\"" for c in choices)
-        return wrong(f"没有「{answer}」这个{what}：请从 {shown} 中选一个")
+        listed = CHECKER.say("list_sep").join(f"\"{c.key}\"" for c in choices)
+        return wrong(CHECKER.say("choice_unknown", answer=quoted(answer), what=what, listed=listed))
     return found
 
 
-def grade_choice(answer, choices: list[Choice], what: str = "选项") -> Verdict:
+def grade_choice(answer, choices: list[Choice], what: str | None = None) -> Verdict:
     """One of ``choices``, with the feedback written for it."""
     found = pick(answer, choices, what)
     return found if isinstance(found, Verdict) else found.verdict()

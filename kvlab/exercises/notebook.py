@@ -1,5 +1,6 @@
-"""Write the 「动手练习」 section at the end of a chapter's notebook from its exercise module, like
-:mod:`kvlab.colab` writes the setup cell.
+"""Write the 「动手练习」 (Exercises) section at the end of a chapter's notebook from its exercise module, like
+:mod:`kvlab.colab` writes the setup cell. Its prose is Chinese in ``chapters/`` and English in ``chapters/en/``
+(:func:`notebook_language`); :func:`section_cells` writes it in either language.
 
 ``python -m kvlab.exercises`` rewrites the section of every notebook in ``chapters/`` that has an exercise
 module; ``python -m kvlab.exercises chapters/01_autoregressive_decode.ipynb`` only that one; ``--check`` writes
@@ -27,19 +28,26 @@ from pathlib import Path
 from typing import Callable
 
 from ..colab import source_lines
+from ..language import DEFAULT_LANGUAGE, check_language, get_language
 from . import CHAPTER_MODULES, chapter_module
+from .phrases import CHECKER, NOTEBOOK
 
 META_KEY = "kvlab_exercises"
 HASH_KEY = "kvlab_exercises_hash"
 SECTION_MARKER = "<!-- kvlab-exercises -->"
 TASK_MARKER = "<!-- kvlab-exercise: {key} -->"
 
-INTRO = f"""{SECTION_MARKER}
-## 动手练习
 
-每个练习分三格：说明；一格代码，把你的答案写在里面；一格检查。写好之后依次运行这两格，检查格会马上告诉你结果：哪个用例没通过、期望什么、得到了什么；同一个练习第二次没通过时，还会给出提示。代码格保持原样时，检查格只会显示「还没有完成」；第一次检查了你自己写的答案之后（对错都算），检查结果里才会多出「显示参考答案」，实在想不出来再点开。
+def intro(language: str | None = None) -> str:
+    """The section's first cell: its marker, its heading and how the exercises work, in ``language`` (default: the
+    course's language now)."""
+    lang = check_language(language or get_language())
+    text = NOTEBOOK.text("intro", lang).format(not_done=CHECKER.text("not_done", lang),
+                                                show_solution=CHECKER.text("show_solution", lang))
+    return f"{SECTION_MARKER}\n{text}"
 
-先运行下面这一格，载入这一节的练习："""
+
+INTRO = intro("zh")  # the Chinese notebooks' intro cell, as it is written into them
 
 
 def source_hash(source: str) -> str:
@@ -61,12 +69,16 @@ def _cell(kind: str, source: str, tag: str) -> dict:
     return cell
 
 
-def section_cells(module) -> list[dict]:
-    """The generated cells of one chapter, in order."""
+def section_cells(module, language: str | None = None) -> list[dict]:
+    """The generated cells of one chapter, in order, their prose in ``language`` (default: the course's language now;
+    the code cells are the same in every language). An exercise without text in ``language`` is a MissingPhrase
+    naming it."""
+    lang = check_language(language or get_language())
     chapter = module.__name__.rsplit(".", 1)[-1]
-    cells = [_cell("markdown", INTRO, f"{chapter}/intro"), _cell("code", module.SETUP, f"{chapter}/setup")]
+    cells = [_cell("markdown", intro(lang), f"{chapter}/intro"), _cell("code", module.SETUP, f"{chapter}/setup")]
     for ex in module.EXERCISES:
-        task = f"{TASK_MARKER.format(key=ex.key)}\n### {ex.title}\n\n{ex.task}"
+        words = ex.words(lang)
+        task = f"{TASK_MARKER.format(key=ex.key)}\n### {words.title}\n\n{words.task}"
         cells += [_cell("markdown", task, f"{ex.key}/task"), _cell("code", ex.stub, f"{ex.key}/stub"),
                   _cell("code", ex.check, f"{ex.key}/check")]
     return cells
@@ -111,12 +123,13 @@ def _refreshed(cell: dict, fresh: dict) -> dict:
 ADDED, REWRITTEN, HASHED, REMOVED, KEPT = "added", "rewritten", "hashed", "removed", "kept"
 
 
-def section_changes(nb: dict, module) -> tuple[dict, list[tuple[str, str]]]:
+def section_changes(nb: dict, module, language: str = DEFAULT_LANGUAGE) -> tuple[dict, list[tuple[str, str]]]:
     """``nb`` with its exercise section brought up to date, and what was done, as ``(tag, change)`` pairs (HASHED:
     only the hash added; KEPT: an edited cell left alone). Unedited generated cells are rewritten where they are; a
-    missing one goes after the nearest earlier cell of the section (else before the next one, else at the end)."""
+    missing one goes after the nearest earlier cell of the section (else before the next one, else at the end).
+    ``language``: the notebook's (Chinese unless said otherwise, whatever the course's language is now)."""
     chapter = module.__name__.rsplit(".", 1)[-1]
-    fresh = {c["metadata"][META_KEY]: c for c in section_cells(module)}
+    fresh = {c["metadata"][META_KEY]: c for c in section_cells(module, language)}
     cells, changes = [], []
     for cell in nb["cells"]:
         tag = tag_of(cell, chapter)
@@ -145,9 +158,15 @@ def section_changes(nb: dict, module) -> tuple[dict, list[tuple[str, str]]]:
     return {**nb, "cells": cells}, changes
 
 
-def with_section(nb: dict, module) -> dict:
+def with_section(nb: dict, module, language: str = DEFAULT_LANGUAGE) -> dict:
     """``nb`` with its exercise section brought up to date (see :func:`section_changes`)."""
-    return section_changes(nb, module)[0]
+    return section_changes(nb, module, language)[0]
+
+
+def notebook_language(path: Path) -> str:
+    """The language a course notebook is written in: English in a folder named ``en`` (``chapters/en/``), else
+    Chinese."""
+    return "en" if Path(path).resolve().parent.name == "en" else DEFAULT_LANGUAGE
 
 
 def module_for(path: Path):
@@ -190,7 +209,7 @@ def sync_notebook(path: Path, write: bool = True, say: Callable[[str], None] | N
     module = module_for(path.resolve())
     if module is None:
         raise ValueError(f"path: no exercise module in kvlab.exercises names {path.name} as its NOTEBOOK")
-    new, changes = section_changes(read_notebook(path), module)
+    new, changes = section_changes(read_notebook(path), module, notebook_language(path))
     for tag, change in changes:
         if say:
             say(f"{path.name}: {tag}: {CHANGE_TEXT[change][write]}")

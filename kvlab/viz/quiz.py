@@ -30,6 +30,7 @@ import ipywidgets as W
 
 from ..questions import (REVEAL_AFTER, RIGHT, ChoiceQuestion, CheckpointState, Question, QuizState,  # noqa: F401
                          Verdict, graded)
+from .phrases import QUIZ
 from .widgets import message_html, show
 
 
@@ -49,12 +50,14 @@ class Quiz:
 
     state_type = QuizState
     css_class = "kvlab-quiz"
+    default_title = "title"  # QUIZ's key of the title shown when none is given: 「自测」 (Self-check)
 
-    def __init__(self, questions, title: str = "自测"):
+    def __init__(self, questions, title: str | None = None):
+        title = QUIZ.say(self.default_title) if title is None else title
         self.state = self.state_type(questions)
         self.questions = list(self.state.questions)
         self.feedback = [W.HTML() for _ in self.questions]
-        self.reveal_buttons = [W.Button(description="显示答案", icon="eye", layout=W.Layout(display="none"))
+        self.reveal_buttons = [W.Button(description=QUIZ.say("reveal"), icon="eye", layout=W.Layout(display="none"))
                                for _ in self.questions]
         for fb in self.feedback:
             fb.add_class("kvlab-quiz-feedback")
@@ -71,7 +74,8 @@ class Quiz:
         return []
 
     def _question_box(self, i: int, q: Question) -> W.VBox:
-        prompt = W.HTML(f"<b>第 {i + 1} 题（{html.escape(q.section)}）</b> {html.escape(q.prompt)}",
+        heading = html.escape(QUIZ.say("question", n=i + 1, section=q.section))
+        prompt = W.HTML(f"<b>{heading}</b> {html.escape(q.prompt)}",
                         layout=W.Layout(width="100%"))
         button = None
         if isinstance(q, ChoiceQuestion):
@@ -81,10 +85,11 @@ class Quiz:
             box.observe(lambda change, i=i: self.answer(i, change["new"]), names="value")
             row = box
         else:
-            box = W.Text(placeholder="输入一个数", continuous_update=False, description=f"答案（{q.unit}）",
+            box = W.Text(placeholder=QUIZ.say("placeholder"), continuous_update=False,
+                         description=QUIZ.say("answer_box", unit=q.unit),
                          style={"description_width": "initial"}, layout=W.Layout(width="320px"))
             box.add_class("kvlab-quiz-input")
-            button = W.Button(description="检查", button_style="info")
+            button = W.Button(description=QUIZ.say("check"), button_style="info")
             button.add_class("kvlab-quiz-check")
             box.observe(lambda change, i=i: self.answer(i, change["new"]), names="value")
             button.on_click(lambda _b, i=i, box=box: self.answer(i, box.value))
@@ -117,10 +122,10 @@ class Quiz:
 
     def _score_html(self) -> str:
         n, state = len(self.questions), self.state
-        done = "全部答对！" if state.right == n else ""
+        done = QUIZ.say("score_all_right") if state.right == n else ""
         shown = sum(state.revealed)
-        seen = f"，看了 {shown} 题的答案" if shown else ""
-        return f"<b>得分：{state.right} / {n}</b>（已作答 {state.answered} 题{seen}）{done}"
+        seen = QUIZ.say("score_seen", shown=shown) if shown else ""
+        return QUIZ.say("score", right=state.right, n=n, answered=state.answered, seen=seen, done=done)
 
     def _update_score(self) -> None:
         self.score.value = self._score_html()
@@ -135,12 +140,10 @@ class Checkpoint(Quiz):
 
     state_type = CheckpointState
     css_class = "kvlab-checkpoint"
-
-    def __init__(self, questions, title: str = "检查点：先预测，再看解释"):
-        super().__init__(questions, title)
+    default_title = "checkpoint_title"  # 「检查点：先预测，再看解释」 (Checkpoint: predict first, then read why)
 
     def _intro(self) -> list:
-        return [W.HTML("每题只算第一次作答：先想好再提交。提交后马上判分，并给出解释。")]
+        return [W.HTML(html.escape(QUIZ.say("checkpoint_intro")))]
 
     def answer(self, index: int, response) -> Verdict:
         fb = super().answer(index, response)
@@ -152,4 +155,4 @@ class Checkpoint(Quiz):
 
     def _score_html(self) -> str:
         n, state = len(self.questions), self.state
-        return f"<b>预测对了 {state.right} / {n} 题</b>（已预测 {state.answered} 题）"
+        return QUIZ.say("checkpoint_score", right=state.right, n=n, answered=state.answered)

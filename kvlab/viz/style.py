@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 
 import plotly.graph_objects as go
 import plotly.io as pio
 
 from ..cache_modes import MODES
+from .phrases import MODE_NAMES, STYLE
 
 # Okabe & Ito (2008), safe for the common forms of colour blindness.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -16,11 +18,35 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F
 MODE_COLORS = {**{m.name: m.color for m in MODES.values()},
                "transformers:cached": "#56B4E9", "transformers:no-cache": "#000000",
                "transformers:dynamic": "#CC79A7", "transformers:static": "#56B4E9"}
-# The same name for the same thing in every legend, readout and paragraph (GLOSSARY.md).
-MODE_LABELS = {**{m.name: m.label for m in MODES.values()},
-               "transformers:cached": "transformers 有缓存", "transformers:no-cache": "transformers 无缓存",
-               "transformers:dynamic": "transformers DynamicCache（逐步拼接）",
-               "transformers:static": "transformers StaticCache（预分配）"}
+
+
+def mode_label(name: str, lang: str | None = None) -> str:
+    """The name of cache mode (or transformers run) ``name`` in every legend, readout and paragraph (GLOSSARY.md), in
+    ``lang`` (default: the course's language now); KeyError for a name that is neither."""
+    if name not in MODE_NAMES.texts["zh"]:
+        raise KeyError(name)
+    return MODE_NAMES.text(name, lang)
+
+
+class ModeLabels(Mapping):
+    """``MODE_LABELS[name]``: :func:`mode_label` read when it is asked for, so a figure built after
+    ``kvlab.set_language("en")`` gets the English names (a dict built at import would keep the Chinese ones)."""
+
+    def __getitem__(self, name: str) -> str:
+        return mode_label(name)
+
+    def __iter__(self):
+        return iter(MODE_NAMES.texts["zh"])
+
+    def __len__(self) -> int:
+        return len(MODE_NAMES.texts["zh"])
+
+    def __repr__(self) -> str:
+        return f"ModeLabels({dict(self)!r})"
+
+
+# The same name for the same thing in every legend, readout and paragraph (GLOSSARY.md), in the course's language.
+MODE_LABELS = ModeLabels()
 
 # Browsers pick the first installed font; the CJK ones keep Chinese labels from showing boxes.
 FONT_FAMILY = ("Noto Sans CJK SC, Noto Sans SC, Source Han Sans SC, PingFang SC, Microsoft YaHei, "
@@ -55,8 +81,9 @@ def new_figure(title: str = "", height: int = 380, **layout) -> go.Figure:
 
 
 def axis_title(name: str, unit: str | None = None) -> str:
-    """``"时间（ms）"``: the unit always beside the quantity, in full-width brackets (GLOSSARY.md)."""
-    return f"{name}（{unit}）" if unit else name
+    """``"时间（ms）"``: the unit always beside the quantity, in full-width brackets (GLOSSARY.md); in English
+    ``"time (ms)"``."""
+    return STYLE.say("axis_title", name=name, unit=unit) if unit else name
 
 
 WIDE = 980  # px: side-by-side panels need a fixed width (a FigureWidget otherwise defaults to 700)

@@ -36,22 +36,22 @@ from traitlets import Dict, TraitError
 from ..assets import AssetError
 from ..inputs import InputError
 from .browser_steps import AHEAD_DELAY_S, Axis, Budget, RenderAhead, States
+from .phrases import WIDGETS
 from .plotly_code import esm, plotly_code, plotly_version
 
-# Argument names in API errors -> what the learner sees on the control.
-FRIENDLY_NAMES = {
-    "n_layer": "层数 L", "batch_size": "批次 B", "n_kv_head": "KV 头数 H", "n_head": "注意力头数",
-    "seq_len": "序列长度 S", "head_dim": "头维度 D", "dtype": "数据类型", "max_new_tokens": "生成 token 数",
-    "lengths": "序列长度列表",
-}
+# Argument names in API errors -> what the learner sees on the control (shown in the course's language:
+# friendly_name(); this table is the Chinese one, kept for outside code).
+FRIENDLY_NAMES = {key.removeprefix("name."): text for key, text in WIDGETS.texts["zh"].items()
+                  if key.startswith("name.")}
 
 # Greys out what a bad value made stale (see Panel.refresh); injected once per panel.
 # (the class goes on the panel: plotly's FigureWidget does not follow class changes made after it is shown)
 STALE_CSS = ("<style>.kvlab-panel.kvlab-stale .kvlab-readout,.kvlab-panel.kvlab-stale .kvlab-figure"
              "{opacity:0.3;filter:grayscale(1);transition:opacity .1s}</style>")
-RERUN_NOTE = ("上面那个面板的单元格已经重新运行，这里的数字不再跟着屏幕上的新面板变化（已变灰）："
-              "请重新运行本单元格。")
-STALE_NOTE = "下方的数字和图仍是上一次有效输入的结果（已变灰），改成有效值后会立即更新。"
+# What a panel says, in the course's language when it says it (kvlab.viz.phrases.WIDGETS); these constants are the
+# Chinese texts, kept for outside code and tests.
+RERUN_NOTE = WIDGETS.text("rerun_note", "zh")
+STALE_NOTE = WIDGETS.text("stale_note", "zh")
 
 # Pre-rendering: after a learner moves a slider, the panel renders the slider's next value (one more step
 # the same way) while the kernel is idle, so the next key press or Play frame shows at once. Only for
@@ -279,19 +279,26 @@ def message_html(text: str, kind: str = "warn") -> str:
             f'border-radius:4px;margin:4px 0">{text}</div>')
 
 
+def friendly_name(argument: str) -> str | None:
+    """The control an API argument (``seq_len``) stands for, as the learner sees it, in the course's language; None
+    for an argument no control shows."""
+    key = f"name.{argument}"
+    return WIDGETS.say(key) if key in WIDGETS.texts["zh"] else None
+
+
 def explain_error(exc: Exception) -> str:
-    """A learner-facing line for a ValueError: an :class:`~kvlab.inputs.InputError` as it is (Chinese,
-    naming the control); a missing or broken course file (:class:`~kvlab.assets.AssetError`) with how to restore
-    it; an API error with its argument name made friendly."""
+    """A learner-facing line for a ValueError, in the course's language: an :class:`~kvlab.inputs.InputError` as it
+    is (naming the control); a missing or broken course file (:class:`~kvlab.assets.AssetError`) with how to restore
+    it; an API error (English, naming its argument) with the argument's control named."""
     if isinstance(exc, InputError):
         return f"⚠️ {html.escape(str(exc))}"
     if isinstance(exc, AssetError):  # not the learner's input: a course file is missing or broken
-        return f"⚠️ 课程的数据文件缺失或损坏（不是你的输入有问题），恢复之后重新运行本章：{html.escape(str(exc))}"
+        return WIDGETS.say("asset_error", text=html.escape(str(exc)))
     text = str(exc)
-    first = text.split(":", 1)[0].split(" ", 1)[0]
-    label = FRIENDLY_NAMES.get(first)
-    prefix = f"「{label}」" if label else ""
-    return f"⚠️ 输入无效{prefix}：{html.escape(text)}"
+    label = friendly_name(text.split(":", 1)[0].split(" ", 1)[0])
+    if label:
+        return WIDGETS.say("invalid_named", label=label, text=html.escape(text))
+    return WIDGETS.say("invalid", text=html.escape(text))
 
 
 def next_value(control, old, new):
@@ -325,13 +332,13 @@ def recent_run(runs: dict, key, run: Callable[[], object], keep: int):
     return runs[key]
 
 
-MORE_LABEL = "更多设置"
+MORE_LABEL = WIDGETS.text("more", "zh")  # the section's title in Chinese; shown in the course's language
 
 
 def more_section(items: list) -> W.Accordion:
-    """A closed section titled 「更多设置」 holding ``items`` in one wrapping row."""
+    """A closed section titled 「更多设置」 (More settings) holding ``items`` in one wrapping row."""
     box = W.HBox(items, layout=W.Layout(flex_flow="row wrap", align_items="center"))
-    section = W.Accordion([box], titles=(MORE_LABEL,), selected_index=None)
+    section = W.Accordion([box], titles=(WIDGETS.say("more"),), selected_index=None)
     section.add_class("kvlab-more")
     return section
 
@@ -489,8 +496,8 @@ class Panel:
         self._show_orphaned()
 
     def _show_orphaned(self) -> None:
-        self.error = RERUN_NOTE
-        self.message.value = message_html(RERUN_NOTE, "warn")
+        self.error = WIDGETS.say("rerun_note")
+        self.message.value = message_html(self.error, "warn")
         self._mark_stale(True)
 
     def values(self) -> dict:
@@ -573,11 +580,11 @@ class Panel:
 
     def _show_bug(self, exc: Exception) -> None:
         detail = html.escape("".join(traceback.format_exception_only(type(exc), exc)).strip())
-        self._show_error(exc, f"内部错误（这是 kvlab 的 bug，请报告）：{detail}", "bug", repr(exc))
+        self._show_error(exc, WIDGETS.say("bug", detail=detail), "bug", repr(exc))
 
     def _show_error(self, exc: Exception, text: str, kind: str, error: str | None = None) -> None:
         self.error = error or str(exc)
-        self.message.value = message_html(f"{text}<br>{STALE_NOTE}", kind)
+        self.message.value = message_html(f"{text}<br>{WIDGETS.say('stale_note')}", kind)
         self._mark_stale(True)
 
     @property
@@ -839,9 +846,11 @@ def checkbox(description: str, value: bool, width: str) -> W.Checkbox:
     return W.Checkbox(value=value, description=description, indent=False, layout=W.Layout(width=width))
 
 
-def run_button(description: str = "运行测量") -> W.Button:
-    """The button of a panel that measures (it renders on a click, not on every change of its controls)."""
-    return W.Button(description=description, button_style="primary", icon="play")
+def run_button(description: str | None = None) -> W.Button:
+    """The button of a panel that measures (it renders on a click, not on every change of its controls); labelled
+    「运行测量」 (Run the measurement) in the course's language unless ``description`` says otherwise."""
+    return W.Button(description=WIDGETS.say("run") if description is None else description, button_style="primary",
+                    icon="play")
 
 
 def bold_label(text: str) -> W.HTML:
@@ -852,7 +861,7 @@ def bold_label(text: str) -> W.HTML:
 def play_slider(description: str, value: int, min: int, max: int, interval_ms: int = 700):
     """A Play button linked to a slider (the slider is the value)."""
     slider = int_slider(description, value, min, max, continuous=True)
-    play = W.Play(value=value, min=min, max=max, step=1, interval=interval_ms, description="播放")
+    play = W.Play(value=value, min=min, max=max, step=1, interval=interval_ms, description=WIDGETS.say("play"))
     play.link = W.jslink((play, "value"), (slider, "value"))  # in the browser: no kernel round trip per frame
     play.add_class("kvlab-play")
     return play, slider

@@ -727,3 +727,139 @@ def test_review_r5_cost_names_the_odd_cell_and_reads_the_two_rows():
         assert not rule.admits(claims.Claim(said.key, {**said.fields, name: wrong}))
     claim = lesson.explain_cost(COST_SHAPES["busy, not monotone, a cell's rounds disagree"][0])[1]
     assert not cost.COST.rule("paged.cost.slower_odd").admits(claims.Claim(claim.key, {**claim.fields, "slower": claims.number(6, 0)}))
+
+
+# -- the English edition: panels, figures, readouts and the self-check say the same numbers in English -------------
+import re  # noqa: E402
+
+CHINESE = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # CJK characters and full-width punctuation
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _both(make):
+    """``make()`` in Chinese and in English."""
+    from kvlab.language import using_language
+
+    with using_language("zh"):
+        zh = make()
+    with using_language("en"):
+        en = make()
+    return zh, en
+
+
+def _english_view(zh, en):
+    """An English view has no Chinese in its readout or figure, and its readout prints the Chinese one's numbers in
+    the same order."""
+    figure = en.figures[0].to_json()
+    assert not CHINESE.search(en.html), en.html
+    assert not CHINESE.search(figure), CHINESE.findall(figure)[:20]
+    assert NUMBER.findall(en.html) == NUMBER.findall(zh.html), (zh.html, en.html)
+    assert en.result == zh.result
+
+
+def test_block_panel_in_english(animation):
+    from kvlab.lessons.paged import panels
+
+    for i in range(len(animation.steps)):  # every step: arrivals, prefills, a preemption, finishes, an empty pool
+        _english_view(*_both(lambda: panels.render_blocks(animation, i)))
+    zh, en = _both(lambda: panels.render_blocks(animation, 0))
+    assert en.html.startswith("<b>Step 0</b>: ") and "Block tables: (empty)" in _both(
+        lambda: panels.render_blocks(animation, len(animation.steps) - 1))[1].html
+    pre = next(s for s in animation.steps if s.preempted)
+    assert any("preempted" in e for e in _both(lambda: runs.step_events(pre))[1])
+
+
+def test_waste_and_sharing_panels_in_english(animation, demo):
+    from kvlab.lessons.paged import panels, sharing
+
+    cfg = demo[0].config
+    for bs, reserve in ((4, 64), (16, cfg.max_seq_len), (4, 8), (1, 16)):  # (4, 8): requests cut by the reservation
+        _english_view(*_both(lambda: panels.render_waste(animation, cfg, bs, reserve)))
+    cases = ((sharing.SHARE_PREFIX, sharing.SHARE_REQUESTS, 16), (32, 4, 16), (10, 4, 16), (40, 1, 16), (16, 1, 16),
+             (1, 2, 4), (200, 16, 32), (0, 3, 8))  # copies, whole blocks, less than a block, one request, no prefix
+    for args in cases:
+        _english_view(*_both(lambda: panels.render_sharing(*args)))
+    en = _both(lambda: panels.render_sharing(40, 4, 16))[1]
+    assert "The 3rd block (position 2 in the block table)" in en.html and "copy-on-write copies: 3" in en.html
+    assert "Blocks of 1 request " in _both(lambda: panels.render_sharing(40, 1, 16))[1].figures[0].to_json()
+
+
+def test_controls_are_labelled_in_the_course_language(animation, demo):
+    from kvlab.inputs import InputError
+    from kvlab.language import using_language
+    from kvlab.lessons.paged import panels
+
+    made = lambda: [panels.blocks_panel(animation), panels.waste_panel(animation, demo[0].config),  # noqa: E731
+                    panels.sharing_panel()]
+    zh, en = _both(lambda: [{k: c.description for k, c in p.controls.items()} for p in made()])
+    assert zh == [{"step": panels.STEP_LABEL}, {"block_size": panels.BLOCK_LABEL, "reserve": panels.RESERVE_LABEL},
+                  {"prefix": panels.PREFIX_LABEL, "requests": panels.REQUESTS_LABEL, "block_size": panels.BLOCK_LABEL}]
+    assert en == [{"step": "Step"}, {"block_size": "Block size (tokens)", "reserve": "Reserved per request (tokens)"},
+                  {"prefix": "Shared system prompt (tokens)", "requests": "Requests",
+                   "block_size": "Block size (tokens)"}]
+    with using_language("en"), pytest.raises(InputError, match=r"Reserved per request \(tokens\)"):
+        panels.render_waste(animation, demo[0].config, 4, 4)
+
+
+def test_first_look_and_exhausted_pool_readouts_in_english(demo):
+    from kvlab.lessons.paged import basics
+
+    e = basics.exhausted_pool(*demo, num_blocks=6)
+    zh, en = _both(lambda: basics.exhausted_html(e))
+    assert not CHINESE.search(en) and NUMBER.findall(en) == NUMBER.findall(zh)
+    assert en.endswith("Is every block either free or in exactly one block table? yes")
+    look = basics.FirstLook(("An artificial intelligence",), [" research"], True, 0.0, [20], [[0, 1, 2]], 8, 3, 3,
+                            32, [4])
+    table = _both(lambda: basics.texts_table(look))[1]
+    assert not CHINESE.search(table) and "<th>Prompt</th>" in table
+
+
+def test_scheme_and_policy_names_follow_the_language():
+    from kvlab.language import using_language
+    from kvlab.viz import paged_plots as plots
+
+    zh, en = _both(lambda: (dict(plots.SCHEME_NAMES), dict(plots.POLICY_NAMES)))
+    assert zh == ({"padding": "填充到最长（3.2）", "reservation": "按固定长度预留（3.5）", "paging": "分页"},
+                  {"static": "静态批处理", "continuous": "连续批处理"})
+    assert en == ({"padding": "Padding to the longest (3.2)", "reservation": "Fixed-length reservation (3.5)",
+                   "paging": "Paging"}, {"static": "Static batching", "continuous": "Continuous batching"})
+    with using_language("en"), pytest.raises(KeyError):
+        plots.SCHEME_NAMES["nope"]
+
+
+def test_batching_and_cost_figures_in_english(demo):
+    import dataclasses
+
+    from kvlab.serving import Workload
+    from kvlab.lessons.paged import panels
+    from kvlab.viz import paged_plots as plots
+
+    model, tok = demo
+    requests = runs.demo_requests(model, tok, Workload(count=6, mean_gap=1.0, prompt_median=8, new_median=6))
+    c = dataclasses.replace(batching.compare_batching(model, requests, max_batch=3, rounds=1), where="cpu")
+    zh, en = _both(lambda: panels.batching_html(c))
+    assert not CHINESE.search(en) and NUMBER.findall(en) == NUMBER.findall(zh)
+    assert not CHINESE.search(_both(lambda: plots.timeline_figure(c).to_json())[1])
+    grid = dataclasses.replace(cells(level([1.0, 1.1]), level([1.2, 1.3])), where="cpu")
+    assert not CHINESE.search(_both(lambda: plots.cost_figure(grid).to_json())[1])
+
+
+def test_review_in_english_asks_the_same_questions():
+    from kvlab.lessons.paged import review
+    from kvlab.questions import ChoiceQuestion
+
+    zh, en = _both(review.review_questions)
+    assert len(zh) == len(en) == 8
+    for a, b in zip(zh, en):
+        assert type(a) is type(b) and a.section == b.section
+        shown = [b.prompt, *((c.key, c.feedback) for c in b.choices)] if isinstance(b, ChoiceQuestion) else \
+            [b.prompt, b.unit, b.explanation, b.hint]
+        assert not any(CHINESE.search(str(t)) for t in shown), shown
+        if isinstance(b, ChoiceQuestion):
+            assert [c.correct for c in a.choices] == [c.correct for c in b.choices]
+        else:
+            assert (a.answer, a.rel_tol) == (b.answer, b.rel_tol)
+            assert set(NUMBER.findall(a.prompt)) <= set(NUMBER.findall(b.prompt)), (a.prompt, b.prompt)
+            assert set(NUMBER.findall(a.explanation)) <= set(NUMBER.findall(b.explanation)), b.explanation
+    assert "its time to first token is only 2 steps" in en[5].explanation
+    assert "The scheduler preempts request 1" in en[6].explanation and "at step 8 it is prefilled" in en[6].explanation

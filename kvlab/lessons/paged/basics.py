@@ -13,7 +13,7 @@ from ...memory import stored_tokens
 from ...model import ToyTransformer
 from ...paged_cache import PagedKVCache, PoolExhaustedError
 from ...paging import blocks_for
-from .phrases import PROMPTS
+from .phrases import PANELS, PROMPTS
 from .runs import model_language
 
 FIRST_KEYS = ("first_short", "first_long", "first_tiny")  # 4, 22 and 2 tokens (English: 4, 18, 2): no padding
@@ -104,18 +104,16 @@ def exhausted_pool(model: ToyTransformer, tokenizer, num_blocks: int = 6, block_
 
 
 def exhausted_html(e: Exhausted) -> str:
-    return ("错误信息原文是英文的，大意是：块池里的空闲块不够这一步用，这一步什么都没有写入。"
-            f'<div style="background:#fdecea;color:#8a1c1c;padding:6px 10px;border-radius:4px">'
+    return (PANELS.say("exhausted_intro")
+            + f'<div style="background:#fdecea;color:#8a1c1c;padding:6px 10px;border-radius:4px">'
             f"PoolExhaustedError: {html.escape(e.message)}</div>"
-            f"出错之后：各行存着 {e.lengths} 个 token，{e.blocks_in_use} 块在用、{e.free_blocks} 块空闲"
-            f"（共 {e.pool_blocks} 块）；每个块要么空闲、要么只属于一张块表："
-            + ("是" if e.consistent else "<b>否</b>"))
+            + PANELS.say("exhausted_after", lengths=e.lengths, used=e.blocks_in_use, free=e.free_blocks,
+                         pool=e.pool_blocks, consistent=PANELS.say("yes" if e.consistent else "no")))
 
 
 def texts_table(look: FirstLook) -> str:
     rows = "".join(f"<tr><td>{html.escape(p)}</td><td>{html.escape(t)}</td><td>{n}</td><td>{b}</td></tr>"
                    for p, t, n, b in zip(look.prompts, look.texts, look.lengths, look.tables))
-    return ("<table><tr><th>提示词</th><th>分页缓存生成的文字</th><th>缓存里的 token</th><th>块表</th></tr>"
-            f"{rows}</table>")
+    return PANELS.say("texts_table", rows=rows)
 
 

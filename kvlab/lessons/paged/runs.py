@@ -12,7 +12,7 @@ from ...model import ToyTransformer
 from ...paging import DEFAULT_BLOCK_SIZE, SCHEMES, paged_slots, scheme_slots
 from ...serving import Request, ServeRun, StepRecord, Workload, serve
 from ...tokenizer import TOKENIZERS
-from .phrases import say
+from .phrases import PANELS, say
 
 BLOCK_SIZE = DEFAULT_BLOCK_SIZE  # vLLM's default block size, for the chapter's main runs
 MAX_BATCH = 8  # sequences a decode pass may hold at most
@@ -80,20 +80,24 @@ def animation_readout(run: ServeRun, reused: list[tuple[int, int, int, int]], sh
     return "\n".join(lines)
 
 
+def request_names(rids) -> str:
+    """「请求 0、请求 2」 (English: "request 0, request 2"), in the course's language."""
+    return say("request_sep").join(PANELS.say("request", rid=r) for r in rids)
+
+
 def step_events(s: StepRecord) -> list[str]:
-    """What happened in one step, in Chinese, for the animation's readout."""
-    names = lambda rids: "、".join(f"请求 {r}" for r in rids)  # noqa: E731
+    """What happened in one step, in the course's language, for the animation's readout."""
     out = []
     if s.arrived:
-        out.append(f"{names(s.arrived)} 到达")
+        out.append(PANELS.say("event.arrived", names=request_names(s.arrived)))
     if s.prefilled:
-        out.append(f"{names(s.prefilled)} 加入批次（预填充）")
+        out.append(PANELS.say("event.prefilled", names=request_names(s.prefilled)))
     if s.decoded:
-        out.append(f"{len(s.decoded)} 条序列各解码 1 个 token")
+        out.append(PANELS.say("event.decoded_one" if len(s.decoded) == 1 else "event.decoded", n=len(s.decoded)))
     if s.preempted:
-        out.append(f"{names(s.preempted)} 被抢占（没有空闲块：它的块全部归还，回到等待队列）")
+        out.append(PANELS.say("event.preempted", names=request_names(s.preempted)))
     if s.finished:
-        out.append(f"{names(s.finished)} 结束，块归还")
+        out.append(PANELS.say("event.finished", names=request_names(s.finished)))
     return out
 
 

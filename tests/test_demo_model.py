@@ -71,11 +71,20 @@ def test_cached_and_uncached_text_agree_and_sampling_is_seeded(demo):
     assert torch.equal(a, generate(model, prompt, 40, temperature=0.9, seed=3).tokens)
 
 
-@pytest.mark.parametrize("lang", ["fr", "EN", "", None, ["en"]])
+@pytest.mark.parametrize("lang", ["fr", "EN", "", ["en"]])
 def test_unknown_language_is_refused_naming_both(lang):
     with pytest.raises(ValueError, match="lang") as info:
         load_demo_model("cpu", lang=lang)
     assert "'zh'" in str(info.value) and "'en'" in str(info.value)
+
+
+def test_no_language_means_the_course_language():
+    from kvlab.language import using_language
+
+    with using_language("en"):
+        assert type(load_demo_model("cpu")[1]).__name__ == "SubwordTokenizer"
+    with using_language("zh"):
+        assert type(load_demo_model("cpu", lang=None)[1]).__name__ != "SubwordTokenizer"
 
 
 @pytest.mark.parametrize("lang", LANGS)

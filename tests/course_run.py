@@ -13,7 +13,8 @@
 
 Each chapter's kernel reports, in a last cell removed before saving, where kvlab came from and its own peak
 resident size (VmHWM): the spinners are other processes, so they cannot add to it. The executed notebooks are saved
-in ``executed/``. Readers: tests/test_installed_course.py (site-packages, no error, peak), tests/test_busy_claims.py
+in ``executed/``; the English edition's chapters (``chapters/en/``) run the same way, after the Chinese ones and
+beside the same spinners, into ``executed/en/`` (:attr:`CourseRun.english`). Readers: tests/test_installed_course.py (site-packages, no error, peak), tests/test_busy_claims.py
 (the recorded claims, re-checked) and tests/test_book.py's ``book`` fixture (the static edition built from them).
 """
 from __future__ import annotations
@@ -120,6 +121,7 @@ class CourseRun:
     executed: Path  # the executed notebooks, one per chapter (kvlab.book's --from-executed DIR)
     replay: Path  # each precomputed panel's render function and defaults (kvlab.book.capture)
     chapters: dict[str, ChapterRun] = field(default_factory=dict)
+    english: dict[str, ChapterRun] = field(default_factory=dict)  # the English edition's chapters, by file name
     busy_throughout: bool = False
     spinners: list[int] = field(default_factory=list)  # the busy processes' ids (killed when the run ended)
     seconds: float = 0.0
@@ -130,12 +132,18 @@ class CourseRun:
         """The chapters as they were run (the clone's): what the saved executions are checked against."""
         return self.venv.clone / "chapters"
 
+    @property
+    def english_dir(self) -> Path:
+        """The English edition's chapters as they were run (the clone's ``chapters/en/``)."""
+        return self.chapters_dir / "en"
+
     def failed(self) -> dict[str, str]:
         return {name: ch.error for name, ch in self.chapters.items() if ch.error is not None}
 
     def summary(self) -> list[str]:
-        lines = [f"{ch.name}: {'FAILED' if ch.error else f'{ch.seconds:.0f} s'}, "
-                 f"peak {(ch.peak_rss or 0) / 2**30:.2f} GiB" for ch in self.chapters.values()]
+        lines = [f"{prefix}{ch.name}: {'FAILED' if ch.error else f'{ch.seconds:.0f} s'}, "
+                 f"peak {(ch.peak_rss or 0) / 2**30:.2f} GiB"
+                 for prefix, runs in (("", self.chapters), ("en/", self.english)) for ch in runs.values()]
         return lines + [f"whole course: {self.seconds:.0f} s beside {BUSY_PROCESSES} busy processes "
                         f"(they lasted: {self.busy_throughout}); load averages at the end "
                         + " ".join(f"{x:.2f}" for x in self.load)]
@@ -151,32 +159,49 @@ def stop(spinners: list[subprocess.Popen]) -> None:
         p.wait(timeout=10)
 
 
-def run_course(venv: Venv) -> CourseRun:
-    """Every chapter of the clone, executed once outside the repository, beside the spinners (see the docstring)."""
-    base = venv.base
-    result = CourseRun(venv, base / "course", base / "executed", base / "replay")
-    for folder in (result.course, result.executed, result.replay):
-        folder.mkdir()
-    for nb in result.chapters_dir.glob("*.ipynb"):
-        shutil.copy(nb, result.course / nb.name)
-    start = time.perf_counter()
-    spinners = start_spinners()
-    result.spinners = [p.pid for p in spinners]
-    try:
-        done = subprocess.run([str(venv.python), "-c", RUNNER, PROBE, str(result.executed), str(result.replay),
-                               str(CELL_TIMEOUT)], env=venv.env, cwd=result.course, capture_output=True, text=True,
-                              timeout=7200)
-        result.busy_throughout = all(p.poll() is None for p in spinners)
-    finally:
-        stop(spinners)
-    result.seconds, result.load = time.perf_counter() - start, os.getloadavg()
+def _run_folder(venv: Venv, course: Path, executed: Path, replay: Path) -> list[dict]:
+    """Run every chapter in ``course`` with the installed runner; one result per chapter."""
+    done = subprocess.run([str(venv.python), "-c", RUNNER, PROBE, str(executed), str(replay), str(CELL_TIMEOUT)],
+                          env=venv.env, cwd=course, capture_output=True, text=True, timeout=7200)
     lines = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
              if line.startswith("KVLAB-CHAPTER ")]
     assert done.returncode == 0 and lines, f"the course run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return lines
+
+
+def _chapter_runs(lines: list[dict], executed: Path) -> dict[str, ChapterRun]:
+    runs = {}
     for r in lines:
         ch = ChapterRun(r["name"], error=r.get("error"), kvlab_file=r.get("file", ""),
                         peak_rss=r.get("peak_rss"), seconds=r.get("seconds", 0.0))
         if ch.error is None:
-            ch.executed = result.executed / ch.name
-        result.chapters[ch.name] = ch
+            ch.executed = executed / ch.name
+        runs[ch.name] = ch
+    return runs
+
+
+def run_course(venv: Venv) -> CourseRun:
+    """Every chapter of the clone, Chinese then English, executed once outside the repository, beside the spinners
+    (see the docstring)."""
+    base = venv.base
+    result = CourseRun(venv, base / "course", base / "executed", base / "replay")
+    english = (result.course / "en", result.executed / "en", result.replay / "en")
+    for folder in (result.course, result.executed, result.replay, *english):
+        folder.mkdir()
+    for nb in result.chapters_dir.glob("*.ipynb"):
+        shutil.copy(nb, result.course / nb.name)
+    for nb in result.english_dir.glob("*.ipynb") if result.english_dir.is_dir() else ():
+        shutil.copy(nb, english[0] / nb.name)
+    start = time.perf_counter()
+    spinners = start_spinners()
+    result.spinners = [p.pid for p in spinners]
+    try:
+        lines = _run_folder(venv, result.course, result.executed, result.replay)
+        english_lines = _run_folder(venv, *english) if any(english[0].glob("*.ipynb")) else []
+        result.busy_throughout = all(p.poll() is None for p in spinners)
+    finally:
+        stop(spinners)
+    result.seconds, result.load = time.perf_counter() - start, os.getloadavg()
+    result.chapters = _chapter_runs(lines, result.executed)
+    result.english = _chapter_runs(english_lines, english[1])
     return result

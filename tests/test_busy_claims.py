@@ -71,3 +71,15 @@ def test_claims_hold_on_a_busy_machine(notebook, course_run):
     problems = claims.check_recorded(nb, CLAIMING[notebook]) + unsound_printed(nb)
     shown = "\n".join(f"cell {cell}: {claim.key}" for cell, claim, _ in said)
     assert said and not problems, f"{problems}\nrecorded claims:\n{shown}"
+
+
+@pytest.mark.slow
+def test_english_claims_hold_on_a_busy_machine(course_run):
+    """The English edition's chapters, run beside the same spinners: the same predicates on the English sentences."""
+    english = sorted(p.name for p in course_run.english_dir.glob("*.ipynb"))
+    assert sorted(course_run.english) == english
+    for notebook in english:
+        nb = course_run.english[notebook].notebook()
+        said = claims.recorded(nb)
+        problems = claims.check_recorded(nb, CLAIMING[notebook]) + unsound_printed(nb)
+        assert said and not problems, f"en/{notebook}: {problems}"

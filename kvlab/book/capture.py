@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..exercises.quiz import answer_verdict
 from ..viz.browser_steps import States, figure_json
+from ..viz.phrases import QUIZ
 
 STATIC_MIME = "application/vnd.kvlab.static+json"
 MAX_STATES = 48  # values precomputed per control: all of them, or this many around the default
@@ -150,15 +151,16 @@ def _keep_for_replay(pid: str, panel, defaults: dict) -> None:
 
 def quiz_static(quiz) -> dict:
     """A quiz on a page without a kernel: each question with its choices or unit, and its answer folded away
-    (the text the live quiz's 「显示答案」 shows: exercises.quiz.answer_verdict)."""
+    (the text the live quiz's reveal button shows: exercises.quiz.answer_verdict)."""
     items = []
     for i, q in enumerate(quiz.questions):
         choices = getattr(q, "choices", None)
         body = ("<ol type='A'>" + "".join(f"<li>{html.escape(c.key)}</li>" for c in choices) + "</ol>" if choices
-                else f"<p>答案（{html.escape(q.unit)}）：＿＿＿＿</p>")
+                else f"<p>{QUIZ.say('answer_box', unit=html.escape(q.unit))}{QUIZ.say('blank')}</p>")
         answer = html.escape(answer_verdict(q).message)
-        items.append(f'<div class="kvlab-static-question"><p><b>第 {i + 1} 题（{html.escape(q.section)}）</b> '
-                     f"{html.escape(q.prompt)}</p>{body}<details><summary>显示答案</summary><p>{answer}</p></details></div>")
+        question = QUIZ.say("question", n=i + 1, section=html.escape(q.section))
+        items.append(f'<div class="kvlab-static-question"><p><b>{question}</b> {html.escape(q.prompt)}</p>{body}'
+                     f"<details><summary>{QUIZ.say('reveal')}</summary><p>{answer}</p></details></div>")
     title = quiz.widget.children[0].value if quiz.widget.children else ""
     return {"kind": "quiz", "html": title + "".join(items)}
 

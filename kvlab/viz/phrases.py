@@ -69,6 +69,7 @@ QUIZ = Phrasebook("viz.quiz", {
         "answer_box": "答案（{unit}）",
         "check": "检查",
         "reveal": "显示答案",
+        "blank": "：＿＿＿＿",
         "score": "<b>得分：{right} / {n}</b>（已作答 {answered} 题{seen}）{done}",
         "score_seen": "，看了 {shown} 题的答案",
         "score_all_right": "全部答对！",
@@ -83,6 +84,7 @@ QUIZ = Phrasebook("viz.quiz", {
         "answer_box": "Answer ({unit})",
         "check": "Check",
         "reveal": "Show the answer",
+        "blank": ": ______",
         "score": "<b>Score: {right} / {n}</b> ({answered} answered{seen}){done}",
         "score_seen": ", answers shown: {shown}",
         "score_all_right": " All correct!",
@@ -120,4 +122,10 @@ MODE_NAMES = Phrasebook("viz.mode_names", {
 STYLE = Phrasebook("viz.style", {
     "zh": {"axis_title": "{name}（{unit}）"},
     "en": {"axis_title": "{name} ({unit})"},
+})
+
+
+SOURCE = Phrasebook("viz.source", {
+    "zh": {"where": "{path} 第 {first}–{last} 行，", "gap": "　"},
+    "en": {"where": "{path}, lines {first}–{last}: ", "gap": " "},
 })

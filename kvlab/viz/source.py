@@ -13,6 +13,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from .phrases import SOURCE
+
 
 @dataclass(frozen=True)
 class SourceSnippet:
@@ -84,9 +86,9 @@ def snippet_html(snippet: SourceSnippet, caption: str | None = None) -> str:
     formatter = HtmlFormatter(noclasses=True, linenos="inline", linenostart=snippet.first_line, style="friendly",
                               nobackground=True)
     code = highlight(snippet.text, PythonLexer(), formatter)
-    where = (f"{html.escape(snippet.path)} 第 {snippet.first_line}–{snippet.last_line} 行，"
-             f"<code>{html.escape(snippet.qualname)}</code>")
-    head = f"<b>{html.escape(caption)}</b>　" if caption else ""
+    where = (SOURCE.say("where", path=html.escape(snippet.path), first=snippet.first_line, last=snippet.last_line)
+             + f"<code>{html.escape(snippet.qualname)}</code>")
+    head = f"<b>{html.escape(caption)}</b>{SOURCE.say('gap')}" if caption else ""
     return (f'<div class="kvlab-source" style="border:1px solid #ddd;border-radius:4px;margin:6px 0;'
             f'background:#f8f8f8"><div style="font-size:90%;color:#555;padding:4px 10px;'
             f'border-bottom:1px solid #ddd">{head}{where}</div>'

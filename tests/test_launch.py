@@ -6,6 +6,7 @@ interface. The last test looks at the launched lab in a real headless Chromium.
 """
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -48,6 +49,24 @@ def test_lab_is_this_interpreters_jupyterlab():
 def test_course_settings_hide_the_news_question_and_choose_the_language():
     assert launch.course_settings(zh=False) == {NEWS_PLUGIN: {"fetchNews": "false", "checkForUpdates": False}}
     assert launch.course_settings(zh=True)[LANGUAGE_PLUGIN] == {"locale": "zh_CN"}
+
+
+def test_lang_chooses_the_edition_and_the_interface_language():
+    assert launch.course_language(["--lang", "en", "--no-browser"]) == ("en", ["--no-browser"])
+    assert launch.course_language(["--lang=zh"]) == ("zh", []) == launch.course_language(["--zh"])
+    assert launch.course_language(["--no-browser"]) == (None, ["--no-browser"])
+    assert launch.course_settings(lang="en")[LANGUAGE_PLUGIN] == {"locale": "en"}
+    assert launch.course_settings(lang="zh")[LANGUAGE_PLUGIN] == {"locale": "zh_CN"}
+    assert launch.lab_command(root=False, lang="en")[3] == "chapters/en/01_autoregressive_decode.ipynb"
+    assert launch.lab_command(root=False)[3] == launch.FIRST_CHAPTER
+    assert (launch.COURSE_ROOT / launch.FIRST_CHAPTERS["en"]).exists()
+
+
+@pytest.mark.parametrize("argv", [["--lang", "fr"], ["--lang"], ["--lang=EN"]])
+def test_an_unknown_or_missing_language_is_a_usage_error_naming_the_editions(argv, capsys):
+    assert launch.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "zh" in err and "en" in err and "Traceback" not in err
 
 
 def test_zh_without_the_language_pack_is_a_usage_error(monkeypatch, capsys):
@@ -194,7 +213,8 @@ def test_the_news_question_is_answered_and_nothing_is_fetched(launched):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_launched_lab_in_a_browser(tmp_path):
-    """What a learner sees: no English news question; with --zh the menus are Chinese. Screenshots of both go to
+    """What a learner sees: no news question; with --zh the menus are Chinese, with --lang=en English and the English
+    edition's first chapter open with its English prose. Screenshots of both go to
     $KVLAB_SCREENSHOTS or test-artifacts/browser/ (look at them)."""
     from browser_support import ARTIFACT_DIR, launch_chromium, unavailable
 
@@ -212,23 +232,26 @@ def test_launched_lab_in_a_browser(tmp_path):
         except Exception as exc:
             unavailable(f"no Chromium could be launched ({str(exc).strip()[:200]})")
         try:
-            for flag, menu in (("", "File"), ("--zh", "文件")):
-                work = tmp_path / (flag.strip("-") or "en")
+            for flag, menu, lang in (("--lang=en", "File", "en"), ("--zh", "文件", "zh")):
+                work = tmp_path / lang
                 shutil.copytree(launch.COURSE_ROOT / "chapters", work / "course" / "chapters")  # autosave-proof
                 server = Launched(work, *([flag] if flag else []), f"--ServerApp.root_dir={work / 'course'}").wait()
                 try:
                     page = browser.new_page(viewport={"width": 1280, "height": 800})
-                    page.goto(f"http://127.0.0.1:{server.port}/lab/tree/{launch.FIRST_CHAPTER}?token={server.token}")
+                    page.goto(f"http://127.0.0.1:{server.port}/lab/tree/{launch.FIRST_CHAPTERS[lang]}?token={server.token}")
                     page.wait_for_selector("#jp-MainMenu", timeout=90_000)
                     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
                     page.wait_for_timeout(4000)  # the news question came a moment after start-up
-                    page.screenshot(path=str(out / f"launch{flag.replace('--', '_') or '_en'}.png"))
+                    page.screenshot(path=str(out / f"launch_{lang}.png"))
                     menus = page.locator("#jp-MainMenu .lm-MenuBar-itemLabel").all_inner_texts()
                     text = page.inner_text("body")
+                    prose = "\n".join(page.locator(".jp-MarkdownOutput").all_inner_texts())
                     page.close()
                 finally:
                     server.stop()
                 assert "Would you like to get notified" not in text and "Jupyter 新闻" not in text, flag
                 assert menus and menus[0] == menu, (flag, menus)
+                if lang == "en":  # the English chapter's prose (the setup cell above kvlab is bilingual on purpose)
+                    assert "KV cache" in prose and not re.search(r"[\u4e00-\u9fff]", prose), prose[:500]
         finally:
             browser.close()

@@ -20,6 +20,7 @@ BRANCH = "main"
 SETUP_MARKER = "# kvlab-colab-setup"
 BADGE_MARKER = "<!-- kvlab-colab-badge -->"
 README_BEGIN, README_END = "<!-- colab-badges:begin -->", "<!-- colab-badges:end -->"
+README_EN_BEGIN, README_EN_END = "<!-- colab-badges-en:begin -->", "<!-- colab-badges-en:end -->"  # chapters/en/
 
 
 def colab_url(notebook: str) -> str:
@@ -134,27 +135,34 @@ def sync_notebook(path: Path) -> bool:
     return _write(path, synced_notebook(path))
 
 
-def readme_badges(notebooks: list[Path]) -> str:
-    rows = ["| 章节 Chapter | Colab |", "|---|---|"]
+def readme_badges(notebooks: list[Path], folder: str = "", header: str = "章节 Chapter") -> str:
+    rows = [f"| {header} | Colab |", "|---|---|"]
     for p in notebooks:
-        rows.append(f"| [`{p.name}`](chapters/{p.name}) | [![Open In Colab]"
-                    f"(https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(p.name)}) |")
+        rows.append(f"| [`{p.name}`](chapters/{folder}{p.name}) | [![Open In Colab]"
+                    f"(https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(folder + p.name)}) |")
     return "\n".join(rows)
 
 
+def _with_table(text: str, begin_mark: str, end_mark: str, table: str, where: Path) -> str:
+    head, begin, rest = text.partition(begin_mark)
+    if not begin:
+        return text
+    _, end, tail = rest.partition(end_mark)
+    if not end:
+        raise ValueError(f"{where}: {begin_mark} has no {end_mark} after it")
+    return f"{head}{begin_mark}\n{table}\n{end_mark}{tail}"
+
+
 def synced_readme(readme: Path, notebooks: list[Path]) -> str | None:
-    """The text of ``readme`` with its badge table rewritten, or None when there is no README, no table or nothing
-    to change; ValueError when the table's begin marker has no end marker after it."""
+    """The text of ``readme`` with its badge tables rewritten (the Chinese chapters', and the English edition's from
+    ``chapters/en/`` beside them), or None when there is no README, no table or nothing to change; ValueError when a
+    table's begin marker has no end marker after it."""
     if not readme.exists():
         return None
     text = readme.read_text(encoding="utf-8")
-    head, begin, rest = text.partition(README_BEGIN)
-    if not begin:
-        return None
-    _, end, tail = rest.partition(README_END)
-    if not end:
-        raise ValueError(f"{readme}: {README_BEGIN} has no {README_END} after it")
-    new = f"{head}{README_BEGIN}\n{readme_badges(notebooks)}\n{README_END}{tail}"
+    new = _with_table(text, README_BEGIN, README_END, readme_badges(notebooks), readme)
+    english = sorted((notebooks[0].parent / "en").glob("*.ipynb")) if notebooks else []
+    new = _with_table(new, README_EN_BEGIN, README_EN_END, readme_badges(english, "en/", "Chapter"), readme)
     return new if new != text else None
 
 

@@ -29,6 +29,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .colab import BADGE_MARKER, badge_markdown
+
 CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"  # a checkout's chapters (absent in a wheel)
 EDITION = "en"
 META_KEY = "kvlab_edition"  # in a generated notebook's metadata: {"language": "en", "from": "<zh notebook name>"}
@@ -112,7 +114,8 @@ def english_notebook(zh_nb, translations: dict[str, Translation], name: str):
                 report.stale.append(cell.id)
             if not t.text.strip() or t.text.lstrip().startswith(UNTRANSLATED):
                 report.untranslated.append(cell.id)
-            cell.source = t.text
+            cell.source = "\n".join(badge_markdown(f"{EDITION}/{name}") if BADGE_MARKER in line else line
+                                    for line in t.text.split("\n"))  # the badge opens the English notebook
         elif cell.cell_type == "code":
             cell.source, n = LANGUAGE_LINE.subn(r'\1"en"\2', cell.source)
             report.language_lines += n

@@ -82,3 +82,13 @@ def test_bad_arguments_are_usage_errors_and_write_nothing(course, tmp_path, caps
 def test_the_command_line_checks_its_arguments(tmp_path, args, code, says):
     done = subprocess.run([sys.executable, "-m", "kvlab.colab", *args], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == code and says in done.stdout + done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_readme_lists_both_editions_with_colab_badges():
+    root = Path(colab.__file__).resolve().parent.parent
+    notebooks = sorted((root / "chapters").glob("*.ipynb"))
+    assert colab.synced_readme(root / "README.md", notebooks) is None, "run python -m kvlab.colab"
+    text = (root / "README.md").read_text(encoding="utf-8")
+    english = text.split(colab.README_EN_BEGIN)[1].split(colab.README_EN_END)[0]
+    for nb in sorted((root / "chapters" / "en").glob("*.ipynb")):
+        assert colab.colab_url(f"en/{nb.name}") in english

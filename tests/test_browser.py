@@ -159,3 +159,50 @@ def test_chapter_in_jupyterlab(notebook, browser, lab, screenshot_dir):
         raise
     finally:
         ch.close()
+
+
+# -- the English edition (issue 34): 3.1 and 3.6 in a real JupyterLab ------------------------------------------------
+ENGLISH = {  # notebook -> (the panel a learner moves first, its slider, the CSS selector of the screenshot)
+    "01_autoregressive_decode.ipynb": ("kvlab-walkthrough", "step", ".kvlab-panel.kvlab-walkthrough"),
+    "06_paged_cache_and_batching.ipynb": ("kvlab-blocks", "step", ".kvlab-panel.kvlab-blocks"),
+}
+CHINESE = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+def chinese_on_page(ch: ChapterPage) -> list[str]:
+    """Lines holding Chinese in what the page shows outside code inputs: outputs, widgets, figures, prose (the
+    bilingual setup cell's source is an input, so it is not read)."""
+    texts = ch.page.locator(".jp-OutputArea, .jp-MarkdownOutput").all_inner_texts()
+    return [line.strip()[:120] for t in texts for line in t.splitlines() if CHINESE.search(line)]
+
+
+def test_english_specs_name_english_chapters():
+    assert sorted(ENGLISH) == sorted(p.name for p in (CHAPTER_DIR / "en").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("notebook", sorted(ENGLISH))
+def test_english_chapter_in_jupyterlab(notebook, browser, lab, screenshot_dir):
+    panel_class, slider, shot_at = ENGLISH[notebook]
+    ch = ChapterPage(browser, lab, f"chapters/en/{notebook}")
+    try:
+        ch.open()
+        run = ch.run_all()
+        print(f"en/{notebook}: run-all took {run['seconds']:.1f} s")
+        check_clean(ch, "after run-all")
+        assert not chinese_on_page(ch), chinese_on_page(ch)[:20]
+        panel = ch.panel(panel_class)
+        before, figure = panel.readout(), panel.figure(0)
+        panel.press_slider(slider, "ArrowRight")
+        after = panel.wait_readout(lambda t: t != before, f"ArrowRight on {slider} should change the readout")
+        panel.wait_figure_changed(0, figure, f"ArrowRight on {slider} should redraw the first figure")
+        assert not CHINESE.search(after), after
+        check_clean(ch, "after moving the slider")
+        assert not chinese_on_page(ch), chinese_on_page(ch)[:20]
+        shot = ch.screenshot(screenshot_dir / f"screenshot_en_{notebook[:2]}.png", shot_at)
+        print(f"screenshot: {shot}")
+    except BaseException:
+        for artifact in ch.failure_artifacts(f"en_{Path(notebook).stem}"):
+            print(f"failure artifact: {artifact}")
+        raise
+    finally:
+        ch.close()

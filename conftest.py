@@ -39,7 +39,7 @@ COURSE_RUN_GROUP = "course-run"
 def xdist_group(item) -> str:
     if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
         return COURSE_RUN_GROUP
-    return item.path.name
+    return item.nodeid.split("::", 1)[0]  # the file (chapters/en/01_x.ipynb is not chapters/01_x.ipynb)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -30,15 +30,18 @@ SLOW_FIXTURES = {"book", "course_run", "installed_venv"}  # the static edition b
 
 
 # -- two workers (pytest-xdist, `-n 2 --dist loadgroup` in pyproject's addopts) -----------------------------------
-# A group runs on one worker, in order. Every file is its own group, so a module-scoped fixture (a JupyterLab server,
-# a hub) starts once; everything that reads the one run of the course shares one group, so the session-scoped run
-# (tests/course_run.py: a venv and six chapters) happens on one worker only, once.
+# A group runs on one worker, in order. Every file is its own group, so a module-scoped fixture (a hub) starts once,
+# except the browser suite's chapters, each a group of its own, so that both workers share them (a worker starts its
+# own JupyterLab server for the ones it runs); everything that reads the one run of the course shares one group, so
+# the session-scoped run (tests/course_run.py: a venv and both editions' chapters) happens on one worker, once.
 COURSE_RUN_GROUP = "course-run"
 
 
 def xdist_group(item) -> str:
     if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
         return COURSE_RUN_GROUP
+    if item.path.name == "test_browser.py":  # one chapter each (minutes): both workers share them, each its own lab
+        return item.nodeid
     return item.nodeid.split("::", 1)[0]  # the file (chapters/en/01_x.ipynb is not chapters/01_x.ipynb)
 
 

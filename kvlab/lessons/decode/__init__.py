@@ -21,7 +21,7 @@ from .panels import (STEP_LABEL, LAYER_LABEL, HEAD_LABEL, render_step, walkthrou
 from .sentences import (RISING_DIP, RISING_JUMP, TOTALS, UNCACHED, CROSSOVER, STEP_UNREAD, STEP_JUMP,
                         STEP_OUTLIER, STEP_STEEP,
                         STEP_EXPONENT, SHARE_BAND, BEND, implied_exponent, lone_outlier, CUMULATIVE, CUMULATIVE_LEVEL,
-                        CACHED, FIXED_COST, EXTRAPOLATION, GROWTH_RULES, GROWTH, RERUN, STALLED, GROWING, OUTLIER_KEYS, CHOOSERS, ZH,
+                        CACHED, FIXED_COST, EXTRAPOLATION, GROWTH_RULES, GROWTH, RERUN, STALLED, GROWING, OUTLIER_KEYS, CHOOSERS, ZH, EN, CATALOGS,
                         show_claims, explain_latency, explain_growth)
 from .phrases import CELLS, PROMPTS, say
 
@@ -34,6 +34,6 @@ __all__ = [
     "latency_work", "render_latency", "latency_panel", "RISING_DIP", "RISING_JUMP", "TOTALS", "UNCACHED", "CROSSOVER",
     "STEP_UNREAD", "STEP_JUMP", "STEP_OUTLIER", "STEP_STEEP", "STEP_EXPONENT", "SHARE_BAND", "BEND", "implied_exponent",
     "lone_outlier", "CUMULATIVE", "CUMULATIVE_LEVEL", "CACHED", "FIXED_COST", "EXTRAPOLATION", "GROWTH_RULES", "GROWTH", "RERUN",
-    "STALLED", "GROWING", "OUTLIER_KEYS", "CHOOSERS", "ZH", "show_claims", "explain_latency", "explain_growth",
+    "STALLED", "GROWING", "OUTLIER_KEYS", "CHOOSERS", "ZH", "EN", "CATALOGS", "show_claims", "explain_latency", "explain_growth",
     "CELLS", "PROMPTS", "say",
 ]

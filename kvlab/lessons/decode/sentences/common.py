@@ -177,3 +177,6 @@ def _rough(chooser: Chooser, rough: bool) -> Chooser:
 
 
 _RERUN = "把上面面板里的「重复次数（取中位数）」调大，点「运行测量」，再运行这一格；机器忙时先关掉别的占 CPU 的程序。"
+# the same in English (the panel's controls named as its English edition shows them: repeats, 「运行测量」's button)
+_RERUN_EN = ("raise the number of repeats (the median is taken) in the panel above, click “Run the measurement” and "
+             "rerun this cell; if the machine is busy, close other CPU-heavy programs first.")

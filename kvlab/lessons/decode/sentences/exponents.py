@@ -1,11 +1,11 @@
 """Both modes' step exponent (read against the growth share printed from the same eighths, or not read where the
-growth sentence before it says why) and cumulative exponent: their choosers and Chinese sentences (``TEMPLATES``)."""
+growth sentence before it says why) and cumulative exponent: their choosers and Chinese sentences (``TEMPLATES``), and the same in English (``TEMPLATES_EN``, ``WORDS_EN``)."""
 from __future__ import annotations
 
 import math
 
 from ....claims import Chooser, Rule
-from .common import RISING_JUMP, _RERUN, _change_agrees, _no_jump, _ratio_agrees
+from .common import RISING_JUMP, _RERUN, _RERUN_EN, _change_agrees, _no_jump, _ratio_agrees
 
 
 def _level(v) -> bool:
@@ -232,3 +232,92 @@ TEMPLATES = {
     "decode.cumulative.unfit": "{mode}的累计指数这一次拟合不出来；" + _RERUN,
 }
 WORDS = {"none": "无缓存", "kv": "有缓存"}  # the {mode} these sentences name
+
+# -- the same claims in English (Catalog.of_topics reads TEMPLATES_EN and WORDS_EN): the same keys, the same fields --
+_SECOND_HALF_EN = "over the second half, t ≈ {t_from} → {t_to}, "
+_SHARE_EN = ("if a step took a fixed cost plus a term proportional to t, the part that grows with t over "
+             "t = {t0} → {t1}, {share} of a step, would put the second half's exponent at about {implied}")
+_SHARE_EN_START = "I" + _SHARE_EN[1:]
+_BENT_EN = ("over t = {t0} → {t_from} the step went from {first} to {from}, changing by about {slope_early} per extra "
+            "token; over t = {t_from} → {t_to} it changed by about {slope_late} per extra token; in the eighths "
+            "{eighths} no two neighbours differ by as much as half the gap between the highest and the lowest, so "
+            "this is no sudden jump at one place")
+_SAID_ABOVE_EN = "as the sentence above on the {mode} eighths already says, "
+TEMPLATES_EN = {
+    "decode.step_exponent.flat": "The {mode} step exponent, {k}, is close to 0 (" + _SECOND_HALF_EN + "from {from} to "
+                                 "{to}): in the second half the step time hardly changes with t; the fixed cost "
+                                 "dominates.",
+    "decode.step_exponent.bends": "The {mode} step exponent, {k} (" + _SECOND_HALF_EN + "from {from} to {to}), is much "
+                                  "smaller than the share implies. " + _SHARE_EN_START + ". But the second half "
+                                  "changes much less per token than the first: " + _BENT_EN + ". The curve bends "
+                                  "down, and no single t^k describes the whole run, so this exponent is not read.",
+    "decode.step_exponent.steepens": "The {mode} step exponent, {k} (" + _SECOND_HALF_EN + "from {from} to {to}), is "
+                                     "much larger than the share implies. " + _SHARE_EN_START + ". But the second half "
+                                     "changes much more per token than the first: " + _BENT_EN + ". The curve bends "
+                                     "up, and no single t^k describes the whole run, so this exponent is not read.",
+    "decode.step_exponent.mixed": "The {mode} step exponent, {k}, lies between 0 and 1 (" + _SECOND_HALF_EN + "rising "
+                                  "from {from} to {to}): both the fixed cost and the part that grows with t count. "
+                                  + _SHARE_EN_START + ", and the two roughly agree.",
+    "decode.step_exponent.linear": "The {mode} step exponent, {k}, is close to 1 (" + _SECOND_HALF_EN + "rising from "
+                                   "{from} to {to}): in the second half the step time grows roughly in proportion to "
+                                   "t. " + _SHARE_EN_START + ", and the two roughly agree.",
+    "decode.step_exponent.off_share": "The {mode} step exponent, {k} (" + _SECOND_HALF_EN + "from {from} to {to}), "
+                                      "disagrees with the one the growth share implies: " + _SHARE_EN + ", too far "
+                                      "apart: this run's timing cannot tell which is right, so this exponent is not "
+                                      "read; " + _RERUN_EN,
+    "decode.exponent_jump.unread": "The {mode} step exponent, {k}: from eighth {at}, {jump_from}, to eighth {next}, "
+                                   "{jump_to}, the step time jumps by {jump}, {jump_share} of the whole rise ({first} "
+                                   "→ {last}): each step was timed only a few times (repeats: {repeats}), and when the "
+                                   "machine's load changes, the step time looks as if it changed with t, so this "
+                                   "exponent is not read; " + _RERUN_EN,
+    "decode.exponent_jump.rough": "The {mode} step exponent, {k}: " + _SAID_ABOVE_EN + "they rose by uneven steps, so "
+                                  "this exponent is not read; " + _RERUN_EN,
+    "decode.exponent_outlier.unread": "The {mode} step exponent, {k}: the fit uses every step, including the outlying "
+                                      "eighth at {outlier} named above, which skews it, so this exponent is not read.",
+    "decode.exponent_unread.noisy": "The {mode} step exponent, {k}: " + _SAID_ABOVE_EN + "this run's timing is too "
+                                    "noisy to tell how much the step time grows with t; the exponent reflects timing "
+                                    "jitter and is not read.",
+    "decode.exponent_unread.level": "The {mode} step exponent, {k}: " + _SAID_ABOVE_EN + "no growth with t shows at "
+                                    "such short lengths, so this exponent is not read.",
+    "decode.exponent_unread.cumulative_noisy": "The {mode} cumulative exponent, {k}: for the same reason (the {mode} "
+                                               "timing was too noisy this time), this exponent is not read either.",
+    "decode.exponent_steep.not_t2": "The {mode} step exponent, {k}, is above 1 (" + _SECOND_HALF_EN + "rising from "
+                                    "{from} to {to}), steeper than the FLOPs predict: at this length the t² term is "
+                                    "still small (see t* above); the extra steepness comes from timing jitter and from "
+                                    "matrix multiplications running at different efficiency at different lengths, not "
+                                    "from the t² term.",
+    "decode.step_exponent.between": "The {mode} step exponent, {k}, lies between 1 and 2 (" + _SECOND_HALF_EN + "rising "
+                                    "from {from} to {to}): the t² part is showing.",
+    "decode.step_exponent.quadratic": "The {mode} step exponent, {k}, is close to 2 (" + _SECOND_HALF_EN + "rising from "
+                                      "{from} to {to}): the t² part dominates.",
+    "decode.step_exponent.not_level": "The {mode} step exponent, {k}, is close to 0, but " + _SECOND_HALF_EN + "the "
+                                      "median steps at its ends, {from} and {to}, differ by more than 25%, which "
+                                      "disagrees with the exponent: this is timing noise; " + _RERUN_EN,
+    "decode.step_exponent.not_rising": "The {mode} step exponent, {k}, says the step time grows with t, but "
+                                       + _SECOND_HALF_EN + "the median step goes from {from} to {to}, no longer, which "
+                                       "disagrees with the exponent: this is timing noise; " + _RERUN_EN,
+    "decode.step_exponent.out_of_range": "The {mode} step exponent, {k}, is not between 0 and 2 (a step does not get "
+                                         "faster as t grows, and by its FLOPs it cannot grow faster than t²): this is "
+                                         "timing noise; " + _RERUN_EN,
+    "decode.step_exponent.unfit": "The {mode} step exponent could not be fitted this time; " + _RERUN_EN,
+    "decode.cumulative.early_slow": "The {mode} cumulative exponent, {k}, is below 1: the first 4 forward passes "
+                                    "(prefill included) average {early}, much slower than the second half's median "
+                                    "step, {late}, so the cumulative curve is steep first and flatter later.",
+    "decode.cumulative.linear": "The {mode} cumulative exponent, {k}, is close to 1: the total time is roughly "
+                                "proportional to n, the number of tokens generated.",
+    "decode.cumulative.between": "The {mode} cumulative exponent, {k}, lies between 1 and 2: later steps are slower "
+                                 "(the second half's median step {late}, the first 4 forward passes {early} on "
+                                 "average), so the total time grows faster than n.",
+    "decode.cumulative.quadratic": "The {mode} cumulative exponent, {k}, is close to 2: later steps are much slower "
+                                   "(the second half's median step {late}, the first 4 forward passes {early} on "
+                                   "average), and the total time grows nearly as n².",
+    "decode.cumulative.stalls": "The {mode} cumulative exponent, {k}: the first 4 forward passes average {early} and "
+                                "the second half's median step is {late}, {spread} apart, which cannot give this "
+                                "exponent; the total, {total}, is {excess} times {passes} forward passes × the median "
+                                "step {median} (about {product}): a few stalls along the way raised the total, so this "
+                                "exponent is not read.",
+    "decode.cumulative.noisy": "The {mode} cumulative exponent, {k}: this run's timing is too erratic to tell which part "
+                               "slowed it; " + _RERUN_EN,
+    "decode.cumulative.unfit": "The {mode} cumulative exponent could not be fitted this time; " + _RERUN_EN,
+}
+WORDS_EN = {"none": "uncached", "kv": "cached"}  # the {mode}, as an adjective: "the uncached step exponent"

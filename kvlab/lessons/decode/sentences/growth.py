@@ -1,9 +1,9 @@
 """Why the timed ratio is below the FLOPs' (the fixed cost), the slider's right end extrapolated, the long cached
-run's growth and the rerun against the latency panel: their choosers and Chinese sentences (``TEMPLATES``)."""
+run's growth and the rerun against the latency panel: their choosers and Chinese sentences (``TEMPLATES``), and the same in English (``TEMPLATES_EN``)."""
 from __future__ import annotations
 
 from ....claims import Chooser, Rule
-from .common import _RERUN, _change_agrees, _ratio_range, _share_agrees
+from .common import _RERUN, _RERUN_EN, _change_agrees, _ratio_range, _share_agrees
 
 
 def _extrapolates_both(v) -> bool:
@@ -126,3 +126,65 @@ TEMPLATES = {
     "decode.rerun.unclear": "这一格和上面面板那次（有缓存）在 t = {lo} 到 {hi} 之间的单步耗时这一次比不清；" + _RERUN,
 }
 WORDS = {"min": "分钟"}
+
+# -- the same claims in English (Catalog.of_topics reads TEMPLATES_EN and WORDS_EN): the same keys, the same fields --
+_GROWTH_EN = ("With a cache, t from about {t0} to about {t1}: the median step time rises from {first} to {last}, a "
+              "fitted slope of {slope}: each extra token in the cache adds that much to every step. The extra time "
+              "from t = {t0} to {t1} is {share} of the median step measured near t = {t1}, {last}: {size}. Each extra "
+              "token means reading {per_token} more of K/V; counting all of this time as cache reads gives an "
+              "effective read rate of about {rate}, which also includes the attention computed with those K/V, so the "
+              "true read rate can only be higher.")
+_FIXED_SHARE_EN = ("Why is the time only {speedup} times as long when the FLOPs are {flops} times as many? The whole "
+                   "cached generation is {kv_flop}; at the {rate} measured for the uncached work that grows with t, "
+                   "that takes only about {compute}, {per_step} per forward pass on average over {passes} passes; yet "
+                   "the measured median step is {median}: about {share} of it is not the arithmetic itself but mostly "
+                   "a fixed cost independent of t (executing small operations one by one, reading the weights once), "
+                   "which a cache cannot save; a small part is reading the cache (the next subsection measures its "
+                   "slope in t).")
+_BOTH_EN = ("Extrapolating from the growth measured this time (the uncached work that grows with t runs at about "
+            "{rate}; the cached step time grows by about {slope}), with the slider at its right end ({top} tokens) one "
+            "uncached generation would take about {none_min}, a cached one about {kv_s}.")
+_KV_FLAT_EN = ("Extrapolating from the growth measured this time (the uncached work that grows with t runs at about "
+               "{rate}), with the slider at its right end ({top} tokens) one uncached generation would take about "
+               "{none_min}; the cached steps showed no growth with t this time, so at the median step, {median}, a "
+               "cached one takes about {kv_s} (without the cache-read term, so really longer; the slope measured in "
+               "the next subsection says by how much).")
+_ROUGH_RATE_EN = " The eighths rose unevenly, so this rate is only a rough estimate, and so is the share from it."
+_ROUGH_EXTRAPOLATION_EN = " The eighths rose unevenly, so this rate and the extrapolation are only rough estimates."
+_SAME_STEPS_EN = "For the same steps, t = {lo} to {hi}, this cell's median step time"
+_RELATIVE_EN = ("a step of the same length does not get {how} by itself, so most likely the machine's load changed "
+                "between the two. To compare two measurements, relative quantities (the extra part's share of a step) "
+                "are more reliable than absolute times or slopes: when the load changes, both scale together.")
+TEMPLATES_EN = {
+    "decode.fixed_cost.share": _FIXED_SHARE_EN,
+    "decode.fixed_cost.share_rough": _FIXED_SHARE_EN + _ROUGH_RATE_EN,
+    "decode.fixed_cost.unclear": "The whole generation's FLOPs differ by a factor of {flops}; why the timed factor "
+                                 "differs from it cannot be untangled from this run's timing (no rate was measured for "
+                                 "the uncached work that grows with t, or the numbers disagree), so it is not broken "
+                                 "down.",
+    "decode.extrapolation.both": _BOTH_EN,
+    "decode.extrapolation.kv_flat": _KV_FLAT_EN,
+    "decode.extrapolation.both_rough": _BOTH_EN + _ROUGH_EXTRAPOLATION_EN,
+    "decode.extrapolation.kv_flat_rough": _KV_FLAT_EN + _ROUGH_EXTRAPOLATION_EN,
+    "decode.extrapolation.none": "This run cannot tell how the uncached step time grows with t, so it is not "
+                                 "extrapolated to the slider's right end ({top} tokens); make the generation longer, "
+                                 "or " + _RERUN_EN,
+    **{f"decode.growth.{size}": _GROWTH_EN.replace("{size}", word)
+       for size, word in (("large", "most of it"), ("half", "about half"), ("notable", "no longer small"),
+                          ("small", "still small"))},
+    "decode.growth.flat": "With a cache, t from about {t0} to about {t1}: the median step time goes from {first} to "
+                          "{last}, almost unchanged: the cache-read term is lost in the fixed cost (on a GPU, where "
+                          "the time goes mostly to launching GPU kernels one by one, this is common).",
+    "decode.growth.noisy": "With a cache, t from about {t0} to about {t1}: the median step time goes from {first} to "
+                           "{last}; this run measured no clear growth, timing noise drowned it; rerun this cell, or "
+                           "raise new_tokens=1024 in it (up to about 2000) and try again.",
+    "decode.rerun.same": _SAME_STEPS_EN + " is {here} and the panel's run above (with a cache) {there}, {diff} apart: "
+                         "the two measurements agree.",
+    "decode.rerun.slower": _SAME_STEPS_EN + ", {here}, is {diff} slower than the panel's run above (with a cache), "
+                           "{there}: " + _RELATIVE_EN.replace("{how}", "slower"),
+    "decode.rerun.faster": _SAME_STEPS_EN + ", {here}, is {diff} faster than the panel's run above (with a cache), "
+                           "{there}: " + _RELATIVE_EN.replace("{how}", "faster"),
+    "decode.rerun.unclear": "This time, this cell's step times between t = {lo} and {hi} cannot be compared with the "
+                            "panel's run above (with a cache); " + _RERUN_EN,
+}
+WORDS_EN = {"min": "min"}

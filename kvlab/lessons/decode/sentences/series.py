@@ -1,9 +1,9 @@
 """The run's totals, both modes' eighths (uncached, cached) and the counted crossover: their choosers and Chinese
-sentences (``TEMPLATES``)."""
+sentences (``TEMPLATES``) and the same in English (``TEMPLATES_EN``)."""
 from __future__ import annotations
 
 from ....claims import Chooser, Rule
-from .common import (_RERUN, _level_but_one, _level_ends, _ratio_agrees, _rises_but_one, _rising,
+from .common import (_RERUN, _RERUN_EN, _level_but_one, _level_ends, _ratio_agrees, _rises_but_one, _rising,
                      _rough_one_dip, _rough_uneven, _share_agrees)
 
 
@@ -128,4 +128,79 @@ TEMPLATES = {
                                   "噪声里。",
     "decode.cached.grows_outlier": "有缓存：" + _OUTLIER + _REST_RISES,
     "decode.cached.noisy": "有缓存：" + _EIGHTHS + "：这一次计时噪声太大，说不清随 t 增长了多少；" + _RERUN,
+}
+
+# -- the same claims in English (Catalog.of_topics reads TEMPLATES_EN): the same keys, the same fields --
+_TOTALS_EN = ("Both ways generated the same {n} new tokens (counted in this run's trace, each layer projected K/V for "
+              "{none_kv} tokens without a cache and for only {kv_kv} with one, a factor of {counted} in tokens "
+              "projected; from the model's configuration, the whole generation takes {none_flop} without a cache and "
+              "{kv_flop} with one, a factor of {flops}): {none_s} in total without a cache, {kv_s} with one")
+_STALLED_EN = (_TOTALS_EN + "; without a cache it took {speedup} times as long. Estimated from the steps' median times, "
+               "the uncached run takes about {none_est} and the cached one about {kv_est}, a factor of {robust}: ")
+_EIGHTHS_EN = ("the median step time in each eighth of the steps by t (from about t = {t0} to about t = {t1}) is "
+               "{eighths}, the median over all steps {median}")
+_OUTLIER_EN = ("the median step time in each eighth of the steps by t is {eighths}, the median over all steps {median}. "
+               "The eighth at {outlier} departs from the trend of the other seven, a timing blip; without it, the other "
+               "seven ")
+_REST_RISES_EN = ("mostly rise from one to the next: from {rest_first} near t = {rest_t0} to {rest_last} near "
+                  "t = {rest_t1}, and near t = {rest_t1} the part that grows with t is about {rest_share} of a step.")
+_REST_LEVEL_EN = ("have ends ({rest_first} near t = {rest_t0}, {rest_last} near t = {rest_t1}) less than a tenth of the "
+                  "overall median apart, and none of them is as much as three tenths of it away from it: no growth "
+                  "with t shows: ")
+_FIXED_WINS_EN = ("the fixed cost outweighs the computation that grows with t; make the generation longer to see where "
+                  "the growth begins.")
+_LOST_EN = "at such short lengths the cache-read term is lost in the fixed cost and the timing noise."
+_LEVEL_EN = ("; the first and the last eighth are less than a tenth of the overall median apart, and none is as much as "
+             "three tenths of it away from it")
+TEMPLATES_EN = {
+    "decode.totals.faster": _TOTALS_EN + "; without a cache it took {speedup} times as long (estimated from the steps' "
+                            "median times, {robust} times; the two agree).",
+    "decode.totals.kv_stalled": _STALLED_EN + "the cached run's total, {kv_s}, is well above the {kv_est} its medians "
+                                "give: a few stalls lengthened it, so the factor from the medians is the more reliable.",
+    "decode.totals.none_stalled": _STALLED_EN + "the uncached run's total, {none_s}, is well above the {none_est} its "
+                                  "medians give: a few stalls lengthened it, so the factor from the medians is the "
+                                  "more reliable.",
+    "decode.totals.uncertain": _TOTALS_EN + "; the cache is faster, but this run cannot say by how much: the factors from "
+                               "the totals and from the steps' median times disagree, most likely because another "
+                               "program interrupted the timing; " + _RERUN_EN,
+    "decode.totals.unclear": _TOTALS_EN + "; this time the cache was not faster, most likely because another program "
+                             "interrupted the timing; " + _RERUN_EN,
+    "decode.uncached.growth_dominates": "No cache: the median step time of each eighth of the steps by t mostly rises "
+                                        "from one eighth to the next: {eighths} (from about t = {t0} to about "
+                                        "t = {t1}). The extra time goes to the projections, feed-forward network and "
+                                        "attention that grow with t; counted by their FLOPs, that work runs at about "
+                                        "{rate}; near t = {t1} it is {share} of a step: the part that grows with t "
+                                        "dominates.",
+    "decode.uncached.fixed_dominates": "No cache: the median step time of each eighth of the steps by t mostly rises "
+                                       "from one eighth to the next: {eighths} (from about t = {t0} to about "
+                                       "t = {t1}). Counted by the FLOPs that grow with t, the extra time runs at about "
+                                       "{rate}; near t = {t1} it is only {share} of a step: the fixed cost still "
+                                       "dominates.",
+    "decode.uncached.rises_rough": "No cache: " + _EIGHTHS_EN + ": from {first} to {last} (×{growth}), the step time "
+                                   "clearly grows with t; the one fall, {dip_from} → {dip_to}, is a timing blip, so "
+                                   "the step exponent below is not read.",
+    "decode.uncached.rises_uneven": "No cache: " + _EIGHTHS_EN + ": from {first} to {last} (×{growth}), each eighth "
+                                    "longer than the one before, the step time clearly grows with t; but by very "
+                                    "uneven steps (timing noise), so the step exponent below is not read.",
+    "decode.uncached.flat": "No cache: " + _EIGHTHS_EN + _LEVEL_EN + ": at such short lengths no growth with t shows: "
+                            "the fixed cost (on a GPU, for example, launching GPU kernels one by one) outweighs the "
+                            "computation that grows with t; make the generation longer to see where the growth begins.",
+    "decode.uncached.rises_outlier": "No cache: " + _OUTLIER_EN + _REST_RISES_EN,
+    "decode.uncached.flat_outlier": "No cache: " + _OUTLIER_EN + _REST_LEVEL_EN + _FIXED_WINS_EN,
+    "decode.uncached.noisy": "No cache: " + _EIGHTHS_EN + ": this run's timing is too noisy (or the run too short) to "
+                             "tell how much the step time grows with t; make the generation longer, or " + _RERUN_EN,
+    "decode.crossover.far": "Counting FLOPs, the t² term catches up with the linear terms only at t ≈ {cross}, far "
+                            "beyond this run's longest length, t = {n}.",
+    "decode.crossover.near": "Counting FLOPs, the t² term catches up with the linear terms only at t ≈ {cross}, already "
+                             "close to this run's longest length, t = {n}.",
+    "decode.crossover.passed": "Counting FLOPs, the t² term catches up with the linear terms at t ≈ {cross}; this run "
+                               "(up to t = {n}) has gone past it.",
+    "decode.cached.flat": "With a cache: " + _EIGHTHS_EN + _LEVEL_EN + "; no growth with t shows: " + _LOST_EN,
+    "decode.cached.grows": "With a cache: the median step time of each eighth of the steps by t mostly rises from one "
+                           "eighth to the next: {eighths} (from about t = {t0} to about t = {t1}); near t = {t1} the "
+                           "part that grows with t is about {share} of a step.",
+    "decode.cached.flat_outlier": "With a cache: " + _OUTLIER_EN + _REST_LEVEL_EN + _LOST_EN,
+    "decode.cached.grows_outlier": "With a cache: " + _OUTLIER_EN + _REST_RISES_EN,
+    "decode.cached.noisy": "With a cache: " + _EIGHTHS_EN + ": this run's timing is too noisy to tell how much the step "
+                           "time grows with t; " + _RERUN_EN,
 }

@@ -329,3 +329,44 @@ def test_the_checkpoint_speaks_english_and_explains_a_wrong_prediction():
     assert "<b>Predicted right: 1 / 3</b> (2 predicted)" in w.score.value
     assert not CJK.search(text), [line for line in text.splitlines() if CJK.search(line)]
     assert "检查点：先预测，再看解释" in Checkpoint(_english_questions()).widget.children[0].value
+
+
+# -- the English edition ----------------------------------------------------------------------------------------
+def _question_words(q) -> list[str]:
+    if isinstance(q, Q.ChoiceQuestion):
+        return [q.prompt, *(t for c in q.choices for t in (c.key, c.feedback))]
+    return [q.prompt, q.unit, q.explanation, q.hint]
+
+
+def test_every_checkpoint_in_english_has_no_chinese_and_the_same_keys(banks):
+    from kvlab.language import using_language
+
+    with using_language("en"):
+        english = {section: cp.checkpoint_questions(section) for section in cp.CHECKPOINTS}
+    for section, zh in banks.items():
+        en = english[section]
+        assert [type(q) for q in en] == [type(q) for q in zh]
+        for q_zh, q_en in zip(zh, en):
+            for text in _question_words(q_en):
+                assert text.strip() and not CJK.search(text), text
+            if isinstance(q_en, Q.NumberQuestion):
+                assert (q_en.answer, q_en.rel_tol) == (q_zh.answer, q_zh.rel_tol)
+                assert Q.grade(q_en, right_response(q_en)).status == Q.RIGHT
+            else:
+                assert [c.correct for c in q_en.choices] == [c.correct for c in q_zh.choices]
+
+
+def test_the_heads_task_key_in_english_replays_the_english_walkthrough():
+    from kvlab import load_demo_model
+    from kvlab.language import using_language
+    from kvlab.lessons import decode
+
+    model, tok = load_demo_model("cpu", lang="en")
+    prompt = decode.PROMPTS.text("walkthrough", "en")
+    steps = decode.decode_walkthrough(model, tok, prompt, steps=cp.WALKTHROUGH_STEPS)
+    agree = decode.steps_where_heads_agree(steps, layer=0, head_a=0, head_b=1)
+    with using_language("en"):
+        key = cp.heads_agree_key()
+    assert not CJK.search(key) and f'"{prompt}"' in key and 0 < len(agree) < len(steps)
+    assert re.findall(r"\d+", key.split(" at step")[1].split("(")[0]) == [str(s) for s in agree]
+    assert "「人工」" in cp.heads_agree_key()  # Chinese by default, as before

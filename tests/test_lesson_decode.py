@@ -869,3 +869,55 @@ def test_one_jump_halfway_is_named_and_neither_a_bend_nor_the_rate_is_read_as_ex
     # the jump's predicate checks its printed numbers
     wrong = {**said_[3].fields, "jump_share": claims.number(40, 0, "%")}
     assert not lesson.STEP_JUMP.rule("decode.exponent_jump.unread").holds_on({k: n.value for k, n in wrong.items()})
+
+
+# -- the English edition ----------------------------------------------------------------------------------------
+CJK = __import__("re").compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+NUMBERS = __import__("re").compile(r"\d+(?:\.\d+)?")
+
+
+def _view_text(view) -> str:
+    return view.html + "".join(f.to_json() for f in view.figures)
+
+
+def test_the_walkthrough_in_english_has_no_chinese_and_the_same_numbers():
+    from kvlab import load_demo_model
+    from kvlab.language import using_language
+
+    model, tok = load_demo_model("cpu", lang="en")
+    steps = lesson.decode_walkthrough(model, tok, lesson.PROMPTS.text("walkthrough", "en"), steps=3)
+    for step, layer, head in ((1, 0, 0), (2, 1, 3), (3, 3, 1)):
+        zh = lesson.render_step(steps, step, layer, head)
+        with using_language("en"):
+            en = lesson.render_step(steps, step, layer, head)
+            panel = lesson.walkthrough_panel(model, steps)
+        assert not CJK.search(_view_text(en)), en.html
+        # the same numbers in the same order, once the tokens' own text is left out
+        plain = [NUMBERS.findall(v.html.replace("<b>", "").replace("</b>", "")) for v in (zh, en)]
+        assert plain[0] == plain[1], plain
+    assert "<b>Step 3</b>" in en.html
+    described = [w.description for w in panel.controls.values()]
+    described += [str(label) for label, _ in panel.controls["head"].options]
+    assert described[:3] == ["Decode step", "Layer", "Attention head"] and "1 (KV group 0)" in described, described
+    assert not any(CJK.search(d) for d in described), described
+
+
+def test_the_latency_refusal_and_the_figures_in_english():
+    from kvlab.language import using_language
+
+    timing = lesson.timing_model()
+    with pytest.raises(InputError) as zh:
+        lesson.render_latency(timing, 1000, 9)
+    with using_language("en"):
+        with pytest.raises(InputError) as en:
+            lesson.render_latency(timing, 1000, 9)
+        results = {"none": _timing("none", [0.01, 0.02, 0.04, 0.08]), "kv": _timing("kv", [0.01, 0.01, 0.01, 0.01])}
+        figures = [decode_plots.latency_figure(results), decode_plots.work_figure([2, 3, 4], [2, 3, 4], [2, 1, 1]),
+                   decode_plots.step_growth_figure([1, 2, 3], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0],
+                                                   lesson.say("growth_label")),
+                   decode_plots.topk_figure([("A", 0.5), (" b", 0.25)], "A b"),
+                   decode_plots.cache_rows_figure(np.ones((3, 4)), np.ones((3, 4)), ["A", " b", " c"], 0, 1, 1)]
+    assert not CJK.search(str(en.value)) and "Repeats (median taken)" in str(en.value)
+    assert sorted(NUMBERS.findall(str(zh.value))) == sorted(NUMBERS.findall(str(en.value)))
+    for fig in figures:
+        assert not CJK.search(fig.to_json()), fig.layout.title.text

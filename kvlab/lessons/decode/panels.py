@@ -1,11 +1,12 @@
 """Chapter 3.1's panels: the walkthrough (play / step slider, layer and head menus; top-k bars, the two
 attention pictures and the cache's K/V rows of one step) and the latency panel (length and repeats, measured on a
 click, refused before it runs when its uncached work passes :data:`LATENCY_MAX_WORK`). Each control's label is one
-constant, used by the control and by its check."""
+constant, used by the control and by its check; the panels show it, and every readout, in the course's language
+(:data:`.phrases.PANELS`), looked up when the panel or its error is made."""
 from __future__ import annotations
 
 import html
-from functools import partial
+from functools import partial, reduce
 
 from ..._validate import positive_int
 from ...measure import device_label
@@ -13,18 +14,34 @@ from ...model import ToyTransformer
 from ...inputs import InputError, whole_number
 from ...viz import decode_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, dropdown, int_slider, play_slider, run_button
+from .phrases import PANELS
 from .timings import measure_decode_latency
 from .walkthrough import DecodeStep, most_attended
 
 
-STEP_LABEL, LAYER_LABEL, HEAD_LABEL = "解码步", "层", "注意力头"  # the walkthrough's controls, as shown
+# The controls' labels as the Chinese edition shows them (tests match errors against them); a panel shows each in the
+# course's language, label(...), asked when the panel or its error is made.
+STEP_LABEL, LAYER_LABEL, HEAD_LABEL = (PANELS.text(key, "zh") for key in ("label.step", "label.layer", "label.head"))
+NEW_TOKENS_LABEL, REPEATS_LABEL = PANELS.text("label.new_tokens", "zh"), PANELS.text("label.repeats", "zh")
+LABEL_KEYS = {STEP_LABEL: "label.step", LAYER_LABEL: "label.layer", HEAD_LABEL: "label.head",
+              NEW_TOKENS_LABEL: "label.new_tokens", REPEATS_LABEL: "label.repeats"}
+
+
+def label(constant: str) -> str:
+    """A control's label (one of the ``*_LABEL`` constants) in the course's language."""
+    return PANELS.say(LABEL_KEYS[constant])
+
+
+def shown_tokens(tokens: list[str]) -> str:
+    """A step's input tokens in one line, separated as the course's language separates them."""
+    return reduce(lambda left, right: PANELS.say("token_pair", left=left, right=right), tokens)
 
 
 def render_step(steps: list[DecodeStep], step, layer, head) -> View:
     """The walkthrough panel: top-k bars, the two attention pictures, and the cache's K/V rows of one step."""
-    s = steps[whole_number(STEP_LABEL, step, 1, len(steps)) - 1]
-    layer = whole_number(LAYER_LABEL, layer, 0, s.full_weights.shape[0] - 1)
-    head = whole_number(HEAD_LABEL, head, 0, s.full_weights.shape[1] - 1)
+    s = steps[whole_number(label(STEP_LABEL), step, 1, len(steps)) - 1]
+    layer = whole_number(label(LAYER_LABEL), layer, 0, s.full_weights.shape[0] - 1)
+    head = whole_number(label(HEAD_LABEL), head, 0, s.full_weights.shape[1] - 1)
     n_rep = s.full_weights.shape[1] // s.k_cache.shape[1]  # query heads per KV head
     group = head // n_rep
     figures = [
@@ -37,36 +54,30 @@ def render_step(steps: list[DecodeStep], step, layer, head) -> View:
     n = s.kv_with_cache
     diff = (s.cached_weights[layer, head, -1] - s.full_weights[layer, head, -1]).abs().max().item()
     mates = [h for h in range(group * n_rep, (group + 1) * n_rep) if h != head]
-    looks = "；".join(f"第 {h} 头最关注第 {i + 1} 个 token「{html.escape(tok)}」（权重 {w:.2f}）"
-                     for h in [head, *mates] for i, tok, w in [most_attended(s, layer, h)])
+    looks = PANELS.say("look_sep").join(
+        PANELS.say("look", head=h, position=i + 1, token=html.escape(tok), weight=w)
+        for h in [head, *mates] for i, tok, w in [most_attended(s, layer, h)])
     if n == s.t:
-        work = (f"预填充：缓存还是空的，两边都为全部 <b>{n}</b> 个 token 计算 K/V、算 {n}×{n} 的分数；"
-                f"有缓存时这 {n} 行 K/V 同时写入缓存")
+        work = PANELS.say("work_prefill", n=n)
     else:
-        work = (f"无缓存：为 <b>{s.kv_without_cache}</b> 个 token 计算 K/V，每层每头 {s.t}×{s.t} = "
-                f"<b>{s.t * s.t}</b> 个分数<br>有缓存：只为 <b>{n}</b> 个 token 计算 K/V，每层每头 {n}×{s.t} = "
-                f"<b>{n * s.t}</b> 个分数；其余 {s.t - n} 个 token 的 K/V 从缓存读取")
-    readout = (
-        f"<b>第 {s.step} 步</b>　输入 t = {s.t} 个 token：{html.escape(' '.join(s.tokens))}　→　"
-        f"预测「{html.escape(s.next_token)}」（概率 {s.topk[0][1]:.1%}）<br>{work}<br>"
-        f"第 {layer} 层第 {head} 头：有缓存算出的这一行与完整矩阵最后一行的最大差异 <b>{diff:.1e}</b><br>"
-        f"KV 组 {group}（第 {group * n_rep}–{(group + 1) * n_rep - 1} 头共用同一份 K/V）：{looks}"
-    )
+        work = PANELS.say("work_decode", kv_none=s.kv_without_cache, t=s.t, scores_none=s.t * s.t, n=n,
+                          scores_kv=n * s.t, rest=s.t - n)
+    readout = PANELS.say("step_readout", step=s.step, t=s.t, tokens=html.escape(shown_tokens(s.tokens)),
+                         token=html.escape(s.next_token), p=s.topk[0][1], work=work, layer=layer, head=head,
+                         diff=diff, group=group, first=group * n_rep, last=(group + 1) * n_rep - 1, looks=looks)
     return View(figures, readout, s)
 
 
 def walkthrough_panel(model: ToyTransformer, steps: list[DecodeStep]) -> Panel:
     """Play / step slider, layer and head menus wired to :func:`render_step`."""
     cfg = model.config
-    play, step_slider = play_slider(STEP_LABEL, 1, 1, len(steps))
-    heads = [(f"{h}（KV 组 {h // cfg.n_rep}）", h) for h in range(cfg.n_head)]
-    return Panel({"step": step_slider, "layer": dropdown(LAYER_LABEL, list(range(cfg.n_layer)), 0, width="120px"),
-                  "head": dropdown(HEAD_LABEL, heads, 0, width="200px")},
+    play, step_slider = play_slider(label(STEP_LABEL), 1, 1, len(steps))
+    heads = [(PANELS.say("head_option", head=h, group=h // cfg.n_rep), h) for h in range(cfg.n_head)]
+    return Panel({"step": step_slider,
+                  "layer": dropdown(label(LAYER_LABEL), list(range(cfg.n_layer)), 0, width="120px"),
+                  "head": dropdown(label(HEAD_LABEL), heads, 0, width="200px")},
                  partial(render_step, steps), static=("step",), in_browser="step",
                  options=PanelOptions(extra=[play], layout="horizontal", css_class="kvlab-walkthrough"))
-
-
-NEW_TOKENS_LABEL, REPEATS_LABEL = "生成 token 数", "重复次数（取中位数）"  # the latency panel's controls, as shown
 
 
 LATENCY_MAX_WORK = 300_000  # token positions one click may feed the model without a cache (about 50 s on 2 cores)
@@ -82,26 +93,22 @@ def latency_work(new_tokens: int, repeats: int, prompt_len: int = 4) -> int:
 
 def render_latency(model: ToyTransformer, new_tokens, repeats, progress: bool = True) -> View:
     """The latency panel: measure both ways, plot per-step and cumulative time with fitted exponents. The work is
-    counted first: a setting past LATENCY_MAX_WORK is refused with the count (in Chinese) before anything runs,
-    instead of blocking the kernel for minutes; the measurement itself stays interruptible (the stop button)."""
-    new_tokens = whole_number(NEW_TOKENS_LABEL, new_tokens, 1, model.config.max_seq_len - 8)
-    repeats = whole_number(REPEATS_LABEL, repeats, 1, 9)
+    counted first: a setting past LATENCY_MAX_WORK is refused with the count (in the course's language) before
+    anything runs, instead of blocking the kernel for minutes; the measurement itself stays interruptible (the stop
+    button)."""
+    new_tokens = whole_number(label(NEW_TOKENS_LABEL), new_tokens, 1, model.config.max_seq_len - 8)
+    repeats = whole_number(label(REPEATS_LABEL), repeats, 1, 9)
     work = latency_work(new_tokens, repeats)
     if work > LATENCY_MAX_WORK:
-        raise InputError(NEW_TOKENS_LABEL, f"与「{REPEATS_LABEL}」合起来，无缓存时要重算约 {work:,} 个 token 位置（每一步都重算"
-                         f"前面的全部 token，热身 1 次加重复 {repeats} 次），是一次点击上限 {LATENCY_MAX_WORK:,} 的 "
-                         f"{work / LATENCY_MAX_WORK:.1f} 倍（在 2 核 CPU 上要好几分钟）：请减少生成 token 数或重复次数")
+        raise InputError(label(NEW_TOKENS_LABEL), PANELS.say(
+            "too_much_work", repeats_label=label(REPEATS_LABEL), work=work, repeats=repeats, limit=LATENCY_MAX_WORK,
+            times=work / LATENCY_MAX_WORK))
     results = measure_decode_latency(model, new_tokens, repeats, progress=progress)
     none, kv = results["none"], results["kv"]
     total_none, total_kv = none.cumulative_seconds[-1], kv.cumulative_seconds[-1]
-    readout = (
-        f"生成 {new_tokens} 个 token：无缓存累计 <b>{total_none:.2f} s</b>，有缓存累计 <b>{total_kv:.2f} s</b>，"
-        f"无缓存用时是有缓存的 <b>{total_none / total_kv:.1f}</b> 倍<br>"
-        f"单步耗时增长指数（后半段拟合）：无缓存 {none.step_exponent:.2f}，有缓存 {kv.step_exponent:.2f}"
-        f"（是否可读见下方说明）；"
-        f"累计耗时增长指数：无缓存 {none.cumulative_exponent:.2f}，有缓存 {kv.cumulative_exponent:.2f}"
-        f"（{device_label(model.device)}）"
-    )
+    readout = PANELS.say("latency_readout", n=new_tokens, none=total_none, kv=total_kv, ratio=total_none / total_kv,
+                         none_step=none.step_exponent, kv_step=kv.step_exponent, none_total=none.cumulative_exponent,
+                         kv_total=kv.cumulative_exponent, device=device_label(model.device))
     return View([plots.latency_figure(results)], readout, results)
 
 
@@ -115,6 +122,7 @@ def latency_panel(model: ToyTransformer, new_tokens: int = 192) -> Panel:
         rendered.append(True)
         return view
 
-    return Panel({"new_tokens": int_slider(NEW_TOKENS_LABEL, new_tokens, 32, model.config.max_seq_len - 8, step=32),
-                  "repeats": int_slider(REPEATS_LABEL, 1, 1, 5, width="300px")},
+    return Panel({"new_tokens": int_slider(label(NEW_TOKENS_LABEL), new_tokens, 32, model.config.max_seq_len - 8,
+                                           step=32),
+                  "repeats": int_slider(label(REPEATS_LABEL), 1, 1, 5, width="300px")},
                  render, options=PanelOptions(layout="horizontal", css_class="kvlab-latency", button=run_button()))

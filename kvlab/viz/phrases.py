@@ -126,6 +126,6 @@ STYLE = Phrasebook("viz.style", {
 
 
 SOURCE = Phrasebook("viz.source", {
-    "zh": {"where": "{path} 第 {first}–{last} 行，", "gap": "　"},
-    "en": {"where": "{path}, lines {first}–{last}: ", "gap": " "},
+    "zh": {"where": "{path} 第 {first}–{last} 行，", "caption": "<b>{caption}</b>　"},
+    "en": {"where": "{path}, lines {first}–{last}: ", "caption": "<b>{caption}</b> "},
 })

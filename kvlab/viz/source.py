@@ -88,7 +88,7 @@ def snippet_html(snippet: SourceSnippet, caption: str | None = None) -> str:
     code = highlight(snippet.text, PythonLexer(), formatter)
     where = (SOURCE.say("where", path=html.escape(snippet.path), first=snippet.first_line, last=snippet.last_line)
              + f"<code>{html.escape(snippet.qualname)}</code>")
-    head = f"<b>{html.escape(caption)}</b>{SOURCE.say('gap')}" if caption else ""
+    head = SOURCE.say("caption", caption=html.escape(caption)) if caption else ""
     return (f'<div class="kvlab-source" style="border:1px solid #ddd;border-radius:4px;margin:6px 0;'
             f'background:#f8f8f8"><div style="font-size:90%;color:#555;padding:4px 10px;'
             f'border-bottom:1px solid #ddd">{head}{where}</div>'

@@ -238,16 +238,16 @@ The check uses five cases: the demo model (4 query heads, 2 KV heads) with one p
 class LoopCase:
     number: int
     model: str  # "demo" or a key of RANDOM_LAYOUTS
-    prompts: tuple[tuple[int, ...], ...] | tuple[str, ...]  # token ids, or keys of CASE_PROMPTS (the demo model's)
+    inputs: tuple[tuple[int, ...], ...] | tuple[str, ...]  # token ids, or keys of CASE_PROMPTS (the demo model's)
     new_tokens: int
 
     def texts(self, lang: str | None = None) -> tuple[str, ...]:
         """A demo case's prompts in ``lang`` (default: the course's language); () for a random-weight model's."""
-        return tuple(CASE_PROMPTS.text(key, lang) for key in self.prompts) if self.model == "demo" else ()
+        return tuple(CASE_PROMPTS.text(key, lang) for key in self.inputs) if self.model == "demo" else ()
 
     def named(self, lang: str | None = None) -> str:
         """The case as the feedback names it, its prompts in ``lang``, in the course's language."""
-        fields = {key: CASE_PROMPTS.text(key, lang) for key in self.prompts} if self.model == "demo" else {}
+        fields = {key: CASE_PROMPTS.text(key, lang) for key in self.inputs} if self.model == "demo" else {}
         return say(f"case.{self.number}", **fields)
 
     @property
@@ -296,7 +296,7 @@ def _case_model(case: LoopCase):
         lang = model_language(tok)
         return (model, [tok.encode(p) for p in case.texts(lang)], lambda ids: tok.decode(ids).replace("\n", "⏎"),
                 case.named(lang))
-    return (random_model(case.model), [list(p) for p in case.prompts], lambda ids: " ".join(map(str, ids)),
+    return (random_model(case.model), [list(p) for p in case.inputs], lambda ids: " ".join(map(str, ids)),
             case.named())
 
 

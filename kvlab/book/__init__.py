@@ -8,8 +8,13 @@ printable handouts.
   into a folder it checked first, built beside ``--out`` and swapped in only when the build succeeded;
 - :mod:`kvlab.book.mpl`: the course's plotly figures drawn with matplotlib (print, slides);
 - :mod:`kvlab.book.handouts`: key figures as PNG/SVG and a PDF per chapter (Chromium prints the page).
+- :mod:`kvlab.book.phrases`: the site's own words in Chinese and English.
 
 Exercise solutions are in neither unless built with ``teacher=True`` (``--teacher``): a teacher's copy.
+
+``lang="en"`` (``--lang en``) builds the English edition: the chapters of ``chapters/en/`` (unless ``chapters_dir``
+is given), every word of the site's own (table of contents, notes, run information, handout labels) from
+:data:`kvlab.book.phrases.BOOK` in English; the default, ``zh``, is the Chinese edition.
 
 ``executed=DIR`` (``--from-executed DIR``) builds from saved executions instead of running the chapters (the test
 suite runs the course once and builds from that run): see :func:`kvlab.book.site.executed_in`.
@@ -35,14 +40,30 @@ class BuildReport:
 
 
 def build(out, chapters_dir=None, handouts: bool = True, replay=None, log=print, teacher: bool = False,
-          executed=None) -> BuildReport:
+          executed=None, lang: str = "zh") -> BuildReport:
     """Run the chapters, or take their saved executions from the folder ``executed``, and write the site (and the
-    handouts) into ``out``; the exercises' reference solutions only with ``teacher``.
+    handouts) into ``out``; the exercises' reference solutions only with ``teacher``. ``lang``: the edition, ``"zh"``
+    (``chapters/``) or ``"en"`` (``chapters/en/``, and the site's own words in English).
 
     ``chapters_dir``, ``executed`` and ``out`` are checked before any chapter runs or anything is written
     (:class:`kvlab.book.site.Refused`); the site is built beside ``out`` and replaces it only when the build
     succeeded (:func:`kvlab.book.site.staged`). ``replay`` (tests) needs the chapters to run here.
     """
+    from ..language import check_language, using_language
+    from . import site
+
+    try:
+        check_language(lang)
+    except ValueError as exc:
+        raise site.Refused(f"lang: {exc}") from None
+    if chapters_dir is None:
+        chapters_dir = site.chapters_default(lang)
+    with using_language(lang):
+        return _build(out, chapters_dir, handouts, replay, log, teacher, executed)
+
+
+def _build(out, chapters_dir, handouts, replay, log, teacher, executed) -> BuildReport:
+    """:func:`build` in the language kvlab writes in now."""
     from . import site
     from .handouts import write_handouts
 

@@ -1,4 +1,4 @@
-"""``python -m kvlab.book [--out DIR] [--no-handouts] [--teacher] [--from-executed DIR]``: build the static edition (see :mod:`kvlab.book`)."""
+"""``python -m kvlab.book [--lang zh|en] [--out DIR] [--no-handouts] [--teacher] [--from-executed DIR]``: build the static edition (see :mod:`kvlab.book`)."""
 from __future__ import annotations
 
 import argparse
@@ -22,8 +22,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kvlab.book", description=__doc__)
     parser.add_argument("--out", default="book", help="folder to write the site into (default: ./book); a new or "
                         "empty folder, or a site kvlab.book built, which is replaced only once the build succeeded")
+    parser.add_argument("--lang", default="zh", metavar="zh|en",
+                        help="the edition: zh, the Chinese chapters (default), or en, the English edition "
+                        "(chapters/en/, and the site's own words in English)")
     parser.add_argument("--chapters", dest="chapters_dir", default=None,
-                        help="folder of chapter notebooks (default: the course's)")
+                        help="folder of chapter notebooks (default: the course's, chapters/ or chapters/en/)")
     parser.add_argument("--no-handouts", action="store_true", help="skip the PDF handouts and slide figures")
     parser.add_argument("--teacher", action="store_true", help="a teacher's copy: every exercise's reference solution "
                         "on the pages (folded) and in the handouts; without it the site has none")
@@ -37,7 +40,7 @@ def main(argv=None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         report = build(args.out, args.chapters_dir, handouts=not args.no_handouts, teacher=args.teacher,
-                       executed=args.executed)
+                       executed=args.executed, lang=args.lang)
     except Refused as exc:
         usage_error(parser, exc)
     except KeyboardInterrupt as exc:

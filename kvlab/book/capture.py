@@ -21,6 +21,7 @@ from pathlib import Path
 from ..exercises.quiz import answer_verdict
 from ..viz.browser_steps import States, figure_json
 from ..viz.phrases import QUIZ
+from .phrases import BOOK
 
 STATIC_MIME = "application/vnd.kvlab.static+json"
 MAX_STATES = 48  # values precomputed per control: all of them, or this many around the default
@@ -101,7 +102,7 @@ def _control_text(control) -> str:
         return label
     value = control.value
     if isinstance(value, (tuple, list)):
-        return "、".join(str(v) for v in value)
+        return BOOK.say("list_separator").join(str(v) for v in value)
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10000 else str(value)
 
 

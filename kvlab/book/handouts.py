@@ -4,7 +4,7 @@ figures as PNG and SVG for slides.
 The figures are the chapter's own plotly figures as the run left them (a panel's default state, or a figure cell),
 drawn by :mod:`kvlab.book.mpl`: the first ``KEY_FIGURES`` that it can draw, one per output. The PDF is the same
 chapter page without code, panels or widgets, printed by headless Chromium (the one the browser tests use), which
-typesets the Chinese text and the MathJax formulas; ``pdftoppm`` can turn it into pages to look at. Exercises need a
+typesets the text (Chinese or English: the labels come from :data:`kvlab.book.phrases.BOOK`) and the MathJax formulas; ``pdftoppm`` can turn it into pages to look at. Exercises need a
 kernel, so a handout keeps their tasks only; a teacher's build (``teacher=True``) prints each reference solution
 under its task.
 """
@@ -19,6 +19,7 @@ import nbformat
 
 from ..exercises.solutions import SOLUTIONS
 from . import mpl
+from .phrases import BOOK
 from .site import MATHJAX_CONFIG, export_page
 
 KEY_FIGURES = 4
@@ -61,7 +62,8 @@ def key_figures(chapter, out: Path, log=print) -> dict[int, str]:
 def solution_output(key: str):
     """An exercise's reference solution, open, for a teacher's handout (print has no folds)."""
     return nbformat.v4.new_output("display_data", data={"text/html": '<div class="kvlab-exercise-solution">'
-                                  f'<b>参考答案</b><pre>{html.escape(SOLUTIONS[key])}</pre></div>'})
+                                  f'<b>{BOOK.say("handout_solution")}</b><pre>{html.escape(SOLUTIONS[key])}</pre>'
+                                  '</div>'})
 
 
 def print_notebook(static_nb, drawn: dict[int, str], teacher: bool = False):
@@ -147,7 +149,7 @@ def write_handouts(out: Path, chapters, static_nbs: dict, info_html: str, log=pr
             path.write_text(page, encoding="utf-8")
         missing = chromium_missing()
         if missing:
-            log(f"kvlab.book: 讲义 PDF 没有生成 / handout PDFs not written: {missing}")
+            log(f"kvlab.book: {BOOK.say('no_pdfs', why=missing)}")
         else:
             from playwright.sync_api import sync_playwright
 

@@ -16,6 +16,12 @@ cannot take (the chapters run with ``KVLAB_TEACHER=0``, and a check cell's outpu
 ``teacher=True`` (``python -m kvlab.book --teacher``, a teacher's copy) every check cell carries its exercise's
 solution folded under 「显示参考答案」, and the table of contents says it is the teacher's edition.
 
+The edition's language: :func:`kvlab.book.build` sets kvlab's language (``lang``) while it builds, and every word
+the site adds (notes, links, run information, the table of contents) comes from :data:`kvlab.book.phrases.BOOK` in
+it; a chapter runs in its own language (an English edition's notebook says so in its metadata) and its run
+information is stamped in that language. The English site's ``book.js`` has its non-ASCII characters (CJK
+punctuation in its line-breaking rules) written as escapes, so no Chinese character is in its text.
+
 Where the site goes: ``--out`` is built into only when it is new, empty, or a site this builder made. One whose
 manifest (``MANIFEST``) lists every file in it, or, for a site built before the manifest, one whose every file is
 where that builder put it, with its ``_static/book.js`` and pages carrying the builder's markers; anything else is
@@ -46,15 +52,19 @@ from pathlib import Path
 import nbformat
 
 from ..colab import BADGE_MARKER, SETUP_MARKER, colab_url
+from ..edition import EDITION, META_KEY
+from ..language import DEFAULT_LANGUAGE, ENV_VAR, LANGUAGES, get_language, using_language
 from ..resources import cpu_budget
 from ..exercises.checker import TEACHER_ENV
 from .capture import PAGE_ENV, REPLAY_ENV, STATIC_MIME
+from .phrases import BOOK
 
 HERE = Path(__file__).resolve().parent
 COURSE_ROOT = HERE.parents[1]
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 LIVE_COMMAND = "python -m kvlab.launch"
+LIVE_COMMANDS = {"zh": LIVE_COMMAND, "en": "python -m kvlab.launch --lang en"}  # by the edition's language
 MATHJAX_CONFIG = """MathJax.Hub.Config({
   jax: ["input/TeX", "output/NativeMML"], extensions: ["tex2jax.js"], showMathMenu: false, messageStyle: "none",
   tex2jax: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]],
@@ -109,13 +119,15 @@ class RunInfo:
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu
         budget = cpu_budget()  # the cores this process may use (a hub pod's quota), not the node's count
         return cls(date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                   machine=f"{cpu}，可用 {budget.value} 核（{budget.source}），{platform.system()} {platform.machine()}",
-                   device=f"{device.type}（{name}）", python=platform.python_version(), torch=torch.__version__)
+                   machine=BOOK.say("machine", cpu=cpu, cores=budget.value, source=budget.source,
+                                    system=platform.system(), arch=platform.machine()),
+                   device=BOOK.say("device", type=device.type, name=name), python=platform.python_version(),
+                   torch=torch.__version__)
 
     def html(self) -> str:
-        return (f"这一版的每个数字、每张图都来自一次真实的运行：{html.escape(self.date)}，机器 {html.escape(self.machine)}，"
-                f"设备 {html.escape(self.device)}，Python {html.escape(self.python)}，torch {html.escape(self.torch)}。"
-                "计时类的结果是那次运行测到的；在你自己的机器上运行 notebook 会得到你的数字。")
+        return BOOK.say("run_info", date=html.escape(self.date), machine=html.escape(self.machine),
+                        device=html.escape(self.device), python=html.escape(self.python),
+                        torch=html.escape(self.torch))
 
 
 @dataclass
@@ -135,6 +147,19 @@ class Chapter:
     @property
     def page(self) -> str:
         return f"{self.stem}.html"
+
+
+def notebook_language(nb) -> str:
+    """The language a chapter notebook is written in: an English edition's notebook says so in its metadata
+    (:data:`kvlab.edition.META_KEY`); any other is taken to be in the language kvlab writes in now."""
+    code = (nb.metadata.get(META_KEY) or {}).get("language")
+    return code if code in LANGUAGES else get_language()
+
+
+def chapters_default(lang: str = DEFAULT_LANGUAGE) -> Path:
+    """The course's chapters in ``lang``: ``chapters/`` (Chinese), ``chapters/en/`` (English)."""
+    folder = COURSE_ROOT / "chapters"
+    return folder if lang == DEFAULT_LANGUAGE else folder / EDITION
 
 
 def chapter_notebooks(chapters_dir: Path) -> list[Path]:
@@ -211,7 +236,8 @@ def run_chapter(path: Path, timeout: int = 600, replay: Path | None = None):
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    env = {"KVLAB_STATIC_EDITION": "1", PAGE_ENV: path.stem, TEACHER_ENV: "0"}  # no solution in any output
+    lang = notebook_language(nb)  # the kernel's language (the notebook's own language line sets it too)
+    env = {"KVLAB_STATIC_EDITION": "1", PAGE_ENV: path.stem, TEACHER_ENV: "0", ENV_VAR: lang}  # no solution shown
     if replay is not None:
         env[REPLAY_ENV] = str(replay)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
@@ -251,7 +277,9 @@ def run_chapter(path: Path, timeout: int = 600, replay: Path | None = None):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    nb.metadata[RUN_META] = {"seconds": round(time.perf_counter() - start, 1), "run_info": asdict(RunInfo.here())}
+    with using_language(lang):  # the run information in the chapter's language (the page prints it)
+        info = asdict(RunInfo.here())
+    nb.metadata[RUN_META] = {"seconds": round(time.perf_counter() - start, 1), "run_info": info}
     return nb
 
 
@@ -274,9 +302,19 @@ def json_script(value) -> str:
     return f'<script type="application/json">{text}</script>'
 
 
+def live_command() -> str:
+    """The command that opens the course live, in the edition's language (the language kvlab writes in now)."""
+    return LIVE_COMMANDS[get_language()]
+
+
+def edition_path(notebook: str) -> str:
+    """``notebook``'s path under ``chapters/`` in the edition of the language kvlab writes in now."""
+    return notebook if get_language() == DEFAULT_LANGUAGE else f"{EDITION}/{notebook}"
+
+
 def live_line(notebook: str) -> str:
-    return (f'<div class="kvlab-live">在线运行才能拖动这个面板的全部控件：在 JupyterLab 中运行 <code>{LIVE_COMMAND}</code>，'
-            f'或<a href="{html.escape(colab_url(notebook))}">在 Colab 中打开</a>这一章。</div>')
+    url = html.escape(colab_url(edition_path(notebook)))
+    return f'<div class="kvlab-live">{BOOK.say("live_line", command=live_command(), url=url)}</div>'
 
 
 def panel_html(spec: dict, notebook: str) -> str:
@@ -285,7 +323,8 @@ def panel_html(spec: dict, notebook: str) -> str:
     parts = []
     for c in spec["controls"]:
         if "states" not in c:
-            parts.append(f'<span class="kvlab-fixed">{html.escape(c["label"])}：{html.escape(c["text"])}</span>')
+            fixed = BOOK.say("fixed_control", label=html.escape(c["label"]), text=html.escape(c["text"]))
+            parts.append(f'<span class="kvlab-fixed">{fixed}</span>')
             continue
         default = c["default"] if c["default"] is not None else 0
         c["default"] = default
@@ -298,8 +337,7 @@ def panel_html(spec: dict, notebook: str) -> str:
                           f'step="1" value="{default}"><span class="kvlab-value"></span>')
         parts.append(f'<label>{html.escape(c["label"])} {field_html}</label>')
     static = [c for c in spec["controls"] if "states" in c]
-    note = ("静态版：带滑块的控件可以直接拖动，每次只改变一个（其余回到默认值），图和数字都是构建时用同一个渲染函数算好的。"
-            if static else "静态版：这里显示面板的默认状态（构建时运行的结果）。")
+    note = BOOK.say("note_sliders" if static else "note_default")
     figures = "".join('<div class="kvlab-plot"></div>' for _ in spec["shown"]["figures"])
     return (f'<div class="kvlab-static-panel {html.escape(spec["css_class"])}" id="{spec["id"]}">{json_script(spec)}'
             f'<div class="kvlab-static-controls">{"".join(parts)}</div><div class="kvlab-live">{note}</div>'
@@ -307,7 +345,7 @@ def panel_html(spec: dict, notebook: str) -> str:
             + live_line(notebook))
 
 
-SOLUTION_WITHHELD = "参考答案在 notebook 里第一次检查了你自己的答案之后出现，静态版里没有。"
+SOLUTION_WITHHELD = BOOK.text("solution_withheld", "zh")  # (the Chinese edition's; BOOK has both)
 
 
 def check_cell_html(key: str, teacher: bool = False) -> str:
@@ -316,11 +354,11 @@ def check_cell_html(key: str, teacher: bool = False) -> str:
     from ..exercises.solutions import SOLUTIONS
 
     solution = SOLUTIONS.get(key) if teacher else None
-    folded = (f'<details class="kvlab-exercise-solution"><summary>显示参考答案</summary>'
+    folded = (f'<details class="kvlab-exercise-solution"><summary>{BOOK.say("show_solution")}</summary>'
               f"<pre>{html.escape(solution)}</pre></details>" if solution else "")
-    withheld = "" if teacher else SOLUTION_WITHHELD
-    return (f'<div class="kvlab-run-to-check">✎ 在 notebook 里把答案写进上面的代码格，再运行这一格来检查'
-            f"（命令：<code>{LIVE_COMMAND}</code>）。{withheld}</div>{folded}")
+    withheld = "" if teacher else BOOK.say("solution_withheld")
+    return (f'<div class="kvlab-run-to-check">{BOOK.say("run_to_check", command=live_command())}{withheld}</div>'
+            f"{folded}")
 
 
 def _html_output(text: str) -> dict:
@@ -359,7 +397,7 @@ def static_cells(nb, notebook: str, teacher: bool = False) -> tuple[object, list
     cells = []
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            cell.source = BADGE.sub(lambda m: f"[在 Colab 中打开]({m.group(1)})", cell.source)
+            cell.source = BADGE.sub(lambda m: f"[{BOOK.say('open_in_colab')}]({m.group(1)})", cell.source)
         elif cell.cell_type == "code":
             if cell.source.startswith(SETUP_MARKER):
                 continue  # installs kvlab on Colab: nothing for a reader
@@ -385,7 +423,7 @@ def chapter_title(nb) -> str:
 
 # -- the site ---------------------------------------------------------------------------------------------------
 def nav_html(chapters: list[Chapter], i: int | None) -> str:
-    links = ['<a href="index.html">目录</a>']
+    links = [f'<a href="index.html">{BOOK.say("contents")}</a>']
     if i is not None and i > 0:
         links.append(f'<a href="{chapters[i - 1].page}">← {html.escape(chapters[i - 1].title)}</a>')
     if i is not None and i + 1 < len(chapters):
@@ -413,6 +451,9 @@ def copy_assets(out: Path) -> None:
     shutil.copy(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", static / "plotly.min.js")
     for name in ("book.js", "book.css"):
         shutil.copy(HERE / "static" / name, static / name)
+    if get_language() != DEFAULT_LANGUAGE:  # (its line-breaking rules name CJK punctuation: written as escapes)
+        (static / "book.js").write_text(ascii_escaped((HERE / "static" / "book.js").read_text(encoding="utf-8")),
+                                        encoding="utf-8")
     mathjax = Path(jupyter_server_mathjax.__file__).parent / "static"
     for rel in MATHJAX_FILES:
         src, dst = mathjax / rel, static / "mathjax" / rel
@@ -426,6 +467,16 @@ def copy_assets(out: Path) -> None:
                                     + (lab / "theme-light.css").read_text(encoding="utf-8"), encoding="utf-8")
 
 
+def ascii_escaped(script: str) -> str:
+    """``script`` with every non-ASCII character written as a ``\\uXXXX`` escape (a pair for one past U+FFFF): the
+    same JavaScript where those characters are only in strings, regular expressions and comments, as in book.js."""
+    def escape(m):
+        data = m.group(0).encode("utf-16-be")
+        return "".join(f"\\u{int.from_bytes(data[i:i + 2], 'big'):04x}" for i in range(0, len(data), 2))
+
+    return re.sub(r"[^\x00-\x7f]", escape, script)
+
+
 def lab_static() -> Path:
     """nbconvert's JupyterLab template styles (index.css and the light theme's variables)."""
     from jupyter_core.paths import jupyter_path
@@ -436,8 +487,8 @@ def lab_static() -> Path:
     raise FileNotFoundError("nbconvert's lab template (static/index.css) is not installed")
 
 
-TEACHER_NOTE = ("<p class=\"kvlab-teacher-edition\"><b>教师版</b>：每个练习的检查格下都附有参考答案（折叠），讲义里也有。"
-                "请不要发给学员：学员的 notebook 只在检查过一次自己的答案之后才给出参考答案。</p>")
+def teacher_note() -> str:
+    return f'<p class="kvlab-teacher-edition">{BOOK.say("teacher_note")}</p>'
 
 
 def index_html(chapters: list[Chapter], info: RunInfo, handouts: dict, teacher: bool = False) -> str:
@@ -445,21 +496,19 @@ def index_html(chapters: list[Chapter], info: RunInfo, handouts: dict, teacher: 
     for ch in chapters:
         extra = ""
         if ch.stem in handouts:
-            extra = f'　<a href="handouts/{ch.stem}.pdf">讲义 PDF</a>'
+            extra = BOOK.say("toc_handout", href=f"handouts/{ch.stem}.pdf")
         items.append(f'<li><a href="{ch.page}">{html.escape(ch.title or ch.stem)}</a>{extra}'
-                     f'　<small>（运行 {ch.seconds:.0f} 秒）</small></li>')
+                     f'{BOOK.say("toc_seconds", seconds=ch.seconds)}</li>')
     return f"""<!DOCTYPE html>
-<html lang="zh"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1.0">
-<title>KV Cache 基础 · 静态版</title><link rel="stylesheet" href="_static/book.css"></head>
+<html lang="{BOOK.say("html_lang")}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1.0">
+<title>{BOOK.say("index_title")}</title><link rel="stylesheet" href="_static/book.css"></head>
 <body class="kvlab-book">
-<h1>第 3 章 KV Cache 基础 · 静态版</h1>
-<p>这是 kvlab 课程运行之后的样子：每一章的文字、表格、打印出的结果和图（可以悬停、缩放）都在这里，不需要安装任何东西，也不需要联网。
-部分面板的滑块在静态版里仍然可以拖动（构建时预先算好）；要拖动全部控件、在自己的机器上测量，请在 JupyterLab 中运行
-<code>{LIVE_COMMAND}</code>，或从每章开头的链接在 Colab 中打开。</p>
-<div class="kvlab-runinfo">{info.html()}</div>{TEACHER_NOTE if teacher else ""}
-<h2>目录</h2>
+<h1>{BOOK.say("index_heading")}</h1>
+<p>{BOOK.say("index_intro", command=live_command())}</p>
+<div class="kvlab-runinfo">{info.html()}</div>{teacher_note() if teacher else ""}
+<h2>{BOOK.say("contents")}</h2>
 <ol class="kvlab-toc">{"".join(items)}</ol>
-<p>讲义（PDF，可打印）在 <code>handouts/</code>，讲义中的图（PNG 与 SVG，可放进幻灯片）在 <code>figures/</code>。</p>
+<p>{BOOK.say("index_files")}</p>
 </body></html>
 """
 
@@ -497,8 +546,9 @@ def static_notebooks(chapters: list[Chapter], teacher: bool = False) -> dict:
 def write_pages(out: Path, chapters: list[Chapter], static_nbs: dict, info: RunInfo, handouts: dict,
                 teacher: bool = False) -> None:
     for i, ch in enumerate(chapters):
-        page = export_page(static_nbs[ch.stem], {"nav": nav_html(chapters, i), "run_info": info.html()
-                                                + f"　本章运行 {ch.seconds:.0f} 秒。", "mathjax_config": MATHJAX_CONFIG})
+        run_info = info.html() + BOOK.say("chapter_seconds", seconds=ch.seconds)
+        page = export_page(static_nbs[ch.stem], {"nav": nav_html(chapters, i), "run_info": run_info,
+                                                 "mathjax_config": MATHJAX_CONFIG})
         (Path(out) / ch.page).write_text(page, encoding="utf-8")
     (Path(out) / "index.html").write_text(index_html(chapters, info, handouts, teacher), encoding="utf-8")
 

@@ -1,4 +1,10 @@
 """Project-wide pytest hooks (tests/ and the notebooks in chapters/)."""
+import os
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two workers share two cores: OpenMP threads that spin while they wait (libgomp's default) would take the other
+    # worker's core, its notebook kernels' and its browser's. Every process a worker starts inherits this.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # -- the course's nbval run time, printed at the end of every run ------------------------
 _NOTEBOOK_SECONDS: dict[str, float] = {}

@@ -13,7 +13,9 @@ settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60
 settings.register_profile("dev", deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# Under pytest-xdist each worker computes on one thread: two workers of two threads each on a 2-core machine wait on
+# each other's cores (the OpenMP threads spin), and the suite took several times longer.
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else min(2, torch.get_num_threads()))
 
 
 @pytest.fixture

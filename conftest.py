@@ -35,7 +35,9 @@ SLOW_MODULES = {"test_browser.py", "test_hub.py", "test_wheel.py", "test_install
 SLOW_FIXTURES = {"book", "course_run", "installed_venv"}  # the static edition built from the run; the run; its venv
 
 
-# -- two workers (pytest-xdist, `-n 2 --dist loadgroup` in pyproject's addopts) -----------------------------------
+# -- two workers, on request (pytest-xdist: `python -m pytest -n 2 --dist loadgroup`) ------------------------------
+# Not the default: a fresh-clone run on two workers split each notebook's nbval cells between the workers (the groups
+# were added after xdist read them; now this hook runs first) and was not measured again.
 # A group runs on one worker, in order. Every file is its own group, so a module-scoped fixture (a hub) starts once,
 # except the browser suite's chapters, each a group of its own, so that both workers share them (a worker starts its
 # own JupyterLab server for the ones it runs); everything that reads the one run of the course shares one group, so
@@ -51,8 +53,11 @@ def xdist_group(item) -> str:
     return item.nodeid.split("::", 1)[0]  # the file (chapters/en/01_x.ipynb is not chapters/01_x.ipynb)
 
 
+import pytest  # noqa: E402
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
-    import pytest
 
     for item in items:
         name = item.path.name

@@ -147,7 +147,7 @@ def drive_shape_and_bytes(ch: ChapterPage) -> None:
     tensor8 = shape.figure(0)
     assert any("原文示例的一层：32 × 128 = 4,096 个数，是这里的 4 倍" in a for a in tensor8["annotations"])
     shape.press_slider("H", "ArrowRight", times=24)
-    shape.wait_readout(lambda t: t == r0, "H = 32 again should give the original readout")
+    shape.wait_readout(lambda t: t == r0, "H = 32 again should give the original readout", timeout_s=90)
 
     # dtype (bytes panel): int8 halves fp16, and so does the batch's height; the log-log axes stay put
     axes0 = y_ranges(size, 1)

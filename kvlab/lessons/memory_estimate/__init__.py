@@ -7,8 +7,8 @@ small cache of :func:`measure_cache_allocation`.
 A package with one module per section: :mod:`.common` (the chapter's example, limits, labels, helpers),
 :mod:`.text_figures` (1: the text's figures recomputed), :mod:`.calculator` (2: real models), :mod:`.fit`
 (3: will it fit), :mod:`.gqa` (4: why GQA matters), :mod:`.allocation` (5: the formula against real memory),
-:mod:`.summary`, :mod:`.sentences` (what the measured bytes say, as claims: :data:`CHOOSERS`, :data:`ZH`,
-:func:`show_claims`), :mod:`.panels` (the calculator and the budget) and :mod:`.phrases` (what the code cells print,
+:mod:`.summary`, :mod:`.sentences` (what the measured bytes say, as claims: :data:`CHOOSERS`; the catalogs
+``ZH`` and ``EN`` built here from its TEMPLATES and TEMPLATES_EN, ``CATALOGS`` by language, :func:`show_claims`), :mod:`.panels` (the calculator and the budget) and :mod:`.phrases` (what the code cells print,
 in both languages: :data:`CELLS`, :func:`say`). Every public name is re-exported here,
 so ``from kvlab.lessons import memory_estimate as lesson; lesson.fit_panel()`` works as before."""
 from .common import (CHAPTER_MODEL, CHAPTER_L, CHAPTER_H, CHAPTER_D, CHAPTER_S, CHAPTER_LONG_S, CHAPTER_70B, REAL_70B,
@@ -30,10 +30,25 @@ from .gqa import TwinComparison, gqa_twins, past_context_note, twin_line
 from .allocation import (AllocationCheck, measure_cache_allocation, allocation_lines, DeviceMemory, device_memory,
                          device_memory_text, DEVICE_NAMES, matching_gpu)
 from .summary import summary_html
-from .sentences import ALLOCATION, DEVICE_MEMORY, CHOOSERS, ZH, explain_allocation, explain_device_memory, show_claims
+from . import sentences
+from .sentences import ALLOCATION, DEVICE_MEMORY, CHOOSERS, explain_allocation, explain_device_memory
 from .panels import (curve_choice, render_calculator, seq_len_slider, link_slider_to_box, curve_selector,
                      calculator_panel, share_or, render_fit, fit_panel)
 from .phrases import CELLS, say
+from ...claims import Catalog, Claim, in_language, show
+
+TOPICS = (sentences,)  # each holds its choosers' sentences: TEMPLATES (zh) and TEMPLATES_EN
+ZH = Catalog.of_topics("zh", TOPICS)
+EN = Catalog.of_topics("en", TOPICS)
+CATALOGS = {"zh": ZH, "en": EN}
+
+
+def show_claims(claims: list[Claim]) -> None:
+    """Display this chapter's claims in the course's language (``kvlab.set_language``), recorded in the output's
+    metadata (``kvlab.claims.show``); nothing when there are none (a CPU has no GPU memory to compare)."""
+    if claims:
+        show(claims, in_language(CATALOGS))
+
 
 __all__ = [
     "CHAPTER_MODEL", "CHAPTER_L", "CHAPTER_H", "CHAPTER_D", "CHAPTER_S", "CHAPTER_LONG_S", "CHAPTER_70B", "REAL_70B",
@@ -51,7 +66,7 @@ __all__ = [
     "t4_plans", "plan_line", "usable_note", "past_context_capacity", "int8_gain_line", "TwinComparison", "gqa_twins",
     "past_context_note", "twin_line", "AllocationCheck",
     "measure_cache_allocation", "allocation_lines", "DeviceMemory", "device_memory", "device_memory_text",
-    "DEVICE_NAMES", "matching_gpu", "summary_html", "ALLOCATION", "DEVICE_MEMORY", "CHOOSERS", "ZH",
+    "DEVICE_NAMES", "matching_gpu", "summary_html", "ALLOCATION", "DEVICE_MEMORY", "CHOOSERS", "ZH", "EN", "CATALOGS", "TOPICS",
     "explain_allocation", "explain_device_memory", "show_claims", "curve_choice", "render_calculator", "seq_len_slider",
     "link_slider_to_box", "curve_selector", "calculator_panel", "share_or", "render_fit", "fit_panel", "CELLS", "say",
 ]

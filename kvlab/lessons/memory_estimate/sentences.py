@@ -1,12 +1,13 @@
 """What chapter 3.4's measured bytes say, as claims (:mod:`kvlab.claims`): the allocation of section 5
 (:data:`ALLOCATION`) and the GPU's total memory against the table (:data:`DEVICE_MEMORY`), each chosen by a
-predicate over the bytes it prints; :data:`CHOOSERS`, the Chinese catalog :data:`ZH`, :func:`explain_allocation`,
-:func:`explain_device_memory` and :func:`show_claims`."""
+predicate over the bytes it prints; :data:`CHOOSERS`, the sentences in Chinese (:data:`TEMPLATES`) and English
+(:data:`TEMPLATES_EN`, the same keys and fields; the package builds the catalogs ``ZH``, ``EN`` and ``CATALOGS``
+from them), :func:`explain_allocation` and :func:`explain_device_memory`."""
 from __future__ import annotations
 
 import math
 
-from ...claims import Catalog, Chooser, Claim, Rule, number, show
+from ...claims import Chooser, Claim, Rule, number
 from .allocation import AllocationCheck, DeviceMemory
 from .common import CUDA_BLOCK, MIB
 
@@ -42,7 +43,7 @@ DEVICE_MEMORY = Chooser("memory_estimate.device", (
 CHOOSERS = (ALLOCATION, DEVICE_MEMORY)
 
 _DEVICE_HEAD = "torch 报告的总显存 {total}，表里 nvidia-smi 的总量 {table}"
-ZH = Catalog("zh", {
+TEMPLATES = {  # what Catalog.of_topics reads for Chinese
     "memory_estimate.allocation.storage": "CPU 上读的是 K、V 两个张量存储的大小，共 {stored}，与公式的 {formula} 相等。这只核对"
                                           "了张量的形状和数据类型，并不是分配器的实测；在 GPU 上运行这一格才是实测。",
     "memory_estimate.allocation.exact": "分配器实测：分配前后的计数相差 {measured}，与公式的 {formula} 一个字节都不差；释放缓存后，"
@@ -58,7 +59,35 @@ ZH = Catalog("zh", {
     "memory_estimate.device.more": _DEVICE_HEAD + "：torch 的读数比它多 {diff}（ECC 设置、驱动版本不同，读数也不同）。",
     "memory_estimate.device.equal": _DEVICE_HEAD + "：两者正好相等。",
     "memory_estimate.device.unread": _DEVICE_HEAD + "：这一次没能比较两者；重新运行这一格。",
-})
+}
+
+# -- the same claims in English (Catalog.of_topics reads TEMPLATES_EN): the same keys, the same fields --------------
+_DEVICE_HEAD_EN = "torch reports {total} of GPU memory in total; the table's nvidia-smi total is {table}"
+TEMPLATES_EN = {
+    "memory_estimate.allocation.storage": "On the CPU this reads the storage of the two tensors K and V: {stored} in "
+                                          "all, equal to the formula's {formula}. That checks only the tensors' shape "
+                                          "and dtype; it is not a measurement by the allocator, which is what running "
+                                          "this cell on a GPU gives.",
+    "memory_estimate.allocation.exact": "Measured by the allocator: its count rose by {measured} across the "
+                                        "allocation, exactly the formula's {formula}, not a byte off; once the cache "
+                                        "was freed, the allocator got back {released}, again not a byte off.",
+    "memory_estimate.allocation.rounded": "Measured by the allocator: its count rose by {measured} across the "
+                                          "allocation, more than the formula's {formula}, and exactly the {rounded} "
+                                          f"that rounding K and V each up to a multiple of {CUDA_BLOCK} bytes gives: "
+                                          "the extra is how the allocator books memory, not the cache itself; once "
+                                          "freed, {released} came back.",
+    "memory_estimate.allocation.differs": "The allocator's count changed by {measured}, the formula says {formula}: "
+                                          "this time the two (or the bytes given back after freeing) do not match, "
+                                          "most likely because other tensors were allocated or freed at the same "
+                                          "time. Rerun this cell; if they still do not match, restart the kernel "
+                                          "(Kernel → Restart) and run this section first.",
+    "memory_estimate.device.less": _DEVICE_HEAD_EN + ": torch's reading is {diff} less (the part the driver keeps; "
+                                                     "the reading varies with the ECC setting and the driver version).",
+    "memory_estimate.device.more": _DEVICE_HEAD_EN + ": torch's reading is {diff} more (the reading varies with the "
+                                                     "ECC setting and the driver version).",
+    "memory_estimate.device.equal": _DEVICE_HEAD_EN + ": the two are exactly equal.",
+    "memory_estimate.device.unread": _DEVICE_HEAD_EN + ": this time the two could not be compared; rerun this cell.",
+}
 
 
 def explain_allocation(check: AllocationCheck) -> list[Claim]:
@@ -81,9 +110,3 @@ def explain_device_memory(gpu: DeviceMemory | None) -> list[Claim]:
     return [DEVICE_MEMORY.choose({"total": number(gpu.total_bytes, 0, "B"), "table": number(table, 0, "MiB"),
                                   "diff": number(abs(table - gpu.total_bytes / MIB), 1, "MiB")})]
 
-
-def show_claims(claims: list[Claim]) -> None:
-    """Display this chapter's claims in Chinese, recorded in the output's metadata (``kvlab.claims.show``); nothing
-    when there are none (a CPU has no GPU memory to compare)."""
-    if claims:
-        show(claims, ZH)

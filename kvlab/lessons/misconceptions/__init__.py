@@ -32,7 +32,7 @@ from .lab import (LAB_PROMPT, PREVIOUS_PROMPT, LAB_NEW_TOKENS, LOGIT_TOLERANCE, 
                   make_lab_cache, run_lab_cache, lab_line, MAX_LAB_PROMPT, MAX_LAB_TOKENS, render_lab,
                   tokens_table_html, methods_html, lab_html, lab_panel, run_all_lab_caches)
 from .review import uncached_over_cached, batch_intensity_gain, review_questions
-from .summary import (PrefillDecode, prefill_vs_decode, PREFILL, explain_prefill, CHOOSERS, ZH, show_claims,
+from .summary import (PrefillDecode, prefill_vs_decode, PREFILL, explain_prefill, CHOOSERS, ZH, EN, CATALOGS, show_claims,
                       SummaryRow, chapter_rows, scenario_plans, scenario_row, summary_rows, summary_html)
 from .phrases import CELLS, PROMPTS, say
 
@@ -55,7 +55,8 @@ __all__ = [
     "BugRun", "cache_class", "make_lab_cache", "run_lab_cache", "lab_line", "MAX_LAB_PROMPT", "MAX_LAB_TOKENS",
     "render_lab", "tokens_table_html", "methods_html", "lab_html", "lab_panel", "run_all_lab_caches", "uncached_over_cached",
     "batch_intensity_gain",
-    "review_questions", "PrefillDecode", "prefill_vs_decode", "PREFILL", "explain_prefill", "CHOOSERS", "ZH",
+    "review_questions", "PrefillDecode", "prefill_vs_decode", "PREFILL", "explain_prefill", "CHOOSERS", "ZH", "EN",
+    "CATALOGS",
     "show_claims", "SummaryRow", "chapter_rows", "scenario_plans",
     "scenario_row", "summary_rows", "summary_html", "device_label", "CELLS", "PROMPTS", "say",
 ]

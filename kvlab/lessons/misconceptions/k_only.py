@@ -405,3 +405,75 @@ def past_queries_unused(model: ToyTransformer, tokenizer, text: str = "人工智
     out_noisy = attention(noisy[None], k[None], v[None], mask, impl="explicit")[0]
     diff = (out_noisy - out).abs()  # [H, t, D]
     return QueryCheck(layer, t, diff[:, -1].max().item(), diff[:, :-1].max().item())
+
+
+# -- the same claims in English (Catalog.of_topics reads TEMPLATES, TEMPLATES_EN and WORDS_EN): same keys and fields --
+TEMPLATES = {**K_ONLY_TEMPLATES, **KV_GAP_TEMPLATES}  # what Catalog.of_topics reads for Chinese
+WORDS_EN = {"倍": "×"}  # the speedups' recorded unit
+REPEATS_LABEL_EN = "Repeats (median taken)"  # REPEATS_LABEL in English (the panel shows it through PANELS)
+_K_ONLY_RERUN_EN = (f"raise \"{REPEATS_LABEL_EN}\" on the panel above, click \"Run the measurement\", then rerun this "
+                    "cell; on a busy machine, close other CPU-hungry programs first.")
+_ROUNDS_EN = "each repeat's ratio (K only ÷ no cache): {rounds}"
+_NOT_EXPLAINED_EN = ("by the count it does only a few per cent less work, so the work cannot explain a gap this size; "
+                     "the cause lies elsewhere and was not tracked down here: kvlab's K-only cache runs different code "
+                     "(it splits W_qkv into three matrix multiplications), and {n} repeats pointing the same way may "
+                     "also be chance (the more repeats, the more it can be trusted).")
+_SAME_EN = ("Caching K alone is about as slow as no cache: median step {k_only_ms} against {none_ms}, {diff} apart, "
+            f"within ±{BAND:.0%}; " + _ROUNDS_EN)
+_GAP_HEAD_EN = "By the count, in the steps timed (t ≈ {t}) an uncached step does {counted} the work of a cached one"
+TEMPLATES_EN = {
+    "misconceptions.k_only.few_repeats": f"Too few repeats to tell ({{n}}; median step: no cache {{none_ms}}, K only "
+                                         f"{{k_only_ms}}): they cannot show how much this machine makes the times "
+                                         f"wander, so whether caching K alone is as fast as no cache is not clear; set "
+                                         f"\"{REPEATS_LABEL_EN}\" to {MIN_REPEATS} or more, click \"Run the "
+                                         f"measurement\", then rerun this cell.",
+    "misconceptions.k_only.flat": f"The three ways take about as long per step (median step: no cache {{none_ms}}, K "
+                                  f"only {{k_only_ms}}, with a cache {{kv_ms}}, all within {BAND:.0%} of each other): "
+                                  "the demo model is so small that a step's time goes mostly into fixed overhead (on a "
+                                  "GPU, launching GPU kernels one by one), which hides the difference in work. What "
+                                  "counts is the FLOP count below: on a bigger model, time follows the work.",
+    "misconceptions.k_only.same": _SAME_EN + "; {within} of the {n} are within that band.",
+    "misconceptions.k_only.same_all": _SAME_EN + "; all {n} are within that band.",
+    "misconceptions.k_only.same_but_one": _SAME_EN + "; {within} of the {n} are within that band, so by majority the "
+                                          "two are \"the same\". Only repeat {odd}'s ratio, {odd_ratio}, is out of "
+                                          "line with the others: most likely another program interrupted the timing "
+                                          "of one of the ways in that repeat (in the next sentence's per-repeat "
+                                          "speedups, see whether that repeat stands out too).",
+    "misconceptions.k_only.faster": "This time caching K alone is {diff} faster than no cache (median step {k_only_ms} "
+                                    "against {none_ms}; " + _ROUNDS_EN + f", faster by {BAND:.0%} or more every "
+                                    "time): " + _NOT_EXPLAINED_EN,
+    "misconceptions.k_only.slower": "This time caching K alone is even {diff} slower than no cache (median step "
+                                    "{k_only_ms} against {none_ms}; " + _ROUNDS_EN + f", slower by {BAND:.0%} or more "
+                                    "every time): " + _NOT_EXPLAINED_EN,
+    "misconceptions.k_only.unclear": "Caching K alone: median step {k_only_ms}; no cache: {none_ms}. The {n} repeats "
+                                     "disagree (or the difference is too small): this machine is too busy to tell "
+                                     "which is faster this time; " + _K_ONLY_RERUN_EN,
+    "misconceptions.kv.far": "Caching K and V makes a step far faster: median step {kv_ms}, and no cache ({none_ms}) "
+                             "takes {speedup} as long; in every repeat no cache takes {FAR}× as long or more "
+                             "({speedups}).".replace("{FAR}", f"{FAR:g}"),
+    "misconceptions.kv.clearly": "Caching K and V makes a step clearly faster: median step {kv_ms}, and no cache "
+                                 f"({{none_ms}}) takes {{speedup}} as long; every repeat is faster by {BAND:.0%} or "
+                                 "more (no cache takes {speedups} as long).",
+    "misconceptions.kv.a_little": "Caching K and V makes a step a little faster: median step {kv_ms}, and no cache "
+                                  f"({{none_ms}}) takes {{speedup}} as long; every repeat is faster by {BAND:.0%} or "
+                                  "more (no cache takes {speedups} as long).",
+    "misconceptions.kv.unclear": "This time the step with K and V cached (median {kv_ms}) cannot be told apart from "
+                                 f"no cache ({{none_ms}}) either: the repeats disagree, or differ by less than "
+                                 f"±{BAND:.0%}; " + _K_ONLY_RERUN_EN,
+    "misconceptions.kv_gap.overhead": _GAP_HEAD_EN + ", yet the measured step times differ only {speedup}: far more "
+                                      "work is saved than time. Every step also carries a fixed cost that does not "
+                                      "depend on t (Python dispatch, launching operators one by one, measured in "
+                                      "3.1 and 3.3), and with a cache it is most of a step. A bigger model would not "
+                                      "catch up with the FLOP ratio either: a cached step goes mostly into reading "
+                                      "the weights once (3.3's arithmetic intensity: under 1 FLOP/byte at batch size "
+                                      "1, memory-bound), so the measured speedup stays far below the ratio of the "
+                                      "work.",
+    "misconceptions.kv_gap.near": _GAP_HEAD_EN + ", and the measured step times differ {speedup}, within a factor of "
+                                  "two of the count: these steps' time goes mostly into computing.",
+    "misconceptions.kv_gap.beyond": _GAP_HEAD_EN + ", yet the measured step times differ {speedup}, more than the "
+                                    "work does: the work saved cannot explain a gap that large, so other programs "
+                                    "interrupted the timing; " + _K_ONLY_RERUN_EN,
+    "misconceptions.kv_gap.unclear": _GAP_HEAD_EN + "; this time the uncached step measured only {speedup} the cached "
+                                     "one's time, which shows no speedup from the cache and cannot be compared with "
+                                     "the count; " + _K_ONLY_RERUN_EN,
+}

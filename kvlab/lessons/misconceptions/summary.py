@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import html
+import sys
 from dataclasses import dataclass
 
 from ..._validate import positive_int
-from ...claims import Catalog, Chooser, Claim, Rule, number, show
+from ...claims import Catalog, Chooser, Claim, Rule, in_language, number, show
 from ...measure import DecodeTiming, time_generate
 from ...memory import dtype_name, format_bytes, kv_cache_bytes
 from ...model import ToyTransformer
@@ -13,7 +14,8 @@ from ...presets import MODEL_PRESETS
 from ...stats import median
 from .budget import DEFAULT_GPU, DEFAULT_MODEL, ReservationPlan, SPREADS, plan_reservation
 from .common import corpus_prompts, leave_a_core
-from .k_only import (K_ONLY, K_ONLY_TEMPLATES, KV_GAP, KV_GAP_TEMPLATES, KV_SPEEDUP, tail_range, tail_step_ms,
+from . import k_only
+from .k_only import (K_ONLY, KV_GAP, KV_SPEEDUP, tail_range, tail_step_ms,
                      tail_times_text)
 from .lab import BUG_CARDS, BugRun, REFERENCE
 from .weights import CacheRun
@@ -63,20 +65,33 @@ def explain_prefill(p: PrefillDecode) -> list[Claim]:
 
 
 CHOOSERS = (K_ONLY, KV_SPEEDUP, KV_GAP, PREFILL)
-ZH = Catalog("zh", {
-    **K_ONLY_TEMPLATES,
-    **KV_GAP_TEMPLATES,
+TEMPLATES = {  # the prefill's sentences (Catalog.of_topics reads TEMPLATES for Chinese, TEMPLATES_EN for English)
     "misconceptions.prefill.cheaper": "预填充 {prompt_len} 个 token 一次前向 {prefill_ms}，平均每个 token {per_token_ms}，比一步"
                                       "解码（{decode_ms}）少：整段提示词在一次前向里成批处理，读一遍权重、调度一次的开销由 {prompt_len} 个 token 分摊。",
     "misconceptions.prefill.unclear": "预填充 {prompt_len} 个 token 一次前向 {prefill_ms}，一步解码 {decode_ms}：这一次的计时"
                                       "说不清平均每个 token 谁多谁少（多半是计时被别的程序打断了）；关掉别的占 CPU 的程序，"
                                       "再运行这一格。",
-})
+}
+TEMPLATES_EN = {
+    "misconceptions.prefill.cheaper": "One prefill pass over {prompt_len} tokens takes {prefill_ms}, {per_token_ms} per "
+                                      "token on average, less than a decode step ({decode_ms}): the whole prompt goes "
+                                      "through one forward pass as a batch, so reading the weights once and the "
+                                      "dispatch overhead are shared by {prompt_len} tokens.",
+    "misconceptions.prefill.unclear": "One prefill pass over {prompt_len} tokens takes {prefill_ms}, a decode step "
+                                      "{decode_ms}: this timing cannot tell which costs more per token (most likely "
+                                      "another program interrupted the timing); close other CPU-hungry programs and "
+                                      "rerun this cell.",
+}
+TOPICS = (k_only, sys.modules[__name__])  # each holds its choosers' sentences: TEMPLATES (zh), TEMPLATES_EN, WORDS_EN
+ZH = Catalog.of_topics("zh", TOPICS)
+EN = Catalog.of_topics("en", TOPICS)
+CATALOGS = {"zh": ZH, "en": EN}
 
 
 def show_claims(claims: list[Claim]) -> None:
-    """Display this chapter's claims in Chinese, recorded in the output's metadata (``kvlab.claims.show``)."""
-    show(claims, ZH)
+    """Display this chapter's claims in the course's language (``kvlab.set_language``), recorded in the output's
+    metadata (``kvlab.claims.show``)."""
+    show(claims, in_language(CATALOGS))
 
 
 @dataclass(frozen=True)

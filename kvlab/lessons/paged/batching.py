@@ -253,7 +253,17 @@ def _every_round(band, v) -> bool:
 # How a step's time moved with the batch, on the printed step medians and the percentage between them, and on each
 # round's own percentage: "flat" only within ±FLAT (and then tokens/s within FLAT of the step counts' ratio: what
 # "close" means); "grows a little" from FLAT up to BAND; "grows" from BAND on; the last two only with tokens/s below
-# the step counts' ratio. Each only when every round is in that band too; rounds in different bands: "rounds differ".
+# the step counts' ratio. Each only when every round is in that band too. Figures in different bands: "every round
+# slower" where every round's step (and the combined one) is slower, whatever the band (review: rounds 14 % and 23 %
+# slower were called timing noise); "rounds differ" only where the rounds disagree in sign.
+def _signs(rounds) -> set[int]:
+    return {(r > 0) - (r < 0) for r in _all(rounds)}
+
+
+def _in_one_band(v) -> bool:
+    return any(_every_round(band, v) for band in (_flat, _little, _grows))
+
+
 STEP_TIME = Chooser("paged.step_time", (
     Rule("paged.step_time.flat", STEPS, lambda v: _bound(v) and _step_more(v) and _every_round(_flat, v)
          and abs(v["ratio"] / v["bound"] - 1) <= FLAT),
@@ -261,8 +271,10 @@ STEP_TIME = Chooser("paged.step_time", (
          and v["ratio"] < v["bound"]),
     Rule("paged.step_time.grows", STEPS, lambda v: _bound(v) and _step_more(v) and _every_round(_grows, v)
          and v["ratio"] < v["bound"]),
+    Rule("paged.step_time.rounds_slower", STEPS, lambda v: _bound(v) and _step_more(v) and v["ratio"] < v["bound"]
+         and v["step_more"] > 0 and _signs(v["step_rounds"]) == {1} and not _in_one_band(v), substantive=False),
     Rule("paged.step_time.rounds_differ", STEPS, lambda v: _bound(v) and v["ratio"] < v["bound"]
-         and not any(_every_round(band, v) for band in (_flat, _little, _grows)), substantive=False),
+         and len(_signs(v["step_rounds"])) > 1 and not _in_one_band(v), substantive=False),
     Rule("paged.step_time.unclear", STEPS, lambda v: _bound(v), substantive=False),
     Rule("paged.step_time.unmeasured", ("static_steps", "cont_steps", "bound"), substantive=False),
 ))
@@ -440,6 +452,11 @@ ZH_TEMPLATES = {
     "paged.step_time.rounds_differ": _STEPS_HEAD + "（{minus_note}" + _STEP_ROUNDS + f"）：不在同一档（±{_FLAT} 以内、"
                                      f"{_FLAT}–{_BAND}、{_BAND} 以上），这一次说不准一步慢了多少。吞吐之比 {{ratio}} 小于"
                                      + _STEPS_RATIO + "，差出来的部分可能是一步变慢，也可能只是计时的噪声；" + _RERUN,
+    "paged.step_time.rounds_slower": _STEPS_HEAD + "（{minus_note}" + _STEP_ROUNDS + f"）：每一轮都是批次更满的一步更慢，"
+                                     f"但这几个数不在同一档（±{_FLAT} 以内、{_FLAT}–{_BAND}、{_BAND} 以上），这一次说不准是慢了"
+                                     f"一些还是明显更慢。吞吐之比 {{ratio}} 小于" + _STEPS_RATIO + "：连续批处理少走的那些步，"
+                                     "有一部分被它更慢的一步抵掉了（每个新请求的预填充也各是一次单独的前向）；想看清慢了多少，"
+                                     "可以" + _RERUN,
     "paged.step_time.unclear": _STEPS_HEAD + "（{minus_note}" + _STEP_ROUNDS + "）；两种调度的步数之比 {static_steps} ÷ {cont_steps} = {bound}，吞吐之比 "
                                f"{{ratio}}：两者对不上（既不是一步差不多、吞吐之比与步数之比相差不到 {_FLAT}，也不是一步慢了、"
                                "吞吐之比小于步数之比），这一次说不清一步的耗时怎样影响吞吐；" + _RERUN,
@@ -561,6 +578,13 @@ TEMPLATES_EN = {
                                      "this run cannot tell how much slower a step got. The throughput ratio {ratio} is "
                                      "below " + _STEPS_RATIO_EN + "; the gap may come from a slower step, or only from "
                                      "timing noise; " + _RERUN_EN,
+    "paged.step_time.rounds_slower": _STEPS_HEAD_EN + _STEP_ROUNDS_EN + ": the step with the fuller batch is slower "
+                                     "in every round, but these figures do not fall in one band (within ±" + _FLAT + ", "
+                                     + _FLAT + "–" + _BAND + ", " + _BAND + " or more), so this run cannot tell whether "
+                                     "a step got somewhat or clearly slower. The throughput ratio {ratio} is below "
+                                     + _STEPS_RATIO_EN + ": the slower step eats part of the steps continuous batching "
+                                     "saves (and each new request's prefill is a forward pass of its own); to see by "
+                                     "how much, " + _RERUN_EN,
     "paged.step_time.unclear": _STEPS_HEAD_EN + _STEP_ROUNDS_EN + "; the ratio of the two schedules' step counts is "
                                "{static_steps} ÷ {cont_steps} = {bound}, the throughput ratio {ratio}: the two do not "
                                "fit together (neither a step about the same with the throughput ratio within " + _FLAT

@@ -355,10 +355,18 @@ def _gather_share(v) -> bool:
     return v["big_extra"] > 0 and abs(v["gather_share"] - 100 * v["gather"] / v["big_extra"]) <= 0.5 + 1e-9
 
 
+def _over_extra(v) -> bool:
+    """The gather alone took over 15 % longer than the whole paged step's (positive) extra time in that cell."""
+    return v["gather"] > (1 + BAND) * v["big_extra"] > 0
+
+
 GATHER = Chooser("paged.gather", (
-    # the gather alone took over 15 % longer than the whole paged step's (positive) extra time in that cell
-    Rule("paged.gather.over_extra", ("batch", "length", "big_mib", "gather", "big_extra"),
-         lambda v: v["gather"] > (1 + BAND) * v["big_extra"] > 0),
+    # ... and so in every round of that cell (each round's gather against that round's own extra time): no timing
+    # noise, a gather timed on its own costs more than it adds to a step (review of the English 3.6)
+    Rule("paged.gather.over_extra_steady", ("batch", "length", "big_mib", "gather", "big_extra", "over_rounds", "rounds"),
+         lambda v: _over_extra(v) and v["rounds"] >= 2 and v["over_rounds"] == v["rounds"]),
+    # ... but not in every round: the timing's noise is larger than the difference
+    Rule("paged.gather.over_extra", ("batch", "length", "big_mib", "gather", "big_extra"), _over_extra),
     # longer, but within 15 %: about the same (the difference within the timing's precision)
     Rule("paged.gather.about_extra", ("batch", "length", "big_mib", "gather", "big_extra", "gather_share"),
          lambda v: v["big_extra"] < v["gather"] <= (1 + BAND) * v["big_extra"] and _gather_share(v)),
@@ -403,8 +411,15 @@ def explain_cost(cost: PagingCost) -> list[Claim]:
     numbers.update(_end_numbers(cells))
     return [GATHER.choose({"batch": number(big.batch, 0), "length": number(big.length, 0),
                            "big_mib": number(_mib(big.gather_bytes), 2, "MiB"), "gather": _ms(gather),
-                           "big_extra": numbers["big_extra"], "gather_share": numbers["share"]}),
+                           "big_extra": numbers["big_extra"], "gather_share": numbers["share"],
+                           "over_rounds": number(gather_over_rounds(big), 0), "rounds": number(len(big.gather_ms), 0)}),
             COST.choose(numbers, {"order": cell_order(cost)})]
+
+
+def gather_over_rounds(cell: StepCost) -> int:
+    """The rounds of ``cell`` whose gather, timed on its own, took longer than that round's paged step took over its
+    contiguous one."""
+    return sum(g > p - c for g, p, c in zip(cell.gather_ms, cell.paged_ms, cell.contiguous_ms))
 
 
 def _end_numbers(cells: list[StepCost]) -> dict[str, Number]:
@@ -456,6 +471,13 @@ ZH_TEMPLATES = {
                                "token 时每步拷贝 {big_mib}，单独测这一步收集，最快要 {gather}，比那一格分页的一步整个多出的 "
                                "{big_extra} 还长（收集只是分页那一步的一部分）：这一次计时的噪声比这点差别还大，下面比的"
                                "多出的时间要带着这一点读。",
+    "paged.gather.over_extra_steady": "分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {batch}、每条 "
+                                      "{length} 个 token 时每步拷贝 {big_mib}，单独测这一步收集，最快要 {gather}，比那一格"
+                                      "分页的一步整个多出的 {big_extra} 还长，而且每一轮都是这样（{over_rounds}/{rounds} 轮）："
+                                      "这不是计时的噪声，而是单独测的收集比它在一步里多花的时间更多。多出的时间是两整步之差，"
+                                      "连续缓存的那一步做注意力时也要把每个 K、V 从内存读一遍；分页的一步里，注意力读的是收集"
+                                      "刚拷出来的副本，所以收集的开销很可能有一部分顶替了连续缓存那一步本来也要做的读取。下面"
+                                      "收集占多出的时间的比例，要当作一个上限来读。",
     "paged.gather.about_extra": "分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {batch}、每条 {length} 个 "
                                 "token 时每步拷贝 {big_mib}，单独测这一步收集，最快要 {gather}，与那一格分页的一步整个多出的 "
                                 "{big_extra} 相当（{gather_share}）：单独测的收集不可能比整个多出的还多，差的这一点在计时精度"
@@ -549,6 +571,15 @@ TEMPLATES_EN = {
                                "than the whole {big_extra} the paged step adds in that cell (the gather is only part of "
                                "the paged step): this time the timing noise is larger than the difference, so read the "
                                "extra times compared below with that in mind.",
+    "paged.gather.over_extra_steady": _GATHER_EN + "; timed on its own, this gather takes {gather} at its fastest, "
+                                      "longer than the whole {big_extra} the paged step adds in that cell, and longer "
+                                      "in every round ({over_rounds}/{rounds} rounds): this is not timing noise; a "
+                                      "gather timed on its own costs more than it adds to a step. The extra time is the "
+                                      "difference between two whole steps, and the contiguous cache's step also reads "
+                                      "every K and V from memory for its attention; in the paged step, attention reads "
+                                      "the copy the gather has just made, so part of the gather's cost most likely "
+                                      "stands in for reading the contiguous step does anyway. Read the gather's share "
+                                      "of the extra time below as an upper bound.",
     "paged.gather.about_extra": _GATHER_EN + "; timed on its own, this gather takes {gather} at its fastest, about the "
                                 "whole {big_extra} the paged step adds in that cell ({gather_share}): the gather alone "
                                 "cannot take longer than all the extra time, and the small excess is within the timing's "

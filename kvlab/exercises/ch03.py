@@ -12,10 +12,13 @@ from dataclasses import dataclass
 from ..costs import pass_cost
 from ..generation import GenerationResult, generate
 from ..device import pick_device
+from ..language import get_language
 from ..measure import ROOFLINE_CONFIG, Roofs, measure_roofs, measurement_threads, torch_threads
 from ..memory import format_bytes
+from ..phrases import Phrasebook
+from ..tokenizer import TOKENIZERS
 from . import checker
-from .checker import Exercise, Verdict, right, wrong
+from .checker import Exercise, ExerciseText, Verdict, right, wrong
 from .tools import demo
 
 NOTEBOOK = "03_prefill_and_decode.ipynb"
@@ -23,6 +26,175 @@ SETUP = """from IPython.display import display
 
 from kvlab.costs import pass_cost
 from kvlab.exercises import ch03"""
+
+# The trace's prompt in each demo model's language: 21 tokens on either model, so that a chunk of 8 splits it into
+# three prefill passes (8, 8 and 5 tokens), the last one part-filled.
+TRACE_PROMPTS = Phrasebook("ch03.prompts", {
+    "zh": {"trace": "人工智能模型处理一个请求，通常分为两个阶段"},
+    "en": {"trace": "An artificial intelligence model serves a request in two stages: first prefill, then decode"},
+})
+
+# What the exercises show and the two graders say, in the course's language when they say it (the checker's own
+# words are kvlab.exercises.phrases.CHECKER's).
+FEEDBACK = Phrasebook("ch03.feedback", {
+    "zh": {
+        # 1. can batching push decode past the ridge?
+        "machine": "本机（{device}，{source}）：读带宽 {bandwidth:.1f} GB/s（machine.bandwidth，字节/秒），"
+                   "矩阵乘法 {flops:.1f} GFLOP/s（machine.flops，FLOP/秒）",
+        "source.now": "刚测出的",
+        "source.page": "本页上面测出的",
+        "source.refused": "刚测出的；传进来的 roofs 不是本页测出的屋顶，没有采用",
+        "inverted": "倒过来了：转折点 = 算力 ÷ 带宽（FLOP/秒 ÷ 字节/秒 = FLOP/字节）",
+        "units": "单位不一致：算力和带宽要都用「每秒」的原始单位（FLOP/秒、字节/秒）",
+        "ridge_off": "不对：你写的是 {value:.4g}，按本机的测量算出来不是这个数",
+        "not_integer": "要写一个整数 B（或 0），收到的是 {value:g}",
+        "limit": "B 无限大时，算术强度趋近于 {limit:.2f} FLOP/字节（每多一条序列多出的运算 ÷ 多出的字节）",
+        "never": "B 再大也做不到：{limit}，低于转折点 {ridge:.3g}。多出的字节主要是这条序列自己的 K/V，批处理摊不薄它",
+        "some_batch": "有 B 能做到：{limit}，高于转折点 {ridge:.3g}",
+        "weights_only": "字节数只算了权重：每条序列还要读写它自己的 K/V（用 .bytes，或直接用 .intensity）",
+        "swapped": "这是缓存里有 {context} 个 token 时的答案：两个上下文长度弄反了",
+        "below_ridge": "B = {batch} 时算术强度 {intensity:.2f}，还低于转折点 {ridge:.3g}",
+        "not_smallest": "B = {smallest} 就已经够了，B = {batch} 不是最小的",
+        "machine_arg": "第一个参数要传上一格的 machine（ch03.this_machine(roofs) 的结果）。",
+        "machine_made_up": "machine 里的带宽或算力不是任何真实机器能测出的数：请传上一格 ch03.this_machine(roofs) 的结果，"
+                           "不要自己构造 Machine。",
+        "ridge_right": "正确！本机转折点约 {ridge:.3g} FLOP/字节。",
+        "reading_never": "缓存里有 {context} 个 token 时，B 再大也越不过转折点：算术强度最多趋近于 {limit:.2f} FLOP/字节，"
+                         "解码始终访存受限。",
+        "reading_from": "缓存里有 {context} 个 token 时，B = {batch} 起一步解码就算力受限（算术强度 "
+                        "{intensity:.2f}；B 无限大时趋近于 {limit:.2f}）。",
+        "ridge_moral": "批处理摊薄的只是读权重的代价，摊不薄每条序列自己的 K/V。",
+        # both graders
+        "answer_wrong": "{name}：{message}",
+        "n_wrong": "{n} 处不对。",
+        "n_wrong_one": "{n} 处不对。",
+        "n_wrong_missing": "{n} 处不对，还有 {missing} 没填。",
+        "n_wrong_missing_one": "{n} 处不对，还有 {missing} 没填。",
+        "missing_sep": "、",
+        "partly": "填完的都对，还有 {missing} 没填。",
+        # 2. TTFT, TPOT and ITL from a trace
+        "phase.prefill": "预填充",
+        "phase.decode": "解码",
+        "trace_row": "{i:>3} {phase:8s} 新 token {n:>3}  序列 {s:>3}  {ms:.3f} ms",
+        "head.pass": "第几次前向计算",
+        "head.phase": "phase",
+        "head.phase_name": "阶段",
+        "head.new": "新 token 数",
+        "head.seq": "序列长度",
+        "head.ms": "耗时（ms）",
+        "seconds": "这是秒：{name} 要写毫秒（× 1000）",
+        "ms_off": "不对：你写的是 {value:.4g} ms",
+        "phase_sep": "、",
+        "no_phase": "traced 的 trace 里没有{missing}的前向计算：请传上一格 ch03.traced_run() 的结果（它生成 {new} 个 token，"
+                    "有预填充也有解码）。",
+        "unreal_times": "traced 里的耗时不像真实测量（每次前向计算都要花一点时间，不会是 0、负数或无穷）：请重新运行上一格，"
+                        "传 ch03.traced_run() 的结果。",
+        "traced_arg": "第一个参数要传上一格的 traced（ch03.traced_run() 的结果）。",
+        "first_chunk": "只算了第一次预填充：提示词分成了 {chunks} 块，TTFT 要把 {chunks} 次预填充都加起来",
+        "last_chunk": "只算了最后一次预填充：前面几块也要算进去",
+        "plus_decode": "多算了第一次解码：第一个新 token 在最后一次预填充之后就出来了",
+        "whole_run": "这是整个生成的总时间：TTFT 只到第一个新 token 为止",
+        "tpot_median": "这是解码步的中位数，也就是 ITL 的中位数：TPOT 是平均值，（总时间 − TTFT）÷（新 token 数 − 1）",
+        "one_too_many": "分母多了 1：解码只有 {steps} 步（第 1 个新 token 来自预填充），TPOT = 解码总时间 ÷（新 token 数 − 1）",
+        "prefill_averaged": "把预填充也平均进来了：TPOT 只看解码步",
+        "total_over_new": "这是总时间除以 {new} 个新 token（含预填充）：TPOT 先减去 TTFT，再除以 {rest}",
+        "itl_mean": "这是解码步的平均值，也就是 TPOT：ITL 这里要的是中位数",
+        "itl_prefill": "把预填充也算进来了：ITL 只看解码步之间的间隔",
+        "timing_right": "正确！TTFT = {chunks} 次预填充之和 = {ttft:.3f} ms；TPOT = {steps} 个解码步的平均 = "
+                        "{tpot:.3f} ms；ITL 的中位数 = {itl:.3f} ms（TPOT 是它的 {ratio:.2f} 倍：{tail}）。",
+        "tail.slow_steps": "有几步特别慢，拉高了平均值",
+        "tail.even": "这次各步耗时比较均匀",
+    },
+    "en": {
+        "machine": "This machine ({device}, {source}): read bandwidth {bandwidth:.1f} GB/s (machine.bandwidth, in "
+                   "bytes/s), matrix multiplication {flops:.1f} GFLOP/s (machine.flops, in FLOP/s)",
+        "source.now": "measured just now",
+        "source.page": "as measured above on this page",
+        "source.refused": "measured just now; the roofs passed in are not the ones this page measured, so they were "
+                          "not used",
+        "inverted": "Upside down: ridge point = compute ÷ bandwidth (FLOP/s ÷ bytes/s = FLOP/byte)",
+        "units": "Units don't match: give compute and bandwidth both in their raw per-second units (FLOP/s, "
+                 "bytes/s)",
+        "ridge_off": "Not right: you wrote {value:.4g}, and that is not what this machine's measurements give",
+        "not_integer": "Write a whole number B (or 0); got {value:g}",
+        "limit": "as B grows without bound, the arithmetic intensity tends to {limit:.2f} FLOP/byte (the FLOPs one "
+                 "more sequence adds ÷ the bytes it adds)",
+        "never": "No B gets there: {limit}, below the ridge point of {ridge:.3g}. The bytes each added sequence brings "
+                 "are mostly its own K/V, and batching cannot spread those out",
+        "some_batch": "Some B does get there: {limit}, above the ridge point of {ridge:.3g}",
+        "weights_only": "You counted only the weights' bytes: each sequence also reads and writes its own K/V (use "
+                        ".bytes, or simply .intensity)",
+        "swapped": "That is the answer for {context} cached tokens: the two context lengths are swapped",
+        "below_ridge": "At B = {batch} the arithmetic intensity is {intensity:.2f}, still below the ridge point of "
+                       "{ridge:.3g}",
+        "not_smallest": "B = {smallest} is already enough, so B = {batch} is not the smallest",
+        "machine_arg": "Pass the machine from the cell above as the first argument (what ch03.this_machine(roofs) "
+                       "returned).",
+        "machine_made_up": "The bandwidth or compute in machine is not a number any real machine measures: pass the "
+                           "result of ch03.this_machine(roofs) from the cell above rather than building a Machine "
+                           "yourself.",
+        "ridge_right": "Correct! This machine's ridge point is about {ridge:.3g} FLOP/byte.",
+        "reading_never": "With {context} tokens in each cache, no B gets past the ridge point: the arithmetic "
+                         "intensity only tends to {limit:.2f} FLOP/byte, and decoding stays memory-bound.",
+        "reading_from": "With {context} tokens in each cache, a decode step is compute-bound from B = {batch} on "
+                        "(arithmetic intensity {intensity:.2f}; it tends to {limit:.2f} as B grows without bound).",
+        "ridge_moral": "Batching spreads out only the cost of reading the weights, never each sequence's own K/V.",
+        "answer_wrong": "{name}: {message}",
+        "n_wrong": "{n} answers are wrong.",
+        "n_wrong_one": "{n} answer is wrong.",
+        "n_wrong_missing": "{n} answers are wrong; still to fill in: {missing}.",
+        "n_wrong_missing_one": "{n} answer is wrong; still to fill in: {missing}.",
+        "missing_sep": ", ",
+        "partly": "what you filled in is right; still to fill in: {missing}.",
+        "phase.prefill": "prefill",
+        "phase.decode": "decode",
+        "trace_row": "{i:>3} {phase:8s} new tokens {n:>3}  sequence {s:>3}  {ms:.3f} ms",
+        "head.pass": "Forward pass",
+        "head.phase": "phase",
+        "head.phase_name": "Phase",
+        "head.new": "New tokens",
+        "head.seq": "Sequence length",
+        "head.ms": "Time (ms)",
+        "seconds": "That is in seconds: {name} wants milliseconds (× 1000)",
+        "ms_off": "Not right: you wrote {value:.4g} ms",
+        "phase_sep": " or ",
+        "no_phase": "The trace in traced has no {missing} forward pass: pass the result of ch03.traced_run() from the "
+                    "cell above (it generates {new} tokens, with both prefill and decode).",
+        "unreal_times": "The times in traced don't look like real measurements (every forward pass takes some time, "
+                        "never 0, a negative time or infinity): run the cell above again and pass the result of "
+                        "ch03.traced_run().",
+        "traced_arg": "Pass traced from the cell above as the first argument (what ch03.traced_run() returned).",
+        "first_chunk": "You counted only the first prefill pass: the prompt was split into {chunks} chunks, and TTFT "
+                       "adds up all {chunks} prefill passes",
+        "last_chunk": "You counted only the last prefill pass: the chunks before it count too",
+        "plus_decode": "You added the first decode step: the first new token is out as soon as the last prefill pass "
+                       "ends",
+        "whole_run": "That is the whole generation's time: TTFT stops at the first new token",
+        "tpot_median": "That is the median decode step, i.e. ITL's median: TPOT is the mean, (total time − TTFT) ÷ "
+                       "(new tokens − 1)",
+        "one_too_many": "The divisor is 1 too big: there are only {steps} decode steps (the 1st new token comes "
+                        "from the prefill), so TPOT = total decode time ÷ (new tokens − 1)",
+        "prefill_averaged": "You averaged in the prefill passes too: TPOT looks at decode steps only",
+        "total_over_new": "That is the total time divided by all {new} new tokens (prefill included): TPOT first "
+                          "takes away TTFT, then divides by {rest}",
+        "itl_mean": "That is the mean decode step, i.e. TPOT: ITL's median is wanted here",
+        "itl_prefill": "You counted the prefill passes too: ITL looks only at the gaps between decode steps",
+        "timing_right": "Correct! TTFT = the sum of {chunks} prefill passes = {ttft:.3f} ms; TPOT = the mean of {steps} "
+                        "decode steps = {tpot:.3f} ms; ITL's median = {itl:.3f} ms (TPOT is {ratio:.2f} times that: "
+                        "{tail}).",
+        "tail.slow_steps": "a few steps were particularly slow and pulled the mean up",
+        "tail.even": "the steps took about equally long this time",
+    },
+})
+say = FEEDBACK.say
+
+
+def _verdict_counts(bad: list[str], missing: list[str]) -> str:
+    """The verdict's first line: how many answers are wrong and which are still None."""
+    one = "_one" if len(bad) == 1 else ""
+    if missing:
+        return say("n_wrong_missing" + one, n=len(bad), missing=say("missing_sep").join(missing))
+    return say("n_wrong" + one, n=len(bad))
 
 # == 1. can batching push decode past the ridge? ============================================================
 CONFIG = ROOFLINE_CONFIG  # the page's `big`
@@ -36,11 +208,15 @@ class Machine:
     bandwidth: float
     flops: float
     device: str
-    source: str = "刚测出的"
+    source: str = "now"  # where the roofs come from: a key of SOURCES (said in the course's language), or words
 
     def __str__(self) -> str:
-        return (f"本机（{self.device}，{self.source}）：读带宽 {self.bandwidth / 1e9:.1f} GB/s（machine.bandwidth，字节/秒），"
-                f"矩阵乘法 {self.flops / 1e9:.1f} GFLOP/s（machine.flops，FLOP/秒）")
+        source = say(f"source.{self.source}") if self.source in SOURCES else self.source
+        return say("machine", device=self.device, source=source, bandwidth=self.bandwidth / 1e9,
+                   flops=self.flops / 1e9)
+
+
+SOURCES = ("now", "page", "refused")  # measured just now; on this page above; just now, the roofs passed refused
 
 
 # What any machine a learner runs this on measures: from a slow laptop core (0.1 GB/s, 0.1 GFLOP/s) to well past
@@ -69,9 +245,9 @@ def this_machine(roofs=None, device=None) -> Machine:
     are missing or not believable (not kvlab's result, or rates no machine has), the roofs measured now the same
     way on ``device`` (default: the best one here)."""
     if believable(roofs):
-        return Machine(roofs.bandwidth.best, roofs.flops.best, roofs.device, "本页上面测出的")
+        return Machine(roofs.bandwidth.best, roofs.flops.best, roofs.device, "page")
     measured = measure_roofs(pick_device() if device is None else device)
-    source = "刚测出的" if roofs is None else "刚测出的；传进来的 roofs 不是本页测出的屋顶，没有采用"
+    source = "now" if roofs is None else "refused"
     return Machine(measured.bandwidth.best, measured.flops.best, measured.device, source)
 
 
@@ -145,6 +321,37 @@ b_long = None  # the same after {LONG} cached tokens; 0 when no B does''',
         "B 每加 1，flops 和 bytes 各多出一份固定的量（这条序列自己的运算和它的 K/V 等）：B 无限大时，算术强度趋近于"
         "这两个增量之比。这个极限不高于转折点时答案是 0；否则从 B = 1 往上试。",
     ),
+    english=ExerciseText(
+        title="Exercise 1: can batching push decoding past the ridge point?",
+        task=f"""When the page's big model `big` (its configuration is `ch03.CONFIG`: {CONFIG.n_layer} layers, \
+d_model = {CONFIG.d_model}, {CONFIG.n_params():,} parameters, {format_bytes(4 * CONFIG.n_params())} of FP32 weights) \
+decodes one step for B sequences that each already hold C tokens in their cache, the FLOPs and bytes read and \
+written by that forward pass are `pass_cost(ch03.CONFIG, 1, C, B)` (`.flops`, `.bytes`, and the arithmetic \
+intensity `.intensity`).
+
+The larger B, the thinner the cost of reading the weights once is spread, and the higher the arithmetic intensity; \
+but every sequence also reads its own K/V, and that part is not spread out at all. The code cell below takes the two \
+roofs this page measured above (or measures them now if you did not run that cell). Fill in:
+
+* `ridge`: this machine's ridge point (FLOP/byte);
+* `b_short`: the smallest B that makes a decode step **compute-bound** (arithmetic intensity at or above the ridge \
+point) when each sequence's cache already holds {SHORT} tokens;
+* `b_long`: the same question when the cache already holds {LONG} tokens.
+
+For both: if no B, however large, gets there, write `0`.
+
+Your answers are checked against the roofs measured on this machine. They were measured here and now: on another \
+machine, or on this one when it is busier or idler, the ridge point moves (the spread between repeated measurements \
+is printed above), and `b_short` may be off by a few. So your numbers will most likely differ from a classmate's and \
+both can be right; what to compare is the method, not the answer.""",
+        hints=(
+            "Ridge point = compute ÷ bandwidth = machine.flops / machine.bandwidth; the arithmetic intensity at some "
+            "B is pass_cost(ch03.CONFIG, 1, C, B).intensity.",
+            "Each time B grows by 1, flops and bytes each grow by a fixed amount (that sequence's own FLOPs, its K/V, "
+            "and so on): as B grows without bound, the arithmetic intensity tends to the ratio of those two "
+            "increments. When that limit is not above the ridge point, the answer is 0; otherwise try B = 1 upward.",
+        ),
+    ),
 )
 
 REL = 0.01  # numbers the learner computes from the same measurements: 1 % covers rounding
@@ -165,10 +372,10 @@ def _ridge_problem(got, want: float) -> str | None:
     if checker.close(value, want, REL):
         return None
     if checker.close(value, 1 / want, REL):
-        return "倒过来了：转折点 = 算力 ÷ 带宽（FLOP/秒 ÷ 字节/秒 = FLOP/字节）"
+        return say("inverted")
     if checker.close(value, want * 1e9, REL) or checker.close(value, want / 1e9, REL):
-        return "单位不一致：算力和带宽要都用「每秒」的原始单位（FLOP/秒、字节/秒）"
-    return f"不对：你写的是 {value:.4g}，按本机的测量算出来不是这个数"
+        return say("units")
+    return say("ridge_off", value=value)
 
 
 def _batch_problem(got, truth: BatchAnswer, other: BatchAnswer, ridge: float) -> str | None:
@@ -176,23 +383,22 @@ def _batch_problem(got, truth: BatchAnswer, other: BatchAnswer, ridge: float) ->
     if isinstance(value, str):
         return value
     if not value.is_integer() or value < 0:
-        return f"要写一个整数 B（或 0），收到的是 {value:g}"
+        return say("not_integer", value=value)
     B = int(value)
     if B == truth.smallest:
         return None
-    limit = f"B 无限大时，算术强度趋近于 {truth.limit:.2f} FLOP/字节（每多一条序列多出的运算 ÷ 多出的字节）"
+    limit = say("limit", limit=truth.limit)
     if truth.smallest == 0:
-        return (f"B 再大也做不到：{limit}，低于转折点 {ridge:.3g}。"
-                "多出的字节主要是这条序列自己的 K/V，批处理摊不薄它")
+        return say("never", limit=limit, ridge=ridge)
     if B == 0:
-        return f"有 B 能做到：{limit}，高于转折点 {ridge:.3g}"
+        return say("some_batch", limit=limit, ridge=ridge)
     if B == weights_only_batch(ridge, truth.context):
-        return "字节数只算了权重：每条序列还要读写它自己的 K/V（用 .bytes，或直接用 .intensity）"
+        return say("weights_only")
     if B == other.smallest:
-        return f"这是缓存里有 {other.context} 个 token 时的答案：两个上下文长度弄反了"
+        return say("swapped", context=other.context)
     if B < truth.smallest:
-        return f"B = {B} 时算术强度 {truth.intensity(B):.2f}，还低于转折点 {ridge:.3g}"
-    return f"B = {truth.smallest} 就已经够了，B = {B} 不是最小的"
+        return say("below_ridge", batch=B, intensity=truth.intensity(B), ridge=ridge)
+    return say("not_smallest", smallest=truth.smallest, batch=B)
 
 
 def grade_batch_ridge(machine: Machine, ridge, b_short, b_long) -> Verdict:
@@ -200,10 +406,9 @@ def grade_batch_ridge(machine: Machine, ridge, b_short, b_long) -> Verdict:
     if all(v is None for v in answers.values()):
         return checker.todo()
     if not isinstance(machine, Machine):
-        return wrong("第一个参数要传上一格的 machine（ch03.this_machine(roofs) 的结果）。")
+        return wrong(say("machine_arg"))
     if not believable_rates(machine.bandwidth, machine.flops):  # graded against what kvlab measured, not made up
-        return wrong("machine 里的带宽或算力不是任何真实机器能测出的数：请传上一格 ch03.this_machine(roofs) 的结果，"
-                     "不要自己构造 Machine。")
+        return wrong(say("machine_made_up"))
     want = machine.flops / machine.bandwidth
     short, long = smallest_batch(want, SHORT), smallest_batch(want, LONG)
     problems = {}
@@ -213,22 +418,19 @@ def grade_batch_ridge(machine: Machine, ridge, b_short, b_long) -> Verdict:
         problems["b_short"] = _batch_problem(b_short, short, long, want)
     if b_long is not None:
         problems["b_long"] = _batch_problem(b_long, long, short, want)
-    bad = [f"{name}：{msg}" for name, msg in problems.items() if msg]
+    bad = [say("answer_wrong", name=name, message=msg) for name, msg in problems.items() if msg]
     missing = [name for name, v in answers.items() if v is None]
     if bad:
-        return wrong(f"{len(bad)} 处不对" + (f"，还有 {'、'.join(missing)} 没填" if missing else "") + "。", *bad)
+        return wrong(_verdict_counts(bad, missing), *bad)
     if missing:
-        return checker.todo(f"填完的都对，还有 {'、'.join(missing)} 没填。")
-    return right(f"正确！本机转折点约 {want:.3g} FLOP/字节。", *(_reading(a, want) for a in (short, long)),
-                 "批处理摊薄的只是读权重的代价，摊不薄每条序列自己的 K/V。")
+        return checker.todo(say("partly", missing=say("missing_sep").join(missing)))
+    return right(say("ridge_right", ridge=want), *(_reading(a, want) for a in (short, long)), say("ridge_moral"))
 
 
 def _reading(a: BatchAnswer, ridge: float) -> str:
     if a.smallest == 0:
-        return (f"缓存里有 {a.context} 个 token 时，B 再大也越不过转折点：算术强度最多趋近于 {a.limit:.2f} FLOP/字节，"
-                "解码始终访存受限。")
-    return (f"缓存里有 {a.context} 个 token 时，B = {a.smallest} 起一步解码就算力受限（算术强度 "
-            f"{a.intensity(a.smallest):.2f}；B 无限大时趋近于 {a.limit:.2f}）。")
+        return say("reading_never", context=a.context, limit=a.limit)
+    return say("reading_from", context=a.context, batch=a.smallest, intensity=a.intensity(a.smallest), limit=a.limit)
 
 
 def check_batch_ridge(machine, ridge, b_short, b_long):
@@ -236,7 +438,7 @@ def check_batch_ridge(machine, ridge, b_short, b_long):
 
 
 # == 2. TTFT, TPOT and ITL from a trace ====================================================================
-TRACE_PROMPT = "人工智能模型处理一个请求，通常分为两个阶段"
+TRACE_PROMPT = TRACE_PROMPTS.text("trace", "zh")  # the Chinese model's (trace_prompt: the demo model's own)
 TRACE_CHUNK, TRACE_NEW = 8, 16
 
 TTFT_TPOT = Exercise(
@@ -261,37 +463,64 @@ itl_median_ms = None  # milliseconds''',
         "第一个新 token 是最后一次预填充算出来的：TTFT 要把所有预填充的前向计算加起来，不包括解码。",
         "TPOT 和 ITL 都只看解码步：TPOT 是它们的平均值（statistics.fmean），ITL 的中位数是 statistics.median；都要 × 1000 换成毫秒。",
     ),
+    english=ExerciseText(
+        title="Exercise 2: read TTFT, TPOT and ITL off a trace",
+        task=f"""The code cell below has the demo model generate {TRACE_NEW} tokens, prefilling the prompt in chunks of {TRACE_CHUNK} tokens (`prefill_chunk_size={TRACE_CHUNK}`: each forward pass takes in only {TRACE_CHUNK} of the prompt's tokens, and it takes a few passes to feed in the whole prompt, all of them prefill), and lists its trace: one row per forward pass, `phase` giving the phase and `seconds` the time it took. Using only this table (or `traced.trace`), work out for this one request:
+
+* `ttft_ms`: the time to first token (TTFT), in milliseconds: how long from the start until the first new token is out;
+* `tpot_ms`: the time per output token (TPOT), in milliseconds: (total time − TTFT) ÷ (new tokens − 1), i.e. the **mean** time of a decode step;
+* `itl_median_ms`: the median inter-token latency (ITL), in milliseconds: take the decode steps' times as a set of numbers and find their median.
+
+TPOT and ITL's median both describe "how long each later token takes", but one hiccup pulls the mean (TPOT) up while hardly moving the median; the check's result tells you how far apart the two are.
+
+`traced.trace` is a list whose items each have `.phase` (`"prefill"` or `"decode"`) and `.seconds`.""",
+        hints=(
+            "The first new token comes out of the last prefill pass: TTFT adds up every prefill forward pass, and no "
+            "decode step.",
+            "TPOT and ITL both look at decode steps only: TPOT is their mean (statistics.fmean), ITL's median is "
+            "statistics.median; multiply both by 1000 for milliseconds.",
+        ),
+    ),
 )
+
+
+def trace_prompt(tokenizer) -> str:
+    """The trace's prompt in the language of the demo model ``tokenizer`` belongs to (else the course's)."""
+    lang = next((code for code, kind in TOKENIZERS.items() if isinstance(tokenizer, kind)), None) or get_language()
+    return TRACE_PROMPTS.text("trace", lang)
 
 
 def traced_run() -> GenerationResult:
     """One generation on the demo model whose prompt is prefilled in chunks (after a warm-up run), timed with the
     threads of the page's other measurements."""
     model, tok = demo()
-    ids = tok.encode(TRACE_PROMPT)
+    ids = tok.encode(trace_prompt(tok))
     with torch_threads(measurement_threads()):
         generate(model, [ids], 4, prefill_chunk_size=TRACE_CHUNK)  # warm-up
         return generate(model, [ids], TRACE_NEW, prefill_chunk_size=TRACE_CHUNK)
 
 
-PHASES = {"prefill": "预填充", "decode": "解码"}
+def phase_name(phase: str) -> str:
+    """A pass's phase in the course's language ("prefill" -> 预填充); an unknown phase as it is."""
+    return say(f"phase.{phase}") if phase in ("prefill", "decode") else phase
+
+
+TABLE_HEADS = ("head.pass", "head.phase", "head.phase_name", "head.new", "head.seq", "head.ms")
 
 
 class TraceTable:
-    """The trace as an HTML table (and text in a terminal)."""
+    """The trace as an HTML table (and text in a terminal), in the course's language when shown."""
 
     def __init__(self, run: GenerationResult):
-        self.rows = [(i + 1, r.phase, PHASES.get(r.phase, r.phase), r.new_tokens, r.seq_len, r.seconds * 1e3)
-                     for i, r in enumerate(run.trace)]
+        self.rows = [(i + 1, r.phase, r.new_tokens, r.seq_len, r.seconds * 1e3) for i, r in enumerate(run.trace)]
 
     def __repr__(self) -> str:
-        return "\n".join(f"{i:>3} {phase:8s} 新 token {n:>3}  序列 {s:>3}  {ms:.3f} ms"
-                         for i, phase, _, n, s, ms in self.rows)
+        return "\n".join(say("trace_row", i=i, phase=phase, n=n, s=s, ms=ms) for i, phase, n, s, ms in self.rows)
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{h}</th>" for h in ("第几次前向计算", "phase", "阶段", "新 token 数", "序列长度", "耗时（ms）"))
-        body = "".join(f"<tr><td>{i}</td><td>{phase}</td><td>{html.escape(zh)}</td><td>{n}</td><td>{s}</td>"
-                       f"<td>{ms:.3f}</td></tr>" for i, phase, zh, n, s, ms in self.rows)
+        head = "".join(f"<th>{html.escape(say(h))}</th>" for h in TABLE_HEADS)
+        body = "".join(f"<tr><td>{i}</td><td>{phase}</td><td>{html.escape(phase_name(phase))}</td><td>{n}</td>"
+                       f"<td>{s}</td><td>{ms:.3f}</td></tr>" for i, phase, n, s, ms in self.rows)
         return f'<table class="kvlab-trace-table"><tr>{head}</tr>{body}</table>'
 
 
@@ -311,23 +540,21 @@ def _timing_problem(name: str, got, want: float, mistakes: dict[str, float]) -> 
     if _close_ms(value, want) and not (nearest and abs(value - nearest[1]) < abs(value - want)):
         return None
     if _close_ms(value * 1e3, want):
-        return f"这是秒：{name} 要写毫秒（× 1000）"
+        return say("seconds", name=name)
     for message, other in mistakes.items():
         if _close_ms(value, other):
             return message
-    return f"不对：你写的是 {value:.4g} ms"
+    return say("ms_off", value=value)
 
 
 def _trace_problem(run: GenerationResult) -> str | None:
     """Why ``run``'s trace is not one kvlab measured (no prefill or decode pass, or times no pass can take), or None."""
     phases = {r.phase for r in run.trace}
     if not {"prefill", "decode"} <= phases:
-        missing = "、".join(PHASES[p] for p in ("prefill", "decode") if p not in phases)
-        return (f"traced 的 trace 里没有{missing}的前向计算：请传上一格 ch03.traced_run() 的结果（它生成 {TRACE_NEW} 个 token，"
-                "有预填充也有解码）。")
+        missing = say("phase_sep").join(phase_name(p) for p in ("prefill", "decode") if p not in phases)
+        return say("no_phase", missing=missing, new=TRACE_NEW)
     if not all(isinstance(r.seconds, float) and math.isfinite(r.seconds) and 0 < r.seconds < 3600 for r in run.trace):
-        return ("traced 里的耗时不像真实测量（每次前向计算都要花一点时间，不会是 0、负数或无穷）：请重新运行上一格，"
-                "传 ch03.traced_run() 的结果。")
+        return say("unreal_times")
     return None
 
 
@@ -338,7 +565,7 @@ def grade_ttft_tpot(run, ttft_ms, tpot_ms, itl_median_ms=None) -> Verdict:
     if all(v is None for _, v in answers):
         return checker.todo()
     if not isinstance(run, GenerationResult):
-        return wrong("第一个参数要传上一格的 traced（ch03.traced_run() 的结果）。")
+        return wrong(say("traced_arg"))
     problem = _trace_problem(run)
     if problem:
         return wrong(problem)
@@ -351,32 +578,31 @@ def grade_ttft_tpot(run, ttft_ms, tpot_ms, itl_median_ms=None) -> Verdict:
     problems = {}
     if ttft_ms is not None:
         problems["ttft_ms"] = _timing_problem("ttft_ms", ttft_ms, want_ttft, {
-            f"只算了第一次预填充：提示词分成了 {len(prefill)} 块，TTFT 要把 {len(prefill)} 次预填充都加起来": prefill[0],
-            "只算了最后一次预填充：前面几块也要算进去": prefill[-1],
-            "多算了第一次解码：第一个新 token 在最后一次预填充之后就出来了": sum(prefill) + decode[0],
-            "这是整个生成的总时间：TTFT 只到第一个新 token 为止": sum(every)})
+            say("first_chunk", chunks=len(prefill)): prefill[0],
+            say("last_chunk"): prefill[-1],
+            say("plus_decode"): sum(prefill) + decode[0],
+            say("whole_run"): sum(every)})
     if tpot_ms is not None:
         problems["tpot_ms"] = _timing_problem("tpot_ms", tpot_ms, want_tpot, {
-            "这是解码步的中位数，也就是 ITL 的中位数：TPOT 是平均值，（总时间 − TTFT）÷（新 token 数 − 1）": want_itl,
-            f"分母多了 1：解码只有 {len(decode)} 步（第 1 个新 token 来自预填充），TPOT = 解码总时间 ÷（新 token 数 − 1）":
-                sum(decode) / n_new,
-            "把预填充也平均进来了：TPOT 只看解码步": sum(every) / len(every),
-            f"这是总时间除以 {n_new} 个新 token（含预填充）：TPOT 先减去 TTFT，再除以 {n_new - 1}": sum(every) / n_new,
+            say("tpot_median"): want_itl,
+            say("one_too_many", steps=len(decode)): sum(decode) / n_new,
+            say("prefill_averaged"): sum(every) / len(every),
+            say("total_over_new", new=n_new, rest=n_new - 1): sum(every) / n_new,
         })
     if itl_median_ms is not None:
         problems["itl_median_ms"] = _timing_problem("itl_median_ms", itl_median_ms, want_itl, {
-            "这是解码步的平均值，也就是 TPOT：ITL 这里要的是中位数": want_tpot,
-            "把预填充也算进来了：ITL 只看解码步之间的间隔": statistics.median(every),
+            say("itl_mean"): want_tpot,
+            say("itl_prefill"): statistics.median(every),
         })
-    bad = [f"{name}：{msg}" for name, msg in problems.items() if msg]
+    bad = [say("answer_wrong", name=name, message=msg) for name, msg in problems.items() if msg]
     missing = [n for n, v in answers if v is None]
     if bad:
-        return wrong(f"{len(bad)} 处不对" + (f"，还有 {'、'.join(missing)} 没填" if missing else "") + "。", *bad)
+        return wrong(_verdict_counts(bad, missing), *bad)
     if missing:
-        return checker.todo(f"填完的都对，还有 {'、'.join(missing)} 没填。")
-    return right(f"正确！TTFT = {len(prefill)} 次预填充之和 = {want_ttft:.3f} ms；TPOT = {len(decode)} 个解码步的平均 = "
-                 f"{want_tpot:.3f} ms；ITL 的中位数 = {want_itl:.3f} ms（TPOT 是它的 {want_tpot / want_itl:.2f} 倍："
-                 + ("有几步特别慢，拉高了平均值）。" if want_tpot > 1.15 * want_itl else "这次各步耗时比较均匀）。"))
+        return checker.todo(say("partly", missing=say("missing_sep").join(missing)))
+    tail = say("tail.slow_steps" if want_tpot > 1.15 * want_itl else "tail.even")
+    return right(say("timing_right", chunks=len(prefill), ttft=want_ttft, steps=len(decode), tpot=want_tpot,
+                     itl=want_itl, ratio=want_tpot / want_itl, tail=tail))
 
 
 def check_ttft_tpot(run, ttft_ms, tpot_ms, itl_median_ms=None):

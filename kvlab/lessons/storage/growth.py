@@ -19,11 +19,13 @@ from ...config import ModelConfig
 from ...device import LastLevelCache, last_level_cache
 from ...generation import generate
 from ...interop import HF_CACHE_KINDS, distinct_so_far
+from ...language import get_language
 from ...measure import alternate, device_label, measurement_threads, torch_threads
 from ...stats import median
 from ...memory import format_bytes, kv_bytes_per_token, stored_tokens
 from ...model import ToyTransformer
 from ...viz import storage_plots as plots
+from .phrases import TEXTS
 from .sentences import CHAPTER_LABELS, SameWork, pace_claim, work_claim
 
 
@@ -139,57 +141,50 @@ class GrowthComparison:
         e, l = per["early"], per["late"]
         w = self._windows()
         times = median(l) / median(e) if median(e) else math.nan
-        return (f"逐步拼接每步拷贝的数据（数出来的，和机器无关）：前四分之一的解码步（缓存里 {w['early'][0]}–{w['early'][1]} "
-                f"个 token）每步 {format_bytes(min(e))}–{format_bytes(max(e))}，后半程（缓存里 {w['late'][0]}–"
-                f"{w['late'][1]} 个 token）每步 {format_bytes(min(l))}–{format_bytes(max(l))}；按中位数，后半程每步要拷贝的"
-                f"数据是前四分之一的{_times(times)}。")
+        return TEXTS.say("copy", e_from=w["early"][0], e_to=w["early"][1], e_min=format_bytes(min(e)),
+                         e_max=format_bytes(max(e)), l_from=w["late"][0], l_to=w["late"][1], l_min=format_bytes(min(l)),
+                         l_max=format_bytes(max(l)), times=_times(times))
 
     def llc_sentence(self) -> str:
         """The cache's peak size against the last-level cache, and what that means for the copies."""
         gpu = self.device.type == "cuda"
-        where, memory = ("GPU", "显存") if gpu else ("CPU", "内存")
+        where, memory = ("GPU", TEXTS.say("gpu_memory_word")) if gpu else ("CPU", TEXTS.say("cpu_memory_word"))
         peak = format_bytes(self.peak_bytes)
         if self.llc is None:
-            return (f"缓存最大 {peak}（K 和 V，所有层）；没有读到这台机器 {where} 最后一级缓存的大小，"
-                    "无法判断整个缓存装不装得进去。")
+            return TEXTS.say("llc_unknown", peak=peak, where=where)
         level, size = self.llc.level, format_bytes(self.llc.bytes)
         t = self.runs["kv"].t[-1]
         touched = self.working_set(t)
-        head = (f"缓存最大 {peak}（K 和 V，所有层），这台机器 {where} 的 {level} 缓存是 {size}（读自 {self.llc.source}）。"
-                f"逐步拼接的一步要碰到旧的一份缓存、新拷贝的一份，再加上 {format_bytes(self.weight_bytes)} 权重："
-                f"缓存里有 {t} 个 token 时共 {format_bytes(touched)}")
+        head = TEXTS.say("llc_head", peak=peak, where=where, level=level, size=size, source=self.llc.source,
+                         weights=format_bytes(self.weight_bytes), t=t, touched=format_bytes(touched))
         if touched <= self.llc.bytes:
-            return (head + f"，装得进 {level}：拷贝的数据可以一直留在 {level} 里，不必到{memory}里读写，"
-                           "所以拷贝的代价可能小到测不出来。")
-        return (head + f"，是 {level} 的{_times(touched / self.llc.bytes)}：缓存里超过约 "
-                       f"{math.floor(self.llc_tokens):,} 个 token 后就装不进 {level}，此后每步拷贝的数据越来越多要到"
-                       f"{memory}里读写。")
+            return head + TEXTS.say("llc_fits", level=level, memory=memory)
+        return head + TEXTS.say("llc_exceeds", level=level, times=_times(touched / self.llc.bytes),
+                                tokens=math.floor(self.llc_tokens), memory=memory)
 
     def readout_html(self) -> str:
         c, kv, dyn = self.config, self.runs["kv"], self.runs["dynamic"]
         on = device_label(self.device, self.threads)
         lines = [
-            f"模型：{c.n_layer} 层，每层 {c.n_kv_head} 个 {c.head_dim} 维的 KV 头，d_model = {c.d_model}；每个 token 的"
-            f"缓存 {format_bytes(self.per_token_bytes)}（FP32），全部权重 {format_bytes(self.weight_bytes)}，只相当于 "
-            f"{self.weight_bytes / self.per_token_bytes:.0f} 个 token 的缓存。"
-            f"每种缓存生成 {kv.t[-1] - self.prompt_len + 1} 个 token（提示词 {self.prompt_len} 个，缓存最多存 {kv.t[-1]} 个），"
-            f"交替运行 {self.repeats} 轮（{on}）。",
+            TEXTS.say("model_line", n_layer=c.n_layer, n_kv_head=c.n_kv_head, head_dim=c.head_dim, d_model=c.d_model,
+                      per_token=format_bytes(self.per_token_bytes), weights=format_bytes(self.weight_bytes),
+                      weight_tokens=self.weight_bytes / self.per_token_bytes,
+                      generated=kv.t[-1] - self.prompt_len + 1, prompt=self.prompt_len, longest=kv.t[-1],
+                      repeats=self.repeats, on=on),
             self.llc_sentence(),
-            f"{CHAPTER_LABELS['kv']}：共 {kv.allocations[-1]} 次分配，写入 {format_bytes(kv.bytes_copied[-1])}，"
-            f"第 0 层的 K 始终是同一块（{kv.layer0_k_tensors[-1]} 块）。",
-            f"{CHAPTER_LABELS['dynamic']}：共 {dyn.allocations[-1]:,} 次分配，写入 {format_bytes(dyn.bytes_copied[-1])}，"
-            f"第 0 层的 K 换了 {dyn.layer0_k_tensors[-1]} 块。",
+            TEXTS.say("kv_line", label=CHAPTER_LABELS["kv"], allocations=kv.allocations[-1],
+                      written=format_bytes(kv.bytes_copied[-1]), blocks=kv.layer0_k_tensors[-1]),
+            TEXTS.say("dynamic_line", label=CHAPTER_LABELS["dynamic"], allocations=dyn.allocations[-1],
+                      written=format_bytes(dyn.bytes_copied[-1]), blocks=dyn.layer0_k_tensors[-1]),
         ]
         if self.transformers_skipped:
             lines.append(self.transformers_skipped)
         else:
             hf_dyn, hf_static = self.runs["transformers:dynamic"], self.runs["transformers:static"]
-            lines += [f"transformers DynamicCache：第 0 层的 K 换了 {hf_dyn.layer0_k_tensors[-1]} 块，缓存张量的长度从 "
-                      f"{hf_dyn.attended[0]} 个位置长到 {hf_dyn.attended[-1]} 个。",
-                      f"transformers StaticCache：第 0 层的 K 始终是 {hf_static.layer0_k_tensors[-1]} 块，缓存张量从第一步起"
-                      f"就是全部 {hf_static.attended[0]} 个位置（没填的位置在注意力里用掩码遮住）。",
-                      ]
-        lines.append("各种缓存每次前向的耗时谁快谁慢，按这次测到的数字写在下一格的输出里（重新测量之后，再运行下一格）。")
+            lines += [TEXTS.say("hf_dynamic_line", blocks=hf_dyn.layer0_k_tensors[-1], first=hf_dyn.attended[0],
+                                last=hf_dyn.attended[-1]),
+                      TEXTS.say("hf_static_line", blocks=hf_static.layer0_k_tensors[-1], all=hf_static.attended[0])]
+        lines.append(TEXTS.say("next_cell"))
         return "<br>".join(html.escape(line) for line in lines)
 
     def figure(self):
@@ -200,10 +195,13 @@ class GrowthComparison:
 
 
 def _times(ratio: float) -> str:
-    """「 8 倍」 or 「约 1.51 倍」 after 「是 … 的」: a space before a digit, none before 「约」."""
+    """「 8 倍」 or 「约 1.51 倍」 after 「是 … 的」: a space before a digit, none before 「约」 (in English "8×" or
+    "about 1.51×", no space)."""
     if not (math.isfinite(ratio) and ratio > 0):
-        return "多少倍算不出来（有一方是 0）"
-    text = "1 倍" if ratio == 1 else plots.ratio_text(ratio)
+        return TEXTS.say("times_unknown")
+    text = TEXTS.say("times_one") if ratio == 1 else plots.ratio_text(ratio)
+    if get_language() != "zh":
+        return text
     return text if text.startswith("约") else " " + text
 
 
@@ -288,7 +286,7 @@ def compare_cache_growth(model: ToyTransformer, new_tokens: int, prompt_len: int
                     warm[f"transformers:{kind}"] = partial(hf_decode_run, hf, reference[:, : prompt_len + 4],
                                                            prompt_len, kind)
         else:
-            skipped = "这次没有要求运行 transformers"
+            skipped = TEXTS.say("no_transformers")
         results = alternate(runners, repeats, warmup=warm)
     runs = {mode: _kvlab_growth(mode, results[mode]) for mode in ("kv", "dynamic")}
     runs |= {name: _transformers_growth(name.split(":")[1], reps) for name, reps in results.items()

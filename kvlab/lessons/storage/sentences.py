@@ -1,21 +1,46 @@
 """What chapter 3.2's growth run says about time, as claims (:mod:`kvlab.claims`): two ways timed in the
 same rounds compared on the numbers printed (:data:`PACE`; early in a run only after a same-work check,
 :class:`SameWork`, :data:`WORK`, printed once before them; :data:`CHOOSERS` has both), the chapter's
-names for its caches (:data:`CHAPTER_LABELS`), the Chinese catalog :data:`ZH`, :func:`work_claim`, :func:`pace_claim` and
+names for its caches (:data:`CHAPTER_LABELS`), the catalogs :data:`ZH` and :data:`EN` (:data:`CATALOGS`, by
+language; this module is their one topic: TEMPLATES, WORDS, TEMPLATES_EN, WORDS_EN), :func:`work_claim`, :func:`pace_claim` and
 :func:`show_claims`."""
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ...claims import ABSOLUTE, DIFFERENCE, Catalog, Chooser, Claim, Number, Rule, number, ratio, series, show
+from ...claims import (ABSOLUTE, DIFFERENCE, Catalog, Chooser, Claim, Number, Rule, in_language, number, ratio,
+                       series, show)
 from ...stats import median
-from ...viz.style import MODE_LABELS
+from ...viz.style import MODE_LABELS, mode_label
+from .phrases import TEXTS
 
 
 # This chapter sets two caches side by side, not a cache against none: its preallocated cache is named for that.
 # (Proposed for kvlab.viz.style.MODE_LABELS as a chapter-3.2 label; passed explicitly until then.)
-CHAPTER_LABELS = {**MODE_LABELS, "kv": "预分配（kv）"}
+class ChapterLabels(Mapping):
+    """``CHAPTER_LABELS[name]``: :data:`MODE_LABELS` with the preallocated cache named 「预分配（kv）」
+    ("preallocation (kv)"), read when asked, in the course's language (``lang`` of :meth:`text` for a fixed one)."""
+
+    def text(self, name: str, lang: str | None = None) -> str:
+        return TEXTS.text("kv_label", lang) if name == "kv" else mode_label(name, lang)
+
+    def __getitem__(self, name: str) -> str:
+        return self.text(name)
+
+    def __iter__(self):
+        return iter(MODE_LABELS)
+
+    def __len__(self) -> int:
+        return len(MODE_LABELS)
+
+    def __repr__(self) -> str:
+        return f"ChapterLabels({dict(self)!r})"
+
+
+CHAPTER_LABELS = ChapterLabels()
 
 
 # Two ways timed in the same rounds are compared on the numbers printed: both medians, each round's difference in
@@ -175,7 +200,7 @@ _WORK_HEAD = ("先核对计时：{work} 每一步做的事一样多（注意力�
               "和后半程每次前向的耗时分别是 {work_early} 和 {work_late}，每一轮前后相差 {work_rounds}（负数表示前面更快）")
 _WORK_BROKEN = (f"，超过了 {SAME_WORK}%，同样的工作不该差这么多，至少这一轮被打断了。"
                 "前四分之一那一段的计时太吵，下面不拿它比较缓存。")
-ZH = Catalog("zh", {
+TEMPLATES = {  # what Catalog.of_topics reads for Chinese
     "storage.work.interrupted": _WORK_HEAD + "：第 {bad} 轮差了 {bad_size}（前面更慢）" + _WORK_BROKEN,
     "storage.work.interrupted_early_faster": _WORK_HEAD + "：第 {bad} 轮差了 {bad_size}（前面更快）" + _WORK_BROKEN,
     "storage.work.steady": _WORK_HEAD + f"，每一轮都在 {SAME_WORK}% 以内：前四分之一那一段的计时可以拿来比较。",
@@ -192,8 +217,75 @@ ZH = Catalog("zh", {
                                  + _PACE_RERUN),
     "storage.pace.unclear": _UNCLEAR + "：" + _PACE_RERUN,
     "storage.pace.untimed": _WINDOW + "：这一次没有测到可以比较的耗时（有一方是 0）。" + _PACE_RERUN,
-}, words={"kv": CHAPTER_LABELS["kv"], "dynamic": CHAPTER_LABELS["dynamic"], "transformers:dynamic": "DynamicCache",
-          "transformers:static": "StaticCache", "early": "前四分之一的解码步", "late": "后半程"})
+}
+WORDS = {"kv": CHAPTER_LABELS.text("kv", "zh"), "dynamic": CHAPTER_LABELS.text("dynamic", "zh"),
+         "transformers:dynamic": "DynamicCache", "transformers:static": "StaticCache", "early": "前四分之一的解码步",
+         "late": "后半程"}
+
+# -- the same claims in English (Catalog.of_topics reads TEMPLATES_EN and WORDS_EN): the same keys, the same fields --
+# A claim's terms are recorded as mode names and "early"/"late"; WORDS_EN writes them in English ({when} opens a
+# sentence, so it is capitalised).
+WORDS_EN = {"kv": CHAPTER_LABELS.text("kv", "en"), "dynamic": CHAPTER_LABELS.text("dynamic", "en"),
+            "transformers:dynamic": "DynamicCache", "transformers:static": "StaticCache",
+            "early": "The first quarter of the decode steps", "late": "The second half of the run"}
+_WINDOW_EN = "{when} ({t_from}–{t_to} tokens in the cache)"
+_EARLY_EN = "the first quarter of the decode steps ({t_from}–{t_to} tokens in the cache)"
+_PACE_BODY_EN = (", time per forward pass (the median of each of {n} rounds, then the median of those): {other} "
+                 "{other_ms}, {base} {base_ms}. How much longer \"{other}\" took than \"{base}\" in each round: {rounds} "
+                 "(a negative figure means faster)")
+_PACE_HEAD_EN = _WINDOW_EN + _PACE_BODY_EN
+_CHECKED_HEAD_EN = (_WINDOW_EN + f" (checked above: in every round the same work differed by at most {{{WORST}}} "
+                    f"between early and late, within {SAME_WORK}%)" + _PACE_BODY_EN)
+_PACE_RERUN_EN = ("On this machine, this run cannot tell which is faster. Click \"Run the measurement\" on the panel "
+                  "above to rerun it (close other CPU-hungry programs first), then run this cell again. You can also "
+                  "pick the longer 256 tokens in the dropdown, but note: then even the first quarter of the decode "
+                  "steps may cross the L3 line the readout's second line names (the dashed vertical line in the time "
+                  "plot), and the two windows no longer compare \"fits\" against \"does not fit\".")
+_SLOWER_EN = (f", every round slower by {PACE_APART}% or more: by the rounds' own differences, \"{{other}}\" is "
+              "{size} slower (the rounds' median; at least {size_lo} slower, at most {size_hi}).")
+_FASTER_EN = (f", every round faster by {PACE_APART}% or more: by the rounds' own differences, \"{{other}}\" is "
+              "{size} faster (the rounds' median; at least {size_lo} faster, at most {size_hi}).")
+_SAME_EN = f", every round within ±{PACE_SAME}%: the two are about equally fast."
+_UNCLEAR_EN = (_WINDOW_EN + ", how much longer \"{other}\" took than \"{base}\" in each of {n} rounds: {rounds} (a "
+               "negative figure means faster), the rounds' median {paired}; but the rounds neither all differ by "
+               f"{PACE_APART}% or more the same way nor all lie within ±{PACE_SAME}%")
+_WORK_HEAD_EN = ("First, a check of the timing: {work} does the same work at every step (its attention covers every "
+                 "position at every step); in each round its time per forward pass in " + _EARLY_EN + " and in the "
+                 "second half was {work_early} and {work_late}, a difference of {work_rounds} per round (a negative "
+                 "figure means faster early)")
+_WORK_BROKEN_EN = (f", more than {SAME_WORK}%: the same work should not differ that much, so at least this round was "
+                   "interrupted. The timing of the first quarter is too noisy: the caches are not compared on it "
+                   "below.")
+TEMPLATES_EN = {
+    "storage.work.interrupted": _WORK_HEAD_EN + ": round {bad} differs by {bad_size} (slower early)" + _WORK_BROKEN_EN,
+    "storage.work.interrupted_early_faster": (_WORK_HEAD_EN + ": round {bad} differs by {bad_size} (faster early)"
+                                              + _WORK_BROKEN_EN),
+    "storage.work.steady": (_WORK_HEAD_EN + f", every round within {SAME_WORK}%: the timing of the first quarter can "
+                            "be used for comparisons."),
+    "storage.work.untimed": ("First, a check of the timing: no time to check was measured in " + _EARLY_EN + " or in "
+                             "the second half (one side is 0), so the caches are not compared on the first quarter "
+                             "below."),
+    "storage.pace.noisy": (_WINDOW_EN + f": the check above failed (in one round the same work differed by "
+                           f"{{{WORST}}} between early and late), so \"{{other}}\" and \"{{base}}\" are not compared on "
+                           "this window: any difference between the two caches here may be only timing noise. "
+                           + _PACE_RERUN_EN),
+    "storage.pace.slower_checked": _CHECKED_HEAD_EN + _SLOWER_EN,
+    "storage.pace.faster_checked": _CHECKED_HEAD_EN + _FASTER_EN,
+    "storage.pace.same_checked": _CHECKED_HEAD_EN + _SAME_EN,
+    "storage.pace.slower": _PACE_HEAD_EN + _SLOWER_EN,
+    "storage.pace.faster": _PACE_HEAD_EN + _FASTER_EN,
+    "storage.pace.same": _PACE_HEAD_EN + _SAME_EN,
+    "storage.pace.interrupted": (_UNCLEAR_EN + ". Round {bad} at {bad_pct}: \"{other}\" does no less work, so it "
+                                 "cannot really be faster; this round was interrupted. " + _PACE_RERUN_EN),
+    "storage.pace.unclear": _UNCLEAR_EN + ". " + _PACE_RERUN_EN,
+    "storage.pace.untimed": _WINDOW_EN + ": this run measured no times to compare (one side is 0). " + _PACE_RERUN_EN,
+}
+_TOPIC = (sys.modules[__name__],)  # this module is the lesson's one claims topic
+ZH = Catalog.of_topics("zh", _TOPIC)
+EN = Catalog.of_topics("en", _TOPIC)
+CATALOGS = {"zh": ZH, "en": EN}
+
+
 
 
 def _pct_rounds(a: list[float], b: list[float]) -> list[float]:
@@ -267,5 +359,6 @@ def pace_claim(base: str, base_ms: list[float], other: str, other_ms: list[float
 
 
 def show_claims(claims: list[Claim]) -> None:
-    """Display this chapter's claims in Chinese, recorded in the output's metadata (``kvlab.claims.show``)."""
-    show(claims, ZH)
+    """Display this chapter's claims in the course's language (``kvlab.set_language``), recorded in the output's
+    metadata (``kvlab.claims.show``)."""
+    show(claims, in_language(CATALOGS))

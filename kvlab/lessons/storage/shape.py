@@ -12,6 +12,7 @@ from ...inputs import whole_number
 from ...memory import kv_cache_bytes
 from ...model import ToyTransformer
 from ...presets import GPU_PRESETS
+from .phrases import TEXTS
 
 
 MAX_S, MAX_B = 10_000_000, 100_000  # beyond any real model's context or batch: treated as a typing error
@@ -19,12 +20,19 @@ MAX_S, MAX_B = 10_000_000, 100_000  # beyond any real model's context or batch: 
 
 # -- the shape: L, H, D, S and how much of S is filled ------------------------------------------------
 CHAPTER_EXAMPLE = (32, 32, 128, 1024, "fp16")  # the original chapter's (L, H, D, S, dtype), B = 1
-SHAPE_LABELS = {"L": "层数 L", "H": "KV 头数 H", "D": "头维度 D", "S": "序列长度 S", "filled_pct": "已生成（%）"}
+# The shape panel's labels as the Chinese edition shows them (tests match errors against them); the panel shows each in
+# the course's language: shape_label(name).
+SHAPE_LABELS = {name: TEXTS.text(f"label.{name}", "zh") for name in ("L", "H", "D", "S", "filled_pct")}
+
+
+def shape_label(name: str) -> str:
+    """The shape panel's label of control ``name`` (a key of :data:`SHAPE_LABELS`) in the course's language."""
+    return TEXTS.say(f"label.{name}")
 
 
 def example_text(example=CHAPTER_EXAMPLE) -> str:
     L, H, D, S, dtype = example
-    return f"原文示例（L={L}、B=1、H={H}、S={S:,}、D={D}、{dtype}）"
+    return TEXTS.say("example", L=L, H=H, S=S, D=D, dtype=dtype)
 
 
 @dataclass
@@ -49,11 +57,11 @@ class CacheShape:
 
 
 def shape_of(L, H, D, S, filled_pct) -> CacheShape:
-    """The shape panel's values checked as a learner typed or dragged them (Chinese messages naming the control)."""
-    S = whole_number(SHAPE_LABELS["S"], S, 1, MAX_S)
-    return CacheShape(L=whole_number(SHAPE_LABELS["L"], L, 1, 1024), H=whole_number(SHAPE_LABELS["H"], H, 1, 1024),
-                      D=whole_number(SHAPE_LABELS["D"], D, 1, 4096), S=S,
-                      filled=S * whole_number(SHAPE_LABELS["filled_pct"], filled_pct, 0, 100) // 100)
+    """The shape panel's values checked as a learner typed or dragged them (messages naming the control as shown)."""
+    S = whole_number(shape_label("S"), S, 1, MAX_S)
+    return CacheShape(L=whole_number(shape_label("L"), L, 1, 1024), H=whole_number(shape_label("H"), H, 1, 1024),
+                      D=whole_number(shape_label("D"), D, 1, 4096), S=S,
+                      filled=S * whole_number(shape_label("filled_pct"), filled_pct, 0, 100) // 100)
 
 
 def example_numbers(example=CHAPTER_EXAMPLE) -> int:
@@ -99,7 +107,7 @@ def example_bytes(example=CHAPTER_EXAMPLE) -> int:
 
 
 def gpu_lines(names=GPU_LINES) -> tuple[tuple[str, int], ...]:
-    return tuple((f"{GPU_PRESETS[n].name} 的显存", GPU_PRESETS[n].memory_bytes) for n in names)
+    return tuple((TEXTS.say("gpu_memory", name=GPU_PRESETS[n].name), GPU_PRESETS[n].memory_bytes) for n in names)
 
 
 # -- the same cache in transformers ----------------------------------------------------------------------

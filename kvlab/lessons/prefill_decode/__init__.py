@@ -37,7 +37,7 @@ from .readings import (STEADY_SPREAD, BUSY_SPREAD, SAME_BAND, explain_batch_base
                        roofs_busy, explain_measured_roofs, explain_prefill_vs_roof, explain_decode_vs_roof, explain_long_rate,
                        explain_batch_vs_prefill, explain_small_matmul_reads, explain_decode_sum, explain_worked_bounds,
                        roof_lines)
-from .sentences import CHOOSERS, ZH, show_claims
+from .sentences import CATALOGS, CHOOSERS, EN, ZH, show_claims
 from .phrases import CELLS, PROMPTS, say  # what the code cells print and the prompts they feed, in both languages
 from ...claims import confirm  # the page's checks, a ✓ line each in the course's language
 from ...device import last_level_cache  # the notebook reads the last-level cache through the lesson
@@ -65,7 +65,7 @@ __all__ = [
     "last_level_cache", "device_label",
     "TAIL_SAMPLES", "explain_latency", "explain_prefill_parallel", "explain_prefill_growth", "per_doubling", "STEADY_SPREAD",
     "explain_batch_baseline", "latency_lines", "explain_panel", "step_budget_lines", "explain_prefill_rates",
-    "batch_ridge_lines", "allocator_lines", "precision_lines", "roof_lines", "CHOOSERS", "ZH", "show_claims",
+    "batch_ridge_lines", "allocator_lines", "precision_lines", "roof_lines", "CHOOSERS", "ZH", "EN", "CATALOGS", "show_claims",
     "explain_speedups", "explain_long_rate", "explain_batch_gain", "explain_overlap", "explain_decode_sum",
     "CELLS", "PROMPTS", "say",
 ]

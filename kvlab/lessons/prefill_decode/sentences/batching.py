@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from ....claims import Chooser, Rule
-from .common import P, SAME, vals, close, rising, RERUN_BATCH, RERUN_ROOFS, RERUN_SMALL
+from .common import (P, SAME, vals, close, rising, RERUN_BATCH, RERUN_ROOFS, RERUN_SMALL, RERUN_BATCH_EN, RERUN_ROOFS_EN,
+                     RERUN_SMALL_EN)
 
 
 def _gain(v) -> bool:
@@ -223,5 +224,119 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
 WORDS = {"no_b1": "批处理扫描里没有测出 B = 1 的单步耗时",
          "no_left": "B = 1 之外，没有哪个测过的 B 满足 B × I₁ < 转折点（这个估计只在转折点左边成立）",
          "gpu_launch": "：GPU 上这个小模型一步解码主要是内核启动的固定开销，多几条序列几乎不加时间", "cpu": ""}
+
+# -- the same claims in English (EN, in __init__.py): the same keys, the same fields ----------------------------
+_OVERLAP_EN = ("Estimated as the sum of the two: at B = 1, I₁ = {I1} FLOP/byte and the ridge is {ridge}, so up to the "
+               "ridge a step takes 2 ÷ (1 + I₁/ridge) = {f} times B = 1's (nearly twice when the ridge is far above I₁, "
+               "as on a GPU); by that, B = 1 → {B} should grow ×{pred}; measured above, {t1} → {tB}, ×{meas}")
+_ROWS_EN = ("x @ W, with W an FP32 matrix of {mib}: {rows} rows take {ts} (each timed {repeats} times, taking turns, "
+            "the fastest kept)")
+_RIGHT_EN = ("Beyond the ridge (B = {Bs}, I = {Is}, none below the ridge {ridge}), the step takes {ts}, ×{g} on "
+             "average for each doubling of B")
+_GAIN_EN = "B = {B} against B = 1: throughput {tput1} → {tput}"
+_LEFT_EN = "B = {Bs} are still left of the ridge ({ridge}) (at B = {Bl}, I = {I}): the step takes {ts}"
+_NOT_RIDGE_EN = ("The growth on the left does not come from crossing the ridge: computing and reading data need not "
+                 "overlap fully, so a step may take closer to the sum of the two than to the longer one (see the end "
+                 "of this section); a matmul of few rows may also be slower in itself (the matmul experiment below "
+                 "checks that one).")
+TEMPLATES_EN = {
+    f"{P}.batch_left.unmeasured": "This run measured no valid step time; " + RERUN_BATCH_EN,
+    f"{P}.batch_gain.ideal": _GAIN_EN + " (×{ratio}), while the step grows only ×{step}: close to the ideal {B} times.",
+    f"{P}.batch_gain.compute_capped": _GAIN_EN + " (×{ratio}), short of the ideal {B} times; the step grows ×{step}. At "
+                                      "B = {B}, I = {I} is far right of the ridge ({ridge}), so under the flat roof the "
+                                      "throughput is at most about the matmul rate {mm} ÷ {mflop} MFLOP per token = "
+                                      "{cap} (×{cap_ratio} the B = 1 measurement); measured: {tput}.",
+    f"{P}.batch_gain.higher": _GAIN_EN + " (×{ratio}): higher, but short of the ideal {B} times, because the step grows "
+                              "too (×{step}).",
+    f"{P}.batch_gain.not_higher": _GAIN_EN + ", no higher: most likely the machine was busy while the large batches "
+                                  "were timed; " + RERUN_BATCH_EN,
+    f"{P}.batch_gain.unmeasured": "This run measured no valid throughput; " + RERUN_BATCH_EN,
+    f"{P}.batch_left.flat": _LEFT_EN + ", all within ±15% of B = 1's, ×{ratio} from first to last: almost unchanged, as "
+                            "in the ideal roofline{why}.",
+    f"{P}.batch_left.grows": _LEFT_EN + ", ×{ratio} from first to last, {rise} more: a real machine does not reach the "
+                             "roofs, and the step's time is not set by the bytes read alone (the matmul experiment "
+                             "below checks one possible reason).",
+    f"{P}.batch_left.crossed_early": "Already at B = {B} the arithmetic intensity ({I}) is past this machine's ridge "
+                                     "{ridge}.",
+    f"{P}.batch_left.uneven": "Left of the ridge the step times {ts} (B = {Bs}) go up and down, so this run cannot say "
+                              "how they change with B; " + RERUN_BATCH_EN,
+    f"{P}.batch_order.rising": "With B ({Bs}) each step is longer than the one before: {ts}.",
+    f"{P}.batch_order.ordered": "Step time by B ({Bs}): {ts}; no B is more than 2% faster than the B before it (within "
+                                "2% is measurement noise): twice the sequences do not make a step faster.",
+    f"{P}.batch_order.inverted": "The step at B = {Ba} ({ta}) is slower than the one at B = {Bb} ({tb}): twice the "
+                                 "sequences should not be faster, so this is measurement noise, or the library chose a "
+                                 "different method for a different number of rows; the average ratios above smooth such "
+                                 "swings out.",
+    f"{P}.batch_order.unmeasured": "This run measured no valid step times; " + RERUN_BATCH_EN,
+    f"{P}.batch_shape.ideal": "Left of the ridge each doubling of B makes a step ×{gl} on average; beyond the ridge "
+                              "×{gr}: slower growth on the left, as in the ideal roofline.",
+    f"{P}.batch_shape.same": "The growth is about the same on both sides of the ridge: on the left each doubling of B "
+                             "makes a step ×{gl} on average, beyond the ridge ×{gr} (less than 10% apart). In the ideal "
+                             "roofline the left side should hardly grow. " + _NOT_RIDGE_EN,
+    f"{P}.batch_shape.inverted": "This is the ideal roofline turned around: left of the ridge each doubling of B makes "
+                                 "a step ×{gl} on average, beyond the ridge only ×{gr}. " + _NOT_RIDGE_EN,
+    f"{P}.batch_shape.unmeasured": "This run cannot work out the growth per doubling on either side of the ridge; "
+                                   + RERUN_BATCH_EN,
+    f"{P}.batch_right.below_roofs": _RIGHT_EN + ". By the roofline, a point on the flat roof takes a time set by its "
+                                    "operations, in proportion to B (×2 for each doubling); the measurement grows more "
+                                    "slowly because these points are not on the roof: {rates}, only {shares} of the "
+                                    "matmul roof {mm}, all below both roofs (beyond the ridge the flat roof is the lower "
+                                    "one). A step also has overhead that does not grow with B; the larger B, the smaller "
+                                    "its part of a step, and the closer the point comes to the roof.",
+    f"{P}.batch_right.proportional": "Beyond the ridge (B = {Bs}), the step takes {ts}, ×{g} on average for each "
+                                     "doubling of B: roughly in proportion to B (within ±15%), as the roofline says: "
+                                     "there a step's time is set by its operations.",
+    f"{P}.batch_right.steeper": "Beyond the ridge (B = {Bs}), the step takes {ts}, ×{g} on average for each doubling of "
+                                "B, faster than B grows: the operations grow only in proportion to B, so the extra is "
+                                "measurement noise (the machine busier while the large batches were timed); "
+                                + RERUN_BATCH_EN,
+    f"{P}.batch_right.above_roof": _RIGHT_EN + "; {rates}, some points above the measured matmul roof {mm}: the roof "
+                                   "came out low, and this run cannot tell how far these points are from it; "
+                                   + RERUN_ROOFS_EN,
+    f"{P}.batch_right.unmeasured": "This run cannot work out the growth per doubling right of the ridge; "
+                                   + RERUN_BATCH_EN,
+    f"{P}.overlap.agrees": _OVERLAP_EN + ", less than 15% apart: it matches this estimate.",
+    f"{P}.overlap.more": _OVERLAP_EN + ", more than even this pessimistic estimate: besides computing and reading not "
+                         "overlapping, something else slows the step (the previous subsection's matmul experiment "
+                         "measured one such cause), or the machine was busier while the large batches were timed (the "
+                         "Bs are timed taking turns, so this is less likely).",
+    f"{P}.overlap.flat": _OVERLAP_EN + ": the step hardly changes, far less than this estimate, as in the ideal roofline "
+                         "(full overlap).",
+    f"{P}.overlap.partial": _OVERLAP_EN + ": between full overlap (no change) and none at all; by this model, computing "
+                            "and reading data overlap in part.",
+    f"{P}.overlap.faster": _OVERLAP_EN + ": with more B the step got faster, which is measurement noise; "
+                           + RERUN_BATCH_EN,
+    f"{P}.overlap.unmeasured": "This run cannot work out this estimate: {missing}; " + RERUN_BATCH_EN,
+    f"{P}.matmul_rows.inverted": _ROWS_EN + ". {a} rows are slower than {b}: the matmul library chooses a different "
+                                 "method for a different number of rows, so what is measured here is how this library "
+                                 "does on this shape, not a rule that \"more rows are slower\".",
+    f"{P}.matmul_rows.ordered": _ROWS_EN + ".",
+    f"{P}.matmul_rows.unmeasured": "This run measured no valid matmul times; " + RERUN_SMALL_EN,
+    f"{P}.matmul_slowdown.beyond": "Reading as many weights, {top} rows take {r} times as long as {first}. Yet that "
+                                   "cannot explain the batch sweep above: at the speed of 1 row, the matmuls that read "
+                                   "the weights in a decode step take about {matmul}, {share} of a step at B = "
+                                   "{first}; were that part ×{r} slower, a step at B = {top} would be at least "
+                                   "×{predicted} slower, and it measured only ×{measured}. This experiment's W is far "
+                                   "larger than any of the model's matrices (each of those is only a few MiB and fits "
+                                   "in the last-level cache: when a matmul reads it several times, the second read on "
+                                   "comes from the cache; this W has to come from memory every time), and the matmul "
+                                   "library chooses different methods for different numbers of rows and shapes: a "
+                                   "ratio measured on a large W does not carry over to the model's step as it is.",
+    f"{P}.matmul_slowdown.slower": "Reading as many weights, {top} rows take {r} times as long as {first}: on this "
+                                   "machine a matmul of few rows reads the weights more slowly than a matrix-vector "
+                                   "product, which may be one reason why a step grows with B (this W is much larger "
+                                   "than the model's matrices, so the ratio does not carry over to the model's step as "
+                                   "it is).",
+    f"{P}.matmul_slowdown.even": "{top} rows take only {r} times as long as {first}: on this machine how fast the "
+                                 "weights are read hardly depends on the rows, and a step's growth with B comes mostly "
+                                 "from the operations and each sequence's own K/V.",
+    f"{P}.matmul_slowdown.unmeasured": "This run measured no valid matmul times; " + RERUN_SMALL_EN,
+}
+WORDS_EN = {"no_b1": "the batch sweep measured no step time at B = 1",
+            "no_left": "apart from B = 1, no B measured has B × I₁ < the ridge (this estimate holds only left of the "
+                       "ridge)",
+            "gpu_launch": ": on a GPU this small model's decode step is mostly the fixed cost of launching kernels, and "
+                          "a few more sequences add almost no time",
+            "cpu": ""}
 
 CHOOSERS = (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_SHAPE, BATCH_RIGHT, OVERLAP, MATMUL_ROWS, MATMUL_SLOWDOWN)

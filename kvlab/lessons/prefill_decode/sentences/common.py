@@ -115,3 +115,15 @@ RERUN_BATCH = f"{CLOSE}，再运行一次 `batch = lesson.measure_batch_sweep(bi
 RERUN_SMALL = f"{CLOSE}，再运行一次 `small = lesson.measure_small_matmuls(device)` 那一格。"
 LAUNCH_TEXT = ("P 从 {P0} 增加到 {Pn}（耗时 {t0} → {tn}），预填充的耗时只 ×{ratio_all}：几乎不随 P 变化。一次前向的时间几乎全是"
                "固定开销（GPU 上是几百次内核启动），P 个 token 的运算藏在里面")
+
+# -- the same phrases in English (each topic's TEMPLATES_EN uses them) --------------------------------------------
+CLOSE_EN = "close other CPU-hungry programs (or other notebook kernels)"
+RERUN_TIMELINE_EN = f"{CLOSE_EN} and rerun the `timeline = lesson.run_timeline(...)` cell."
+RERUN_SWEEP_EN = (f"{CLOSE_EN} and rerun the `sweep = lesson.measure_prefill_sweep(big)` cell (then rerun the cells "
+                  "after it).")
+RERUN_ROOFS_EN = f"{CLOSE_EN} and rerun the `roofs = lesson.measure_roofs(device)` cell."
+RERUN_BATCH_EN = f"{CLOSE_EN} and rerun the `batch = lesson.measure_batch_sweep(big)` cell."
+RERUN_SMALL_EN = f"{CLOSE_EN} and rerun the `small = lesson.measure_small_matmuls(device)` cell."
+LAUNCH_TEXT_EN = ("As P grows from {P0} to {Pn} (taking {t0} → {tn}), the prefill time grows only ×{ratio_all}: it "
+                  "hardly changes with P. A forward pass is almost all fixed overhead (on a GPU, a few hundred kernel "
+                  "launches), and the work of the P tokens hides inside it")

@@ -31,4 +31,19 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.precision.unmeasured": "这次没有算出有效的 logit 误差；重新运行这一格。",
 }
 
+TEMPLATES_EN = {  # the same claims in English (EN, in __init__.py): the same keys, the same fields
+    f"{P}.allocator.fragmented": "In this measurement the cache grown piece by piece had up to {grow} reserved but used by "
+                                 "no tensor, the preallocated one only {pre}: the old blocks freed could not all be "
+                                 "reused for the new, larger cache. That is fragmentation.",
+    f"{P}.allocator.similar": "In this measurement the two left about as much memory reserved but unused (grown piece "
+                              "by piece at most {grow}, preallocated {pre}): the allocator merged and reused the freed "
+                              "blocks, and no fragmentation built up this time.",
+    f"{P}.allocator.unmeasured": "This run read no valid allocator counters; rerun this cell.",
+    f"{P}.precision.ratio": "INT8's largest logit error ({int8}) is {ratio} times FP16's ({fp16}) (on a small model of "
+                            "{params} parameters).",
+    f"{P}.precision.fp16_exact": "The FP16 cache gives exactly the logits of the FP32 cache (largest error {fp16}); "
+                                 "INT8's largest error is {int8} (on a small model of {params} parameters).",
+    f"{P}.precision.unmeasured": "This run computed no valid logit error; rerun this cell.",
+}
+
 CHOOSERS = (ALLOCATOR, PRECISION)

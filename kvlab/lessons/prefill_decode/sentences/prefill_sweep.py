@@ -6,7 +6,7 @@ import math
 
 from ....claims import Chooser, Rule
 from .common import (P, SAME, vals, close, exponents, launch_bound, LAUNCH_SHOWS, rising, RERUN_SWEEP, RERUN_ROOFS,
-                    LAUNCH_TEXT)
+                    LAUNCH_TEXT, RERUN_SWEEP_EN, RERUN_ROOFS_EN, LAUNCH_TEXT_EN)
 
 
 def _no_drop(ts) -> bool:
@@ -281,6 +281,120 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
                                   "外一路上升，从最短到最长整体 ×{g}。",
     f"{P}.prefill_rates.irregular": "图上预填充每秒的运算数（P = {Ps}）：{rates}，高低起伏，不是一路上升：这次的计时被打断得太多，"
                                     "看不清走势；" + RERUN_SWEEP,
+}
+
+# -- the same claims in English (EN, in __init__.py): the same keys, the same fields ----------------------------
+_GROWTH_EN = ("Measured: at P = {Ps} prefill takes {ts}; from the first P to the last the tokens grow {tokens} times, "
+              "the time ×{ratio}")
+_IDEAL_EN = "the ideal case: the weights are read once and serve all P tokens together"
+_RATES_EN = "The prefill's operations per second on the plot (P = {Ps}): {rates}"
+_SPEEDUPS_EN = "One by one ÷ one prefill (P = {Ps}): {xs}"
+TEMPLATES_EN = {
+    f"{P}.prefill_growth.unmeasured": "This run measured no valid prefill time; " + RERUN_SWEEP_EN,
+    f"{P}.prefill_tail.unmeasured": "This run measured no valid prefill time, so it cannot tell when compute starts to "
+                                    "limit it; " + RERUN_SWEEP_EN,
+    f"{P}.prefill_rates.unmeasured": "This run measured no valid prefill rate; " + RERUN_SWEEP_EN,
+    f"{P}.prefill_growth.launch_bound": LAUNCH_TEXT_EN + ".",
+    f"{P}.prefill_growth.barely": _GROWTH_EN + ": every segment grew only a little, far slower than the tokens: exactly "
+                                  + _IDEAL_EN + ".",
+    f"{P}.prefill_growth.slow": _GROWTH_EN + ": every segment grew much slower than the tokens, in line with " + _IDEAL_EN
+                                + "; but it does grow: on this machine a short prompt's compute and other overheads "
+                                "already take part of the time.",
+    f"{P}.prefill_growth.slow_steepest": _GROWTH_EN + ": every segment grew slower than the tokens, but not every one much "
+                                         "slower: P = {ps} → {qs} took ×{step}, the closest to the tokens' ×{tok}. On the "
+                                         "whole this is in line with " + _IDEAL_EN + "; but it does grow: on this machine "
+                                         "a short prompt's compute and other overheads already take part of the time.",
+    f"{P}.prefill_growth.slow_steepest_matvec": _GROWTH_EN + ": every segment grew slower than the tokens, but not every "
+                                                "one much slower: P = {ps} → {qs} took ×{step}, the closest to the "
+                                                "tokens' ×{tok}. At P = 1 it is a matrix-vector product, from P ≥ 2 a "
+                                                "matrix product of few rows (see the optional section \"Matrix products "
+                                                "of few rows\"). On the whole this is in line with " + _IDEAL_EN + ".",
+    f"{P}.prefill_growth.proportional": _GROWTH_EN + ": roughly in proportion to the tokens, not the ideal \"slow growth "
+                                        "at first\". On this machine even a very short prompt is already limited by "
+                                        "compute (or by other overheads that grow with P).",
+    f"{P}.prefill_growth.slow_overall": _GROWTH_EN + ": from the first to the last it grew slower than the tokens, in "
+                                        "line with " + _IDEAL_EN + "; only the segment P = {ps} → {qs} grew ×{step}, "
+                                        "almost as fast as the tokens (×{tok}) (one segment's timing is easily slowed "
+                                        "by other programs on the machine; look at the overall trend).",
+    f"{P}.prefill_growth.slow_overall_faster": _GROWTH_EN + ": from the first to the last it grew slower than the tokens, "
+                                               "in line with " + _IDEAL_EN + "; only the segment P = {ps} → {qs} grew "
+                                               "×{step}, even faster than the tokens (×{tok}) (one segment's timing is "
+                                               "easily slowed by other programs on the machine; look at the overall "
+                                               "trend).",
+    f"{P}.prefill_growth.dropped": _GROWTH_EN + ", but from P = {p} to {q} it got {drop} faster: the numbers swing too "
+                                   "much this time (a busy machine) to show the early trend; " + RERUN_SWEEP_EN,
+    f"{P}.prefill_growth.uneven": "Measured: at P = {Ps} prefill takes {ts}: the segments grew very unevenly (some "
+                                  "faster than the tokens), so this run does not show the early trend; " + RERUN_SWEEP_EN,
+    f"{P}.same_work.agree": "At P = 1 one prefill and feeding one by one are the same thing (one forward pass of 1 "
+                            "token), so the ratio should be 1; this time it is {x} ({off}), within ±15%: this run's "
+                            "timing error is small.",
+    f"{P}.same_work.off": "At P = 1 one prefill and feeding one by one are the same thing (one forward pass of 1 "
+                          "token), so the ratio should be 1; this time it is {x}, off by {off}: that is this run's "
+                          "timing error, and every ratio in the table may be off by as much; " + RERUN_SWEEP_EN,
+    f"{P}.same_work.unmeasured": "This run measured no valid time at P = 1; " + RERUN_SWEEP_EN,
+    f"{P}.one_pass.faster": "At P = {Ps}, feeding the tokens one by one takes {xs} times as long as one prefill: at "
+                            "these lengths one prefill is always faster.",
+    f"{P}.one_pass.not_faster": "At P = {p}, feeding the tokens one by one takes only {x} times as long as one prefill, "
+                                "so one prefill was not faster this time: most likely the machine was busy the moment "
+                                "it was timed; " + RERUN_SWEEP_EN,
+    f"{P}.one_pass.unmeasured": "This run measured no valid prefill and decode times, so it cannot compare one prefill "
+                                "with feeding the tokens one by one; " + RERUN_SWEEP_EN,
+    f"{P}.speedup_growth.rising": _SPEEDUPS_EN + ", growing all the way with P: the longer the prompt, the more one "
+                                  "forward pass saves.",
+    f"{P}.speedup_growth.rise_then_level": _SPEEDUPS_EN + ", growing up to P = {P_peak} and no longer clearly after it "
+                                           "(all at 85% of the largest or more).",
+    f"{P}.speedup_growth.overall": _SPEEDUPS_EN + ", ×{g} from the shortest prompt to the longest, but not growing at "
+                                   "every step (one length's timing is easily slowed by other programs on the machine; "
+                                   "look at the overall trend).",
+    f"{P}.speedup_growth.irregular": _SPEEDUPS_EN + ": no trend with P shows: this run's timings were interrupted too "
+                                     "often; " + RERUN_SWEEP_EN,
+    f"{P}.speedup_growth.unmeasured": "This run measured no valid ratio; " + RERUN_SWEEP_EN,
+    f"{P}.ridge.crossed": "Prefill's arithmetic intensity is about P / 2: beyond P ≈ 2 × ridge = {twice} it crosses this "
+                          "machine's ridge point ({ridge} FLOP/byte; K/V and the embeddings are read and written too, "
+                          "so the real intensity is a little below P / 2). Of the lengths measured, P = {P} already has "
+                          "an intensity of {I}, no lower than the ridge.",
+    f"{P}.ridge.not_crossed": "Prefill's arithmetic intensity is about P / 2: beyond P ≈ 2 × ridge = {twice} it crosses "
+                              "this machine's ridge point ({ridge} FLOP/byte). The longest P measured, P = {P}, has an "
+                              "intensity of {I}, still left of the ridge.",
+    f"{P}.ridge.unmeasured": "This run's roofs gave no valid ridge point; " + RERUN_ROOFS_EN,
+    f"{P}.prefill_tail.launch_bound": LAUNCH_TEXT_EN + ", far from both roofs, so it does not show when compute starts "
+                                      "to limit it.",
+    f"{P}.prefill_tail.proportional": "Measured: from P = {start} on (P = {Pt}, prefill {tt}), every segment's growth "
+                                      "exponent {kt} lies between 0.8 and 1.25 (exactly in proportion it is 1): the "
+                                      "prefill time is roughly in proportion to P; compute limits it.",
+    f"{P}.prefill_tail.proportional_last": "Measured: over the last segment, P = {Pa} → {Pb}, prefill went from {ta} to "
+                                           "{tb}, a growth exponent of {k}, between 0.8 and 1.25 (exactly in proportion "
+                                           "it is 1): the prefill time is roughly in proportion to P; compute limits it.",
+    f"{P}.prefill_tail.speeding": "Measured: over the last segment, P = {Pa} → {Pb}, prefill went from {ta} to {tb}, a "
+                                  "growth exponent of {k} (in proportion it is 1, flat 0): no longer growing slowly, but "
+                                  "not yet in proportion to P: it is nearing the limit of compute, not fully held by it "
+                                  "yet.",
+    f"{P}.prefill_tail.slow": "Measured: at P = {Ps} prefill takes {ts}; every segment's growth exponent {ks} is below "
+                              "0.5: the time keeps growing much slower than P; compute does not limit it yet.",
+    f"{P}.prefill_tail.steep": "Measured: at P = {Pa} → {Pb}, prefill went from {ta} to {tb}, a growth exponent of {k}, "
+                               "faster than the tokens: when compute limits it, the time grows at most in proportion "
+                               "to P, so most likely other programs on the machine slowed this segment, and this run "
+                               "cannot tell where the growth becomes proportional; " + RERUN_SWEEP_EN,
+    f"{P}.prefill_tail.noisy": "Measured: at P = {Ps} prefill takes {ts}: the segments' growth swings up and down, so "
+                               "this run cannot tell where compute starts to limit prefill; " + RERUN_SWEEP_EN,
+    f"{P}.speedup.below_bound": "The largest ratio (one by one ÷ one prefill) is {best} (P = {best_P}); once prefill "
+                                "reaches the matmul roof, the ratio is at most about matmul rate ÷ decode's operations "
+                                "per second = {bound}.",
+    f"{P}.speedup.above_bound": "The largest ratio (one by one ÷ one prefill) is {best} (P = {best_P}), above the bound "
+                                "estimated from the roofs, matmul rate ÷ decode's operations per second = {bound}: a roof "
+                                "is only one sample and came out low this time (the machine was busier when it was "
+                                "measured), or prefill's matmul shapes run faster than the one the roof was measured "
+                                "with.",
+    f"{P}.speedup.unmeasured": "This run cannot work out the ratio's bound; " + RERUN_SWEEP_EN,
+    f"{P}.prefill_rates.rising": _RATES_EN + ", each point higher than the one before as P grows.",
+    f"{P}.prefill_rates.rise_then_level": _RATES_EN + ", rising up to P = {P_peak}, then level (all at 85% of the "
+                                          "highest or more).",
+    f"{P}.prefill_rates.one_dip": _RATES_EN + ", rising all the way but for one small dip at P = {p} → {q}; ×{g} from "
+                                  "the shortest to the longest.",
+    f"{P}.prefill_rates.overall": _RATES_EN + ", rising all the way but for one drop at P = {p} → {q} ({drop}, an "
+                                  "interrupted timing); ×{g} from the shortest to the longest.",
+    f"{P}.prefill_rates.irregular": _RATES_EN + ", up and down, not rising all the way: this run's timings were "
+                                    "interrupted too often to show the trend; " + RERUN_SWEEP_EN,
 }
 
 CHOOSERS = (PREFILL_GROWTH, RIDGE, PREFILL_TAIL, SPEEDUP, SAME_WORK, ONE_PASS, SPEEDUP_GROWTH, PREFILL_RATES)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ....claims import Chooser, Rule
 from .common import (P, SAME, NEAR, FAR, FULL, close, launch_bound, LAUNCH_SHOWS, RERUN_SWEEP, RERUN_ROOFS,
-                    RERUN_BATCH, RERUN_SMALL, LAUNCH_TEXT)
+                    RERUN_BATCH, RERUN_SMALL, LAUNCH_TEXT, RERUN_SWEEP_EN, RERUN_ROOFS_EN, RERUN_BATCH_EN,
+                    RERUN_SMALL_EN, LAUNCH_TEXT_EN)
 
 
 ROOF_SHOWS = ("P", "I", "rate", "share")
@@ -271,6 +272,174 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.decode_sum.off": _SUM + "，比实测多出了 15% 以上：这两份加起来超过了那一步本身，这次说不准（这几个数是在不同时刻量的，"
                            "机器的忙闲会变）；" + RERUN_SMALL,
     f"{P}.decode_sum.unmeasured": "这次算不出那一步解码拆开的两份（缺少有效的解码、矩阵乘向量或演示模型一步的时间）；" + RERUN_SMALL,
+}
+
+# -- the same claims in English (EN, in __init__.py): the same keys, the same fields ----------------------------
+_ROOF_EN = "Prefill at P = {P}: I = {I} FLOP/byte, {rate}, {share} of the matmul roof"
+_DECODE_EN = ("Decode (after P = {P}): I = {I} FLOP/byte, {gflops}, only {mm_share} of the matmul roof; it moves {rate}, "
+              "{share} of the measured bandwidth")
+_FAR_EN = ("this step takes {step}, where the bandwidth alone would need {bound}; a whole step of the demo model (the same "
+           "few hundred small operators) takes {demo}, and this model has {layers} times its layers: ")
+_BOUNDS_EN = ("The decode step worked out by hand: compute {mflop} MFLOP ÷ matmul rate = {compute}; move {mb} MB ÷ "
+              "bandwidth = {read}")
+_BASELINE_EN = ("B = 1 takes {b1} a step here; in the prompt sweep above, the same model's decode step after P = {P} took "
+                "{dec}; here against there: {diff}")
+_VS_EN = ("Decode at B = {B} ({C} tokens in each sequence's cache) runs {d}, prefill at P = {B} {p}; decode against "
+          "prefill: {diff}")
+_MATVEC_EN = ("How fast {rows} row × W (a matrix-vector product) reads W: {mb} ÷ {ms} = {rate}; the bandwidth the sum "
+              "measured is {bw} ({share})")
+_LATER_EN = (" (once the optional section on matrix products of few rows has measured how fast a matrix-vector product "
+             "reads the weights, this step's time is taken apart)")
+_SUM_EN = ("Back to the decode step after P = {P} in the roofline section ({step}): it reads and writes {mb}, which at "
+           "the matrix-vector product's speed of reading W above, {rate}, takes {read}; add a step's fixed cost, the "
+           "demo model's whole step {demo} × the ratio of the layers {layers}, that is {fixed}; in all {total}, {share} "
+           "of the measured step")
+_SHORT_EN = (", under 85% (only within ±15% do they match): these two parts explain only some of that step, and {rest} "
+             "lies outside them. Possible reasons: ")
+_WHY_SHORT_EN = ("Also, each of the model's matrices is only a few MiB, much smaller than this W, and many small "
+                 "matrix-vector products need not read as fast; this model's small operators are also larger than the "
+                 "demo model's (longer vectors). So the \"other overhead\" in that step need not be only the small "
+                 "operators' fixed cost.")
+_PREFILL_RATE_EN = "Prefill at P = {P} runs {rate}"
+_TREND_EN = "Against P = {Pa}, the fastest of the shorter prompts, prefill at P = {Pb} does ×{g} the operations per second"
+_VS_WHY_EN = (" (beyond ±15%). The two do matmuls of the same size, so the difference comes from elsewhere: the two "
+              "points were measured at different moments (how busy the machine is changes), and not all their "
+              "operators are the same: prefill adds a {B} × {B} causal attention, decode reads a copy of K/V for each "
+              "of its {B} sequences and computes logits at {B} positions.")
+TEMPLATES_EN = {
+    f"{P}.prefill_trend.unmeasured": "This run measured no valid prefill rate, so its trend does not show; "
+                                     + RERUN_SWEEP_EN,
+    f"{P}.long_rate.highest": _PREFILL_RATE_EN + ", above P = {P1}'s {rate1} and the decode step after it, {dec}: the "
+                              "longer the prompt, the better prefill uses the compute.",
+    f"{P}.long_rate.above_decode": _PREFILL_RATE_EN + ", above the decode step after it, {dec}, but not above P = {P1}'s "
+                                   "{rate1}: this run's timing was interrupted, so it does not show that longer prompts "
+                                   "use the compute better; " + RERUN_SWEEP_EN,
+    f"{P}.long_rate.unclear": _PREFILL_RATE_EN + ", no higher than the decode step after it, {dec}: this run cannot "
+                              "tell, most likely the machine was busy while the prefill was timed; " + RERUN_SWEEP_EN,
+    f"{P}.long_rate.unmeasured": "This run measured no valid prefill and decode rates; " + RERUN_SWEEP_EN,
+    f"{P}.prefill_roof.launch_bound": LAUNCH_TEXT_EN + ", far from both roofs, so these points do not show the roofline's "
+                                      "shape. To see it, use longer prompts or a larger model.",
+    f"{P}.prefill_roof.above": _ROOF_EN + ", above the measured roof. The roof is no hard limit: it is the fastest of 15 "
+                               "timed matmuls, only a sample, and the machine may have been busier when it was measured "
+                               "than when this point was; prefill's matmul shape (P rows × the weights) may also simply "
+                               "run faster. It has reached the roof's height: prefill is compute-bound.",
+    f"{P}.prefill_roof.peaked_earlier": _ROOF_EN + "; yet the closest to the roof is the shorter P = {best_P} "
+                                        "({best_share}): prefill was near the roof there already, and longer prompts got "
+                                        "no faster (this time the longer one was even slower, from a busy machine or "
+                                        "from the attention that grows with P).",
+    f"{P}.prefill_roof.near": _ROOF_EN + ", ×{g} the fastest rate of the shorter prompts: close to the matmul roof; "
+                              "prefill is compute-bound.",
+    f"{P}.prefill_roof.near_rising": _ROOF_EN + ": right of the ridge, so compute-bound by the roofline; but ×{g} the "
+                                     "fastest rate of the shorter prompts, still rising, not yet pressed against the "
+                                     "roof.",
+    f"{P}.prefill_roof.mid": _ROOF_EN + ": it does not reach the roof. This model's matrices are smaller than the matmul "
+                             "the roof was measured with, and every forward pass has many small operators left out of "
+                             "the operation count (RMSNorm, softmax, the activation function), all of which take time.",
+    f"{P}.prefill_roof.far": _ROOF_EN + ": still far from the roof; a forward pass spends much of its time on work that "
+                             "is not matmuls.",
+    f"{P}.prefill_roof.unmeasured": "This run measured no valid prefill rate or roof; " + RERUN_SWEEP_EN,
+    f"{P}.prefill_trend.level": _TREND_EN + ": levelling off (within ±15% counts as level).",
+    f"{P}.prefill_trend.rising_above": _TREND_EN + ", still rising: at {share} of the roof and still climbing, one more "
+                                       "sign that this run's roof came out low.",
+    f"{P}.prefill_trend.rising": _TREND_EN + ", still rising, not level yet (within ±15% counts as level).",
+    f"{P}.prefill_trend.fell": _TREND_EN + ", lower instead: this run cannot tell about this stretch (most likely "
+                               "measurement noise); " + RERUN_SWEEP_EN,
+    f"{P}.decode_roof.above": _DECODE_EN + ", beyond the measured bandwidth: either part of the weights stayed in the "
+                              "processor's cache, or the machine was busy while the bandwidth was measured and it came "
+                              "out low (the matrix-vector experiment below measures how fast the weights are read once "
+                              "more).",
+    f"{P}.decode_roof.full": _DECODE_EN + ": it uses up the measured bandwidth; decode is held by the bandwidth's "
+                             "sloped roof: it is memory-bound.",
+    f"{P}.decode_roof.at_median": _DECODE_EN + ", yet about the roof's median, {median} ({med_share}): the roof takes the "
+                                  "fastest repeat, and on a busy machine decode runs at about the bandwidth the machine "
+                                  "could give at the time; it is memory-bound (its arithmetic intensity is far left of "
+                                  "the ridge).",
+    f"{P}.decode_roof.near": _DECODE_EN + ": close to the bandwidth's sloped roof, but not using it up. Decode is "
+                             "memory-bound (its arithmetic intensity is far left of the ridge), and a step has some "
+                             "other overhead" + _LATER_EN + ".",
+    f"{P}.decode_roof.part": _DECODE_EN + ": a good part of the bandwidth, but not all of it. It is still memory-bound "
+                             "(its arithmetic intensity is far left of the ridge), but a step has other overhead"
+                             + _LATER_EN + ".",
+    f"{P}.decode_roof.far_overhead": _DECODE_EN + ": only a small part of the bandwidth; " + _FAR_EN + "the extra time "
+                                     "is of the same order as those small operators' overhead: a step spends most of its "
+                                     "time on fixed overhead other than reading the weights (on a CPU, dispatching one "
+                                     "operator at a time; on a GPU, mostly a few hundred kernel launches).",
+    f"{P}.decode_roof.far_busy": _DECODE_EN + ": only a small part of the bandwidth; " + _FAR_EN + "the small operators' "
+                                 "overhead cannot explain so large a gap. The machine was very busy while the roofs were "
+                                 "measured (the fastest repeat {spread} times the median), so decode and the roof were "
+                                 "not measured under the same load, and this percentage cannot be trusted; "
+                                 + RERUN_SWEEP_EN,
+    f"{P}.decode_roof.far_unexplained": _DECODE_EN + ": only a small part of the bandwidth; " + _FAR_EN + "the small "
+                                        "operators' overhead cannot explain so large a gap, and this run cannot tell "
+                                        "where the rest goes; " + RERUN_SWEEP_EN,
+    f"{P}.decode_roof.unmeasured": "This run measured no valid decode rate or bandwidth; " + RERUN_SWEEP_EN,
+    f"{P}.roof_spread.busy": "⚠ This machine was very busy while the roofs were measured: the fastest repeat is several "
+                             "times the median, {bw} times for the bandwidth and {mm} times for the matmul rate (1.4 "
+                             "times or more counts as busy: other programs are competing for the processor), so the "
+                             "roofs move with the load. A roof takes the fastest repeat, the closest to an idle "
+                             "machine's rate, but it may still be low; the percentages of the roofs below are only a "
+                             "rough guide. " + RERUN_ROOFS_EN,
+    f"{P}.roof_spread.some": "The repeats vary somewhat: the fastest is {bw} times the median for the bandwidth and {mm} "
+                             "times for the matmul rate (within 1.10 times counts as agreeing, 1.4 times or more as "
+                             "very busy): other programs were running on the machine during the measurement. A roof "
+                             "takes the fastest repeat; the percentages of the roofs below may be off by a tenth or two.",
+    f"{P}.roof_spread.steady": "The repeats agree closely (the fastest is {bw} times the median for the bandwidth and "
+                               "{mm} times for the matmul rate, both within 1.10 times): the machine's load did not "
+                               "swing during the measurement. On a machine busy the whole time, both roofs come out "
+                               "low together, which the repeats cannot show.",
+    f"{P}.roof_spread.unmeasured": "This run measured no valid roofs; " + RERUN_ROOFS_EN,
+    f"{P}.worked_bounds.memory": _BOUNDS_EN + ". The bound from moving bytes is {ratio} times the bound from compute: "
+                                 "this step's time is set by the bytes read and written; it is memory-bound.",
+    f"{P}.worked_bounds.compute": _BOUNDS_EN + ". On this machine the bound from compute is the longer one ({ratio} "
+                                  "times): the bandwidth is unusually high for the compute, and this step is "
+                                  "compute-bound.",
+    f"{P}.worked_bounds.unmeasured": "This run measured no valid roofs, so this step's bounds cannot be worked out; "
+                                     + RERUN_ROOFS_EN,
+    f"{P}.batch_baseline.same": _BASELINE_EN + ": the two measurements agree (within ±15%).",
+    f"{P}.batch_baseline.slower_here": _BASELINE_EN + " (beyond ±15%): the same work measured at different moments "
+                                       "differs this much, so the machine's load changed in between (busier this time). "
+                                       "The ratios below all take this B = 1 as the base; if it is slow, the step-time "
+                                       "ratios come out low and the throughput ratios high.",
+    f"{P}.batch_baseline.faster_here": _BASELINE_EN + " (beyond ±15%): the same work measured at different moments "
+                                       "differs this much, so the machine's load changed in between (busier that time). "
+                                       "The ratios below all take this B = 1 as the base; if it is fast, the step-time "
+                                       "ratios come out high and the throughput ratios low.",
+    f"{P}.batch_baseline.unmeasured": "This run has no B = 1 step time to compare; " + RERUN_BATCH_EN,
+    f"{P}.batch_vs_prefill.same": _VS_EN + ": about the same height (within ±15%). Both multiply a matrix of {B} rows by "
+                                  "the weights, and at about the same rate.",
+    f"{P}.batch_vs_prefill.decode_higher": _VS_EN + _VS_WHY_EN,
+    f"{P}.batch_vs_prefill.prefill_higher": _VS_EN + _VS_WHY_EN,
+    f"{P}.batch_vs_prefill.unmeasured": "This run cannot compare these two points; " + RERUN_BATCH_EN,
+    f"{P}.matvec_read.faster": _MATVEC_EN + ": faster than the bandwidth the sum measured. W is far larger than the "
+                               "processor's cache, so the part that stays in the cache cannot explain this much; more "
+                               "likely the sum kernel itself reads memory more slowly than the matrix-vector product "
+                               "(or the machine was busier while the bandwidth was measured): the sloped roof came out "
+                               "low, and this run cannot tell whether the matrix-vector kernel reads at the full "
+                               "bandwidth.",
+    f"{P}.matvec_read.full": _MATVEC_EN + ": the matrix-vector product alone reads at the full bandwidth, so if decode "
+                             "does not use up the bandwidth, the reason is not this kernel.",
+    f"{P}.matvec_read.slower": _MATVEC_EN + ": on this machine the matrix-vector kernel itself cannot read at the full "
+                               "bandwidth, one reason why decode uses only part of it.",
+    f"{P}.matvec_read.unmeasured": "This run measured no valid time for the matrix-vector product; " + RERUN_SMALL_EN,
+    f"{P}.decode_vs_matvec.further": "So the decode percentage in the roofline section above (moving {rate}, {share} of "
+                                     "the sum's bandwidth) was taken against a roof that is too low: at the speed this "
+                                     "matrix-vector product reads the weights, decode uses only {of_matvec}, further "
+                                     "from the full bandwidth than that section says.",
+    f"{P}.decode_vs_matvec.unmeasured": "This run cannot compare decode with how fast the matrix-vector product reads; "
+                                        + RERUN_SMALL_EN,
+    f"{P}.decode_sum.accounted": _SUM_EN + ", within ±15%: that step's time splits into these two parts, reading the "
+                                 "weights at the matrix-vector speed plus the fixed cost of a few hundred small "
+                                 "operators.",
+    f"{P}.decode_sum.short_drifted": _SUM_EN + _SHORT_EN + "these numbers were measured at different moments, and the "
+                                     "machine's load may have changed: the same B = 1 step above took {b1} in the batch "
+                                     "experiment and {dec} in the prompt sweep, a difference of {drift}. " + _WHY_SHORT_EN,
+    f"{P}.decode_sum.short": _SUM_EN + _SHORT_EN + "these numbers were measured at different moments, and the machine's "
+                             "load may have changed. " + _WHY_SHORT_EN,
+    f"{P}.decode_sum.off": _SUM_EN + ", over 15% more than measured: the two parts add up to more than the step itself, "
+                           "so this run cannot tell (these numbers were measured at different moments, and the "
+                           "machine's load changes); " + RERUN_SMALL_EN,
+    f"{P}.decode_sum.unmeasured": "This run cannot split that decode step into its two parts (a valid decode, "
+                                  "matrix-vector or demo-model step time is missing); " + RERUN_SMALL_EN,
 }
 
 CHOOSERS = (PREFILL_ROOF, PREFILL_TREND, LONG_RATE, DECODE_ROOF, ROOF_SPREAD, WORKED_BOUNDS, BATCH_BASELINE, BATCH_VS_PREFILL,

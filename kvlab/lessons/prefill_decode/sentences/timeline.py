@@ -3,7 +3,7 @@ the prompt token by token, the panel against the run above it, and a decode step
 from __future__ import annotations
 
 from ....claims import Chooser, Rule
-from .common import P, SAME, close, RERUN_TIMELINE
+from .common import P, SAME, close, RERUN_TIMELINE, RERUN_TIMELINE_EN
 
 
 ITL_TAIL = Chooser(f"{P}.itl_tail", (
@@ -88,6 +88,49 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.step_budget.near": "实测一步解码（ITL 的中位数）{measured}，只是两者中较长那个（{bound}）的 {ratio} 倍：这台机器上，"
                              "连这么小的模型也接近两道屋顶。",
     f"{P}.step_budget.unmeasured": "这次没有测出一步解码的时间，比不了；" + RERUN_TIMELINE,
+}
+
+TEMPLATES_EN = {  # the same claims in English (EN, in __init__.py): the same keys, the same fields
+    f"{P}.itl_tail.few": "The p99 of {n} decode steps ({p99}) is set by the two largest samples alone (between {low} and "
+                         "{high}): with fewer than 100 samples it reflects a hiccup or two, not a stable percentile.",
+    f"{P}.itl_tail.many": "The p99 ({p99}) comes from {n} decode steps: a meaningful percentile.",
+    f"{P}.itl_tail.unmeasured": "This run has no decode steps to take a percentile of; " + RERUN_TIMELINE_EN,
+    f"{P}.parallel.half": "Prefill took {ttft}; feeding the {P} tokens one by one would take about {P} × {itl} = "
+                          "{sequential} ({itl} is the fastest of {n} decode steps, the TTFT the fastest of {runs} "
+                          "prefills: the side with more samples is more likely to catch an uninterrupted one, so this "
+                          "comparison favours feeding the tokens one by one). Even so, one forward pass over the whole "
+                          "prompt took only {share} of the one-by-one time.",
+    f"{P}.parallel.faster": "Prefill took {ttft}; feeding the {P} tokens one by one would take about {P} × {itl} = "
+                            "{sequential} ({itl} is the fastest of {n} decode steps): one forward pass is still faster "
+                            "({share}), but not twice as fast this time. The TTFT comes from only {runs} prefills, and "
+                            "among {n} decode steps one is more likely to have run without other programs on the "
+                            "machine interrupting it; " + RERUN_TIMELINE_EN,
+    f"{P}.parallel.unclear": "Prefill took {ttft}; feeding the {P} tokens one by one would take about {P} × {itl} = "
+                             "{sequential} ({itl} is the fastest of {n} decode steps): this run cannot tell, as prefill "
+                             "was not faster than feeding them one by one, most likely because other programs had the "
+                             "processor at that moment; " + RERUN_TIMELINE_EN,
+    f"{P}.panel.same": "When the panel opened (generating {n} tokens), it timed this prompt again: TTFT {ttft_panel}, "
+                       "against {ttft_run} in the run above ({ttft_diff}); the TPOT of the pass drawn {tpot_panel}, "
+                       "against {tpot_run} for the pass drawn above ({tpot_diff}). Both within ±15%: the two "
+                       "measurements agree.",
+    f"{P}.panel.differs": "When the panel opened (generating {n} tokens), it timed this prompt again: TTFT {ttft_panel}, "
+                          "against {ttft_run} in the run above ({ttft_diff}); the TPOT of the pass drawn {tpot_panel}, "
+                          "against {tpot_run} for the pass drawn above ({tpot_diff}). Beyond ±15%: the same work "
+                          "measured at different moments, with the machine more or less busy, gives different numbers; "
+                          "the faster of the two is closer to the speed of an idle machine.",
+    f"{P}.parallel.unmeasured": "This run measured no valid prefill and decode times, so it cannot compare one forward "
+                                "pass with feeding the tokens one by one; " + RERUN_TIMELINE_EN,
+    f"{P}.panel.unmeasured": "This time the panel has no TTFT/TPOT to compare with the run above; drag \"Tokens to "
+                             "generate\" to 2 or more and look again.",
+    f"{P}.step_budget.overhead": "The measured decode step (the median ITL) is {measured}, {ratio} times the longer of the "
+                                 "two bounds ({bound}): this model is so small that most of a forward pass goes not into "
+                                 "computing and moving data but into fixed overhead (Python, dispatching one operator "
+                                 "at a time; on a GPU also launching every kernel).",
+    f"{P}.step_budget.near": "The measured decode step (the median ITL) is {measured}, only {ratio} times the longer of "
+                             "the two bounds ({bound}): on this machine even a model this small comes close to the two "
+                             "roofs.",
+    f"{P}.step_budget.unmeasured": "This run measured no decode step time, so there is nothing to compare; "
+                                   + RERUN_TIMELINE_EN,
 }
 
 CHOOSERS = (ITL_TAIL, PARALLEL, PANEL, STEP_BUDGET)

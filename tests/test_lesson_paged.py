@@ -45,6 +45,22 @@ def test_waste_on_a_run_follows_the_three_rules(animation):
     assert tl.cut == 0 and runs.waste_timeline(animation, 4, 8).cut > 0
 
 
+@pytest.mark.parametrize("reserve", [8, 16, 24, 64])
+def test_a_reservation_shorter_than_the_requests_never_has_a_negative_empty_share(animation, reserve):
+    """Review of the English 3.6: the waste panel printed -540.7 % empty for reservations shorter than the requests.
+    A reservation holds at most ``reserve`` tokens of a request (3.5 would cut or refuse the rest), so its empty share
+    is of its own slots, between 0 and 1; where nobody outgrows it, that is the share of every token."""
+    tl = runs.waste_timeline(animation, 4, reserve)
+    busy = [s for s in animation.steps if s.running]
+    assert tl.reserved_used == [sum(min(n, reserve) for n in s.lengths.values()) for s in busy]
+    assert all(0 <= tl.waste_share(s) < 1 for s in ("padding", "reservation", "paging"))
+    if tl.cut == 0:
+        assert tl.reserved_used == tl.used
+        assert tl.waste_share("reservation") == 1 - sum(tl.used) / sum(tl.slots["reservation"])
+    if tl.reserved_used != tl.used:
+        assert tl.cut > 0 and 1 - sum(tl.used) / sum(tl.slots["reservation"]) < tl.waste_share("reservation")
+
+
 # -- the claims (kvlab.claims), fed synthetic timings ------------------------------------------------------------
 def cells(contiguous, paged, gather=(0.1, 0.1, 0.1), device="cpu", mib=None):
     """Cells of growing gather bytes (``mib``, by default 1, 2, ... MiB); ``contiguous``/``paged``: per cell, the
@@ -503,6 +519,10 @@ def test_waste_panel_controls_and_bad_values(animation, demo):
     assert figure_json(panels.render_waste(animation, cfg, 8, 64)) != figure_json(base)
     assert figure_json(panels.render_waste(animation, cfg, 4, 32)) != figure_json(base)
     assert "超过每个请求预留的 8 个 token" in panels.render_waste(animation, cfg, 4, 8).html
+    for reserve in (8, 16, 64):  # no negative share printed, and a cut reservation explained
+        html = panels.render_waste(animation, cfg, 4, reserve).html
+        assert "<b>-" not in html and "<b>−" not in html, html
+        assert ("这些槽位都算写满" in html) is (runs.waste_timeline(animation, 4, reserve).cut > 0)
     for bs, reserve, label in ((3, 64, panels.BLOCK_LABEL), (4, 4, panels.RESERVE_LABEL),
                                (4, cfg.max_seq_len + 1, panels.RESERVE_LABEL), ("16", 64, panels.BLOCK_LABEL)):
         with pytest.raises(InputError, match=label):
@@ -522,6 +542,11 @@ def test_sharing_panel_counts_what_the_real_run_measured(demo):
     others = [panels.render_sharing(32, 4, 16), panels.render_sharing(40, 5, 16), panels.render_sharing(40, 4, 8)]
     assert len({tuple(figure_json(v)) for v in [view, *others]}) == 4
     assert "不需要复制" in others[0].html and "填不满一整块" in panels.render_sharing(10, 4, 16).html
+    # review of the English 3.6: one request and a 40-token prompt was said to end "exactly on a block boundary"
+    alone = panels.render_sharing(40, 1, 16).html
+    assert "装满 2 整块，第 3 块还装着它的最后 8 个 token" in alone and "只有一个请求" in alone and "恰好" not in alone
+    assert "恰好装满 2 整块，但只有一个请求" in panels.render_sharing(32, 1, 16).html
+    assert "恰好是 2 整块，4 个请求共用" in others[0].html  # on a boundary, shared: as before
     for args, label in (((-1, 4, 16), panels.PREFIX_LABEL), ((201, 4, 16), panels.PREFIX_LABEL),
                         ((40, 0, 16), panels.REQUESTS_LABEL), ((40, 17, 16), panels.REQUESTS_LABEL),
                         ((40, 4, 5), panels.BLOCK_LABEL)):
@@ -810,6 +835,18 @@ def test_waste_and_sharing_panels_in_english(animation, demo):
     en = _both(lambda: panels.render_sharing(40, 4, 16))[1]
     assert "The 3rd block (position 2 in the block table)" in en.html and "copy-on-write copies: 3" in en.html
     assert "Blocks of 1 request " in _both(lambda: panels.render_sharing(40, 1, 16))[1].figures[0].to_json()
+    alone = {args: _both(lambda: panels.render_sharing(*args))[1].html for args in ((40, 1, 16), (32, 1, 16),
+                                                                                     (16, 1, 16), (20, 1, 16))}
+    assert ("fills 2 whole blocks, and the 3rd block holds the last 8 of its tokens, followed by the request's own; "
+            "with a single request there is no one to share the whole blocks with") in alone[(40, 1, 16)]
+    assert "fills exactly 2 whole blocks, but with a single request" in alone[(32, 1, 16)]
+    assert "fills exactly 1 whole block, but with a single request there is no one to share it with" in alone[(16, 1, 16)]
+    assert "fills 1 whole block, and the 2nd block holds the last 4 of its tokens" in alone[(20, 1, 16)]
+    assert not any("boundary" in h for h in alone.values())
+    assert "ends exactly on a block boundary (whole blocks: 2), and all 4 requests share it" in _both(
+        lambda: panels.render_sharing(32, 4, 16))[1].html
+    cut = _both(lambda: panels.render_waste(animation, cfg, 4, 8))[1].html
+    assert "every one of them full, and none of the tokens beyond" in cut and "<b>-" not in cut
 
 
 def test_controls_are_labelled_in_the_course_language(animation, demo):

@@ -112,11 +112,14 @@ def sharing_html(s) -> str:
     R, bs, p, full = len(s.lengths), s.block_size, s.prefix, s.full_shared_blocks
     if full == 0:
         why = PANELS.say("sharing_none", prefix=p, block_size=bs)
+    elif R == 1:  # nothing to share: said from the prompt's own length, whole blocks or not
+        why = counted("sharing_single_whole" if p % bs == 0 else "sharing_single_part", full, full=full,
+                      nth=ordinal(full + 1), rest=p % bs)
     elif s.copies:
         why = PANELS.say("sharing_copied", full=full, requests=R, nth=ordinal(full + 1), rest=p % bs,
                          copies=s.copies)
     else:
-        why = counted("sharing_whole", R, full=full, requests=R)
+        why = PANELS.say("sharing_whole", full=full, requests=R)  # two requests or more
     return counted("sharing_html", R, requests=R, tokens=s.lengths[0], prefix=p, question=QUESTION_TOKENS,
                    answer=SHARE_NEW_TOKENS, unshared=s.unshared, shared=s.shared, saved=s.saved,
                    share=s.saved / s.unshared, why=why)

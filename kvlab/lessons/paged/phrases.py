@@ -143,9 +143,9 @@ PANELS = Phrasebook("paged.panels", {
                       "<th>空着的比例</th></tr>{rows}</table>真正存着的 token 平均 {mean:,.0f} 个；字节按演示模型每个 token "
                       "{per_token}（K 和 V，所有层）计。{cut}",
         "waste_cut": "<br>⚠ 有 {cut} 个请求最长时超过每个请求预留的 {reserve} 个 token：按 3.5 的固定预留，它们会被截断或拒绝"
-                     "（上面只按预留的长度计它们的槽位）。",
+                     "（上面只按预留的长度计它们的槽位，这些槽位都算写满，超出的 token 不计）。",
         "waste_cut_one": "<br>⚠ 有 {cut} 个请求最长时超过每个请求预留的 {reserve} 个 token：按 3.5 的固定预留，它们会被截断或拒绝"
-                         "（上面只按预留的长度计它们的槽位）。",
+                         "（上面只按预留的长度计它们的槽位，这些槽位都算写满，超出的 token 不计）。",
         # shared prefixes
         "sharing_html": "{requests} 个请求，每个 {tokens} 个 token（系统提示词 {prefix} + 问题 {question} + 回答 "
                         "{answer} − 1）：不共享 <b>{unshared}</b> 块，共享 <b>{shared}</b> 块，省下 {saved} 块"
@@ -159,7 +159,17 @@ PANELS = Phrasebook("paged.panels", {
                           "（块表里的位置 {full}）只装了系统提示词的最后 {rest} 个 token，也先共享，"
                           "但每个后来的请求要往里写自己的第一个 token：写之前先复制一份（写时复制，共 {copies} 次）。",
         "sharing_whole": "系统提示词恰好是 {full} 整块，{requests} 个请求共用；各自的 token 从新块开始写，不需要复制。",
-        "sharing_whole_one": "系统提示词恰好是 {full} 整块，{requests} 个请求共用；各自的 token 从新块开始写，不需要复制。",
+        # a single request: nothing to share, whatever the prompt's length (review: 40 tokens "exactly whole blocks")
+        "sharing_single_whole": "系统提示词恰好装满 {full} 整块，但只有一个请求，没有别的请求和它共用：这些块只归它自己"
+                                "（引用计数 1），省不下块，也不需要复制。",
+        "sharing_single_whole_one": "系统提示词恰好装满 {full} 整块，但只有一个请求，没有别的请求和它共用：这些块只归它自己"
+                                    "（引用计数 1），省不下块，也不需要复制。",
+        "sharing_single_part": "系统提示词装满 {full} 整块，第 {nth} 块还装着它的最后 {rest} 个 token，请求自己的 "
+                               "token 接着写在这一块里；只有一个请求，没有别的请求和它共用：这些块只归它自己"
+                               "（引用计数 1），省不下块，也不需要复制。",
+        "sharing_single_part_one": "系统提示词装满 {full} 整块，第 {nth} 块还装着它的最后 {rest} 个 token，请求自己"
+                                   "的 token 接着写在这一块里；只有一个请求，没有别的请求和它共用：这些块只归它"
+                                   "自己（引用计数 1），省不下块，也不需要复制。",
         # static against continuous batching: the measured numbers
         "row.throughput": "吞吐（token/s，每一步取最快的一轮）",
         "row.ttft_mean": "TTFT 平均（ms）",
@@ -211,9 +221,11 @@ PANELS = Phrasebook("paged.panels", {
                       "<th>Empty share</th></tr>{rows}</table>Tokens actually held: {mean:,.0f} on average. Bytes are "
                       "counted at the demo model's {per_token} per token (K and V, all layers).{cut}",
         "waste_cut": "<br>⚠ {cut} requests grow longer than the {reserve} tokens reserved per request: under 3.5's "
-                     "fixed reservation they would be cut off or refused (the table counts only their reserved slots).",
+                     "fixed reservation they would be cut off or refused (the table counts only their reserved "
+                     "slots, every one of them full, and none of the tokens beyond).",
         "waste_cut_one": "<br>⚠ {cut} request grows longer than the {reserve} tokens reserved per request: under 3.5's "
-                         "fixed reservation it would be cut off or refused (the table counts only its reserved slots).",
+                         "fixed reservation it would be cut off or refused (the table counts only its reserved slots, "
+                         "every one of them full, and none of the tokens beyond).",
         "sharing_html": "{requests} requests of {tokens} tokens each (system prompt {prefix} + question {question} + "
                         "answer {answer} − 1): <b>{unshared}</b> blocks without sharing, <b>{shared}</b> with sharing, "
                         "{saved} saved ({share:.0%}). {why}",
@@ -230,8 +242,20 @@ PANELS = Phrasebook("paged.panels", {
         "sharing_whole": "The system prompt ends exactly on a block boundary (whole blocks: {full}), and all "
                          "{requests} requests share it; each request writes its own tokens from a fresh block, so "
                          "nothing is copied.",
-        "sharing_whole_one": "The system prompt ends exactly on a block boundary (whole blocks: {full}), held by "
-                             "{requests} request; its own tokens start in a fresh block, so nothing is copied.",
+        "sharing_single_whole": "The system prompt fills exactly {full} whole blocks, but with a single request there "
+                                "is no one to share them with: the request holds them alone (reference count 1), so "
+                                "nothing is saved and nothing is copied.",
+        "sharing_single_whole_one": "The system prompt fills exactly {full} whole block, but with a single request "
+                                    "there is no one to share it with: the request holds it alone (reference count 1), "
+                                    "so nothing is saved and nothing is copied.",
+        "sharing_single_part": "The system prompt fills {full} whole blocks, and the {nth} block holds the last {rest} "
+                               "of its tokens, followed by the request's own; with a single request there is no one to "
+                               "share the whole blocks with: the request holds them alone (reference count 1), so "
+                               "nothing is saved and nothing is copied.",
+        "sharing_single_part_one": "The system prompt fills {full} whole block, and the {nth} block holds the last "
+                                   "{rest} of its tokens, followed by the request's own; with a single request there is no one to "
+                                   "share the whole block with: the request holds it alone (reference count 1), so "
+                                   "nothing is saved and nothing is copied.",
         "row.throughput": "Throughput (tokens/s, each step at its fastest round)",
         "row.ttft_mean": "TTFT, mean (ms)",
         "row.ttft_tail": "TTFT, 90th percentile (ms)",

@@ -1,7 +1,8 @@
 """The harness behind the session's one run of the course (tests/course_run.py), on two tiny chapters with this
 environment's Python standing in for the installed venv: a finished chapter is saved stamped and without the probe
 cell, with where kvlab came from and its kernel's peak; a failing one records its error and the next still runs;
-the busy processes lasted the run and are gone after it."""
+the busy processes lasted the Chinese
+chapters and are gone before the English ones run."""
 from __future__ import annotations
 
 import os
@@ -26,6 +27,9 @@ def test_the_harness_saves_each_chapter_records_a_failure_and_stops_its_busy_pro
     (clone / "chapters").mkdir(parents=True)
     chapter(clone / "chapters", "01_fails", "raise ValueError('坏了')")
     chapter(clone / "chapters", "02_fine", "print('好的')")
+    (clone / "chapters" / "en").mkdir()
+    spinning = "import subprocess; print(subprocess.run(['pgrep', '-fc', 'while True'], capture_output=True).stdout)"
+    chapter(clone / "chapters" / "en", "02_fine", spinning)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     run = run_course(Venv(python=sys.executable, env=env, clone=clone, base=tmp_path))
     assert sorted(run.chapters) == ["01_fails.ipynb", "02_fine.ipynb"]
@@ -44,3 +48,5 @@ def test_the_harness_saves_each_chapter_records_a_failure_and_stops_its_busy_pro
             continue
         raise AssertionError(f"busy process {pid} still runs")
     assert run.failed() == {"01_fails.ipynb": failed.error} and any("FAILED" in line for line in run.summary())
+    english = run.english["02_fine.ipynb"].notebook()  # the English edition ran after the busy processes stopped
+    assert english.cells[1].outputs[0]["text"].strip() == "b'0\\n'" and run.english_seconds > 0

@@ -43,12 +43,13 @@ def _every_case() -> list[list[claims.Claim]]:
                                               _fake("kv", T, [scale * m for m in ms[:len(T)]])))
     said.append([lesson.CROSSOVER.choose({"cross": num(cross, 0), "n": num(196, 0)}) for cross in (300, 100)])
     for mode in ("none", "kv"):
-        for k, early, late in [(2.0, 1.0, 9.0), (1.4, 3.0, 2.0), (0.5, 2.0, 2.0), (2.5, 2.0, 2.0), (0.1, 2.0, 3.0),
+        for k, early, late in [(2.0, 1.0, 2.7), (1.4, 3.0, 2.0), (0.5, 2.0, 2.0), (2.5, 2.0, 2.0), (0.1, 2.0, 3.0),
                                (0.1, 2.0, 2.05)]:
             said.append([lesson.STEP_EXPONENT.choose(_step(k, early, late), {"mode": mode}),
                          lesson.CUMULATIVE.choose(_cumulative(k, early, late), {"mode": mode})])
         steep = _step(1.45, 17.92, 37.75)
         said.append([lesson.STEP_EXPONENT.choose(_step(1.0, 15.0, 20.0), {"mode": mode}),
+                     lesson.STEP_EXPONENT.choose(_step(0.67, 13.42, 20.07), {"mode": mode}),
                      lesson.STEP_EXPONENT.choose(steep, {"mode": mode}), lesson.STEP_STEEP.choose(steep, {"mode": mode})])
     uncertain = {"n": num(192, 0), **_counted(), "none_s": num(2.0, 2, "s"), "kv_s": num(0.5, 2, "s"),
                  "speedup": num(4.0, 1), "none_est": num(3.0, 2, "s"), "kv_est": num(0.5, 2, "s"), "robust": num(6.0, 1)}
@@ -85,8 +86,12 @@ def test_english_sentences_say_what_the_chinese_ones_say():
     text = said["decode.uncached.rises_rough"]
     assert "from 4.38 ms to 28.63 ms (×6.5)" in text and "the one fall, 26.66 ms → 20.34 ms, is a timing blip" in text
     assert "4.38, 5.69, 7.35, 11.34, 12.69, 26.66, 20.34, 28.63 ms" in text
-    exponent = lesson.EN.say(lesson.STEP_EXPONENT.choose(_step(2.0, 1.0, 9.0), {"mode": "kv"}))
+    exponent = lesson.EN.say(lesson.STEP_EXPONENT.choose(_step(2.0, 1.0, 2.7), {"mode": "kv"}))
     assert exponent.startswith("The cached step exponent, 2.00, is close to 2"), exponent
+    off = lesson.EN.say(lesson.STEP_EXPONENT.choose(_step(0.67, 13.42, 20.07), {"mode": "kv"}))
+    assert off.startswith("The cached step exponent, 0.67, fitted to every step over the second half, t ≈ 112 → 184, "
+                          "disagrees with that half's ends: from 13.42 ms to 20.07 ms, those two medians alone give "
+                          "an exponent of about 0.81, more than 0.1 away"), off
 
 
 def test_show_claims_writes_in_the_course_language(monkeypatch):

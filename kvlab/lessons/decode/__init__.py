@@ -20,7 +20,7 @@ from .panels import (STEP_LABEL, LAYER_LABEL, HEAD_LABEL, render_step, walkthrou
                      REPEATS_LABEL, LATENCY_MAX_WORK, latency_work, render_latency, latency_panel)
 from .sentences import (RISING_DIP, RISING_JUMP, TOTALS, UNCACHED, CROSSOVER, STEP_UNREAD, STEP_JUMP,
                         STEP_OUTLIER, STEP_STEEP,
-                        STEP_EXPONENT, SHARE_BAND, BEND, implied_exponent, lone_outlier, CUMULATIVE, CUMULATIVE_LEVEL,
+                        STEP_EXPONENT, SHARE_BAND, BEND, implied_exponent, ENDS_BAND, ends_exponent, lone_outlier, CUMULATIVE, CUMULATIVE_LEVEL,
                         CACHED, FIXED_COST, EXTRAPOLATION, GROWTH_RULES, GROWTH, RERUN, STALLED, GROWING, OUTLIER_KEYS, CHOOSERS, ZH, EN, CATALOGS,
                         show_claims, explain_latency, explain_growth)
 from .phrases import CELLS, PROMPTS, say
@@ -32,7 +32,7 @@ __all__ = [
     "steps_between", "timing_ends", "cached_step_growth", "crossover_length", "STEP_LABEL", "LAYER_LABEL",
     "HEAD_LABEL", "render_step", "walkthrough_panel", "NEW_TOKENS_LABEL", "REPEATS_LABEL", "LATENCY_MAX_WORK",
     "latency_work", "render_latency", "latency_panel", "RISING_DIP", "RISING_JUMP", "TOTALS", "UNCACHED", "CROSSOVER",
-    "STEP_UNREAD", "STEP_JUMP", "STEP_OUTLIER", "STEP_STEEP", "STEP_EXPONENT", "SHARE_BAND", "BEND", "implied_exponent",
+    "STEP_UNREAD", "STEP_JUMP", "STEP_OUTLIER", "STEP_STEEP", "STEP_EXPONENT", "SHARE_BAND", "BEND", "implied_exponent", "ENDS_BAND", "ends_exponent",
     "lone_outlier", "CUMULATIVE", "CUMULATIVE_LEVEL", "CACHED", "FIXED_COST", "EXTRAPOLATION", "GROWTH_RULES", "GROWTH", "RERUN",
     "STALLED", "GROWING", "OUTLIER_KEYS", "CHOOSERS", "ZH", "EN", "CATALOGS", "show_claims", "explain_latency", "explain_growth",
     "CELLS", "PROMPTS", "say",

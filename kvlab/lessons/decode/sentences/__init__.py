@@ -14,7 +14,7 @@ from . import exponents, growth, series
 from .common import RISING_DIP, RISING_JUMP, lone_outlier
 from .series import CACHED, CROSSOVER, GROWING, OUTLIER_KEYS, ROUGH_KEYS, STALLED, TOTALS, UNCACHED
 from .exponents import (BEND, CUMULATIVE, CUMULATIVE_LEVEL, SHARE_BAND, STEP_EXPONENT, STEP_JUMP, STEP_OUTLIER,
-                        STEP_STEEP, STEP_UNREAD, implied_exponent)
+                        STEP_STEEP, STEP_UNREAD, ENDS_BAND, ends_exponent, implied_exponent)
 from .growth import EXTRAPOLATION, FIXED_COST, GROWTH, GROWTH_RULES, RERUN
 from .explain import (_ends_numbers, _exponent_claims, _outlier_numbers, _totals,  # noqa: F401 (tests import them here)
                       explain_growth, explain_latency)
@@ -43,6 +43,6 @@ __all__ = [
     "CHOOSERS", "ZH", "EN", "CATALOGS", "show_claims", "TOPICS", "explain_latency", "explain_growth",
     "RISING_DIP", "RISING_JUMP", "lone_outlier", "TOTALS", "UNCACHED", "CROSSOVER", "CACHED", "STALLED", "GROWING",
     "OUTLIER_KEYS", "ROUGH_KEYS", "STEP_EXPONENT", "STEP_UNREAD", "STEP_JUMP", "STEP_OUTLIER", "STEP_STEEP",
-    "CUMULATIVE", "CUMULATIVE_LEVEL", "SHARE_BAND", "BEND", "implied_exponent", "FIXED_COST", "EXTRAPOLATION",
+    "CUMULATIVE", "CUMULATIVE_LEVEL", "SHARE_BAND", "BEND", "implied_exponent", "ENDS_BAND", "ends_exponent", "FIXED_COST", "EXTRAPOLATION",
     "GROWTH", "GROWTH_RULES", "RERUN",
 ]

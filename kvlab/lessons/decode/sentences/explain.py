@@ -14,7 +14,7 @@ from ..timings import (StepEnds, StepFit, crossover_length, generation_flops, st
                        uncached_flops)
 from .common import _count, _ends_numbers, _inversions, _ms, _pct, _rough, lone_outlier
 from .exponents import (CUMULATIVE, CUMULATIVE_LEVEL, STEP_EXPONENT, STEP_JUMP, STEP_OUTLIER, STEP_STEEP,
-                        _unread, implied_exponent)
+                        _unread, ends_exponent, implied_exponent)
 from .growth import EXTRAPOLATION, FIXED_COST, GROWTH, RERUN
 from .series import CACHED, CROSSOVER, GROWING, OUTLIER_KEYS, ROUGH_KEYS, TOTALS, UNCACHED
 
@@ -34,6 +34,7 @@ def _exponent_claims(timing: DecodeTiming, mode: str, growth: Claim, crossover: 
     step = {"k": number(timing.step_exponent, kind=DIFFERENCE), "t_from": _count(ends.eighths_t[half]),
             "t_to": _count(ends.eighths_t[-1]), "from": _ms(ends.eighths_ms[half]), "to": _ms(ends.eighths_ms[-1])}
     step.update(_share_numbers(ends, step))
+    step["ends_k"] = number(ends_exponent(*(step[n].value for n in ("from", "to", "t_from", "t_to"))), kind=DIFFERENCE)
     reading = STEP_EXPONENT.choose(step, {"mode": mode})
     read = STEP_EXPONENT.rule(reading.key).substantive  # an exponent already said to be noise or unfit stays so
     grows = growth.key in GROWING

@@ -14,11 +14,46 @@ def _level(v) -> bool:
     return 0.8 * v["from"] <= v["to"] <= 1.25 * v["from"]
 
 
+ENDS_BAND = 0.1  # a rising exponent is read only within this of the one its second half's printed ends give
+
+
+def ends_exponent(start: float, end: float, t_from: float, t_to: float) -> float:
+    """The exponent of the second half's first and last medians alone: log(end / start) / log(t_to / t_from); NaN
+    where it has none."""
+    if not (start > 0 and end > 0 and 0 < t_from < t_to):
+        return math.nan
+    return math.log(end / start) / math.log(t_to / t_from)
+
+
+def _ends_range(v) -> tuple[float, float]:
+    """The least and most :func:`ends_exponent` of the printed medians (2 decimals) and t (whole numbers), within
+    their rounding (NaN, NaN where they give none)."""
+    got = [ends_exponent(v["from"] + a, v["to"] + b, v["t_from"] + c, v["t_to"] + d)
+           for a in (-0.005, 0.005) for b in (-0.005, 0.005) for c in (-0.5, 0.5) for d in (-0.5, 0.5)]
+    return (math.nan, math.nan) if any(math.isnan(x) for x in got) else (min(got), max(got))
+
+
+def _ends_agree(v) -> bool:
+    """The fitted exponent within ENDS_BAND of the one the printed ends give (review of the English 3.1: 0.67 beside
+    second-half medians that give 0.81)."""
+    lo, hi = _ends_range(v)
+    return lo - ENDS_BAND - 0.005 <= v["k"] <= hi + ENDS_BAND + 0.005  # (false where NaN)
+
+
+def _off_ends(v) -> bool:
+    """A rising exponent beside rising ends that give another one, more than ENDS_BAND away, as printed
+    (``ends_k``, 2 decimals)."""
+    lo, hi = _ends_range(v)
+    return (0.3 <= v["k"] < 2.3 and v["to"] > v["from"] and lo - 0.005 <= v["ends_k"] <= hi + 0.005
+            and not _ends_agree(v))
+
+
 def _exponent_holds(low: float, high: float):
     """The fitted exponent within [low, high), and the second half's measured medians agreeing: about level for an
-    exponent near 0, rising for a larger one."""
+    exponent near 0, rising for a larger one, and then by about as much (:func:`_ends_agree`)."""
     def holds(v) -> bool:
-        return v["t_from"] < v["t_to"] and low <= v["k"] < high and (_level(v) if high <= 0.3 else v["to"] > v["from"])
+        return v["t_from"] < v["t_to"] and low <= v["k"] < high and (_level(v) if high <= 0.3 else
+                                                                     v["to"] > v["from"] and _ends_agree(v))
     return holds
 
 
@@ -138,6 +173,7 @@ STEP_EXPONENT = Chooser("decode.step_exponent", (
     Rule("decode.step_exponent.off_share", STEP + SHARE,
          lambda v: 0.3 <= v["k"] < 1.15 and _implied_agrees(v) and abs(v["k"] - v["implied"]) > SHARE_BAND,
          substantive=False),  # says only that the two disagree: no reason its printed numbers could contradict
+    Rule("decode.step_exponent.off_ends", STEP + ("ends_k",), _off_ends, substantive=False),
     Rule("decode.step_exponent.out_of_range", ("k",), lambda v: not -0.3 <= v["k"] < 2.3, substantive=False),
     Rule("decode.step_exponent.unfit", substantive=False),
 ))
@@ -193,6 +229,9 @@ TEMPLATES = {
     "decode.step_exponent.off_share": "{mode}的单步指数 {k}（" + _SECOND_HALF + "从 {from} 到 {to}）和按增长占比推算的"
                                       "对不上：" + _SHARE + "，相差太多：这一次的计时说不清是哪个对，这个指数不作解读；"
                                       + _RERUN,
+    "decode.step_exponent.off_ends": "{mode}的单步指数 {k}（对后半段 t ≈ {t_from} → {t_to} 的每一步做的拟合）和这半段头尾的中位数"
+                                     f"对不上：从 {{from}} 涨到 {{to}}，只看这两个数，指数约为 {{ends_k}}，相差超过 {ENDS_BAND}："
+                                     "这一次的计时定不下这个指数，不作解读；" + _RERUN,
     "decode.exponent_jump.unread": "{mode}的单步指数 {k}：第 {at} 段 {jump_from} 到第 {next} 段 {jump_to} 一下跳了 {jump}，"
                                    "占全部涨幅（{first} → {last}）的 {jump_share}：每步只测了 {repeats} 次，机器负载一变，"
                                    "单步耗时就像随 t 变了，这个指数不作解读；" + _RERUN,
@@ -265,6 +304,10 @@ TEMPLATES_EN = {
                                       "disagrees with the one the growth share implies: " + _SHARE_EN + ", too far "
                                       "apart: this run's timing cannot tell which is right, so this exponent is not "
                                       "read; " + _RERUN_EN,
+    "decode.step_exponent.off_ends": "The {mode} step exponent, {k}, fitted to every step " + _SECOND_HALF_EN
+                                     + "disagrees with that half's ends: from {from} to {to}, those two medians alone "
+                                     f"give an exponent of about {{ends_k}}, more than {ENDS_BAND} away: this run's "
+                                     "timing cannot pin the exponent down, so it is not read; " + _RERUN_EN,
     "decode.exponent_jump.unread": "The {mode} step exponent, {k}: from eighth {at}, {jump_from}, to eighth {next}, "
                                    "{jump_to}, the step time jumps by {jump}, {jump_share} of the whole rise ({first} "
                                    "→ {last}): each step was timed only a few times (repeats: {repeats}), and when the "

@@ -3,9 +3,10 @@ batch of unequal lengths. (How many sequences fit on a card after the weights is
 architectures), never from the learner's formula."""
 from __future__ import annotations
 
+from ..phrases import Phrasebook
 from ..presets import MODEL_PRESETS
 from . import checker
-from .checker import Exercise, Verdict
+from .checker import Exercise, ExerciseText, Verdict
 
 NOTEBOOK = "02_cache_storage_shape.ipynb"
 SETUP = """from kvlab import MODEL_PRESETS
@@ -13,6 +14,41 @@ from kvlab.exercises import ch02"""
 
 # == 1. the cache of a real model ==========================================================================
 SIZE_MODEL, SIZE_S, SIZE_B, SIZE_DTYPE = "Llama-3-8B", 8192, 4, "bf16"
+
+# The graders' verdicts on anticipated mistakes, in both languages (read when a check runs: the notebook sets the
+# language after importing kvlab); every number is a field.
+FEEDBACK = Phrasebook("ch02.feedback", {
+    "zh": {
+        "query_heads": "你用的是查询头数 {n_head}。公式里的 H 是 KV 头数：{model} 用 GQA，只有 {n_kv_head} 个 KV 头，"
+                       "缓存小了 {times} 倍。",
+        "half": "少了一半：要么漏了 K/V 的 2（K 和 V 各存一份），要么漏了每个元素的 2 字节（算出的是元素个数，不是字节数）。",
+        "no_batch": "少乘了批次 B = {B}：每条序列都有自己的缓存。",
+        "double": "多了一倍：{dtype} 每个元素 2 字节（16 位），K/V 的 2 也只乘一次。",
+        "bits": "{dtype} 是 16 位 = 2 字节：你按位数 16 乘了。",
+        "used": "这是真正存了 token 的字节数；要的是补齐的那部分：分配的减去用到的。",
+        "allocated": "这是整个批次分配的字节数；还要减去真正存了 token 的部分。",
+        "pad_query_heads": "你用的是查询头数 {n_head}；缓存只为 {n_kv_head} 个 KV 头存 K/V。",
+        "pad_half": "少了一半：K 和 V 各存一份，FP16 每个数 2 字节，两个 2 都要乘。",
+    },
+    "en": {
+        "query_heads": "You used the number of query heads, {n_head}. The formula's H is the number of KV heads: "
+                       "{model} uses GQA and has only {n_kv_head} KV heads, so its cache is {times} times smaller.",
+        "half": "Half too small: either the 2 for K/V is missing (K and V are stored once each), or the 2 bytes per "
+                "element are (that counts elements, not bytes).",
+        "no_batch": "The batch B = {B} is missing: every sequence has a cache of its own.",
+        "double": "Twice too large: {dtype} takes 2 bytes (16 bits) per element, and the 2 for K/V is multiplied "
+                  "in only once.",
+        "bits": "{dtype} is 16 bits = 2 bytes: you multiplied by the 16 bits.",
+        "used": "That is the bytes that really hold a token; the question asks for the padding: allocated minus "
+                "used.",
+        "allocated": "That is the bytes allocated for the whole batch; subtract the part that really holds tokens.",
+        "pad_query_heads": "You used the number of query heads, {n_head}; the cache stores K/V only for the "
+                           "{n_kv_head} KV heads.",
+        "pad_half": "Half too small: K and V are stored once each and FP16 takes 2 bytes a number: multiply by both "
+                    "2s.",
+    },
+})
+say = FEEDBACK.say
 
 CACHE_SIZE = Exercise(
     key="ch02.cache_size",
@@ -30,6 +66,20 @@ answer = None  # bytes (an int), or a string with a unit such as "1.5 GiB"''',
         f"{SIZE_MODEL} 用分组查询注意力（GQA）：{MODEL_PRESETS[SIZE_MODEL].n_head} 个查询头共用 "
         f"{MODEL_PRESETS[SIZE_MODEL].n_kv_head} 个 KV 头，缓存只为 KV 头存 K/V。",
     ),
+    english=ExerciseText(
+        title="Exercise 1: how large is a real model's KV cache",
+        task=f"""With this section's formula, work out the exact size of **{SIZE_MODEL}**'s KV cache at sequence length S = {SIZE_S:,}, batch B = {SIZE_B}, with the cache in {SIZE_DTYPE} (2 bytes per element).
+
+The model's architecture is in `MODEL_PRESETS["{SIZE_MODEL}"]`: the number of layers `n_layer`, query heads `n_head`, KV heads `n_kv_head` and the head size `head_dim`. Write the formula yourself; don't call `kv_cache_bytes`.
+
+Give the answer as a number of bytes (an integer) or as a string with a unit, such as `"1.5 GiB"` or `"1536 MiB"`: the check is exact, so a rounded figure does not count. Note that GiB (2³⁰ bytes) and GB (10⁹ bytes) are not the same thing.""",
+        hints=(
+            "The formula is 2 × L × B × H × S × D × bytes per element: the 2 is one copy each of K and V, and H is "
+            "the number of KV heads.",
+            f"{SIZE_MODEL} uses grouped-query attention (GQA): {MODEL_PRESETS[SIZE_MODEL].n_head} query heads share "
+            f"{MODEL_PRESETS[SIZE_MODEL].n_kv_head} KV heads, and the cache stores K/V only for the KV heads.",
+        ),
+    ),
 )
 
 
@@ -37,12 +87,12 @@ def cache_size_mistakes() -> dict[int, str]:
     p, S, B = MODEL_PRESETS[SIZE_MODEL], SIZE_S, SIZE_B
     right = 2 * p.n_layer * B * p.n_kv_head * S * p.head_dim * 2
     return {
-        right * p.n_head // p.n_kv_head: f"你用的是查询头数 {p.n_head}。公式里的 H 是 KV 头数：{SIZE_MODEL} 用 GQA，"
-                                         f"只有 {p.n_kv_head} 个 KV 头，缓存小了 {p.n_head // p.n_kv_head} 倍。",
-        right // 2: "少了一半：要么漏了 K/V 的 2（K 和 V 各存一份），要么漏了每个元素的 2 字节（算出的是元素个数，不是字节数）。",
-        right // B: f"少乘了批次 B = {B}：每条序列都有自己的缓存。",
-        right * 2: f"多了一倍：{SIZE_DTYPE} 每个元素 2 字节（16 位），K/V 的 2 也只乘一次。",
-        right * 8: f"{SIZE_DTYPE} 是 16 位 = 2 字节：你按位数 16 乘了。",
+        right * p.n_head // p.n_kv_head: say("query_heads", n_head=p.n_head, model=SIZE_MODEL, n_kv_head=p.n_kv_head,
+                                             times=p.n_head // p.n_kv_head),
+        right // 2: say("half"),
+        right // B: say("no_batch", B=B),
+        right * 2: say("double", dtype=SIZE_DTYPE),
+        right * 8: say("bits", dtype=SIZE_DTYPE),
     }
 
 
@@ -81,6 +131,18 @@ padding = None  # bytes (an int), or a string with a unit''',
         "先算分配了多少个 token 的位置：B × 最长的长度；再减去真正存了 token 的位置：各条长度之和。",
         "每个位置（一条序列的一个 token）的缓存是 2 × L × H_kv × D × 2 字节，H_kv 是 KV 头数。",
     ),
+    english=ExerciseText(
+        title="Exercise 2: how many bytes of a padded batch are empty",
+        task=f"""**{PAD_MODEL}** is serving {len(PAD_LENGTHS)} sequences at once, which now hold {", ".join(f"{n:,}" for n in PAD_LENGTHS)} tokens. The cache is one `(L, B, H, S, D)` tensor, so S has to be the longest sequence's length and the others are padded to that length. The cache is in FP16.
+
+How many **bytes** of this batch's cache hold no token at all (they are only padding)? Give a number of bytes or a string with a unit (the check is exact).""",
+        hints=(
+            "First count the token positions allocated: B × the longest length; then subtract the positions that "
+            "really hold a token: the sum of the lengths.",
+            "Each position (one token of one sequence) takes 2 × L × H_kv × D × 2 bytes of cache, where H_kv is the "
+            "number of KV heads.",
+        ),
+    ),
 )
 
 
@@ -88,10 +150,10 @@ def padding_mistakes() -> dict[int, str]:
     p = MODEL_PRESETS[PAD_MODEL]
     allocated, used, waste = padding_expected()
     return {
-        used: "这是真正存了 token 的字节数；要的是补齐的那部分：分配的减去用到的。",
-        allocated: "这是整个批次分配的字节数；还要减去真正存了 token 的部分。",
-        waste * p.n_head // p.n_kv_head: f"你用的是查询头数 {p.n_head}；缓存只为 {p.n_kv_head} 个 KV 头存 K/V。",
-        waste // 2: "少了一半：K 和 V 各存一份，FP16 每个数 2 字节，两个 2 都要乘。",
+        used: say("used"),
+        allocated: say("allocated"),
+        waste * p.n_head // p.n_kv_head: say("pad_query_heads", n_head=p.n_head, n_kv_head=p.n_kv_head),
+        waste // 2: say("pad_half"),
     }
 
 

@@ -665,3 +665,106 @@ def test_every_key_is_reached_and_every_claim_checks():
         assert idle[name]
         assert all((lesson.ALLOCATION if "allocation" in c.key else lesson.DEVICE_MEMORY).rule(c.key).substantive
                    for c in idle[name]), name
+
+
+# -- the same texts in English (issue 34): every text, figure and refusal in English says the same numbers ---------
+CJK = __import__("re").compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+NUMBERS = __import__("re").compile(r"\d+(?:[.,]\d+)*")
+
+
+def _both(make):
+    """What ``make()`` shows in Chinese and in English."""
+    from kvlab.language import using_language
+
+    with using_language("en"):
+        en = make()
+    return make(), en
+
+
+def _texts():
+    """Every text the chapter's code shows, as a callable (tables, lines, readouts, notes, the summary)."""
+    cpu = lambda: lesson.measure_cache_allocation("GPT-2 (124M)", seq_len=4, device="cpu")  # noqa: E731
+    gpu = lesson.AllocationCheck("cuda:0", "m", (1,), "fp16", 514, 1536, 1536, (1, 513))
+    t4 = GPU_PRESETS[T4]
+    yield "figures", lambda: lesson.chapter_figures_html(lesson.chapter_figures())
+    yield "variants", lambda: lesson.variants_html(lesson.halving_variants())
+    yield "70B", lambda: lesson.seventy_b_text(lesson.seventy_b_reading())
+    yield "twins", lambda: "\n".join(lesson.twin_line(t) for t in lesson.gqa_twins())
+    yield "comparisons", lambda: "\n".join(lesson.comparison_lines())
+    yield "long context", lambda: "\n".join(lesson.long_context_line(r) for r in lesson.long_context_rows())
+    yield "GPU table", lesson.gpu_table_html
+    yield "no GPU", lambda: lesson.device_memory_text(None, "cpu")
+    yield "T4", lambda: lesson.device_memory_text(lesson.DeviceMemory("Tesla T4", 15360 * MIB, GIB, t4), "cuda:0")
+    yield "unknown card", lambda: lesson.device_memory_text(lesson.DeviceMemory("x", 10**10, GIB, None), "cuda:0")
+    yield "T4 plans", lambda: "\n".join(map(lesson.plan_line, lesson.t4_plans()))
+    yield "int8 gain", lambda: lesson.int8_gain_line(*lesson.t4_plans()[::2])
+    yield "CPU allocation", lambda: "\n".join(lesson.allocation_lines(cpu()))
+    yield "GPU allocation", lambda: "\n".join(lesson.allocation_lines(gpu))
+    yield "summary CPU", lambda: lesson.summary_html(cpu())
+    yield "summary GPU", lambda: lesson.summary_html(gpu)
+    yield "notes", lambda: lesson.usable_note(0.85) + lesson.approximation_note("int4")
+    for name in MODEL_PRESETS:
+        yield name, lambda name=name: "\n".join(
+            [lesson.render_calculator(name, S, B, dt).html for S, B, dt in ((2048, 1, "fp16"), (100000, 3, "int8"))]
+            + [lesson.render_fit(name, "int4", "fp8", lesson.CUSTOM_GPU, 2**21, 0.9, 131072, 2).html])
+
+
+def test_every_text_in_english_holds_no_chinese_and_the_same_numbers():
+    for name, make in _texts():
+        zh, en = _both(make)
+        assert CJK.search(zh) and not CJK.search(en), (name, en)
+        zh, en = (t.replace("&#x27;", "'").replace("&quot;", '"') for t in (zh, en))
+        assert sorted(set(NUMBERS.findall(zh))) == sorted(set(NUMBERS.findall(en))), (name, zh, en)
+
+
+def test_english_texts_say_it_in_english():
+    from kvlab.language import using_language
+
+    with using_language("en"):
+        assert lesson.label(lesson.USABLE_LABEL) == "Usable fraction" and lesson.shown(HYPO).startswith("Hypothetical")
+        assert dict(lesson.model_options())["Hypothetical 70B (64 KV heads)"] == HYPO
+        assert lesson.join_names(["A", "B", "C"]) == "A, B and C"
+        assert "5.00 GiB, less than the 16 GB the original names" in lesson.seventy_b_text(lesson.seventy_b_reading())
+        plans = lesson.t4_plans()
+        assert lesson.plan_line(plans[1]).endswith("the weights alone do not fit, 1.46 GiB short")
+    assert lesson.label(lesson.USABLE_LABEL) == lesson.USABLE_LABEL == "显存使用比例"  # Chinese by default
+
+
+def _figure_words(fig) -> list[str]:
+    d = fig.to_plotly_json()
+    layout = d["layout"]
+    words = [layout["title"]["text"], *(a.get("text", "") for a in layout.get("annotations", ()))]
+    words += [str(layout[ax].get("title", {}).get("text", "")) for ax in ("xaxis", "yaxis") if ax in layout]
+    words += [str(t.get(k) or "") for t in d["data"] for k in ("name", "hovertemplate")]
+    return words
+
+
+@pytest.mark.parametrize("model", ["LLaMA-7B", HYPO, "Gemma-2-9B", "Mistral-7B", "GPT-2 (124M)"])
+def test_panels_and_figures_in_english(model):
+    def views():
+        calc = lesson.render_calculator(model, 8192, 2, "fp16")
+        fits = [lesson.render_fit(model, "int4", "fp16", gpu, mib, 0.9, S, 1)
+                for gpu, mib, S in (("H200 141 GB", 143771, 4096), (lesson.CUSTOM_GPU, 2**21, 10**6),
+                                    (lesson.CUSTOM_GPU, 2**21, 2**22))]
+        return [w for v in (calc, *fits) for f in v.figures for w in _figure_words(f)]
+
+    zh, en = _both(views)
+    assert len(zh) == len(en) and not any(CJK.search(w) for w in en), [w for w in en if CJK.search(w)]
+    for a, b in zip(zh, en):
+        assert sorted(NUMBERS.findall(a)) == sorted(NUMBERS.findall(b)), (a, b)
+
+
+def test_controls_and_refusals_in_english():
+    from kvlab.language import using_language
+
+    with using_language("en"):
+        calc, fit = lesson.calculator_panel(), lesson.fit_panel()
+        shown = [c.description for p in (calc, fit) for c in p.controls.values()]
+        assert "Sequence length S" in shown and "Usable fraction" in shown and not any(map(CJK.search, shown))
+        assert fit.controls["gpu"].options[-1] == ("Custom", lesson.CUSTOM_GPU)
+        assert ("Hypothetical 70B (64 KV heads)", HYPO) in calc.controls["model"].options
+        with pytest.raises(InputError, match="^GPU memory \\(MiB\\)") as refused:
+            lesson.render_fit("Llama-3-70B", "fp16", "fp16", T4, 15360, 0.9, 2048, 1)
+        assert not CJK.search(str(refused.value)) and "split the model across several cards" in str(refused.value)
+        with pytest.raises(InputError, match="^Models on the curves"):
+            lesson.render_calculator("LLaMA-7B", 1024, 1, "fp16", "LLaMA-7B")

@@ -16,7 +16,8 @@ from .common import (CHAPTER_MODEL, CHAPTER_L, CHAPTER_H, CHAPTER_D, CHAPTER_S, 
                      MAX_BATCH, MAX_BUDGET_MIB, DEFAULT_USABLE, CUSTOM_GPU, SEQ_OPTIONS, CURVE_MODELS, TWINS,
                      CONTEXT_GRID, SEARCH_CAP, QUANTIZED, LONG_S, WINDOW_TERMS, MODEL_LABEL, SEQ_LABEL, BATCH_LABEL,
                      SEQ_SLIDER_LABEL, CURVE_LABEL, CACHE_DTYPE_LABEL, WEIGHT_DTYPE_LABEL, GPU_LABEL, BUDGET_LABEL,
-                     USABLE_LABEL, preset, model_options, ratio_text, zh_join, spaced, with_kv_heads, same_cache_shape,
+                     USABLE_LABEL, LABEL_KEYS, label, shown, join_names, set_in, preset, model_options, ratio_text,
+                     zh_join, spaced, with_kv_heads, same_cache_shape,
                      hypothetical_note, beyond_context_html)
 from .text_figures import (TextFigure, chapter_figures, Variant, halving_variants, chapter_figures_html, variants_html,
                            gb_and_gib, SeventyBReading, seventy_b_reading, seventy_b_text)
@@ -56,7 +57,7 @@ __all__ = [
     "MAX_BATCH", "MAX_BUDGET_MIB", "DEFAULT_USABLE", "CUSTOM_GPU", "SEQ_OPTIONS", "CURVE_MODELS", "TWINS",
     "CONTEXT_GRID", "SEARCH_CAP", "QUANTIZED", "LONG_S", "WINDOW_TERMS", "MODEL_LABEL", "SEQ_LABEL", "BATCH_LABEL",
     "SEQ_SLIDER_LABEL", "CURVE_LABEL", "CACHE_DTYPE_LABEL", "WEIGHT_DTYPE_LABEL", "GPU_LABEL", "BUDGET_LABEL",
-    "USABLE_LABEL", "preset", "model_options", "ratio_text", "zh_join", "spaced", "with_kv_heads", "same_cache_shape",
+    "USABLE_LABEL", "LABEL_KEYS", "label", "shown", "join_names", "set_in", "preset", "model_options", "ratio_text", "zh_join", "spaced", "with_kv_heads", "same_cache_shape",
     "hypothetical_note", "beyond_context_html", "TextFigure", "chapter_figures", "Variant", "halving_variants",
     "chapter_figures_html", "variants_html", "gb_and_gib", "SeventyBReading", "seventy_b_reading", "seventy_b_text",
     "CacheEstimate", "estimate_cache", "CacheCurve", "cache_curves", "formula_html", "attention_zh", "explain_formula",

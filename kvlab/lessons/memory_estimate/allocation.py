@@ -13,6 +13,7 @@ from ...device import as_device, synchronize
 from ...memory import format_bytes
 from ...presets import GPU_PRESETS, STANDARD, GpuPreset
 from .common import CHAPTER_MODEL, CHAPTER_S, CUDA_BLOCK, preset
+from .phrases import TEXTS
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class AllocationCheck:
     """A real cache allocated on a device: the formula's bytes and the bytes the device reports."""
 
     device: str
-    method: str  # how the bytes were obtained (Chinese)
+    method: str  # how the bytes were obtained (in the course's language when measured)
     shape: tuple[int, ...]  # of K (V has the same): (L, B, H_kv, S, D)
     dtype: str
     formula_bytes: int
@@ -67,12 +68,11 @@ def measure_cache_allocation(model=CHAPTER_MODEL, seq_len: int = CHAPTER_S // 8,
     sizes = (cache.k.untyped_storage().nbytes(), cache.v.untyped_storage().nbytes())
     if before is None:
         measured = sum(sizes)
-        method = ("CPU 上没有分配器的计数：读的是 K、V 两个张量存储的字节数 untyped_storage().nbytes()，"
-                  "这只核对了张量的形状和数据类型，并不是分配器的实测")
+        method = TEXTS.say("method.cpu")
     else:
         measured = after - before
         counter = "torch.cuda.memory_allocated()" if dev.type == "cuda" else "torch.mps.current_allocated_memory()"
-        method = f"{dev.type} 分配器自己的计数：分配前后 {counter} 之差"
+        method = TEXTS.say("method.counter", device=dev.type, counter=counter)
     shape = tuple(cache.k.shape)
     formula = p.kv_cache_bytes(seq_len, batch_size, dtype)
     del cache
@@ -81,13 +81,13 @@ def measure_cache_allocation(model=CHAPTER_MODEL, seq_len: int = CHAPTER_S // 8,
 
 
 def allocation_lines(check: AllocationCheck) -> list[str]:
-    what = "实测" if check.is_measurement else "张量存储"
-    lines = [f"设备 {check.device}：K、V 各一个形状为 {check.shape} 的 {check.dtype} 张量",
-             f"方法：{check.method}",
-             f"公式 {check.formula_bytes:,} B，{what} {check.measured_bytes:,} B（{format_bytes(check.measured_bytes)}）"]
+    what = TEXTS.say("alloc.measured" if check.is_measurement else "alloc.storage")
+    lines = [TEXTS.say("alloc.device", device=check.device, shape=check.shape, dtype=check.dtype),
+             TEXTS.say("alloc.method", method=check.method),
+             TEXTS.say("alloc.bytes", formula=check.formula_bytes, what=what, measured=check.measured_bytes,
+                       size=format_bytes(check.measured_bytes))]
     if check.device.startswith("cuda"):
-        lines.append(f"CUDA 分配器把每个张量向上取整到 {CUDA_BLOCK} 字节的倍数后记账：K、V 取整后共 "
-                     f"{check.allocator_bytes:,} B")
+        lines.append(TEXTS.say("alloc.rounding", block=CUDA_BLOCK, n=check.allocator_bytes))
     return lines
 
 
@@ -115,12 +115,12 @@ def device_memory_text(gpu: DeviceMemory | None, device) -> str:
     """What this machine reports, as plain numbers (:func:`explain_device_memory` compares them with the table);
     never an error, whatever the card or driver says."""
     if gpu is None:
-        return f"当前设备是 {device}，不是 CUDA GPU：没有 torch 报告的显存可看。"
-    line = (f"{gpu.name}：torch 报告总显存 {gpu.total_bytes:,} B = {format_bytes(gpu.total_bytes)}，"
-            f"此刻空闲 {format_bytes(gpu.free_bytes)}")
+        return TEXTS.say("device.none", device=device)
+    line = TEXTS.say("device.line", name=gpu.name, total=gpu.total_bytes, size=format_bytes(gpu.total_bytes),
+                     free=format_bytes(gpu.free_bytes))
     if gpu.preset is None:
-        return line + "（表里没有这张卡）。"
-    return line + f"；表里 nvidia-smi 的总量是 {gpu.preset.memory_mib:,} MiB。"
+        return line + TEXTS.say("device.unknown")
+    return line + TEXTS.say("device.table", mib=gpu.preset.memory_mib)
 
 
 # CUDA device names (torch.cuda.get_device_properties(...).name) of the cards in GPU_PRESETS.

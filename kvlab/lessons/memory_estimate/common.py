@@ -2,13 +2,14 @@
 published ones it is read against, the text's own numbers), the limits of its controls and their labels as shown,
 the byte units, and the small helpers every section uses: a preset by name, the dropdown's options, ratios and
 names set into Chinese sentences, the hypothetical model's note and the warning for a length past a model's
-released context."""
+released context. Every text here is :data:`.phrases.TEXTS`' in the course's language, read when it is made."""
 from __future__ import annotations
 
 import html
 from fractions import Fraction
 
 from ...presets import DEFAULT_USABLE, MODEL_PRESETS, STANDARD, ModelPreset  # noqa: F401 (the chapter's name for it)
+from .phrases import TEXTS
 
 
 # -- the chapter's own example -------------------------------------------------------------------
@@ -28,7 +29,7 @@ CUDA_BLOCK = 512  # bytes: PyTorch's CUDA caching allocator rounds every allocat
 MAX_SEQ_LEN = 2**22  # 4,194,304 tokens: 32 x the longest context of any preset; more is a typing error
 MAX_BATCH = 2**16
 MAX_BUDGET_MIB = 2**24  # 16 TiB: a whole multi-GPU node
-CUSTOM_GPU = "自定义"
+CUSTOM_GPU = TEXTS.text("custom_gpu", "zh")  # the dropdown's value; its label is shown in the course's language
 SEQ_OPTIONS = sorted({2**k for k in range(23)} | {3 * 2**k for k in range(21)})  # 1, 2, 3, 4, 6, 8, 12 ... 2**22
 CURVE_MODELS = ("GPT-2 (124M)", "LLaMA-7B", "Llama-3-70B", CHAPTER_70B, "Llama-3.1-405B", "Mistral-7B",
                 "DeepSeek-V3 (671B)")
@@ -37,14 +38,32 @@ CONTEXT_GRID = 48  # evenly spaced lengths of the fit panel's second figure (plu
 SEARCH_CAP = 2**60  # tokens: a cache that fits this many has stopped growing (every layer windowed)
 QUANTIZED = ("fp8", "int8", "int4")  # dtypes narrower than 16 bits: stored with scales in practice
 LONG_S = 131072  # 128K tokens: the context of Llama-3.1 and DeepSeek-V3
-# What a window is called where the model's own paper names it (shown only for that model).
-WINDOW_TERMS = {"Mistral-7B": "（Mistral 论文称之为滚动缓存，rolling buffer cache）"}
+# What a window is called where the model's own paper names it (shown only for that model): a TEXTS key.
+WINDOW_TERMS = {"Mistral-7B": "window_term.mistral"}
 
-# Labels on screen (InputError names the control exactly as the learner sees it).
-MODEL_LABEL, SEQ_LABEL, BATCH_LABEL = "模型", "序列长度 S", "批次 B"
-SEQ_SLIDER_LABEL, CURVE_LABEL = "拖动 S（对数刻度）", "曲线上的模型"
-CACHE_DTYPE_LABEL, WEIGHT_DTYPE_LABEL = "缓存数据类型", "权重数据类型"
-GPU_LABEL, BUDGET_LABEL, USABLE_LABEL = "GPU", "总显存（MiB）", "显存使用比例"
+# Labels on screen (InputError names the control exactly as the learner sees it): the constants are the Chinese
+# labels (tests and chapter 3.5 match against them); label(...) shows each in the course's language.
+LABEL_KEYS = {"model": "label.model", "seq_len": "label.seq_len", "batch": "label.batch",
+              "seq_slider": "label.seq_slider", "curves": "label.curves", "cache_dtype": "label.cache_dtype",
+              "weight_dtype": "label.weight_dtype", "gpu": "label.gpu", "budget": "label.budget",
+              "usable": "label.usable"}
+MODEL_LABEL, SEQ_LABEL, BATCH_LABEL = (TEXTS.text(LABEL_KEYS[k], "zh") for k in ("model", "seq_len", "batch"))
+SEQ_SLIDER_LABEL, CURVE_LABEL = (TEXTS.text(LABEL_KEYS[k], "zh") for k in ("seq_slider", "curves"))
+CACHE_DTYPE_LABEL, WEIGHT_DTYPE_LABEL = (TEXTS.text(LABEL_KEYS[k], "zh") for k in ("cache_dtype", "weight_dtype"))
+GPU_LABEL, BUDGET_LABEL, USABLE_LABEL = (TEXTS.text(LABEL_KEYS[k], "zh") for k in ("gpu", "budget", "usable"))
+_LABEL_KEY = {TEXTS.text(key, "zh"): key for key in LABEL_KEYS.values()}
+
+
+def label(constant: str) -> str:
+    """A control's label (one of the ``*_LABEL`` constants) in the course's language."""
+    return TEXTS.say(_LABEL_KEY[constant])
+
+
+def shown(model) -> str:
+    """A model's name as the learner sees it, in the course's language: the hypothetical's label is a phrase, every
+    real model its own name (``ModelPreset.label``)."""
+    p = preset(model)
+    return TEXTS.say("hypothetical_label") if p.display_name else p.label
 
 
 def preset(model) -> ModelPreset:
@@ -57,8 +76,9 @@ def preset(model) -> ModelPreset:
 
 
 def model_options() -> list[tuple[str, str]]:
-    """(label shown, preset key) for every preset: a dropdown shows the Chinese label of the hypothetical."""
-    return [(p.label, name) for name, p in MODEL_PRESETS.items()]
+    """(label shown, preset key) for every preset: a dropdown shows the hypothetical's label in the course's
+    language."""
+    return [(shown(p), name) for name, p in MODEL_PRESETS.items()]
 
 
 def ratio_text(r: Fraction) -> str:
@@ -74,14 +94,27 @@ def zh_join(items) -> str:
     return items[0] if len(items) == 1 else f"{'、'.join(items[:-1])} 和 {items[-1]}"
 
 
+def join_names(items) -> str:
+    """Names in a list in the course's language: 「A、B 和 C」 (as :func:`zh_join`), "A, B and C"."""
+    items = list(items)
+    if len(items) == 1:
+        return items[0]
+    return TEXTS.say("list_last", items=TEXTS.say("list_sep").join(items[:-1]), last=items[-1])
+
+
 def spaced(label: str) -> str:
     """A name set into a Chinese sentence: a space on each side that touches Latin letters or digits."""
     return f"{' ' if label[0].isascii() else ''}{label}{' ' if label[-1].isascii() else ''}"
 
 
+def set_in(label: str) -> str:
+    """A name set into a sentence of the course's language: :func:`spaced` in Chinese, as it is in English."""
+    return spaced(label) if TEXTS.say("list_sep") == "、" else label
+
+
 def with_kv_heads(p: ModelPreset) -> str:
-    """The label with its KV heads in brackets, unless the label already says them."""
-    return p.label if "KV 头" in p.label else f"{p.label}（{p.n_kv_head} 个 KV 头）"
+    """The label with its KV heads in brackets, unless the label already says them (the hypothetical's)."""
+    return shown(p) if p.display_name else TEXTS.say("with_kv_heads", model=p.label, n=p.n_kv_head)
 
 
 def same_cache_shape(model) -> list[ModelPreset]:
@@ -95,11 +128,10 @@ def same_cache_shape(model) -> list[ModelPreset]:
 def hypothetical_note(model) -> str:
     """For the chapter's hypothetical: the real models with its cache shape, and the published 70Bs' KV heads."""
     p = preset(model)
-    twins = zh_join(q.label for q in same_cache_shape(p))
+    twins = join_names(q.label for q in same_cache_shape(p))
     kv_heads = sorted({MODEL_PRESETS[n].n_kv_head for n in GQA_70BS})
-    gqa = f"{zh_join(GQA_70BS)} 用 GQA，只有 {'/'.join(map(str, kv_heads))} 个 KV 头"
-    return (f"这是原文假设的模型，参数量 {p.n_params / 1e9:g}B 也是假设的。形状完全相同、{p.n_head} 个头各存一份 K/V 的"
-            f"真实模型有 {twins}；{gqa}。")
+    return TEXTS.say("hypothetical_note", params=p.n_params / 1e9, heads=p.n_head, twins=twins,
+                     gqa_models=join_names(GQA_70BS), kv_heads="/".join(map(str, kv_heads)))
 
 
 def beyond_context_html(model, seq_len: int) -> str:
@@ -107,10 +139,7 @@ def beyond_context_html(model, seq_len: int) -> str:
     p = preset(model)
     if not p.has_released_context or seq_len <= p.context_length:
         return ""
-    if p.learned_positions:
-        why = (f"{html.escape(p.label)} 的位置嵌入表只有 {p.context_length:,} 行：模型根本无法处理这么长的输入，"
-               "这个数只是按公式算出的字节数")
-    else:
-        why = "模型没有为这么长的输入训练过，这个数只是公式的外推"
-    return (f'<span style="color:#8a4b00">⚠ S = {seq_len:,} 超过了 {html.escape(p.label)} 发布时的上下文'
-            f"（{p.context_length:,} 个 token）：{why}。</span>")
+    name = html.escape(shown(p))
+    why = (TEXTS.say("beyond.learned", model=name, ctx=p.context_length) if p.learned_positions
+           else TEXTS.say("beyond.extrapolated"))
+    return TEXTS.say("beyond.line", S=seq_len, model=name, ctx=p.context_length, why=why)

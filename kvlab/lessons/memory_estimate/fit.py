@@ -10,7 +10,8 @@ from fractions import Fraction
 from ...memory import DTYPE_BITS, format_bytes
 from ...presets import GPU_PRESETS, ModelPreset
 from .common import (CHAPTER_S, CONTEXT_GRID, DEFAULT_USABLE, GB, QUANTIZED, SEARCH_CAP, beyond_context_html, preset,
-                    ratio_text, spaced)
+                    ratio_text, set_in, shown)
+from .phrases import TEXTS
 
 
 def usable_fraction(value) -> Fraction:
@@ -131,7 +132,7 @@ def context_curve(plan: FitPlan) -> ContextCurve:
 def gpu_for_budget(gpu: str, budget_mib: int) -> str:
     """How the budget is labelled: the card's name when the box holds that card's memory."""
     card = GPU_PRESETS.get(gpu)
-    return card.name if card and card.memory_mib == budget_mib else f"自定义 {budget_mib:,} MiB"
+    return card.name if card and card.memory_mib == budget_mib else TEXTS.say("gpu.custom", mib=budget_mib)
 
 
 def narrower_dtypes(dtype: str) -> list[str]:
@@ -143,50 +144,51 @@ def weights_do_not_fit(plan: FitPlan) -> str:
     """The message when the weights alone exceed the usable memory: by how much, and only the remedies left."""
     p, wd = plan.model, plan.weight_dtype
     narrower = narrower_dtypes(wd)
-    remedies = ["换一张显存更大的卡"] + ([f"把权重换成 {' 或 '.join(narrower)}"] if narrower else []) + \
-        ["把模型切分到多张卡上"]
-    return (f"按显存使用比例 {float(plan.usable):g}，只有 {format_bytes(plan.budget_bytes)} 可用，连{spaced(p.label)}的 {wd} 权重"
-            f"（{format_bytes(plan.weight_bytes)}）都放不下，还差 {format_bytes(plan.weight_bytes - plan.budget_bytes)}："
-            f"{'、'.join(remedies[:-1])}，或者{remedies[-1]}")
+    remedies = [TEXTS.say("remedy.card")] + \
+        ([TEXTS.say("remedy.dtype", dtypes=TEXTS.say("remedy.or").join(narrower))] if narrower else []) + \
+        [TEXTS.say("remedy.split")]
+    return TEXTS.say("no_fit", usable=float(plan.usable), budget=format_bytes(plan.budget_bytes), model=set_in(shown(p)),
+                     dtype=wd, weights=format_bytes(plan.weight_bytes),
+                     short=format_bytes(plan.weight_bytes - plan.budget_bytes),
+                     remedies=TEXTS.say("remedy.sep").join(remedies[:-1]), last=remedies[-1])
 
 
 def usable_note(usable: Fraction | None = None) -> str:
     """What the share left out of the plan is for, and what vLLM takes from the planned share (the one wording, 3.4
     and 3.5): 「其余 10% 不做规划……」, or 「其余部分……」 without ``usable``."""
-    rest = "其余部分" if usable is None else f"其余 {float(1 - usable_fraction(usable)):.0%} "
-    return (f"{rest}不做规划，留作余量，给显存碎片和同一张卡上的其他进程；vLLM 还会从规划的这一部分里扣掉 CUDA 上下文和"
-            "启动时实测的激活峰值，这里忽略它们，所以算出的缓存空间是上限")
+    rest = (TEXTS.say("usable.rest_any") if usable is None
+            else TEXTS.say("usable.rest", rest=float(1 - usable_fraction(usable))))
+    return TEXTS.say("usable.note", rest=rest)
 
 
 def approximation_note(weight_dtype: str) -> str:
     """The small print under the fit readout: what the weight figure leaves out, and what the usable share is for."""
-    note = "权重按参数个数 × 每个参数的位数估算。"
+    note = TEXTS.say("approx.weights")
     if weight_dtype in QUANTIZED:
-        note += (f"{weight_dtype} 权重实际还要存缩放系数，多数方案还把嵌入层和输出层（lm_head）留在 16 位，"
-                 "所以实际大小比这里算的略大：这是一个偏小的估计。")
-    return note + "显存使用比例借用 vLLM 的 gpu_memory_utilization：只按总显存的这一部分规划权重和缓存，" + usable_note() + "。"
+        note += TEXTS.say("approx.quantized", dtype=weight_dtype)
+    return note + TEXTS.say("approx.usable", note=usable_note())
 
 
 def fit_html(plan: FitPlan) -> str:
     p, B, S = plan.model, plan.batch_size, plan.seq_len
-    assumed = "（假设的参数量）" if p.hypothetical else ""
-    lines = [f"权重：{p.n_params:,} 个参数{assumed} × {DTYPE_BITS[plan.weight_dtype] / 8:g} B（{plan.weight_dtype}）= "
-             f"<b>{format_bytes(plan.weight_bytes)}</b>；KV Cache（B = {B:,}，S = {S:,}，{plan.cache_dtype}）："
-             f"<b>{format_bytes(plan.cache_bytes)}</b>；可用 {format_bytes(plan.budget_bytes)}"
-             f"（总显存 {format_bytes(plan.total_bytes)} × {float(plan.usable):g}），"
-             + (f"剩余 <b>{format_bytes(plan.free_bytes)}</b>。" if plan.fits
-                else f'<span style="color:#b00">放不下，还差 <b>{format_bytes(-plan.free_bytes)}</b></span>。')]
+    rest = (TEXTS.say("fit.free", free=format_bytes(plan.free_bytes)) if plan.fits
+            else TEXTS.say("fit.short", short=format_bytes(-plan.free_bytes)))
+    lines = [TEXTS.say("fit.head", params=p.n_params, assumed=TEXTS.say("fit.assumed") if p.hypothetical else "",
+                       byte=DTYPE_BITS[plan.weight_dtype] / 8, wd=plan.weight_dtype,
+                       weights=format_bytes(plan.weight_bytes), B=B, S=S, cd=plan.cache_dtype,
+                       cache=format_bytes(plan.cache_bytes), budget=format_bytes(plan.budget_bytes),
+                       total=format_bytes(plan.total_bytes), usable=float(plan.usable), rest=rest)]
     warning = beyond_context_html(p, S)
     if warning:
         lines.append(warning)
     if plan.longest_context is None:
-        longest = "不受显存限制（滑动窗口让缓存封顶）"
+        longest = TEXTS.say("fit.unbounded")
     elif plan.longest_context == 0:
-        longest = "0 个 token（连 1 个 token 都放不下）"
+        longest = TEXTS.say("fit.none")
     else:
-        longest = f"<b>{plan.longest_context:,}</b> 个 token{past_context_capacity(plan)}"
-    lines.append(f"批次 B = {B:,} 时，放得下的最长上下文：{longest}")
-    lines.append(f"上下文 S = {S:,} 时，放得下的最大批次：<b>{plan.largest_batch:,}</b> 条序列")
+        longest = TEXTS.say("fit.tokens", n=plan.longest_context, note=past_context_capacity(plan))
+    lines.append(TEXTS.say("fit.longest", B=B, longest=longest))
+    lines.append(TEXTS.say("fit.largest", S=S, n=plan.largest_batch))
     lines.append(f'<span style="font-size:90%;color:#555">{approximation_note(plan.weight_dtype)}</span>')
     return "<br>".join(lines)
 
@@ -197,11 +199,9 @@ def gpu_table_html() -> str:
     rows = "".join(
         f"<tr><td>{g.name}</td><td>{g.marketed}</td><td>{g.memory_mib:,} MiB</td>"
         f"<td>{format_bytes(g.memory_bytes)}</td><td>{float(Fraction(g.memory_bytes, GB)):.2f} GB</td>"
-        f"<td>{f'约 {g.torch_total_gib} GiB' if g.torch_total_gib else '—'}</td></tr>"
+        f"<td>{TEXTS.say('gpu.about', gib=g.torch_total_gib) if g.torch_total_gib else '—'}</td></tr>"
         for g in GPU_PRESETS.values())
-    return ("<table><thead><tr><th>GPU</th><th>规格表上写的</th><th>nvidia-smi 报告的总量</th><th>= GiB（2³⁰ 字节）</th>"
-            "<th>= GB（10⁹ 字节）</th><th>PyTorch 报告的总量</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>")
+    return TEXTS.say("gpu.table", rows=rows)
 
 
 def t4_plans(seq_len: int = CHAPTER_S) -> list[FitPlan]:
@@ -214,14 +214,14 @@ def t4_plans(seq_len: int = CHAPTER_S) -> list[FitPlan]:
 
 def plan_line(plan: FitPlan) -> str:
     """One line per plan for the notebook: weights, room left for the cache, longest context, largest batch."""
-    p = plan.model
-    head = f"{p.label}，{plan.weight_dtype} 权重 {format_bytes(plan.weight_bytes)}，可用 {format_bytes(plan.budget_bytes)}"
+    head = TEXTS.say("plan.head", model=shown(plan.model), dtype=plan.weight_dtype,
+                     weights=format_bytes(plan.weight_bytes), budget=format_bytes(plan.budget_bytes))
     if not plan.weights_fit:
-        return f"{head}：权重本身就放不下，还差 {format_bytes(-plan.room_bytes)}"
-    longest = "不受显存限制（滑动窗口让缓存封顶）" if plan.longest_context is None else \
-        f"{plan.longest_context:,} 个 token{past_context_capacity(plan)}"
-    return (f"{head}：留给缓存 {format_bytes(plan.room_bytes)}，最长上下文 {longest}，"
-            f"{plan.seq_len:,} 个 token 时最大批次 {plan.largest_batch}")
+        return TEXTS.say("plan.no_weights", head=head, short=format_bytes(-plan.room_bytes))
+    longest = TEXTS.say("fit.unbounded") if plan.longest_context is None else \
+        TEXTS.say("plan.tokens", n=plan.longest_context, note=past_context_capacity(plan))
+    return TEXTS.say("plan.line", head=head, room=format_bytes(plan.room_bytes), longest=longest, S=plan.seq_len,
+                     batch=plan.largest_batch)
 
 
 def past_context_capacity(plan: FitPlan) -> str:
@@ -230,7 +230,7 @@ def past_context_capacity(plan: FitPlan) -> str:
     p, longest = plan.model, plan.longest_context
     if longest is None or not p.has_released_context or longest < p.context_length:
         return ""
-    return f"（超过模型的上下文 {p.context_length:,}：显存不是瓶颈，这只是按公式算出的容量）"
+    return TEXTS.say("past_context", ctx=p.context_length)
 
 
 def int8_gain_line(fp16_7b: FitPlan, int8_8b: FitPlan) -> str:
@@ -238,7 +238,7 @@ def int8_gain_line(fp16_7b: FitPlan, int8_8b: FitPlan) -> str:
     sequence's cache by the ratio of KV heads (both at the plans' seq_len, FP16 caches)."""
     a, b = fp16_7b.model, int8_8b.model
     ratio = Fraction(fp16_7b.cache_bytes, int8_8b.cache_bytes)
-    return (f"为什么 int8 的{spaced(b.label)}放得下这么多条：int8 把权重减半（{format_bytes(b.weight_bytes('fp16'))} → "
-            f"{format_bytes(int8_8b.weight_bytes)}）；它又用 GQA（{b.n_kv_head} 个 KV 头），一条 {int8_8b.seq_len:,} 个 token "
-            f"的序列的缓存只要 {format_bytes(int8_8b.cache_bytes)}，是 {a.label}（{a.n_kv_head} 个 KV 头，"
-            f"{format_bytes(fp16_7b.cache_bytes)}）的 1/{ratio_text(ratio)}")
+    return TEXTS.say("int8_gain", model=set_in(shown(b)), fp16=format_bytes(b.weight_bytes("fp16")),
+                     int8=format_bytes(int8_8b.weight_bytes), kv=b.n_kv_head, S=int8_8b.seq_len,
+                     cache=format_bytes(int8_8b.cache_bytes), other=shown(a), other_kv=a.n_kv_head,
+                     other_cache=format_bytes(fp16_7b.cache_bytes), ratio=ratio_text(ratio))

@@ -7,7 +7,8 @@ from fractions import Fraction
 
 from ...memory import format_bytes
 from ...presets import ModelPreset
-from .common import CHAPTER_LONG_S, TWINS, preset, ratio_text, with_kv_heads
+from .common import CHAPTER_LONG_S, TWINS, preset, ratio_text, shown, with_kv_heads
+from .phrases import TEXTS
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,10 @@ def gqa_twins(seq_len: int = CHAPTER_LONG_S, pairs=TWINS) -> list[TwinComparison
 
 def past_context_note(models) -> str:
     """「（超过 Llama-2-7B 的上下文 4,096）」 for the models given ("" for none)."""
-    return "".join(f"（超过 {p.label} 的上下文 {p.context_length:,}）" for p in models)
+    return "".join(TEXTS.say("twin.past", model=shown(p), ctx=p.context_length) for p in models)
 
 
 def twin_line(t: TwinComparison) -> str:
-    return (f"{with_kv_heads(t.mha)}：{format_bytes(t.mha_bytes)}；{with_kv_heads(t.gqa)}："
-            f"{format_bytes(t.gqa_bytes)}；前者是后者的 {ratio_text(t.ratio)} 倍"
-            + past_context_note(t.beyond_context))
+    return TEXTS.say("twin.line", mha=with_kv_heads(t.mha), mha_size=format_bytes(t.mha_bytes),
+                     gqa=with_kv_heads(t.gqa), gqa_size=format_bytes(t.gqa_bytes), ratio=ratio_text(t.ratio),
+                     past=past_context_note(t.beyond_context))

@@ -10,15 +10,16 @@ from fractions import Fraction
 from ...memory import format_bytes, kv_cache_bytes
 from ...presets import MODEL_PRESETS, ModelPreset
 from .common import (CHAPTER_70B, CHAPTER_D, CHAPTER_H, CHAPTER_L, CHAPTER_LONG_S, CHAPTER_MODEL, CHAPTER_S, GB, GIB,
-                    MIB, REAL_70B, SHAPE_EXAMPLE_S, TEXT_70B_GB, TEXT_LONG_GB, ratio_text)
+                    MIB, REAL_70B, SHAPE_EXAMPLE_S, TEXT_70B_GB, TEXT_LONG_GB, ratio_text, shown)
+from .phrases import TEXTS
 
 
 @dataclass(frozen=True)
 class TextFigure:
     """One figure the original text prints or claims, read in its own unit, against kvlab's exact bytes."""
 
-    what: str  # what the figure is about (Chinese)
-    text_says: str  # as the text writes it
+    what: str  # what the figure is about (in the course's language when it was made)
+    text_says: str  # as the text writes it (quoted in translation in English)
     relation: str  # "=" (printed output), "≈" (about) or ">" (more than)
     text_bytes: int  # the text's number in bytes; its code divides by 1024**2 and 1024**3, so MB/GB here are MiB/GiB
     kvlab_bytes: int
@@ -48,13 +49,16 @@ def chapter_figures() -> list[TextFigure]:
     """The figures of section 3.4 (its printed output, the 8192-token and the 70B sentences), recomputed."""
     llama, mha70, gqa70 = MODEL_PRESETS[CHAPTER_MODEL], MODEL_PRESETS[CHAPTER_70B], MODEL_PRESETS[REAL_70B]
     S, LS = CHAPTER_S, CHAPTER_LONG_S
+    say = TEXTS.say
+    over = say("says.over", gb=TEXT_70B_GB)
     return [
-        TextFigure(f"LLaMA-7B 每层，S = {S:,}", "16.0 MB", "=", 16 * MIB, llama.layer_kv_cache_bytes(0, S), llama, S),
-        TextFigure(f"LLaMA-7B 共 {CHAPTER_L} 层，S = {S:,}", "0.50 GB", "=", GIB // 2, llama.kv_cache_bytes(S), llama, S),
-        TextFigure(f"LLaMA-7B，S = {LS:,}", "约2GB", "≈", TEXT_LONG_GB * GIB, llama.kv_cache_bytes(LS), llama, LS),
-        TextFigure(f"{mha70.label}：L = {mha70.n_layer}，H = {mha70.n_kv_head}，D = {mha70.head_dim}，S = {LS:,}",
-                   "超过16GB", ">", TEXT_70B_GB * GIB, mha70.kv_cache_bytes(LS), mha70, LS),
-        TextFigure(f"真实的 {gqa70.label}（{gqa70.n_kv_head} 个 KV 头），S = {LS:,}", "超过16GB", ">",
+        TextFigure(say("fig.per_layer", S=S), "16.0 MB", "=", 16 * MIB, llama.layer_kv_cache_bytes(0, S), llama, S),
+        TextFigure(say("fig.total", L=CHAPTER_L, S=S), "0.50 GB", "=", GIB // 2, llama.kv_cache_bytes(S), llama, S),
+        TextFigure(say("fig.long", S=LS), say("says.about", gb=TEXT_LONG_GB), "≈", TEXT_LONG_GB * GIB,
+                   llama.kv_cache_bytes(LS), llama, LS),
+        TextFigure(say("fig.mha70", model=shown(mha70), L=mha70.n_layer, H=mha70.n_kv_head, D=mha70.head_dim, S=LS),
+                   over, ">", TEXT_70B_GB * GIB, mha70.kv_cache_bytes(LS), mha70, LS),
+        TextFigure(say("fig.real70", model=gqa70.label, kv=gqa70.n_kv_head, S=LS), over, ">",
                    TEXT_70B_GB * GIB, gqa70.kv_cache_bytes(LS), gqa70, LS),
     ]
 
@@ -78,46 +82,44 @@ def halving_variants() -> list[Variant]:
     then half the heads, half the head size, and half the layers (which halves only the total)."""
     L, H, D, S = CHAPTER_L, CHAPTER_H, CHAPTER_D, CHAPTER_S
     k_only = kv_cache_bytes(1, H, D, S) // 2  # K alone is exactly half of K and V
-    rows = [("原文代码原样：S = 2048，K 和 V 两份，FP16 每个元素 2 字节", L, kv_cache_bytes(1, H, D, S)),
-            (f"S = {SHAPE_EXAMPLE_S}（3.2 节示例用的长度）", L, kv_cache_bytes(1, H, D, SHAPE_EXAMPLE_S)),
-            ("只算 K（或只算 V）：少乘了「K 和 V」的 2", L, k_only),
-            ("每个元素按 1 字节算（INT8/FP8）：少乘了 FP16 的 2", L, kv_cache_bytes(1, H, D, S, 1, "int8")),
-            (f"H = {H // 2}（头数减半）", L, kv_cache_bytes(1, H // 2, D, S)),
-            (f"D = {D // 2}（头维度减半）", L, kv_cache_bytes(1, H, D // 2, S)),
-            (f"L = {L // 2}（层数减半）", L // 2, kv_cache_bytes(1, H, D, S))]
+    say = TEXTS.say
+    rows = [(say("variant.as_written"), L, kv_cache_bytes(1, H, D, S)),
+            (say("variant.seq_len", S=SHAPE_EXAMPLE_S), L, kv_cache_bytes(1, H, D, SHAPE_EXAMPLE_S)),
+            (say("variant.k_only"), L, k_only),
+            (say("variant.one_byte"), L, kv_cache_bytes(1, H, D, S, 1, "int8")),
+            (say("variant.half_h", H=H // 2), L, kv_cache_bytes(1, H // 2, D, S)),
+            (say("variant.half_d", D=D // 2), L, kv_cache_bytes(1, H, D // 2, S)),
+            (say("variant.half_l", L=L // 2), L // 2, kv_cache_bytes(1, H, D, S))]
     return [Variant(change, per_layer, layers * per_layer) for change, layers, per_layer in rows]
 
 
 def _verdict(f: TextFigure) -> str:
-    verdict = "成立" if f.holds else '<span style="color:#b00">不成立</span>'
+    verdict = TEXTS.say("verdict.holds" if f.holds else "verdict.fails")
     if f.relation == ">":
-        return f"{verdict}：{format_bytes(f.kvlab_bytes)} {'>' if f.holds else '<'} {format_bytes(f.text_bytes)}"
-    return f"{verdict}：kvlab 的结果是原文的 {ratio_text(f.ratio)} 倍"
+        return TEXTS.say("verdict.more", verdict=verdict, kvlab=format_bytes(f.kvlab_bytes),
+                         sign=">" if f.holds else "<", text=format_bytes(f.text_bytes))
+    return TEXTS.say("verdict.ratio", verdict=verdict, ratio=ratio_text(f.ratio))
 
 
 def _what_cell(f: TextFigure) -> str:
     what = html.escape(f.what)
     if f.beyond_context:
-        what += (f'<br><span style="color:#8a4b00;font-size:90%">⚠ 超过 {html.escape(f.model.label)} 发布时的上下文'
-                 f"（{f.model.context_length:,} 个 token）：这是原文自己假设的长度</span>")
+        what += TEXTS.say("what.beyond", model=html.escape(shown(f.model)), ctx=f.model.context_length)
     return what
 
 
 def chapter_figures_html(figures: list[TextFigure]) -> str:
     """The recomputed figures as a table: what the text says, what kvlab computes, and whether it holds."""
-    rows = "".join(
-        f"<tr><td>{_what_cell(f)}</td><td>{html.escape(f.text_says)}</td>"
-        f"<td><b>{format_bytes(f.kvlab_bytes)}</b>（{f.kvlab_bytes:,} B）</td><td>{_verdict(f)}</td></tr>"
-        for f in figures)
-    return ("<table><thead><tr><th>原文说的是</th><th>原文的数字</th><th>kvlab 算出的（精确字节数）</th>"
-            f"<th>结论</th></tr></thead><tbody>{rows}</tbody></table>")
+    rows = "".join(TEXTS.say("figures.row", what=_what_cell(f), says=html.escape(f.text_says),
+                             size=format_bytes(f.kvlab_bytes), n=f.kvlab_bytes, verdict=_verdict(f))
+                   for f in figures)
+    return TEXTS.say("figures.table", rows=rows)
 
 
 def variants_html(variants: list[Variant]) -> str:
     rows = "".join(f"<tr><td>{html.escape(v.change)}</td><td>{v.printed[0]}</td><td>{v.printed[1]}</td></tr>"
                    for v in variants)
-    return ("<table><thead><tr><th>原文的计算，只改一处</th><th>每层 KV Cache</th><th>总 KV Cache</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>")
+    return TEXTS.say("variants.table", rows=rows)
 
 
 def gb_and_gib(n_bytes: int) -> tuple[Fraction, Fraction]:
@@ -150,10 +152,9 @@ def seventy_b_reading() -> SeventyBReading:
 def seventy_b_text(r: SeventyBReading) -> str:
     """The reading as sentences (every number from ``r``)."""
     llama, mha70 = MODEL_PRESETS[CHAPTER_MODEL], MODEL_PRESETS[CHAPTER_70B]
-    return (f"若「同样序列长度」指的是 S = {CHAPTER_S:,}，64 个 KV 头的 70B 只要 {format_bytes(r.at_chapter_s)}，"
-            f"不到原文说的 {TEXT_70B_GB} GB；按上一句的 S = {CHAPTER_LONG_S:,} 读，是 {format_bytes(r.at_long_s)}。\n"
-            f"同样长度下，它的缓存是 LLaMA-7B 的 {ratio_text(r.scale)} 倍：层数之比 {mha70.n_layer}/{llama.n_layer}"
-            f" 乘 KV 头数之比 {mha70.n_kv_head}/{llama.n_kv_head}。用原文自己的「约{TEXT_LONG_GB}GB」乘 {ratio_text(r.scale)}"
-            f" 只有约 {ratio_text(r.text_scaled_gb)} GB，并不超过 {TEXT_70B_GB} GB；用改正后的 "
-            f"{format_bytes(llama.kv_cache_bytes(CHAPTER_LONG_S))} 乘 {ratio_text(r.scale)} 得 "
-            f"{format_bytes(r.corrected_scaled)}，才超过 {TEXT_70B_GB} GB。")
+    return TEXTS.say("seventy_b", S=CHAPTER_S, at_s=format_bytes(r.at_chapter_s), threshold=TEXT_70B_GB,
+                     long_s=CHAPTER_LONG_S, at_long=format_bytes(r.at_long_s), scale=ratio_text(r.scale),
+                     l70=mha70.n_layer, l7=llama.n_layer, kv70=mha70.n_kv_head, kv7=llama.n_kv_head,
+                     text_gb=TEXT_LONG_GB, scaled_gb=ratio_text(r.text_scaled_gb),
+                     corrected=format_bytes(llama.kv_cache_bytes(CHAPTER_LONG_S)),
+                     corrected_scaled=format_bytes(r.corrected_scaled))

@@ -21,6 +21,7 @@ from ...model import ToyTransformer
 from ...stats import median
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, selection_slider
+from .phrases import PANELS, label
 from .prefill_sweep import PrefillSweep, prefill_points
 from .roofline import RooflinePoint
 from .sentences.batching import (BATCH_GAIN, BATCH_LEFT, BATCH_ORDER, BATCH_RIGHT, BATCH_SHAPE, INVERTED_ROWS,
@@ -65,7 +66,7 @@ class BatchSweep:
         return self.points[self.batch_sizes.index(batch_size)]
 
     def label(self, batch_size: int) -> str:
-        return f"解码 B={batch_size}（上下文 {self.context_len}）"
+        return PANELS.say("point.batch", B=batch_size, context=self.context_len)
 
     def roofline_points(self) -> list[RooflinePoint]:
         return [RooflinePoint(self.label(p.batch_size), "batch", p.cost.intensity, p.flops_per_s, f"B={p.batch_size}")
@@ -137,19 +138,19 @@ class BatchLab:
     def context(self, value) -> int:
         """The context length a learner chose, one of :attr:`contexts`; a length the lesson has but whose
         measurement would pass the memory bound is refused with its size, before anything runs."""
-        C = whole_number(CONTEXT_LABEL, value, self.contexts[0], max(self.contexts + self.too_large))
+        C = whole_number(label(CONTEXT_LABEL), value, self.contexts[0], max(self.contexts + self.too_large))
         if C in self.too_large:
-            raise InputError(CONTEXT_LABEL, f"为 {C:,} 时，B = {max(self.batch_sizes)} 的缓存要 "
-                             f"{format_bytes(self.cache_bytes(C))}，超过一次测量可用的 "
-                             f"{format_bytes(BATCH_MAX_CACHE_BYTES)}（课程按每人 2 GiB 内存设计）：请选较短的上下文")
-        return choice(CONTEXT_LABEL, C, self.contexts)
+            raise InputError(label(CONTEXT_LABEL), PANELS.say(
+                "batch_too_large", C=C, B=max(self.batch_sizes), size=format_bytes(self.cache_bytes(C)),
+                limit=format_bytes(BATCH_MAX_CACHE_BYTES)))
+        return choice(label(CONTEXT_LABEL), C, self.contexts)
 
     def measuring(self, context_len) -> str | None:
         """What the panel says while a context length not measured yet is measured (None: it was measured)."""
         if context_len not in self.contexts or context_len in self.sweeps or self.model is None:
             return None
-        return (f"正在测量：每条序列的缓存里已有 {context_len} 个 token 时，{len(self.batch_sizes)} 种批次大小 B "
-                f"各测 {BATCH_REPEATS} 次、每次解码 {BATCH_STEPS} 步（要几秒钟）……")
+        return PANELS.say("batch_measuring", context=context_len, sizes=len(self.batch_sizes), repeats=BATCH_REPEATS,
+                          steps=BATCH_STEPS)
 
     def sweep(self, context_len: int) -> BatchSweep:
         if context_len not in self.sweeps:
@@ -236,13 +237,13 @@ def batch_ridge_lines(sweep: BatchSweep, roofs: Roofs) -> list[str]:
     right = [p for p in sweep.points if p.cost.intensity >= ridge]
     if len(right) >= 2:
         a, b = right[0], right[-1]
-        return [f"越过转折点以后（B = {a.batch_size} 到 B = {b.batch_size}，B 变为 {b.batch_size / a.batch_size:g} 倍）："
-                f"单步耗时 ×{b.step_seconds / a.step_seconds:.2f}，吞吐 ×{b.tokens_per_s / a.tokens_per_s:.2f}。"]
+        return [PANELS.say("ridge.right", a=a.batch_size, b=b.batch_size, times=b.batch_size / a.batch_size,
+                           step=b.step_seconds / a.step_seconds, tput=b.tokens_per_s / a.tokens_per_s)]
     if right and left:
         a, b = left[-1], right[0]
-        return [f"越过转折点的那一步（B = {a.batch_size} 到 B = {b.batch_size}）：单步耗时 "
-                f"×{b.step_seconds / a.step_seconds:.2f}，吞吐 ×{b.tokens_per_s / a.tokens_per_s:.2f}。"]
-    return [f"到 B = {sweep.points[-1].batch_size} 都还在转折点（{ridge:.1f}）左边。"] if not right else []
+        return [PANELS.say("ridge.cross", a=a.batch_size, b=b.batch_size, step=b.step_seconds / a.step_seconds,
+                           tput=b.tokens_per_s / a.tokens_per_s)]
+    return [PANELS.say("ridge.left", B=sweep.points[-1].batch_size, ridge=ridge)] if not right else []
 
 
 def explain_overlap(sweep: BatchSweep, roofs: Roofs) -> list[Claim]:
@@ -283,30 +284,27 @@ def explain_kv_share(config: ModelConfig, batch_size: int, contexts=(8, 256, 100
     lines = []
     for C in contexts:
         cost = decode_cost(config, C, steps, batch_size)
-        lines.append(f"B = {batch_size}，每条序列的缓存里从 {C} 个 token 起解码 {steps} 步（和上表一样计数）：K/V 占读写字节的 "
-                     f"{share_text(cost.cache_share)}，算术强度 {cost.intensity:.2f} FLOP/字节（B / 2 = {batch_size / 2:g}）")
+        lines.append(PANELS.say("kv_share", B=batch_size, C=C, steps=steps, share=share_text(cost.cache_share),
+                                intensity=cost.intensity, half=batch_size / 2))
     return lines
 
 
-BATCH_LABEL, CONTEXT_LABEL = "批次 B", "上下文长度（每条序列缓存里已有的 token）"  # the controls, as shown
+# the controls' labels as the Chinese edition shows them; a panel shows each in the course's language (label())
+BATCH_LABEL, CONTEXT_LABEL = PANELS.text("label.batch", "zh"), PANELS.text("label.context", "zh")
 
 
 def render_batch(lab: BatchLab, roofs: Roofs, prefill: PrefillSweep, batch_size, context_len) -> View:
     """The batching panel: one batch size and context length against the sweep, and on this machine's roofline."""
-    B = one_of_numbers(BATCH_LABEL, batch_size, lab.batch_sizes)
+    B = one_of_numbers(label(BATCH_LABEL), batch_size, lab.batch_sizes)
     sweep = lab.sweep(lab.context(context_len))
     p = sweep.at(B)
     one = sweep.points[0]
-    who = ("为这 1 条序列生成 1 个 token" if p.batch_size == 1
-           else f"同时为 {p.batch_size} 条序列各生成 1 个 token")
-    readout = (
-        f"<b>B = {p.batch_size}，每条序列的缓存里已有 {sweep.context_len} 个 token</b>：一步解码 "
-        f"<b>{p.step_seconds * 1e3:.2f} ms</b>，{who}，即 <b>{p.tokens_per_s:,.0f} token/s</b><br>"
-        f"与 B = {one.batch_size} 相比：吞吐 ×{p.tokens_per_s / one.tokens_per_s:.1f}，单步耗时 "
-        f"×{p.step_seconds / one.step_seconds:.1f}；K/V 占一步读写字节的 <b>{share_text(p.cost.cache_share)}</b>，"
-        f"算术强度 <b>{p.cost.intensity:.2f} FLOP/字节</b>（转折点 {roofs.ridge:.1f}），"
-        f"实际达到 {p.flops_per_s / 1e9:.1f} GFLOP/s（设备 {html.escape(sweep.device)}）"
-    )
+    who = PANELS.say("who.one") if p.batch_size == 1 else PANELS.say("who.many", B=p.batch_size)
+    readout = PANELS.say(
+        "batch_html", B=p.batch_size, context=sweep.context_len, ms=p.step_seconds * 1e3, who=who, rate=p.tokens_per_s,
+        B1=one.batch_size, tput=p.tokens_per_s / one.tokens_per_s, step=p.step_seconds / one.step_seconds,
+        share=share_text(p.cost.cache_share), intensity=p.cost.intensity, ridge=roofs.ridge,
+        gflops=p.flops_per_s / 1e9, device=html.escape(sweep.device))
     figures = [plots.batch_figure(sweep, p.batch_size),
                plots.roofline_figure(roofs, prefill_points(prefill) + sweep.roofline_points(),
                                      highlight=sweep.label(p.batch_size))]
@@ -317,8 +315,8 @@ def batch_panel(sweep: BatchSweep, roofs: Roofs, prefill: PrefillSweep, model: T
     """A batch-size slider and a context-length slider (other lengths are measured on ``model`` when chosen; the
     lengths measured, and every batch size at them, are drawn ahead in the browser)."""
     lab = BatchLab(sweep, model)
-    slider = selection_slider(BATCH_LABEL, sweep.batch_sizes, sweep.batch_sizes[0])
-    context = selection_slider(CONTEXT_LABEL, lab.contexts, sweep.context_len, width="520px", continuous=False)
+    slider = selection_slider(label(BATCH_LABEL), sweep.batch_sizes, sweep.batch_sizes[0])
+    context = selection_slider(label(CONTEXT_LABEL), lab.contexts, sweep.context_len, width="520px", continuous=False)
     return Panel({"batch_size": slider, "context_len": context}, partial(render_batch, lab, roofs, prefill),
                  in_browser=("batch_size", "context_len"),
                  options=PanelOptions(layout="horizontal", css_class="kvlab-batch",

@@ -22,6 +22,8 @@ from ...paging import paged_slots
 from ...stats import median
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, int_slider, recent_run, text_box
+from ...tokenizer import TOKENIZERS, CharTokenizer
+from .phrases import PANELS, label
 from .sentences.engineering import ALLOCATOR, PRECISION
 from .timeline import Timeline
 
@@ -50,8 +52,7 @@ class AllocatorComparison:
     traces: dict[str, AllocatorTrace] = field(default_factory=dict)
 
 
-CPU_ALLOCATOR_REASON = ("当前设备不是 CUDA GPU，跳过：CPU 上 PyTorch 通过 C 库的 malloc 申请内存，没有 CUDA 缓存分配器那样"
-                        "可查询的「保留（reserved）／已分配（allocated）」计数器，所以这里量不出碎片（malloc 内部仍可能有碎片）。")
+CPU_ALLOCATOR_REASON = PANELS.text("cpu_allocator", "zh")  # recorded as the reason; shown in the course's language
 
 
 @torch.no_grad()
@@ -100,9 +101,10 @@ def _cuda_counters(device) -> tuple[int, int]:
 def allocator_lines(alloc: AllocatorComparison) -> list[str]:
     """What the allocator counters showed for each mode (readouts), or why nothing was measured."""
     if not alloc.available:
-        return [alloc.reason]
-    return [f"{mode}：最后 allocated {format_bytes(t.allocated[-1])}，reserved {format_bytes(t.reserved[-1])}，"
-            f"保留未用最多 {format_bytes(max(t.held_unused))}（{alloc.device}）" for mode, t in alloc.traces.items()]
+        return [PANELS.say("cpu_allocator") if alloc.reason == CPU_ALLOCATOR_REASON else alloc.reason]
+    return [PANELS.say("allocator_line", mode=mode, allocated=format_bytes(t.allocated[-1]),
+                       reserved=format_bytes(t.reserved[-1]), unused=format_bytes(max(t.held_unused)), device=alloc.device)
+            for mode, t in alloc.traces.items()]
 
 
 def explain_allocator(alloc: AllocatorComparison) -> list[Claim]:
@@ -118,23 +120,26 @@ def explain_reservation(timeline: Timeline, config: ModelConfig) -> str:
     """The timeline's cache was sized for a known number of tokens; sized for max_seq_len it would sit mostly empty."""
     used = stored_tokens(timeline.prompt_tokens, timeline.passes)
     share = used / config.max_seq_len
-    return (f"上面的时间线事先知道要生成 {timeline.passes} 个 token，所以预分配的缓存正好是 {timeline.prompt_tokens} + "
-            f"{timeline.passes} − 1 = {used} 个 token，结束时恰好存满。若像不知道输出多长时那样，按演示模型的最大长度 "
-            f"{config.max_seq_len} 为这条序列预留，这次生成只用了 {used} / {config.max_seq_len} = {share:.0%}，"
-            f"其余 {1 - share:.0%} 预留着却一直空着。")
+    return PANELS.say("reservation", passes=timeline.passes, prompt=timeline.prompt_tokens, used=used,
+                      longest=config.max_seq_len, share=share, rest=1 - share)
 
 
 # -- prompts of unequal length in one batch ---------------------------------------------------------------------
 PADDED_LENGTHS = "3, 17, 9, 30"
 PADDED_NEW_TOKENS = 12
-PADDED_LENGTHS_LABEL, BLOCK_LABEL = "提示词长度（逗号分隔）", "分页块大小"  # the padding panel's controls, as shown
+# the padding panel's controls as the Chinese edition shows them; the panel shows each in the course's language
+PADDED_LENGTHS_LABEL, BLOCK_LABEL = PANELS.text("label.padded_lengths", "zh"), PANELS.text("label.block", "zh")
 def corpus_text() -> str:
     """The demo model's training text on one line (every character is in its vocabulary)."""
     return assets.corpus_text().replace("\n", "")
 
 
-def corpus_prompts(lengths: list[int], text: str | None = None) -> list[str]:
-    """Prompts of the given lengths: pieces of the corpus, each starting after a different full stop."""
+def corpus_prompts(lengths: list[int], text: str | None = None, tokenizer=None) -> list[str]:
+    """Prompts of the given lengths: pieces of the corpus, each starting after a different full stop. Lengths count
+    characters of the Chinese corpus (one token each); with a subword ``tokenizer`` (the English demo model's) they
+    count its tokens, in pieces of its own corpus (:func:`_subword_prompts`)."""
+    if tokenizer is not None and not isinstance(tokenizer, CharTokenizer):
+        return _subword_prompts(lengths, tokenizer, text)
     text = corpus_text() if text is None else text
     starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "。" and i + 1 < len(text)]
     out = []
@@ -143,6 +148,27 @@ def corpus_prompts(lengths: list[int], text: str | None = None) -> list[str]:
         if begin + n > len(text):
             begin = 0
         out.append(text[begin:begin + n])
+    return out
+
+
+def _subword_prompts(lengths: list[int], tokenizer, text: str | None = None) -> list[str]:
+    """Prompts of exactly the given numbers of ``tokenizer``'s tokens, each starting at the beginning of a different
+    sentence of its corpus (after 「. 」): the first ``n`` tokens of the text from there, decoded, kept where they
+    encode back to the same ``n`` tokens (otherwise the next sentence is tried)."""
+    lang = next((code for code, kind in TOKENIZERS.items() if isinstance(tokenizer, kind)), "en")
+    text = assets.corpus_text(lang).replace("\n", " ") if text is None else text
+    starts = [0] + [i + 2 for i in range(len(text) - 2) if text[i:i + 2] == ". " and not text[i + 2].isspace()]
+    out = []
+    for i, n in enumerate(lengths):
+        for k in range(len(starts)):
+            begin = starts[(7 * i + k) % len(starts)]
+            ids = tokenizer.encode(text[begin:begin + 16 * n])[:n]
+            prompt = tokenizer.decode(ids)
+            if len(ids) == n and tokenizer.encode(prompt) == ids:
+                out.append(prompt)
+                break
+        else:
+            raise ValueError(f"lengths: no piece of the corpus is {n} tokens long")
     return out
 
 
@@ -161,10 +187,21 @@ class PaddedBatch:
     bytes_per_slot: int
     batch_cost: PassCost  # prefill + decode of the padded batch
     alone_cost: PassCost  # the same tokens without padding (each sequence's own passes)
+    prompt_pieces: list[list[str]] | None = None  # each prompt's tokens as text (None: one character a token)
+    new_pieces: list[list[str]] | None = None  # each row's new tokens as text, from the batch
 
     @property
     def lengths(self) -> list[int]:
+        """Each prompt's length in tokens."""
+        if self.prompt_pieces is not None:
+            return [len(p) for p in self.prompt_pieces]
         return [len(p) for p in self.prompts]
+
+    def pieces(self, row: int) -> tuple[list[str], list[str]]:
+        """Row ``row``'s prompt tokens and new tokens, each as its text."""
+        if self.prompt_pieces is not None and self.new_pieces is not None:
+            return self.prompt_pieces[row], self.new_pieces[row]
+        return list(self.prompts[row]), list(self.batch_text[row])
 
     @property
     def same_as_alone(self) -> list[bool]:
@@ -233,50 +270,49 @@ def run_padded_batch(model: ToyTransformer, tokenizer, prompts: list[str], new_t
         list(prompts), new_tokens, block_size, result.pad_lengths,
         [tokenizer.decode(r) for r in result.new_tokens.tolist()], [tokenizer.decode(r) for r in alone],
         cache.batch_size * cache.max_seq_len, cache.nbytes, cache.nbytes // (cache.batch_size * cache.max_seq_len),
-        _generation_cost(c, width, new_tokens, len(ids)), alone_cost)
+        _generation_cost(c, width, new_tokens, len(ids)), alone_cost,
+        [[tokenizer.decode([t]) for t in row] for row in ids],
+        [[tokenizer.decode([t]) for t in r] for r in result.new_tokens.tolist()])
 
 
 def paged_text(b: PaddedBatch) -> str:
     """How many slots paging needs against padding, with the reason taken from the numbers."""
     if b.paged_slots < b.cache_slots:
-        return f"只需 {b.paged_slots} 个"
+        return PANELS.say("paged.fewer", paged=b.paged_slots)
     if b.paged_slots == b.cache_slots:
-        return f"同样需要 {b.paged_slots} 个"
-    why = "长度相同时补齐本来没有浪费" if b.padding_slots == 0 else f"比补齐浪费的 {b.padding_slots} 个还多"
-    return (f"反而需要 {b.paged_slots} 个（分页按整块分配，每条序列最后一块没填满的 {b.tail_slots} 个槽位也算在内；"
-            f"{why}）")
+        return PANELS.say("paged.same", paged=b.paged_slots)
+    why = PANELS.say("paged.why_equal") if b.padding_slots == 0 else PANELS.say("paged.why_more", padding=b.padding_slots)
+    return PANELS.say("paged.more", paged=b.paged_slots, tail=b.tail_slots, why=why)
 
 
 def render_padded_batch(model: ToyTransformer, tokenizer, runs: dict, lengths, block_size) -> View:
     """The padding panel: prompts of the typed lengths, generated as one batch and each alone (once per list of
     lengths: the block size only changes the paged count)."""
     limit = model.config.max_seq_len - PADDED_NEW_TOKENS
-    values = whole_numbers(PADDED_LENGTHS_LABEL, lengths, 1, limit, 8)
-    block = whole_number(BLOCK_LABEL, block_size, 1, 64)
-    run = recent_run(runs, tuple(values), lambda: run_padded_batch(model, tokenizer, corpus_prompts(values)), keep=8)
+    values = whole_numbers(label(PADDED_LENGTHS_LABEL), lengths, 1, limit, 8)
+    block = whole_number(label(BLOCK_LABEL), block_size, 1, 64)
+    run = recent_run(runs, tuple(values),
+                     lambda: run_padded_batch(model, tokenizer, corpus_prompts(values, tokenizer=tokenizer)), keep=8)
     b = dataclasses.replace(run, block_size=block)
     same = sum(b.same_as_alone)
-    readout = (
-        f"B = {len(b.prompts)} 条提示词，长度 {', '.join(map(str, b.lengths))}，左侧补齐到 {max(b.lengths)}；"
-        f"各自生成 {b.new_tokens} 个 token：<b>{same} / {len(b.prompts)} 条与单独运行逐 token 相同</b><br>"
-        f"缓存槽位：分配 {b.cache_slots} 个（{format_bytes(b.cache_bytes)}），真正存 token 的 {b.used_slots} 个，"
-        f"<b>浪费 {b.slot_waste:.1%}</b>；按每块 {b.block_size} 个 token 分页{paged_text(b)}<br>"
-        f"计算量：整批 {b.batch_cost.flops / 1e6:,.1f} MFLOP，不补齐时 {b.alone_cost.flops / 1e6:,.1f} MFLOP，"
-        f"<b>{b.extra_flops:.1%}</b> 花在了 padding 上"
-    )
+    readout = PANELS.say(
+        "padded_html", B=len(b.prompts), lengths=", ".join(map(str, b.lengths)), longest=max(b.lengths),
+        new=b.new_tokens, same=same, slots=b.cache_slots, size=format_bytes(b.cache_bytes), used=b.used_slots,
+        waste=b.slot_waste, block=b.block_size, paged=paged_text(b), flops=b.batch_cost.flops / 1e6,
+        alone=b.alone_cost.flops / 1e6, extra=b.extra_flops)
     return View([plots.padded_batch_figure(b), plots.padding_cost_figure(b)], readout, b)
 
 
 def padded_batch_panel(model: ToyTransformer, tokenizer, lengths: str = PADDED_LENGTHS) -> Panel:
     """A box of prompt lengths and the block size of the paged count."""
-    controls = {"lengths": text_box(PADDED_LENGTHS_LABEL, lengths),
-                "block_size": int_slider(BLOCK_LABEL, 16, 1, 64, width="360px")}
+    controls = {"lengths": text_box(label(PADDED_LENGTHS_LABEL), lengths),
+                "block_size": int_slider(label(BLOCK_LABEL), 16, 1, 64, width="360px")}
     return Panel(controls, partial(render_padded_batch, model, tokenizer, {}), in_browser="block_size",
                  options=PanelOptions(layout="horizontal", css_class="kvlab-unequal"))
 
 
 # -- FP16 and INT8 caches ----------------------------------------------------------------------------------
-PRECISION_LABELS = {"kv": "FP32 缓存", "fp16": "FP16 缓存", "int8": "INT8 缓存"}
+PRECISION_LABELS = {m: PANELS.text(f"precision.{m}", "zh") for m in ("kv", "fp16", "int8")}  # the Chinese edition's
 
 
 @dataclass
@@ -295,7 +331,7 @@ class CachePrecision:
 
     @property
     def label(self) -> str:
-        return PRECISION_LABELS[self.mode]
+        return PANELS.say(f"precision.{self.mode}")
 
     @property
     def max_logit_error(self) -> float:
@@ -345,8 +381,7 @@ def compare_cache_precision(model: ToyTransformer, prompt, new_tokens: int = 200
 def precision_lines(config: ModelConfig) -> list[str]:
     """INT8's bytes per element, counted for the demo model and for a large model's head dimension."""
     D = config.head_dim
-    return [f"INT8 缓存每个元素占 1 + 4/D 字节：演示模型 D = {D}，是 {1 + 4 / D:g} 字节；D = 128（LLaMA 等大模型的头维度）时"
-            f"是 {1 + 4 / 128:.2f} 字节，约为 FP16 的一半。"]
+    return [PANELS.say("precision_line", D=D, bytes=1 + 4 / D, large=1 + 4 / 128)]
 
 
 def explain_precision(results: dict[str, CachePrecision], config: ModelConfig) -> list[Claim]:

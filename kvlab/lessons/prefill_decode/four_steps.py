@@ -12,6 +12,7 @@ from ...generation import decode_n_tokens, decode_one_token, prefill
 from ...inputs import choice
 from ...model import Attention, ToyTransformer
 from ...viz.source import show_source
+from .phrases import PANELS
 
 
 @dataclass(frozen=True)
@@ -19,45 +20,53 @@ class CodePart:
     obj: object
     start: str
     stop: str
-    caption: str
+    caption_key: str  # its caption in PANELS, in the course's language when shown
+
+    @property
+    def caption(self) -> str:
+        """The caption in the Chinese edition's words."""
+        return PANELS.text(self.caption_key, "zh")
+
+    @property
+    def shown_caption(self) -> str:
+        return PANELS.say(self.caption_key)
 
 
 FOUR_STEPS = {
     "prefill": [
-        CodePart(prefill, "def prefill", "return logits", "prefill()：预填充，整段提示词一次前向（也可分块）"),
+        CodePart(prefill, "def prefill", "return logits", "step.prefill"),
         CodePart(ToyTransformer.forward_unchecked, "x = self.embed(ids)", "cache.advance(T)",
-                 "ToyTransformer.forward_unchecked：每一层处理这 T 个 token，最后把 length 加 T"),
+                 "step.forward"),
     ],
     "decode": [
         CodePart(decode_n_tokens, "for step in range(n)", "logits = decode_one_token(",
-                 "decode_n_tokens()：解码循环，每步选出下一个 token"),
+                 "step.decode_loop"),
         CodePart(decode_one_token, "def decode_one_token", "return forward_pass(",
-                 "decode_one_token()：只把上一步生成的 1 个 token 送进模型"),
+                 "step.decode_one"),
     ],
     "attention": [
         CodePart(Attention.forward, "= self.wqkv(x)", "out = attn_ops.attention(",
-                 "Attention.forward：只为新 token 算 Q、K、V，K/V 写进缓存后取回全部已存的 K/V"),
+                 "step.attention_forward"),
         CodePart(attention, "k = repeat_kv(k", "out = weights @ v",
-                 "attention()：softmax(QKᵀ/√D)·V 的显式写法（默认调用与之等价的 PyTorch 函数 "
-                 "scaled_dot_product_attention，简称 SDPA）"),
+                 "step.attention"),
     ],
     "update": [
-        CodePart(KVCache.write, "def write", "return self._read", "KVCache.write：写进 [length, length + T) 这几行"),
-        CodePart(KVCache._store, "def _store", "self.v[layer", "KVCache._store：原地写入预分配的张量"),
-        CodePart(BaseCache.advance, "def advance", "self.length += n", "BaseCache.advance：整次前向结束后 length += T"),
+        CodePart(KVCache.write, "def write", "return self._read", "step.write"),
+        CodePart(KVCache._store, "def _store", "self.v[layer", "step.store"),
+        CodePart(BaseCache.advance, "def advance", "self.length += n", "step.advance"),
     ],
 }
 
 
-STEP_ARGUMENT = "步骤"  # how a message names show_step's argument (a notebook cell, not a control)
+STEP_ARGUMENT = PANELS.text("label.step_argument", "zh")  # how a message names show_step's argument (in Chinese)
 
 
 def show_step(name: str):
     """The code of one of the chapter's four steps, from the installed kvlab (an ``IPython.display.HTML``)."""
     from IPython.display import HTML
 
-    parts = FOUR_STEPS[choice(STEP_ARGUMENT, name, list(FOUR_STEPS))]
-    return HTML("".join(show_source(p.obj, p.start, p.stop, caption=p.caption).data for p in parts))
+    parts = FOUR_STEPS[choice(PANELS.say("label.step_argument"), name, list(FOUR_STEPS))]
+    return HTML("".join(show_source(p.obj, p.start, p.stop, caption=p.shown_caption).data for p in parts))
 
 
 @dataclass

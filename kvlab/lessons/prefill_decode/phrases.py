@@ -4,11 +4,15 @@
 cells feed the demo model. The English prompts were chosen on the English demo model (``load_demo_model(lang="en")``):
 the timeline's prompt continues with the corpus's own sentence about the two phases, and the short prompt is 4 tokens,
 like 「人工智能」, with FP16's largest logit error well under half the smallest top-1 gap over 200 greedy tokens and INT8's
-above it, which the precision cell's checks need."""
+above it, which the precision cell's checks need.
+
+The lesson's own words are here too, each looked up when it is shown (never at import, so ``kvlab.set_language`` in
+the notebook's first cell decides them): :data:`PANELS` (the panels' controls and readouts, the readout lines of the
+``*_lines`` and ``explain_*`` functions that return text, the four steps' captions); the figures' words are
+:data:`kvlab.viz.prefill_decode_plots.PLOTS`'s."""
 from __future__ import annotations
 
 from ...phrases import Phrasebook
-from .timeline import DEFAULT_PROMPT
 
 CELLS = Phrasebook("prefill_decode.cells", {
     "zh": {
@@ -175,7 +179,7 @@ CELLS = Phrasebook("prefill_decode.cells", {
 
 PROMPTS = Phrasebook("prefill_decode.prompts", {
     "zh": {
-        "timeline": DEFAULT_PROMPT,  # the timeline's prompt, also its panel's first
+        "timeline": "人工智能模型处理一个请求，通常分为两个阶段：",  # the timeline's prompt, also its panel's first
         "short": "人工智能",  # the four steps' prompt and the precision cell's
     },
     "en": {
@@ -183,5 +187,273 @@ PROMPTS = Phrasebook("prefill_decode.prompts", {
         "short": "A large language model",
     },
 })
+
+PANELS = Phrasebook("prefill_decode.panels", {
+    "zh": {
+        # the controls
+        "label.prompt": "提示词",
+        "label.tokens": "生成的 token 数",
+        "label.step": "第几次前向",
+        "label.lengths": "测量的提示词长度（逗号分隔）",
+        "label.prompt_len": "提示词长度 P",
+        "label.batch": "批次 B",
+        "label.context": "上下文长度（每条序列缓存里已有的 token）",
+        "label.padded_lengths": "提示词长度（逗号分隔）",
+        "label.block": "分页块大小",
+        "label.step_argument": "步骤",
+        # the timeline
+        "latency_tpot": "TPOT = {tpot:.2f} ms（每遍各算一次（总时间 − TTFT）÷ {steps} 个解码步，取 {runs} 遍的中位数；"
+                        "图上那一遍是 {shown:.2f} ms）",
+        "latency_itl": "ITL：中位数 {p50:.2f} ms，p90 {p90:.2f} ms，p99 {p99:.2f} ms（{runs} 遍共 {samples} 个解码步；{device}）",
+        "phase.prefill": "预填充（prefill）",
+        "phase.decode": "解码（decode）",
+        "fed.prefill": "整段提示词 {tokens} 个 token",
+        "fed.decode": "上一步生成的 1 个 token",
+        "timeline_html": "<b>第 {step} / {passes} 次前向：{phase}</b>，输入{fed}，耗时 {ms:.2f} ms；"
+                         "之后 <code>cache.length</code> = <b>{length}</b>，缓存已用 <b>{used}</b>"
+                         "（{length} × {per_token}），生成 {passes} 个 token 要预分配 {allocated}<br>"
+                         "已生成 {step} 个 token：「{text}」<br>"
+                         "首 token 延迟 TTFT = {ttft:.2f} ms（{runs} 次生成中最快的预填充，图中画的就是这一次）；"
+                         "每 token 延迟 TPOT = {tpot:.2f} ms（这一次生成：（总时间 − TTFT）÷ {steps}）；"
+                         "token 间延迟 ITL：中位数 {p50:.2f} ms，p90 {p90:.2f} ms（{runs} 次生成共 "
+                         "{samples} 个解码步）；设备 {device}",
+        "timeline_measuring": "正在为这句提示词计时：生成 {tokens} 个 token，做 {repeats} 遍……",
+        "step_budget": "演示模型一步解码：{mflop:.2f} MFLOP（1 MFLOP = 10⁶ 次浮点运算），按本机的矩阵乘速率只要 "
+                       "{compute:.1f} µs；读写 {mb:.2f} MB，按本机的内存带宽只要 {read:.1f} µs。",
+        # the four steps' captions
+        "step.prefill": "prefill()：预填充，整段提示词一次前向（也可分块）",
+        "step.forward": "ToyTransformer.forward_unchecked：每一层处理这 T 个 token，最后把 length 加 T",
+        "step.decode_loop": "decode_n_tokens()：解码循环，每步选出下一个 token",
+        "step.decode_one": "decode_one_token()：只把上一步生成的 1 个 token 送进模型",
+        "step.attention_forward": "Attention.forward：只为新 token 算 Q、K、V，K/V 写进缓存后取回全部已存的 K/V",
+        "step.attention": "attention()：softmax(QKᵀ/√D)·V 的显式写法（默认调用与之等价的 PyTorch 函数 "
+                          "scaled_dot_product_attention，简称 SDPA）",
+        "step.write": "KVCache.write：写进 [length, length + T) 这几行",
+        "step.store": "KVCache._store：原地写入预分配的张量",
+        "step.advance": "BaseCache.advance：整次前向结束后 length += T",
+        # the roofline model and the roofs
+        "where.gpu": "GPU 的 L2 缓存",
+        "where.cpu": "本机 CPU 的最后一级缓存",
+        "weights.unknown": "FP32 权重 {weights}；读不到{where}的大小，它比大多数 CPU 的最后一级缓存（几 MiB 到几十 MiB）"
+                           "大：解码每一步都要从内存把权重读一遍。",
+        "weights.larger": "FP32 权重 {weights}，是{where}（{cache}）的 {ratio:.1f} 倍：解码每一步都要从内存把权重读一遍。",
+        "weights.fits": "FP32 权重 {weights}，只是{where}（{cache}）的 {ratio:.1f} 倍："
+                        "相当一部分权重可以留在缓存里，解码读权重会比内存带宽快，下面的结论要打些折扣。",
+        "roofs.threads": "两个屋顶都是用 {threads} 个线程测的（本进程可用 {cores} 核，来自 {source}），和本页的其他计时一样：",
+        "roofs.part": "这是本页计时所用的那部分机器，不是整台机器的峰值。",
+        "roofs.process": "本进程可用的核都用上了。",
+        "roofs.machine": "整台机器都用上了。",
+        "roofs.device": "两个屋顶都是在 {device} 上测的，用的是 FP32。",
+        "roofs.ridge": "转折点 = 矩阵乘速率 ÷ 带宽 = {ridge:.1f} FLOP/字节（FP32）。",
+        "roof.bandwidth": "内存读带宽（斜屋顶）：{best:.1f} GB/s（{what}，{runs} 次中最快的一次；中位数 {median:.1f} GB/s）",
+        "roof.matmul": "矩阵乘速率（平屋顶）：{best:.1f} GFLOP/s（{what}，{runs} 次中最快的一次；中位数 {median:.1f} GFLOP/s）",
+        "worked.bytes": "① 要读的字节：权重矩阵每个都整个读一遍，{weights}（= {weights_mb:.1f} MB，"
+                        "1 MiB = 2²⁰ 字节，1 MB = 10⁶ 字节；FP32，每个数 4 字节）。整个模型的 FP32 权重是 {whole}，"
+                        "多出的部分是嵌入表：它有 {table}，一步只读用到的那 1 行。缓存里 {context} 个 token 连同新 token，"
+                        "共 {tokens} 个 token 的 K/V 读一遍，新 token 的 K/V 写一次，{cache_mb:.2f} MB。合计 M = {mb:.1f} MB"
+                        "（下面和 GB/s 的带宽相除，所以用 MB）。",
+        "worked.flops": "② 要做的运算：每读到一个权重，就和这 1 个 token 做一次乘加（2 次运算），{matmul:.1f} MFLOP；"
+                        "注意力对 {tokens} 个 key 打分再对 V 加权求和，{attention:.2f} MFLOP。合计 F = "
+                        "{mflop:.1f} MFLOP（1 MFLOP = 10⁶ 次浮点运算）。",
+        "worked.intensity": "③ 算术强度 I = F ÷ M = {intensity:.2f} FLOP/字节：每从内存搬来 1 个字节，只做 {intensity:.2f} 次运算"
+                            "——权重读了一大堆，每个只用一次。",
+        "worked.prefill": "④ 对比：预填充 {prompt_len} 个 token 读的权重几乎一样多（{weights_mb:.1f} MB），运算却是它的约 "
+                          "{times:.0f} 倍，I = {intensity:.1f} FLOP/字节：每个权重读一次，供 {prompt_len} 个 token 一起用。",
+        # prefill against decode
+        "prefill_measuring": "正在测量提示词长度 {lengths} 的预填充和解码……",
+        "prefill_html": "<b>P = {P}</b>：预填充一次前向 <b>{prefill_ms:.2f} ms</b>，"
+                        "即 <b>{prefill_rate:,.0f} token/s</b>；一步解码 {decode_ms:.2f} ms，"
+                        "即 <b>{decode_rate:,.0f} token/s</b><br>"
+                        "若把提示词一个一个地送进去：{P} × {decode_ms:.2f} ms = "
+                        "{sequential_ms:.1f} ms，是一次预填充的 <b>{speedup:.1f} 倍</b>（设备 {device}）",
+        "point.prefill": "预填充 P={P}",
+        "point.decode": "解码 B=1，P={P}",
+        "point.batch": "解码 B={B}（上下文 {context}）",
+        # batched decode
+        "batch_too_large": "为 {C:,} 时，B = {B} 的缓存要 {size}，超过一次测量可用的 {limit}（课程按每人 2 GiB 内存设计）："
+                           "请选较短的上下文",
+        "batch_measuring": "正在测量：每条序列的缓存里已有 {context} 个 token 时，{sizes} 种批次大小 B "
+                           "各测 {repeats} 次、每次解码 {steps} 步（要几秒钟）……",
+        "ridge.right": "越过转折点以后（B = {a} 到 B = {b}，B 变为 {times:g} 倍）：单步耗时 ×{step:.2f}，吞吐 ×{tput:.2f}。",
+        "ridge.cross": "越过转折点的那一步（B = {a} 到 B = {b}）：单步耗时 ×{step:.2f}，吞吐 ×{tput:.2f}。",
+        "ridge.left": "到 B = {B} 都还在转折点（{ridge:.1f}）左边。",
+        "kv_share": "B = {B}，每条序列的缓存里从 {C} 个 token 起解码 {steps} 步（和上表一样计数）：K/V 占读写字节的 "
+                    "{share}，算术强度 {intensity:.2f} FLOP/字节（B / 2 = {half:g}）",
+        "who.one": "为这 1 条序列生成 1 个 token",
+        "who.many": "同时为 {B} 条序列各生成 1 个 token",
+        "batch_html": "<b>B = {B}，每条序列的缓存里已有 {context} 个 token</b>：一步解码 "
+                      "<b>{ms:.2f} ms</b>，{who}，即 <b>{rate:,.0f} token/s</b><br>"
+                      "与 B = {B1} 相比：吞吐 ×{tput:.1f}，单步耗时 "
+                      "×{step:.1f}；K/V 占一步读写字节的 <b>{share}</b>，"
+                      "算术强度 <b>{intensity:.2f} FLOP/字节</b>（转折点 {ridge:.1f}），"
+                      "实际达到 {gflops:.1f} GFLOP/s（设备 {device}）",
+        # the engineering notes
+        "cpu_allocator": "当前设备不是 CUDA GPU，跳过：CPU 上 PyTorch 通过 C 库的 malloc 申请内存，没有 CUDA 缓存分配器那样"
+                         "可查询的「保留（reserved）／已分配（allocated）」计数器，所以这里量不出碎片（malloc 内部仍可能有碎片）。",
+        "allocator_line": "{mode}：最后 allocated {allocated}，reserved {reserved}，保留未用最多 {unused}（{device}）",
+        "reservation": "上面的时间线事先知道要生成 {passes} 个 token，所以预分配的缓存正好是 {prompt} + "
+                       "{passes} − 1 = {used} 个 token，结束时恰好存满。若像不知道输出多长时那样，按演示模型的最大长度 "
+                       "{longest} 为这条序列预留，这次生成只用了 {used} / {longest} = {share:.0%}，"
+                       "其余 {rest:.0%} 预留着却一直空着。",
+        "paged.fewer": "只需 {paged} 个",
+        "paged.same": "同样需要 {paged} 个",
+        "paged.more": "反而需要 {paged} 个（分页按整块分配，每条序列最后一块没填满的 {tail} 个槽位也算在内；{why}）",
+        "paged.why_equal": "长度相同时补齐本来没有浪费",
+        "paged.why_more": "比补齐浪费的 {padding} 个还多",
+        "padded_html": "B = {B} 条提示词，长度 {lengths}，左侧补齐到 {longest}；"
+                       "各自生成 {new} 个 token：<b>{same} / {B} 条与单独运行逐 token 相同</b><br>"
+                       "缓存槽位：分配 {slots} 个（{size}），真正存 token 的 {used} 个，"
+                       "<b>浪费 {waste:.1%}</b>；按每块 {block} 个 token 分页{paged}<br>"
+                       "计算量：整批 {flops:,.1f} MFLOP，不补齐时 {alone:,.1f} MFLOP，"
+                       "<b>{extra:.1%}</b> 花在了 padding 上",
+        "precision.kv": "FP32 缓存",
+        "precision.fp16": "FP16 缓存",
+        "precision.int8": "INT8 缓存",
+        "precision_line": "INT8 缓存每个元素占 1 + 4/D 字节：演示模型 D = {D}，是 {bytes:g} 字节；D = 128（LLaMA 等大模型的头维度）时"
+                          "是 {large:.2f} 字节，约为 FP16 的一半。",
+    },
+    "en": {
+        "label.prompt": "Prompt",
+        "label.tokens": "Tokens to generate",
+        "label.step": "Forward pass",
+        "label.lengths": "Prompt lengths to measure (comma-separated)",
+        "label.prompt_len": "Prompt length P",
+        "label.batch": "Batch B",
+        "label.context": "Context length (tokens already in each sequence's cache)",
+        "label.padded_lengths": "Prompt lengths (comma-separated)",
+        "label.block": "Paging block size",
+        "label.step_argument": "step",
+        "latency_tpot": "TPOT = {tpot:.2f} ms ((total time − TTFT) ÷ {steps} decode steps, worked out for each run, the "
+                        "median of {runs} runs; the run drawn: {shown:.2f} ms)",
+        "latency_itl": "ITL: median {p50:.2f} ms, p90 {p90:.2f} ms, p99 {p99:.2f} ms ({samples} decode steps over {runs} "
+                       "runs; {device})",
+        "phase.prefill": "prefill",
+        "phase.decode": "decode",
+        "fed.prefill": "the whole prompt, {tokens} tokens",
+        "fed.decode": "the 1 token generated by the step before",
+        "timeline_html": "<b>Forward pass {step} / {passes}: {phase}</b>, input {fed}, {ms:.2f} ms; "
+                         "then <code>cache.length</code> = <b>{length}</b>, cache used <b>{used}</b> "
+                         "({length} × {per_token}); generating {passes} tokens preallocates {allocated}<br>"
+                         "{step} tokens generated: \u201c{text}\u201d<br>"
+                         "Time to first token TTFT = {ttft:.2f} ms (the fastest prefill of {runs} generations, the one "
+                         "drawn); time per output token TPOT = {tpot:.2f} ms (this generation: (total time − TTFT) ÷ "
+                         "{steps}); inter-token latency ITL: median {p50:.2f} ms, p90 {p90:.2f} ms ({samples} decode "
+                         "steps over {runs} generations); device {device}",
+        "timeline_measuring": "Timing this prompt: generating {tokens} tokens, {repeats} times…",
+        "step_budget": "One decode step of the demo model: {mflop:.2f} MFLOP (1 MFLOP = 10⁶ floating-point operations), "
+                       "only {compute:.1f} µs at this machine's matmul rate; it reads and writes {mb:.2f} MB, only "
+                       "{read:.1f} µs at this machine's memory bandwidth.",
+        "step.prefill": "prefill(): prefill, the whole prompt in one forward pass (or in chunks)",
+        "step.forward": "ToyTransformer.forward_unchecked: every layer processes these T tokens, then length grows by T",
+        "step.decode_loop": "decode_n_tokens(): the decode loop, each step picks the next token",
+        "step.decode_one": "decode_one_token(): feeds the model only the 1 token the step before generated",
+        "step.attention_forward": "Attention.forward: computes Q, K, V for the new token only, writes K/V into the cache, "
+                                  "then reads back all the K/V stored",
+        "step.attention": "attention(): softmax(QKᵀ/√D)·V written out (by default kvlab calls the equivalent PyTorch "
+                          "function scaled_dot_product_attention, SDPA for short)",
+        "step.write": "KVCache.write: writes rows [length, length + T)",
+        "step.store": "KVCache._store: writes in place into the preallocated tensors",
+        "step.advance": "BaseCache.advance: length += T once the whole forward pass is done",
+        "where.gpu": "the GPU's L2 cache",
+        "where.cpu": "this CPU's last-level cache",
+        "weights.unknown": "FP32 weights: {weights}. The size of {where} cannot be read; the weights are larger than most "
+                           "CPUs' last-level caches (a few MiB to a few tens of MiB), so every decode step reads them "
+                           "from memory.",
+        "weights.larger": "FP32 weights: {weights}, {ratio:.1f} times {where} ({cache}): every decode step reads them "
+                          "from memory.",
+        "weights.fits": "FP32 weights: {weights}, only {ratio:.1f} times {where} ({cache}): a good part of them can stay "
+                        "in the cache, so decode reads them faster than the memory bandwidth allows; take the "
+                        "conclusions below with a grain of salt.",
+        "roofs.threads": "Both roofs were measured with {threads} threads (this process may use {cores} cores, from "
+                         "{source}), like every other timing on this page: ",
+        "roofs.part": "this is the part of the machine this page times with, not the whole machine's peak.",
+        "roofs.process": "every core this process may use was used.",
+        "roofs.machine": "the whole machine was used.",
+        "roofs.device": "Both roofs were measured on {device}, in FP32.",
+        "roofs.ridge": "Ridge point = matmul rate ÷ bandwidth = {ridge:.1f} FLOP/byte (FP32).",
+        "roof.bandwidth": "Memory read bandwidth (the sloped roof): {best:.1f} GB/s ({what}, the fastest of {runs} runs; "
+                          "median {median:.1f} GB/s)",
+        "roof.matmul": "Matmul rate (the flat roof): {best:.1f} GFLOP/s ({what}, the fastest of {runs} runs; median "
+                       "{median:.1f} GFLOP/s)",
+        "worked.bytes": "① Bytes to read: every weight matrix read once in full, {weights} (= {weights_mb:.1f} MB; "
+                        "1 MiB = 2²⁰ bytes, 1 MB = 10⁶ bytes; FP32, 4 bytes a number). The whole model's FP32 weights "
+                        "are {whole}; the rest is the embedding table, {table}, of which a step reads only the 1 row it "
+                        "uses. The K/V of the {context} tokens in the cache plus the new one, {tokens} tokens, read "
+                        "once, and the new token's K/V written once: {cache_mb:.2f} MB. In all M = {mb:.1f} MB (divided "
+                        "by a bandwidth in GB/s below, hence MB).",
+        "worked.flops": "② Operations: each weight read is multiplied with this 1 token and added (2 operations), "
+                        "{matmul:.1f} MFLOP; attention scores {tokens} keys and sums the V's by weight, {attention:.2f} "
+                        "MFLOP. In all F = {mflop:.1f} MFLOP (1 MFLOP = 10⁶ floating-point operations).",
+        "worked.intensity": "③ Arithmetic intensity I = F ÷ M = {intensity:.2f} FLOP/byte: for every byte brought from "
+                            "memory, only {intensity:.2f} operations. A pile of weights read, each used once.",
+        "worked.prefill": "④ Compare: prefilling {prompt_len} tokens reads almost as many weights ({weights_mb:.1f} MB) "
+                          "but does about {times:.0f} times the operations, I = {intensity:.1f} FLOP/byte: each weight "
+                          "read once serves all {prompt_len} tokens.",
+        "prefill_measuring": "Measuring prefill and decode at prompt lengths {lengths}…",
+        "prefill_html": "<b>P = {P}</b>: one prefill pass <b>{prefill_ms:.2f} ms</b>, "
+                        "that is <b>{prefill_rate:,.0f} token/s</b>; one decode step {decode_ms:.2f} ms, "
+                        "that is <b>{decode_rate:,.0f} token/s</b><br>"
+                        "Feeding the prompt one token at a time: {P} × {decode_ms:.2f} ms = "
+                        "{sequential_ms:.1f} ms, <b>{speedup:.1f} times</b> one prefill (device {device})",
+        "point.prefill": "prefill P={P}",
+        "point.decode": "decode B=1, P={P}",
+        "point.batch": "decode B={B} (context {context})",
+        "batch_too_large": "at {C:,}, the cache of B = {B} needs {size}, more than the {limit} one measurement may use "
+                           "(the course is designed for 2 GiB of memory per person): choose a shorter context",
+        "batch_measuring": "Measuring: with {context} tokens already in each sequence's cache, {sizes} batch sizes B, "
+                           "each timed {repeats} times over {steps} decode steps (a few seconds)…",
+        "ridge.right": "Beyond the ridge (B = {a} to B = {b}, B ×{times:g}): step time ×{step:.2f}, throughput ×{tput:.2f}.",
+        "ridge.cross": "The step across the ridge (B = {a} to B = {b}): step time ×{step:.2f}, throughput ×{tput:.2f}.",
+        "ridge.left": "Up to B = {B}, still left of the ridge ({ridge:.1f}).",
+        "kv_share": "B = {B}, decoding {steps} steps from {C} tokens in each sequence's cache (counted as in the table "
+                    "above): K/V is {share} of the bytes read and written, arithmetic intensity {intensity:.2f} "
+                    "FLOP/byte (B / 2 = {half:g})",
+        "who.one": "generating 1 token for this 1 sequence",
+        "who.many": "generating 1 token for each of {B} sequences at once",
+        "batch_html": "<b>B = {B}, {context} tokens already in each sequence's cache</b>: one decode step "
+                      "<b>{ms:.2f} ms</b>, {who}, that is <b>{rate:,.0f} token/s</b><br>"
+                      "Against B = {B1}: throughput ×{tput:.1f}, step time "
+                      "×{step:.1f}; K/V is <b>{share}</b> of a step's bytes read and written, "
+                      "arithmetic intensity <b>{intensity:.2f} FLOP/byte</b> (ridge {ridge:.1f}), "
+                      "{gflops:.1f} GFLOP/s reached (device {device})",
+        "cpu_allocator": "Skipped, as this device is not a CUDA GPU: on a CPU, PyTorch gets memory from the C library's "
+                         "malloc, which has no counters of reserved and allocated memory to query like CUDA's caching "
+                         "allocator, so no fragmentation can be measured here (malloc may still fragment inside).",
+        "allocator_line": "{mode}: last allocated {allocated}, reserved {reserved}, at most {unused} reserved but unused "
+                          "({device})",
+        "reservation": "The timeline above knew in advance it would generate {passes} tokens, so its preallocated cache "
+                       "is exactly {prompt} + {passes} − 1 = {used} tokens, full at the end. Reserved for the demo "
+                       "model's maximum length {longest}, as when the output's length is unknown, this generation would "
+                       "use only {used} / {longest} = {share:.0%}, and the other {rest:.0%} would sit reserved and "
+                       "empty throughout.",
+        "paged.fewer": " needs only {paged}",
+        "paged.same": " needs the same {paged}",
+        "paged.more": " needs {paged}, more (paging allocates whole blocks, so the {tail} empty slots in each sequence's "
+                      "last block count too; {why})",
+        "paged.why_equal": "with equal lengths padding wasted nothing to begin with",
+        "paged.why_more": "more than the {padding} padding wastes",
+        "padded_html": "B = {B} prompts, lengths {lengths}, left-padded to {longest}; "
+                       "each generates {new} tokens: <b>{same} / {B} the same token for token as when run alone</b><br>"
+                       "Cache slots: {slots} allocated ({size}), {used} actually holding a token, "
+                       "<b>{waste:.1%} wasted</b>; paged in blocks of {block} tokens it{paged}<br>"
+                       "Compute: {flops:,.1f} MFLOP for the batch, {alone:,.1f} MFLOP without padding, "
+                       "<b>{extra:.1%}</b> spent on padding",
+        "precision.kv": "FP32 cache",
+        "precision.fp16": "FP16 cache",
+        "precision.int8": "INT8 cache",
+        "precision_line": "An INT8 cache takes 1 + 4/D bytes per element: for the demo model, D = {D}, that is "
+                          "{bytes:g} bytes; at D = 128 (the head dimension of large models such as LLaMA) it is "
+                          "{large:.2f} bytes, about half of FP16.",
+    },
+})
+
+_LABEL_KEYS = {text: key for key, text in PANELS.texts["zh"].items() if key.startswith("label.")}
+
+
+def label(constant: str) -> str:
+    """A control's label (one of the chapter's ``*_LABEL`` constants, the Chinese edition's words) in the course's
+    language, asked when the control or its error is made."""
+    return PANELS.say(_LABEL_KEYS[constant])
+
 
 say = CELLS.say

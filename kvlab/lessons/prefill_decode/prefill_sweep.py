@@ -20,6 +20,7 @@ from ...model import ToyTransformer
 from ...stats import growth_exponent
 from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, selection_slider, text_box
+from .phrases import PANELS, label
 from .roofline import RooflinePoint
 from .sentences.common import (LAUNCH_TIME, LAUNCH_WORK, count, counts, decimals, exponents, ms, ms_series, pct,
                                signed_pct, some, times)
@@ -155,7 +156,7 @@ class PrefillLab:
         missing = sorted({P for P in wanted if P not in self.points})
         if not missing or self.model is None:
             return None
-        return f"正在测量提示词长度 {_lengths_text(missing)} 的预填充和解码……"
+        return PANELS.say("prefill_measuring", lengths=_lengths_text(missing))
 
     def sweep(self, lengths: list[int]) -> PrefillSweep:
         wanted = sorted(set(lengths))
@@ -171,25 +172,23 @@ def _lengths_text(lengths) -> str:
     return ", ".join(str(n) for n in lengths)
 
 
-LENGTHS_LABEL, PROMPT_LEN_LABEL = "测量的提示词长度（逗号分隔）", "提示词长度 P"  # the controls, as shown
+# the controls' labels as the Chinese edition shows them; a panel shows each in the course's language (label())
+LENGTHS_LABEL, PROMPT_LEN_LABEL = PANELS.text("label.lengths", "zh"), PANELS.text("label.prompt_len", "zh")
 
 
 def typed_lengths(config: ModelConfig, lengths) -> list[int]:
     """The prompt lengths typed into the panel's box, checked (an InputError names the box)."""
-    return whole_numbers(LENGTHS_LABEL, lengths, 1, max_prompt_len(config), MAX_CUSTOM_LENGTHS)
+    return whole_numbers(label(LENGTHS_LABEL), lengths, 1, max_prompt_len(config), MAX_CUSTOM_LENGTHS)
 
 
 def render_prefill(lab: PrefillLab, lengths, prompt_len) -> View:
     """The prefill panel: the listed prompt lengths (measured on first use), one of them marked."""
     sweep = lab.sweep(typed_lengths(lab.config, lengths))
-    p = sweep.at(one_of_numbers(PROMPT_LEN_LABEL, prompt_len, sweep.lengths))
-    readout = (
-        f"<b>P = {p.prompt_len}</b>：预填充一次前向 <b>{p.prefill_seconds * 1e3:.2f} ms</b>，"
-        f"即 <b>{p.prefill_tokens_per_s:,.0f} token/s</b>；一步解码 {p.decode_step_seconds * 1e3:.2f} ms，"
-        f"即 <b>{p.decode_tokens_per_s:,.0f} token/s</b><br>"
-        f"若把提示词一个一个地送进去：{p.prompt_len} × {p.decode_step_seconds * 1e3:.2f} ms = "
-        f"{p.sequential_seconds * 1e3:.1f} ms，是一次预填充的 <b>{p.speedup:.1f} 倍</b>（设备 {html.escape(sweep.device)}）"
-    )
+    p = sweep.at(one_of_numbers(label(PROMPT_LEN_LABEL), prompt_len, sweep.lengths))
+    readout = PANELS.say("prefill_html", P=p.prompt_len, prefill_ms=p.prefill_seconds * 1e3,
+                         prefill_rate=p.prefill_tokens_per_s, decode_ms=p.decode_step_seconds * 1e3,
+                         decode_rate=p.decode_tokens_per_s, sequential_ms=p.sequential_seconds * 1e3, speedup=p.speedup,
+                         device=html.escape(sweep.device))
     return View([plots.prefill_decode_figure(sweep, p.prompt_len)], readout, p)
 
 
@@ -210,8 +209,8 @@ def prefill_panel(sweep: PrefillSweep, model: ToyTransformer | None = None, prom
     """A box of prompt lengths (more are measured on ``model`` when typed) and a slider choosing one of them."""
     lab = PrefillLab(sweep, model)
     value = prompt_len if prompt_len in sweep.lengths else sweep.lengths[-1]
-    box = text_box(LENGTHS_LABEL, _lengths_text(sweep.lengths), width="520px")
-    slider = selection_slider(PROMPT_LEN_LABEL, sweep.lengths, value)
+    box = text_box(label(LENGTHS_LABEL), _lengths_text(sweep.lengths), width="520px")
+    slider = selection_slider(label(PROMPT_LEN_LABEL), sweep.lengths, value)
     box.observe(partial(_follow_lengths, slider, sweep.config), names="value")  # before the panel's own observer
     return Panel({"lengths": box, "prompt_len": slider}, partial(render_prefill, lab), in_browser="prompt_len",
                  options=PanelOptions(layout="horizontal", css_class="kvlab-prefill",
@@ -345,7 +344,7 @@ def explain_prefill_rates(sweep: PrefillSweep) -> list[Claim]:
 
 def prefill_points(sweep: PrefillSweep) -> list[RooflinePoint]:
     """Every prefill pass of the sweep and the decode steps after it, as roofline points."""
-    out = [RooflinePoint(f"预填充 P={p.prompt_len}", "prefill", p.prefill_cost.intensity, p.prefill_flops_per_s,
+    out = [RooflinePoint(PANELS.say("point.prefill", P=p.prompt_len), "prefill", p.prefill_cost.intensity, p.prefill_flops_per_s,
                          f"P={p.prompt_len}") for p in sweep.points]
-    return out + [RooflinePoint(f"解码 B=1，P={p.prompt_len}", "decode", p.decode_cost.intensity,
+    return out + [RooflinePoint(PANELS.say("point.decode", P=p.prompt_len), "decode", p.decode_cost.intensity,
                                 p.decode_flops_per_s) for p in sweep.points]

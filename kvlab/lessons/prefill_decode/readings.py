@@ -15,6 +15,7 @@ from ...measure import Rate, Roofs
 from ...memory import format_bytes
 from .batching import BatchSweep, SmallMatmuls
 from .prefill_sweep import PrefillSweep
+from .phrases import PANELS
 from .roofline import explain_roofs
 from .timeline import StepBudget
 from .sentences.common import SAME, count, gbs, gflops, ms, pct, signed_pct, times, us
@@ -53,19 +54,14 @@ def explain_worked_step(w: WorkedStep, prompt_len: int = 256) -> list[str]:
     prefill = pass_cost(c, prompt_len)
     whole, table = c.n_params() * 4, c.vocab_size * c.d_model * 4  # FP32: 4 bytes a parameter
     return [
-        f"① 要读的字节：权重矩阵每个都整个读一遍，{format_bytes(cost.weight_bytes)}（= {cost.weight_bytes / 1e6:.1f} MB，"
-        f"1 MiB = 2²⁰ 字节，1 MB = 10⁶ 字节；FP32，每个数 4 字节）。整个模型的 FP32 权重是 {format_bytes(whole)}，"
-        f"多出的部分是嵌入表：它有 {format_bytes(table)}，一步只读用到的那 1 行。缓存里 {w.context} 个 token 连同新 token，"
-        f"共 {w.context + 1} 个 token 的 K/V 读一遍，新 token 的 K/V 写一次，{cost.cache_bytes / 1e6:.2f} MB。合计 M = {cost.bytes / 1e6:.1f} MB"
-        "（下面和 GB/s 的带宽相除，所以用 MB）。",
-        f"② 要做的运算：每读到一个权重，就和这 1 个 token 做一次乘加（2 次运算），{w.matmul_flops / 1e6:.1f} MFLOP；"
-        f"注意力对 {w.context + 1} 个 key 打分再对 V 加权求和，{w.attention_flops / 1e6:.2f} MFLOP。合计 F = "
-        f"{cost.flops / 1e6:.1f} MFLOP（1 MFLOP = 10⁶ 次浮点运算）。",
-        f"③ 算术强度 I = F ÷ M = {cost.intensity:.2f} FLOP/字节：每从内存搬来 1 个字节，只做 {cost.intensity:.2f} 次运算"
-        "——权重读了一大堆，每个只用一次。",
-        f"④ 对比：预填充 {prompt_len} 个 token 读的权重几乎一样多（{prefill.weight_bytes / 1e6:.1f} MB），运算却是它的约 "
-        f"{prefill.flops / cost.flops:.0f} 倍，I = {prefill.intensity:.1f} FLOP/字节：每个权重读一次，供 {prompt_len} 个 "
-        "token 一起用。",
+        PANELS.say("worked.bytes", weights=format_bytes(cost.weight_bytes), weights_mb=cost.weight_bytes / 1e6,
+                   whole=format_bytes(whole), table=format_bytes(table), context=w.context, tokens=w.context + 1,
+                   cache_mb=cost.cache_bytes / 1e6, mb=cost.bytes / 1e6),
+        PANELS.say("worked.flops", matmul=w.matmul_flops / 1e6, tokens=w.context + 1, attention=w.attention_flops / 1e6,
+                   mflop=cost.flops / 1e6),
+        PANELS.say("worked.intensity", intensity=cost.intensity),
+        PANELS.say("worked.prefill", prompt_len=prompt_len, weights_mb=prefill.weight_bytes / 1e6,
+                   times=prefill.flops / cost.flops, intensity=prefill.intensity),
     ]
 
 
@@ -82,10 +78,8 @@ def roofs_busy(roofs: Roofs) -> bool:
 def roof_lines(roofs: Roofs) -> list[str]:
     """Both roofs: the fastest repeat and the median (readouts)."""
     bw, mm = roofs.bandwidth, roofs.flops
-    return [f"内存读带宽（斜屋顶）：{bw.best / 1e9:.1f} GB/s（{bw.what}，{len(bw.runs)} 次中最快的一次；中位数 "
-            f"{bw.median / 1e9:.1f} GB/s）",
-            f"矩阵乘速率（平屋顶）：{mm.best / 1e9:.1f} GFLOP/s（{mm.what}，{len(mm.runs)} 次中最快的一次；中位数 "
-            f"{mm.median / 1e9:.1f} GFLOP/s）"]
+    return [PANELS.say("roof.bandwidth", best=bw.best / 1e9, what=bw.what, runs=len(bw.runs), median=bw.median / 1e9),
+            PANELS.say("roof.matmul", best=mm.best / 1e9, what=mm.what, runs=len(mm.runs), median=mm.median / 1e9)]
 
 
 def explain_measured_roofs(roofs: Roofs) -> list[Claim]:

@@ -14,6 +14,7 @@ from ...measure import ROOFLINE_CONFIG, Roofs, measurement_threads, torch_thread
 from ...memory import format_bytes
 from ...model import ToyTransformer
 from ...resources import cpu_budget
+from .phrases import PANELS
 
 
 def roofline_model(device=None, seed: int = 0) -> ToyTransformer:
@@ -32,16 +33,12 @@ def explain_weights_vs_cache(model: ToyTransformer, cache_bytes: int | None, dev
     """Whether the model's weights fit in the last-level cache, from its size in bytes (``last_level_cache``;
     None where the system does not say)."""
     weights = weight_bytes_of(model)
-    where = "GPU 的 L2 缓存" if torch.device(device).type == "cuda" else "本机 CPU 的最后一级缓存"
+    where = PANELS.say("where.gpu" if torch.device(device).type == "cuda" else "where.cpu")
     if cache_bytes is None:
-        return (f"FP32 权重 {format_bytes(weights)}；读不到{where}的大小，它比大多数 CPU 的最后一级缓存（几 MiB 到几十 MiB）"
-                "大：解码每一步都要从内存把权重读一遍。")
+        return PANELS.say("weights.unknown", weights=format_bytes(weights), where=where)
     ratio = weights / cache_bytes
-    if ratio >= 2:
-        return (f"FP32 权重 {format_bytes(weights)}，是{where}（{format_bytes(cache_bytes)}）的 {ratio:.1f} 倍："
-                "解码每一步都要从内存把权重读一遍。")
-    return (f"FP32 权重 {format_bytes(weights)}，只是{where}（{format_bytes(cache_bytes)}）的 {ratio:.1f} 倍："
-            "相当一部分权重可以留在缓存里，解码读权重会比内存带宽快，下面的结论要打些折扣。")
+    return PANELS.say("weights.larger" if ratio >= 2 else "weights.fits", weights=format_bytes(weights), where=where,
+                      cache=format_bytes(cache_bytes), ratio=ratio)
 
 
 
@@ -50,12 +47,12 @@ def explain_roofs(roofs: Roofs) -> list[str]:
     if roofs.threads is not None:
         budget = cpu_budget()  # the cores this process may use (a hub's quota), not the node's count
         cores = budget.value
-        who = (f"两个屋顶都是用 {roofs.threads} 个线程测的（本进程可用 {cores} 核，来自 {budget.source}），和本页的其他计时一样："
-               + ("这是本页计时所用的那部分机器，不是整台机器的峰值。" if roofs.threads < cores
-                  else "本进程可用的核都用上了。" if cores < (os.cpu_count() or cores) else "整台机器都用上了。"))
+        who = (PANELS.say("roofs.threads", threads=roofs.threads, cores=cores, source=budget.source)
+               + PANELS.say("roofs.part" if roofs.threads < cores
+                            else "roofs.process" if cores < (os.cpu_count() or cores) else "roofs.machine"))
     else:
-        who = f"两个屋顶都是在 {roofs.device} 上测的，用的是 FP32。"
-    return [who, f"转折点 = 矩阵乘速率 ÷ 带宽 = {roofs.ridge:.1f} FLOP/字节（FP32）。"]
+        who = PANELS.say("roofs.device", device=roofs.device)
+    return [who, PANELS.say("roofs.ridge", ridge=roofs.ridge)]
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,17 @@ from ...viz import prefill_decode_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, int_slider, play_slider, recent_run, text_box
 from .sentences.common import count, pct, signed_pct, times, us
 from .sentences.timeline import ITL_TAIL, PANEL, PARALLEL, STEP_BUDGET
+from .phrases import PANELS, PROMPTS, label
 
 
-DEFAULT_PROMPT = "人工智能模型处理一个请求，通常分为两个阶段："
+DEFAULT_PROMPT = PROMPTS.text("timeline", "zh")  # the Chinese edition's; a panel opened without a run uses PROMPTS
 TIMELINE_TOKENS = 24  # new tokens of the timeline by default: 1 prefill pass + 23 decode passes
 TIMELINE_MAX_TOKENS = 64  # the most the timeline's 「生成的 token 数」 slider allows: each prompt is timed this long
 TIMELINE_REPEATS = 3  # generations timed per prompt
-PROMPT_LABEL, TOKENS_LABEL, STEP_LABEL = "提示词", "生成的 token 数", "第几次前向"  # the controls, as shown
+# The controls' labels as the Chinese edition shows them (tests match errors against them); a panel shows each in the
+# course's language, label(...), asked when the panel or its error is made.
+PROMPT_LABEL, TOKENS_LABEL, STEP_LABEL = (PANELS.text(k, "zh") for k in ("label.prompt", "label.tokens", "label.step"))
+
 @dataclass
 class Timeline:
     """Greedy generations with a preallocated cache: the one shown (the fastest prefill), every forward pass
@@ -140,10 +144,10 @@ TAIL_SAMPLES = 100  # under this many samples a p99 is about the largest one
 
 def latency_lines(tl: Timeline) -> list[str]:
     """TPOT (per generation, the median over the generations) and the inter-token latency's percentiles: readouts."""
-    tpot = (f"TPOT = {tl.tpot_median_ms:.2f} ms（每遍各算一次（总时间 − TTFT）÷ {tl.passes - 1} 个解码步，"
-            f"取 {len(tl.tpot_runs) or 1} 遍的中位数；图上那一遍是 {tl.tpot_ms:.2f} ms）")
-    itl = (f"ITL：中位数 {tl.itl_ms(50):.2f} ms，p90 {tl.itl_ms(90):.2f} ms，p99 {tl.itl_ms(99):.2f} ms"
-           f"（{tl.runs} 遍共 {tl.decode_samples} 个解码步；{tl.device}）")
+    tpot = PANELS.say("latency_tpot", tpot=tl.tpot_median_ms, steps=tl.passes - 1, runs=len(tl.tpot_runs) or 1,
+                      shown=tl.tpot_ms)
+    itl = PANELS.say("latency_itl", p50=tl.itl_ms(50), p90=tl.itl_ms(90), p99=tl.itl_ms(99), runs=tl.runs,
+                     samples=tl.decode_samples, device=tl.device)
     return [tpot, itl]
 
 
@@ -189,7 +193,7 @@ def regenerate(model: ToyTransformer, tokenizer, timeline: Timeline, cache: str)
 
 def _checked_prompt(model: ToyTransformer, tokenizer, prompt) -> str:
     """The prompt typed, trimmed, with room for TIMELINE_MAX_TOKENS after it (an InputError names the box)."""
-    return prompt_tokens(PROMPT_LABEL, prompt, tokenizer, model.config.max_seq_len - TIMELINE_MAX_TOKENS)[0]
+    return prompt_tokens(label(PROMPT_LABEL), prompt, tokenizer, model.config.max_seq_len - TIMELINE_MAX_TOKENS)[0]
 
 
 def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, new_tokens, step) -> View:
@@ -197,24 +201,17 @@ def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, new_to
     generations are measured once, TIMELINE_MAX_TOKENS long; every length is read from their first passes (the
     sliders replay them without measuring again, so TTFT stays put while the length changes)."""
     prompt = _checked_prompt(model, tokenizer, prompt)
-    n = whole_number(TOKENS_LABEL, new_tokens, 2, TIMELINE_MAX_TOKENS)
-    step = whole_number(STEP_LABEL, step, 1, n)
+    n = whole_number(label(TOKENS_LABEL), new_tokens, 2, TIMELINE_MAX_TOKENS)
+    step = whole_number(label(STEP_LABEL), step, 1, n)
     tl = recent_run(runs, prompt, lambda: run_timeline(model, tokenizer, prompt, TIMELINE_MAX_TOKENS), keep=4).first(n)
     r = tl.trace[step - 1]
-    phase = "预填充（prefill）" if r.phase == "prefill" else "解码（decode）"
-    fed = f"整段提示词 {r.new_tokens} 个 token" if r.phase == "prefill" else "上一步生成的 1 个 token"
-    out = "".join(tl.new_text[:step])
-    readout = (
-        f"<b>第 {step} / {tl.passes} 次前向：{phase}</b>，输入{fed}，耗时 {r.seconds * 1e3:.2f} ms；"
-        f"之后 <code>cache.length</code> = <b>{r.seq_len}</b>，缓存已用 <b>{format_bytes(r.cache_bytes)}</b>"
-        f"（{r.seq_len} × {format_bytes(tl.bytes_per_token)}），生成 {tl.passes} 个 token 要预分配 "
-        f"{format_bytes(tl.cache_allocated_bytes)}<br>"
-        f"已生成 {step} 个 token：「{html.escape(out)}」<br>"
-        f"首 token 延迟 TTFT = {tl.ttft_ms:.2f} ms（{tl.runs} 次生成中最快的预填充，图中画的就是这一次）；"
-        f"每 token 延迟 TPOT = {tl.tpot_ms:.2f} ms（这一次生成：（总时间 − TTFT）÷ {tl.passes - 1}）；"
-        f"token 间延迟 ITL：中位数 {tl.itl_ms(50):.2f} ms，p90 {tl.itl_ms(90):.2f} ms（{tl.runs} 次生成共 "
-        f"{tl.decode_samples} 个解码步）；设备 {html.escape(tl.device)}"
-    )
+    readout = PANELS.say(
+        "timeline_html", step=step, passes=tl.passes, phase=PANELS.say(f"phase.{r.phase}"),
+        fed=PANELS.say(f"fed.{r.phase}", tokens=r.new_tokens), ms=r.seconds * 1e3, length=r.seq_len,
+        used=format_bytes(r.cache_bytes), per_token=format_bytes(tl.bytes_per_token),
+        allocated=format_bytes(tl.cache_allocated_bytes), text=html.escape("".join(tl.new_text[:step])),
+        ttft=tl.ttft_ms, runs=tl.runs, tpot=tl.tpot_ms, steps=tl.passes - 1, p50=tl.itl_ms(50), p90=tl.itl_ms(90),
+        samples=tl.decode_samples, device=html.escape(tl.device))
     return View([plots.timeline_figure(tl, step)], readout, tl)
 
 
@@ -222,7 +219,7 @@ def _measuring(model: ToyTransformer, tokenizer, runs: dict, values: dict) -> st
     """What the panel says while a prompt not timed yet is timed (None: it was, or the render will refuse it)."""
     if _checked_prompt(model, tokenizer, values["prompt"]) in runs:
         return None
-    return f"正在为这句提示词计时：生成 {TIMELINE_MAX_TOKENS} 个 token，做 {TIMELINE_REPEATS} 遍……"
+    return PANELS.say("timeline_measuring", tokens=TIMELINE_MAX_TOKENS, repeats=TIMELINE_REPEATS)
 
 
 def _keep_step_in_range(step, play, change) -> None:
@@ -239,9 +236,9 @@ def timeline_panel(model: ToyTransformer, tokenizer, timeline: Timeline | None =
     n = timeline.passes if timeline is not None else TIMELINE_TOKENS
     full = timeline is not None and timeline.passes == TIMELINE_MAX_TOKENS and timeline.decode_by_run
     runs = {timeline.prompt: timeline} if full else {}
-    prompt = text_box(PROMPT_LABEL, timeline.prompt if timeline else DEFAULT_PROMPT, width="520px")
-    tokens = int_slider(TOKENS_LABEL, n, 2, TIMELINE_MAX_TOKENS, width="360px")
-    play, step = play_slider(STEP_LABEL, 1, 1, n, interval_ms=400)
+    prompt = text_box(label(PROMPT_LABEL), timeline.prompt if timeline else PROMPTS.say("timeline"), width="520px")
+    tokens = int_slider(label(TOKENS_LABEL), n, 2, TIMELINE_MAX_TOKENS, width="360px")
+    play, step = play_slider(label(STEP_LABEL), 1, 1, n, interval_ms=400)
     tokens.observe(partial(_keep_step_in_range, step, play), names="value")  # before the panel's own observer
     return Panel({"prompt": prompt, "new_tokens": tokens, "step": step},
                  partial(render_timeline, model, tokenizer, runs), static=("step",), in_browser=("new_tokens", "step"),
@@ -280,9 +277,8 @@ def step_budget(config: ModelConfig, timeline: Timeline, roofs: "Roofs") -> Step
 def step_budget_lines(budget: StepBudget) -> list[str]:
     """The counted work of one decode step and the least time each roof allows for it: readouts."""
     c = budget.cost
-    return [f"演示模型一步解码：{c.flops / 1e6:.2f} MFLOP（1 MFLOP = 10⁶ 次浮点运算），按本机的矩阵乘速率只要 "
-            f"{budget.compute_seconds * 1e6:.1f} µs；读写 {c.bytes / 1e6:.2f} MB，按本机的内存带宽只要 "
-            f"{budget.read_seconds * 1e6:.1f} µs。"]
+    return [PANELS.say("step_budget", mflop=c.flops / 1e6, compute=budget.compute_seconds * 1e6, mb=c.bytes / 1e6,
+                       read=budget.read_seconds * 1e6)]
 
 
 def explain_step_budget(budget: StepBudget) -> list[Claim]:

@@ -50,7 +50,7 @@ def test_titles_tasks_and_hints_have_english_words():
             assert text.strip() and not CHINESE.search(text), text
     task = ch05.IDENTIFY.words("en").task
     assert all(f'`"{bug}"`' in task for bug in ch05.BUG_IDS) and "`bug_x`" in task
-    assert '"Artificial"' in task and '"A large language model"' in task
+    assert '"Artificial"' in task and '"Large language models"' in task
     assert "`store`" in ch05.FIX.words("en").task and "off_by_one" not in ch05.FIX.words("en").task
 
 
@@ -59,7 +59,7 @@ def test_the_prompts_suit_the_english_model():
 
     _, en_tok = load_demo_model("cpu", lang="en")
     prompts = ch05.model_prompts(en_tok)
-    assert prompts == ("Artificial", "A computer", "A large language model")
+    assert prompts == ("Artificial", "A computer", "Large language models")
     assert not any(CHINESE.search(p) or en_tok.unknown(p) for p in prompts)
     assert ch05.PROMPTS == ("人工", "计算") and ch05.PREVIOUS == "大语言模型"  # the Chinese model's, as before
 

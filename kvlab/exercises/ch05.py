@@ -30,10 +30,11 @@ LOGIT_TOLERANCE = 1e-4  # a correct cache stays below 1e-5
 NEW_TOKENS = 8  # by step 2 every broken cache shows itself, no_reset only on a reused cache (fresh: all 8 right)
 # The prompts in each demo model's language; on the English model too, every bug keeps the signature the exercise
 # relies on (no_reset: fresh all right, reused wrong from step 1; k_as_v: step 1 both; the other three: step 2 both).
-# "Artificial" 1 token, "A computer" 3, "A large language model" 4 on the English model.
+# "Artificial" 1 token, "A computer" 3, "Large language models" 5 on the English model (the previous request is the
+# lab's, as in Chinese).
 CASE_PROMPTS = Phrasebook("ch05.prompts", {
     "zh": {"first": "人工", "second": "计算", "previous": "大语言模型"},
-    "en": {"first": "Artificial", "second": "A computer", "previous": "A large language model"},
+    "en": {"first": "Artificial", "second": "A computer", "previous": "Large language models"},
 })
 PROMPTS = (CASE_PROMPTS.text("first", "zh"), CASE_PROMPTS.text("second", "zh"))  # the Chinese model's
 PREVIOUS = CASE_PROMPTS.text("previous", "zh")  # the request served first when a cache is reused (Chinese model)

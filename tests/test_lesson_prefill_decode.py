@@ -1,6 +1,7 @@
 """Chapter 3.3's lesson module, plot builders and source viewer on known small cases; its panels fed bad values."""
 import dataclasses
 import html
+import json
 import re
 
 import pytest
@@ -1286,3 +1287,119 @@ def test_a_kv_share_under_one_percent_is_printed_with_one_decimal():
     cost = decode_cost(lesson.ROOFLINE_CONFIG, 8, 3, 1)
     assert cost.cache_share < 0.01 and f"K/V 占读写字节的 {share_text(cost.cache_share)}" in "\n".join(
         lesson.explain_kv_share(lesson.ROOFLINE_CONFIG, 1, (8,)))
+
+
+# -- the English edition (issue 34): every panel, readout and figure beside the Chinese -------------------------------
+CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _synthetic_timeline(prompt: str, prompt_tokens: int, n: int = 64) -> "_lesson.Timeline":
+    trace = [PassRecord("prefill", prompt_tokens, prompt_tokens, 0.003, 0, 0, 0, 0, 0, 0)]
+    trace += [PassRecord("decode", prompt_tokens + i + 1, 1, 0.001 + 1e-5 * i, 0, 0, 0, 0, 0, 0) for i in range(n - 1)]
+    return _lesson.Timeline(prompt, prompt_tokens, [f"t{i}" for i in range(n)], trace, 100000, 2048, "cpu", 3,
+                            [0.003, 0.0031, 0.0032], [0.001] * 3 * (n - 1), [0.001] * 3, [[0.001] * (n - 1)] * 3)
+
+
+def _texts(lang: str) -> dict:
+    """Every panel readout, readout line, figure text and caption of the chapter on fixed inputs, in ``lang`` (the
+    padded batch on that language's demo model)."""
+    from kvlab.language import using_language
+    from tests.test_claims_prefill_decode import BUSY, IDLE, C, allocator, batch, budget, roofs
+
+    with using_language(lang):
+        model, tok = load_demo_model("cpu", lang=lang)
+        prompt = _lesson.PROMPTS.say("timeline")
+        tl = _synthetic_timeline(prompt, len(tok.encode(prompt)))
+        out = {"latency": _lesson.latency_lines(tl), "reservation": [_lesson.explain_reservation(tl, model.config)]}
+        for step in (1, 2):
+            v = _lesson.render_timeline(model, tok, {prompt: tl}, prompt, 24, step)
+            out[f"timeline {step}"] = [v.html, *(f.to_json() for f in v.figures)]
+        v = _lesson.render_prefill(_lesson.PrefillLab(IDLE.prefill), "1, 2, 4, 8, 16", 4)
+        out["prefill"] = [v.html, *(f.to_json() for f in v.figures)]
+        for B in (1, 8):
+            v = _lesson.render_batch(_lesson.BatchLab(IDLE.batch), IDLE.roofs, IDLE.prefill, B, 8)
+            out[f"batch {B}"] = [v.html, *(f.to_json() for f in v.figures)]
+        out["measuring"] = [_lesson.PrefillLab(IDLE.prefill, model).measuring("3, 5"),
+                            _lesson.BatchLab(IDLE.batch, model).measuring(256)]
+        out["ridge"] = [line for run in (IDLE, BUSY) for line in _lesson.batch_ridge_lines(run.batch, run.roofs)]
+        out["ridge"] += _lesson.batch_ridge_lines(batch({1: 10, 2: 11}), roofs(20, 1000))
+        out["lines"] = (_lesson.explain_kv_share(C, 32) + _lesson.roof_lines(IDLE.roofs) + _lesson.explain_roofs(IDLE.roofs)
+                        + _lesson.explain_roofs(roofs(1, 2, gpu=True)) + _lesson.explain_worked_step(
+                            _lesson.worked_decode_step(C, 8)) + _lesson.step_budget_lines(budget(2.5, IDLE.roofs))
+                        + _lesson.precision_lines(model.config) + _lesson.allocator_lines(allocator(6.0, 0.5))
+                        + _lesson.allocator_lines(_lesson.allocator_growth(model, new_tokens=8)))
+        big = _lesson.roofline_model("cpu")
+        out["weights"] = [_lesson.explain_weights_vs_cache(big, x, d) for x in (None, 2**20, 2**30) for d in ("cpu", "cuda")]
+        out["figures"] = [plots.allocator_figure(allocator(6.0, 0.5)).to_json(), plots.roofline_figure(
+            IDLE.roofs, _lesson.prefill_points(IDLE.prefill) + IDLE.batch.roofline_points(),
+            highlight=IDLE.batch.label(8)).to_json()]
+        out["steps"] = [_lesson.show_step(name).data for name in _lesson.FOUR_STEPS]
+        for lengths, block in (("3, 17, 9, 30", 16), ("5, 5", 4), ("5, 6", 64)):
+            v = _lesson.render_padded_batch(model, tok, {}, lengths, block)
+            out[f"padded {lengths}"] = [v.html, *(f.to_json() for f in v.figures)]
+        precision = _lesson.compare_cache_precision(model, tok.encode(_lesson.PROMPTS.say("short")), new_tokens=20)
+        out["precision"] = [plots.precision_figure(precision).to_json(), *(r.label for r in precision.values())]
+        errors = []
+        for bad in (lambda: _lesson.render_timeline(model, tok, {prompt: tl}, prompt, 99, 1),
+                    lambda: _lesson.render_prefill(_lesson.PrefillLab(IDLE.prefill), "1, x", 4),
+                    lambda: _lesson.render_padded_batch(model, tok, {}, "3", 99),
+                    lambda: _lesson.BatchLab(IDLE.batch, model).context(100000)):
+            with pytest.raises(InputError) as e:
+                bad()
+            errors.append(str(e.value))
+        out["errors"] = errors
+    return out
+
+
+@pytest.fixture(scope="module")
+def both_languages():
+    return _texts("zh"), _texts("en")
+
+
+def test_every_panel_readout_and_figure_in_english_holds_no_chinese(both_languages):
+    zh, en = both_languages
+    assert zh.keys() == en.keys()
+    for key in en:
+        for text in en[key]:
+            text = json.dumps(json.loads(text), ensure_ascii=False) if text.startswith("{") else text
+            text = text.replace("cpu（测试）", "cpu").replace("cuda（测试）", "cuda")  # the test runs' device names
+            assert not CJK.search(text), (key, CJK.findall(text), text[:300])
+    assert all(CJK.search(" ".join(texts)) for key, texts in zh.items())
+
+
+def test_english_readouts_print_the_numbers_the_chinese_ones_print(both_languages):
+    """The readouts and lines on the same inputs: the same numbers (the padded batch and precision run on each
+    language's own model, and the timeline's prompt is each language's, so those are left out)."""
+    zh, en = both_languages
+    for key in ("prefill", "batch 1", "batch 8", "ridge", "lines", "weights", "measuring"):
+        for a, b in zip(zh[key], en[key]):
+            if a.startswith("{"):  # a figure: its title, axes, legends are words; its data is the same
+                continue
+            assert sorted(NUMBER.findall(a)) == sorted(NUMBER.findall(b)), (key, a, b)
+
+
+def test_english_readouts_say_what_the_chinese_ones_say(both_languages):
+    _, en = both_languages
+    assert en["timeline 2"][0].startswith("<b>Forward pass 2 / 24: decode</b>, input the 1 token generated by the step "
+                                          "before, 1.00 ms")
+    assert "<b>B = 8, 8 tokens already in each sequence's cache</b>: one decode step <b>18.50 ms</b>" in en["batch 8"][0]
+    assert "Up to B = 2, still left of the ridge (50.0)." in en["ridge"]
+    assert en["padded 3, 17, 9, 30"][0].startswith("B = 4 prompts, lengths 3, 17, 9, 30, left-padded to 30; each "
+                                                   "generates 12 tokens: <b>4 / 4 the same token for token")
+    assert "paged in blocks of 4 tokens it needs the same 32<br>" in en["padded 5, 5"][0]
+    assert "paged in blocks of 64 tokens it needs 128, more (paging allocates whole blocks" in en["padded 5, 6"][0]
+    assert en["precision"][1:] == ["FP32 cache", "FP16 cache", "INT8 cache"]
+    assert en["errors"][0].startswith("Tokens to generate") or "Tokens to generate" in en["errors"][0]
+
+
+def test_the_english_padded_batch_cuts_its_own_corpus_into_whole_tokens():
+    model, tok = load_demo_model("cpu", lang="en")
+    prompts = _lesson.corpus_prompts([3, 17, 9, 30], tokenizer=tok)
+    assert [len(tok.encode(p)) for p in prompts] == [3, 17, 9, 30]
+    assert all(not tok.unknown(p) for p in prompts) and len(set(prompts)) == 4
+    b = _lesson.run_padded_batch(model, tok, prompts, new_tokens=5, block_size=4)
+    assert b.lengths == [3, 17, 9, 30] and b.pad_lengths == [27, 13, 21, 0] and all(b.same_as_alone)
+    assert ["".join(b.pieces(i)[0]) for i in range(4)] == prompts and [len(b.pieces(i)[1]) for i in range(4)] == [5] * 4
+    zh_model, zh_tok = load_demo_model("cpu", lang="zh")  # the Chinese path: characters of its corpus, as before
+    assert _lesson.corpus_prompts([3, 17], tokenizer=zh_tok) == _lesson.corpus_prompts([3, 17])

@@ -384,7 +384,7 @@ PANELS = Phrasebook("prefill_decode.panels", {
         "worked.flops": "② Operations: each weight read is multiplied with this 1 token and added (2 operations), "
                         "{matmul:.1f} MFLOP; attention scores {tokens} keys and sums the V's by weight, {attention:.2f} "
                         "MFLOP. In all F = {mflop:.1f} MFLOP (1 MFLOP = 10⁶ floating-point operations).",
-        "worked.intensity": "③ Arithmetic intensity I = F ÷ M = {intensity:.2f} FLOP/byte: for every byte brought from "
+        "worked.intensity": "③ Arithmetic intensity I = F ÷ M = {intensity:.2f} FLOP/byte: for each 1 byte brought from "
                             "memory, only {intensity:.2f} operations. A pile of weights read, each used once.",
         "worked.prefill": "④ Compare: prefilling {prompt_len} tokens reads almost as many weights ({weights_mb:.1f} MB) "
                           "but does about {times:.0f} times the operations, I = {intensity:.1f} FLOP/byte: each weight "

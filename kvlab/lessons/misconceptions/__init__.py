@@ -11,7 +11,9 @@ deliberately broken caches to find the bug in, and the chapter's review as a sel
    fewer sequences run at once and leaves most of each reservation unused.
 
 A package with one module per section; every public name is re-exported here, so
-``from kvlab.lessons import misconceptions as lesson; lesson.weights_panel(...)`` works as before.
+``from kvlab.lessons import misconceptions as lesson; lesson.weights_panel(...)`` works as before. Every word the
+lesson shows comes from :mod:`.phrases` (CELLS, PROMPTS, PANELS, REVIEW) or :data:`kvlab.viz.misconceptions_plots.PLOTS`
+in the course's language, looked up when shown; the claims' sentences from ``ZH`` and ``EN`` (``CATALOGS``).
 """
 from .common import DEFAULT_PROMPT, NEW_TOKENS_LABEL, leave_a_core, corpus_prompts
 from .weights import (WeightsSnapshot, weights_snapshot, CacheRun, run_with_cache, M1_LIMITS, PROMPT_LEN_LABEL,
@@ -27,14 +29,14 @@ from .budget import (BUDGET_MODELS, DEFAULT_GPU, DEFAULT_MODEL, GPU_LABEL, MODEL
                      ReservationPlan, plan_reservation, reserve_exponent, reserve_options, render_budget, budget_html,
                      budget_panel, ReservationEffect, reservation_effect, RefusedAllocation, refused_allocation,
                      refusal_html)
-from .lab import (LAB_PROMPT, PREVIOUS_PROMPT, LAB_NEW_TOKENS, LOGIT_TOLERANCE, REFERENCE, BugCard, BUG_CARDS,
+from .lab import (LAB_PROMPT, PREVIOUS_PROMPT, lab_prompts, LAB_NEW_TOKENS, LOGIT_TOLERANCE, REFERENCE, BugCard, BUG_CARDS,
                   CACHE_LABEL, PROMPT_LABEL, REVEAL_LABEL, REUSE_LABEL, LAB_CACHES, BugRun, cache_class,
                   make_lab_cache, run_lab_cache, lab_line, MAX_LAB_PROMPT, MAX_LAB_TOKENS, render_lab,
                   tokens_table_html, methods_html, lab_html, lab_panel, run_all_lab_caches)
 from .review import uncached_over_cached, batch_intensity_gain, review_questions
 from .summary import (PrefillDecode, prefill_vs_decode, PREFILL, explain_prefill, CHOOSERS, ZH, EN, CATALOGS, show_claims,
                       SummaryRow, chapter_rows, scenario_plans, scenario_row, summary_rows, summary_html)
-from .phrases import CELLS, PROMPTS, say
+from .phrases import CELLS, PANELS, PROMPTS, REVIEW, label, say
 
 from ...measure import device_label  # every readout's device and timing threads, as the notebook prints it
 
@@ -58,5 +60,6 @@ __all__ = [
     "review_questions", "PrefillDecode", "prefill_vs_decode", "PREFILL", "explain_prefill", "CHOOSERS", "ZH", "EN",
     "CATALOGS",
     "show_claims", "SummaryRow", "chapter_rows", "scenario_plans",
-    "scenario_row", "summary_rows", "summary_html", "device_label", "CELLS", "PROMPTS", "say",
+    "scenario_row", "summary_rows", "summary_html", "device_label", "CELLS", "PROMPTS", "say", "PANELS", "REVIEW", "label",
+    "lab_prompts",
 ]

@@ -23,7 +23,13 @@ from ...viz import misconceptions_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, dropdown, float_box, int_slider, selection_slider
 from ..memory_estimate import (CACHE_DTYPE_LABEL, DEFAULT_USABLE, FitPlan, USABLE_LABEL, WEIGHT_DTYPE_LABEL, plan_fit,
                                share_or, usable_note, weights_do_not_fit)
+try:  # 3.4's controls' labels in the course's language (kvlab.lessons.memory_estimate.common.label)
+    from ..memory_estimate.common import label as estimate_label
+except ImportError:  # a 3.4 whose labels are Chinese only: shown as they are
+    def estimate_label(constant: str) -> str:
+        return constant
 from .common import DEFAULT_PROMPT, leave_a_core
+from .phrases import PANELS, label, shown_text
 
 
 BUDGET_MODELS = ("LLaMA-7B", "Llama-2-7B", "Llama-3-8B", "Qwen2.5-7B")
@@ -44,8 +50,8 @@ class RequestSpread:
     conversation of 1 to ``turns`` turns (uniformly many; its whole history is in the cache), each turn drawn
     log-normal around ``median`` (most turns short, a few long). Seeded, so every run draws the same requests."""
 
-    label: str  # what the learner reads: 「多轮对话」
-    note: str  # what shapes it: 「每轮很短，历史很长」
+    name: str  # what the learner reads, in Chinese: 「多轮对话」 (``label``: in the course's language)
+    about: str  # what shapes it, in Chinese: 「每轮很短，历史很长」 (``note``: in the course's language)
     median: int
     sigma: float
     turns: int = 1
@@ -56,12 +62,21 @@ class RequestSpread:
         """``count`` lengths, each at least 1 and at most ``longest`` (the model's context)."""
         return list(_spread_lengths(self, positive_int("longest", longest)))
 
+    @property
+    def label(self) -> str:
+        """The spread's name in the course's language (PANELS' ``spread.*``; a made-up spread's own name)."""
+        return shown_text(self.name, "spread.")
+
+    @property
+    def note(self) -> str:
+        return shown_text(self.about, "spread.")
+
     def describe(self) -> str:
-        """The parameters in Chinese, as the notebook prints them."""
-        turn = f"对数正态分布，中位数 {self.median} 个 token，σ = {self.sigma:g}"
-        shape = (f"每个请求是 1–{self.turns} 轮对话的全部历史（轮数均匀分布），每一轮{turn}" if self.turns > 1
-                 else f"每个请求一轮，{turn}")
-        return f"{self.count} 个请求，{shape}，随机种子 {self.seed}，截断到模型的上下文长度"
+        """The parameters in the course's language, as the notebook prints them."""
+        turn = PANELS.say("spread.turn", median=self.median, sigma=self.sigma)
+        shape = (PANELS.say("spread.turns", turns=self.turns, turn=turn) if self.turns > 1
+                 else PANELS.say("spread.one_turn", turn=turn))
+        return PANELS.say("spread.describe", count=self.count, shape=shape, seed=self.seed)
 
 
 @lru_cache(maxsize=64)
@@ -207,53 +222,46 @@ def reserve_options(model: str, reserved_tokens: int = 1) -> list[int]:
 def render_budget(gpu, model, spread, weight_dtype, cache_dtype, usable, reserved_tokens, wanted) -> View:
     """The misconception-3 panel: the card as a bar, and the trade-off as the reservation grows."""
     gpu = inputs.choice(GPU_LABEL, gpu, list(GPU_PRESETS))
-    model = inputs.choice(MODEL_LABEL, model, list(BUDGET_MODELS))
-    spread = inputs.choice(SPREAD_LABEL, spread, list(SPREADS))
-    wd = inputs.choice(WEIGHT_DTYPE_LABEL, weight_dtype, list(DTYPE_BITS))
-    cd = inputs.choice(CACHE_DTYPE_LABEL, cache_dtype, list(DTYPE_BITS))
-    share = inputs.positive_number(USABLE_LABEL, usable, 1)
-    R = inputs.whole_number(RESERVE_LABEL, reserved_tokens, 1, MAX_RESERVE)
-    N = inputs.whole_number(CONCURRENT_LABEL, wanted, 1, MAX_CONCURRENT)
+    model = inputs.choice(label(MODEL_LABEL), model, list(BUDGET_MODELS))
+    spread = inputs.choice(label(SPREAD_LABEL), spread, list(SPREADS))
+    wd = inputs.choice(estimate_label(WEIGHT_DTYPE_LABEL), weight_dtype, list(DTYPE_BITS))
+    cd = inputs.choice(estimate_label(CACHE_DTYPE_LABEL), cache_dtype, list(DTYPE_BITS))
+    share = inputs.positive_number(estimate_label(USABLE_LABEL), usable, 1)
+    R = inputs.whole_number(label(RESERVE_LABEL), reserved_tokens, 1, MAX_RESERVE)
+    N = inputs.whole_number(label(CONCURRENT_LABEL), wanted, 1, MAX_CONCURRENT)
     plan = plan_reservation(model, gpu, R, N, SPREADS[spread], wd, cd, share)
     if not plan.fit.weights_fit:
         control = share_or(GPU_LABEL, share, lambda u: plan_reservation(model, gpu, R, N, SPREADS[spread], wd, cd, u).fit)
-        raise inputs.InputError(control, f"{gpu}：{weights_do_not_fit(plan.fit)}")
+        raise inputs.InputError(control, PANELS.say("budget.no_fit", gpu=gpu, why=weights_do_not_fit(plan.fit)))
     sweep = [plan_reservation(model, gpu, r, N, SPREADS[spread], wd, cd, share) for r in reserve_options(model, R)]
     figures = [plots.budget_figure(plan), plots.reservation_figure(sweep, plan, TOO_LONG_LIMIT)]
     return View(figures, budget_html(plan), plan)
 
 
 def budget_html(plan: ReservationPlan) -> str:
-    p, R, fit = plan.model, plan.reserved_tokens, plan.fit
-    left = "只剩" if plan.capacity == 0 else ""
+    p, R, fit, say = plan.model, plan.reserved_tokens, plan.fit, PANELS.say
     lines = [
-        f"{html.escape(plan.gpu)}：总显存 {format_bytes(plan.total_bytes)}，按 {float(fit.usable):g} 规划 "
-        f"{format_bytes(plan.budget_bytes)}（{usable_note(fit.usable)}）；"
-        f"{html.escape(p.label)} 的 {fit.weight_dtype} 权重 {format_bytes(plan.weight_bytes)}；"
-        f"留给 KV Cache 的{left} <b>{format_bytes(plan.room_bytes)}</b>。",
-        f"每条序列预留 R = {R:,} 个 token × {format_bytes(plan.per_token_bytes)}（{fit.cache_dtype}）= "
-        f"{format_bytes(plan.slot_bytes)} → "
-        + (f"最多同时 <b>{plan.capacity}</b> 条序列。" if plan.capacity
-           else '<span style="color:#b00">最多同时 <b>0</b> 条序列：连 1 条都放不下。</span>'),
+        say("budget.card", gpu=html.escape(plan.gpu), total=format_bytes(plan.total_bytes), usable=float(fit.usable),
+            budget=format_bytes(plan.budget_bytes), note=usable_note(fit.usable), model=html.escape(p.label),
+            dtype=fit.weight_dtype, weights=format_bytes(plan.weight_bytes),
+            only=say("budget.only") if plan.capacity == 0 else "", room=format_bytes(plan.room_bytes)),
+        say("budget.slot", R=R, per_token=format_bytes(plan.per_token_bytes), dtype=fit.cache_dtype,
+            slot=format_bytes(plan.slot_bytes))
+        + (say("budget.capacity", capacity=plan.capacity) if plan.capacity else say("budget.none")),
     ]
-    idle = (f"（{plan.admitted} 条序列共闲置约 {format_bytes(plan.unused_bytes)}）" if plan.admitted else "")
-    lines.append(
-        f"按「{html.escape(plan.spread.label)}」的请求长度（编出来的示例分布，不是测量数据：{html.escape(plan.spread.describe())}）："
-        f"<b>{plan.too_long_share:.1%}</b> 的请求比 R 长（会被截断或拒绝）；所有请求结束时平均填满预留的 "
-        f"{plan.used_share:.1%}（比 R 长的按填满计），<b>{1 - plan.used_share:.1%} 闲置</b>{idle}。"
-        "这是请求结束那一刻的填充率，也就是最少的浪费：生成途中填得更少。")
+    idle = (say("budget.idle", admitted=plan.admitted, idle=format_bytes(plan.unused_bytes)) if plan.admitted else "")
+    lines.append(say("budget.spread", spread=html.escape(plan.spread.label), describe=html.escape(plan.spread.describe()),
+                     too_long=plan.too_long_share, used=plan.used_share, idle_share=1 - plan.used_share, idle=idle))
     if R > p.context_length:
-        lines.append(f'<span style="color:#8a4b00">⚠ R 超过了 {html.escape(p.label)} 的上下文（{p.context_length:,} 个 '
-                     f"token）：每条序列多出的 {R - p.context_length:,} 个 token 的预留永远用不上。</span>")
+        lines.append(say("budget.past_context", model=html.escape(p.label), context=p.context_length,
+                         extra=R - p.context_length))
     if plan.over_budget_bytes:
-        lines.append(f'<span style="color:#b00">想同时服务 {plan.wanted} 条：需要 {format_bytes(plan.needed_bytes)}，'
-                     f"超出预算 <b>{format_bytes(plan.over_budget_bytes)}</b>——第 {plan.capacity + 1} 条序列起就放不下了。"
-                     "预算检查在分配之前拒绝它们，而不是等分配时显存不足（OOM）。</span>")
+        lines.append(say("budget.over", wanted=plan.wanted, needed=format_bytes(plan.needed_bytes),
+                         over=format_bytes(plan.over_budget_bytes), first=plan.capacity + 1))
     else:
-        lines.append(f"想同时服务 {plan.wanted} 条：需要 {format_bytes(plan.needed_bytes)}，放得下，"
-                     f"预算内还剩 {format_bytes(plan.budget_bytes - plan.needed_bytes)}。")
-    lines.append(f"对比：按需分页（每块 {PAGE_TOKENS} 个 token，只给用到的块）时，同样的显存平均能放下约 "
-                 f"<b>{plan.paged_capacity:.1f}</b> 条这样的请求，而且一条都不截断。")
+        lines.append(say("budget.fits", wanted=plan.wanted, needed=format_bytes(plan.needed_bytes),
+                         left=format_bytes(plan.budget_bytes - plan.needed_bytes)))
+    lines.append(say("budget.paged", page=PAGE_TOKENS, capacity=plan.paged_capacity))
     return "<br>".join(lines)
 
 
@@ -265,17 +273,18 @@ def budget_panel(gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, spread: str
     that the rest is never used), and the sequences wanted at once. (The options stay fixed whatever the model:
     ipywidgets' front end does not redraw a SelectionSlider whose options change.)"""
     options = [2**k for k in range(MIN_RESERVE_EXPONENT, MAX_RESERVE_EXPONENT + 1)]
-    reserve = selection_slider(RESERVE_LABEL, [(f"{r:,}", r) for r in options], reserved_tokens, width="460px",
+    reserve = selection_slider(label(RESERVE_LABEL), [(f"{r:,}", r) for r in options], reserved_tokens, width="460px",
                                continuous=False)
-    models = dropdown(MODEL_LABEL, list(BUDGET_MODELS), model, width="210px")
-    share = float_box(USABLE_LABEL, usable, step=0.05)
+    models = dropdown(label(MODEL_LABEL), list(BUDGET_MODELS), model, width="210px")
+    share = float_box(estimate_label(USABLE_LABEL), usable, step=0.05)
     controls = {"gpu": dropdown(GPU_LABEL, list(GPU_PRESETS), gpu, width="230px"), "model": models,
-                "spread": dropdown(SPREAD_LABEL, [(f"{s.label}（{s.note}）", k) for k, s in SPREADS.items()], spread,
-                                   width="380px"),
-                "weight_dtype": dropdown(WEIGHT_DTYPE_LABEL, list(DTYPE_BITS), weight_dtype, width="190px"),
-                "cache_dtype": dropdown(CACHE_DTYPE_LABEL, list(DTYPE_BITS), cache_dtype, width="190px"),
+                "spread": dropdown(label(SPREAD_LABEL), [(PANELS.say("spread.option", label=s.label, note=s.note), k)
+                                                         for k, s in SPREADS.items()], spread, width="380px"),
+                "weight_dtype": dropdown(estimate_label(WEIGHT_DTYPE_LABEL), list(DTYPE_BITS), weight_dtype,
+                                         width="190px"),
+                "cache_dtype": dropdown(estimate_label(CACHE_DTYPE_LABEL), list(DTYPE_BITS), cache_dtype, width="190px"),
                 "usable": share, "reserved_tokens": reserve,
-                "wanted": int_slider(CONCURRENT_LABEL, wanted, 1, MAX_CONCURRENT, width="380px")}
+                "wanted": int_slider(label(CONCURRENT_LABEL), wanted, 1, MAX_CONCURRENT, width="380px")}
     return Panel(controls, render_budget, static=("reserved_tokens",), in_browser=("reserved_tokens", "wanted"),
                  options=PanelOptions(layout="horizontal", css_class="kvlab-budget",
                                       more=("gpu", "model", "weight_dtype", "cache_dtype", "usable")))
@@ -324,11 +333,11 @@ class RefusedAllocation:
 
     @property
     def line(self) -> str:
-        """What a learner reads: kvlab's refusal in Chinese, computed."""
-        where = "这块 GPU 只有" if self.device_type == "cuda" else "本机只有"
-        memory = "显存" if self.device_type == "cuda" else "内存"
-        return (f"kvlab 拒绝分配：批次 B = {self.batch_size:,} 条序列、每条 {self.seq_len:,} 个 token 的缓存需要 "
-                f"{format_bytes(self.requested_bytes)}，{where} {format_bytes(self.free_bytes)} {memory}空闲")
+        """What a learner reads: kvlab's refusal in the course's language, computed."""
+        kind = "gpu" if self.device_type == "cuda" else "cpu"
+        return PANELS.say("refusal.line", batch=self.batch_size, seq_len=self.seq_len,
+                          requested=format_bytes(self.requested_bytes), where=PANELS.say(f"refusal.{kind}_where"),
+                          free=format_bytes(self.free_bytes), memory=PANELS.say(f"refusal.{kind}_memory"))
 
 
 def refused_allocation(model: ToyTransformer) -> RefusedAllocation | None:
@@ -348,10 +357,8 @@ def refused_allocation(model: ToyTransformer) -> RefusedAllocation | None:
 
 
 def refusal_html(refused: RefusedAllocation) -> str:
-    """The Chinese line, and the API's own message folded away as a detail."""
-    return (f"<p><b>{html.escape(refused.line)}</b>：什么都没有分配，Jupyter 内核安然无恙。</p>"
-            f"<details><summary>细节：API 抛出的 ValueError 原文（英文）。开头的 <code>{html.escape(refused.argument)}</code> "
-            f"是它建议改小的参数；{refused.batch_size:,} 是批次大小 B（要同时缓存的序列数）：演示模型一条序列的缓存只有 "
-            f"{format_bytes(refused.requested_bytes // max(refused.batch_size, 1))}，要凑出两倍于空闲内存的缓存，"
-            "得要这么多条。所以这一次过大的其实是批次 B：改小 batch_size 或 max_seq_len 都能让缓存放得下。原文如下：</summary>"
-            f"<p><code>{html.escape(refused.message)}</code></p></details>")
+    """The line in the course's language, and the API's own message folded away as a detail."""
+    return PANELS.say("refusal.html", line=html.escape(refused.line), argument=html.escape(refused.argument),
+                      batch=refused.batch_size,
+                      per_sequence=format_bytes(refused.requested_bytes // max(refused.batch_size, 1)),
+                      message=html.escape(refused.message))

@@ -20,14 +20,14 @@ from ...viz import misconceptions_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, int_slider, run_button
 from ..decode import layer_qkv
 from .common import NEW_TOKENS_LABEL, leave_a_core
+from .phrases import PANELS, ShownNames, ShownText, label
 
 
 K_ONLY_MODES = ("none", "k_only", "kv")
-K_ONLY_NAMES = {"none": "无缓存", "k_only": "只缓存 K", "kv": "有缓存"}  # as in the figures' legends
+K_ONLY_NAMES = ShownNames("name", K_ONLY_MODES)  # as in the figures' legends, in the course's language
 K_ONLY_MINIMAL = "k_only_min"  # a K-only cache that recomputes no more than V needs (counted, not run)
 FLOP_MODES = ("none", "k_only", K_ONLY_MINIMAL, "kv")
-FLOP_NAMES = {"none": "无缓存", "k_only": "只缓存 K（kvlab 的实现）", K_ONLY_MINIMAL: "只缓存 K（最省的做法）",
-              "kv": "有缓存"}
+FLOP_NAMES = ShownNames("flop", FLOP_MODES)
 
 # LLaMA-7B's shape as a ModelConfig, to count its FLOPs (nothing is allocated): Touvron et al. 2023 and the
 # released config.json (hidden 4096, 32 layers, 32 heads, intermediate_size 11008, vocab 32000); its parameter
@@ -301,7 +301,8 @@ def explain_k_only(timings: dict[str, DecodeTiming]) -> list[Claim]:
 
 def tail_times_text(timings: dict[str, DecodeTiming]) -> str:
     """「无缓存 6.49 ms，只缓存 K 6.21 ms，有缓存 1.05 ms」: :func:`tail_step_ms` of each mode (the verdict's numbers)."""
-    return "，".join(f"{K_ONLY_NAMES.get(m, m)} {tail_step_ms(t):.2f} ms" for m, t in timings.items())
+    return PANELS.say("time_sep").join(PANELS.say("mode_time", name=K_ONLY_NAMES.get(m, m), ms=tail_step_ms(t))
+                                       for m, t in timings.items())
 
 
 def same_tokens(timings: dict[str, DecodeTiming]) -> bool:
@@ -309,7 +310,7 @@ def same_tokens(timings: dict[str, DecodeTiming]) -> bool:
     return all(torch.equal(t.tokens, first) for t in timings.values())
 
 
-COUNTING = "按 kvlab.costs 的计数（一次乘加记 2 FLOP，掩码遮住的一半也算）"
+COUNTING = ShownText("counting")  # the Chinese text as a str; formatted, in the course's language
 
 
 def tail_range(timings: dict[str, DecodeTiming]) -> str:
@@ -321,27 +322,22 @@ def tail_range(timings: dict[str, DecodeTiming]) -> str:
 
 def render_k_only(model: ToyTransformer, prompt_ids, new_tokens, repeats) -> View:
     """The misconception-2 panel: time the three modes, plot step time and K/V projections per step."""
-    n = inputs.whole_number(NEW_TOKENS_LABEL, new_tokens, 8, model.config.max_seq_len - len(prompt_ids[0]))
-    r = inputs.whole_number(REPEATS_LABEL, repeats, 1, 9)
+    n = inputs.whole_number(label(NEW_TOKENS_LABEL), new_tokens, 8, model.config.max_seq_len - len(prompt_ids[0]))
+    r = inputs.whole_number(label(REPEATS_LABEL), repeats, 1, 9)
     timings = compare_k_only(model, prompt_ids, n, r)
     counted = count_step(model, timings["none"].seq_len[-1])
-    tokens = "三种方式生成的 token 完全相同" if same_tokens(timings) else '<span style="color:#b00">token 不同！</span>'
-    readout = (
-        f"生成 {n} 个 token：{tokens}。最后 1/4 的解码步（t = {tail_range(timings)}）单步耗时中位数"
-        f"（每次重复各取一个，再取 {r} 次的中位数）：<b>{tail_times_text(timings)}</b>（{device_label(model.device)}，重复 {r} 次）<br>这些耗时说明了什么，按这次测到的数字写在下一格的输出里"
-        f"（重新测量之后，再运行下一格）。<br>"
-        f"trace 记录的每步投影（序列长度为 t 的那一步）：无缓存 K = V = t；只缓存 K：K = 1，<b>V = t</b>；有缓存：K = V = 1。"
-        f"{COUNTING}，t = {counted.seq_len} 时只缓存 K 的一步仍要做无缓存的 <b>{counted.share('k_only'):.1%}</b> 的计算"
-        f"（有缓存：{counted.share('kv'):.2%}）"
-    )
+    tokens = PANELS.say("same_tokens" if same_tokens(timings) else "tokens_differ")
+    readout = PANELS.say("k_only_readout", n=n, tokens=tokens, tail=tail_range(timings), r=r,
+                         times=tail_times_text(timings), device=device_label(model.device), counting=COUNTING,
+                         t=counted.seq_len, k_share=counted.share("k_only"), kv_share=counted.share("kv"))
     return View([plots.k_only_figure(timings)], readout, timings)
 
 
 def k_only_panel(model: ToyTransformer, prompt_ids, new_tokens: int = 120, repeats: int = MIN_REPEATS) -> Panel:
     """Length and repeat sliders; measurements run when the button is clicked."""
     top = model.config.max_seq_len - len(prompt_ids[0])
-    return Panel({"new_tokens": int_slider(NEW_TOKENS_LABEL, new_tokens, 40, top - top % 40, step=40),
-                  "repeats": int_slider(REPEATS_LABEL, repeats, 1, 5, width="300px")},
+    return Panel({"new_tokens": int_slider(label(NEW_TOKENS_LABEL), new_tokens, 40, top - top % 40, step=40),
+                  "repeats": int_slider(label(REPEATS_LABEL), repeats, 1, 5, width="300px")},
                  partial(render_k_only, model, prompt_ids),
                  options=PanelOptions(layout="horizontal", css_class="kvlab-konly", button=run_button()))
 
@@ -410,7 +406,7 @@ def past_queries_unused(model: ToyTransformer, tokenizer, text: str = "人工智
 # -- the same claims in English (Catalog.of_topics reads TEMPLATES, TEMPLATES_EN and WORDS_EN): same keys and fields --
 TEMPLATES = {**K_ONLY_TEMPLATES, **KV_GAP_TEMPLATES}  # what Catalog.of_topics reads for Chinese
 WORDS_EN = {"倍": "×"}  # the speedups' recorded unit
-REPEATS_LABEL_EN = "Repeats (median taken)"  # REPEATS_LABEL in English (the panel shows it through PANELS)
+REPEATS_LABEL_EN = PANELS.text("label.repeats", "en")  # REPEATS_LABEL in English, as the panel shows it
 _K_ONLY_RERUN_EN = (f"raise \"{REPEATS_LABEL_EN}\" on the panel above, click \"Run the measurement\", then rerun this "
                     "cell; on a busy machine, close other CPU-hungry programs first.")
 _ROUNDS_EN = "each repeat's ratio (K only ÷ no cache): {rounds}"

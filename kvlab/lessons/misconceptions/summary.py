@@ -18,6 +18,7 @@ from . import k_only
 from .k_only import (K_ONLY, KV_GAP, KV_SPEEDUP, tail_range, tail_step_ms,
                      tail_times_text)
 from .lab import BUG_CARDS, BugRun, REFERENCE
+from .phrases import PANELS
 from .weights import CacheRun
 
 
@@ -122,22 +123,21 @@ def chapter_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str,
                              dtype_name(model.dtype))
     llama = MODEL_PRESETS["LLaMA-7B"]
     return [
-        SummaryRow("3.1 自回归解码：空间换时间", f"最后 1/4 解码步（t = {tail_range(timings)}）的单步中位数：无缓存 {none:.2f} ms，有缓存 "
-                   f"{kv:.2f} ms（不缓存是它的 {none / kv:.1f} 倍）；代价是缓存里存着的 {format_bytes(held)}",
-                   "缓存旧 token 的 K/V，每步只算新 token：把重复计算变成增量计算"),
-        SummaryRow("3.2 存储结构 L×B×H×S×D", f"演示模型的缓存（L, B, H, S, D）=（{c.n_layer}, {r.batch_size}, "
-                   f"{c.n_kv_head}, {r.stored_tokens}, {c.head_dim}）：{shape} = {formula:,} B，trace 记录 "
-                   f"{r.final_bytes:,} B", "缓存大小 = 2（K、V）× L × B × H × S × D × 每元素字节，随 B 和 S 线性增长"),
-        SummaryRow("3.3 预填充与解码", f"预填充 {prefill.prompt_len} 个 token 一次前向 {_ms(prefill.prefill_seconds)}"
-                   f"（每个 token {prefill.prefill_per_token * 1e3:.3f} ms）；"
-                   f"之后每个解码步（t = {_lens(prefill)}）的中位数 "
-                   f"{_ms(prefill.decode_seconds)}，只出 1 个 token。与 3.1 那一行的有缓存步长度不同，也不是同一次测量",
-                   "预填充一次前向处理整段提示词；解码一步只出一个 token，每步都要读一遍权重和缓存"),
-        SummaryRow("3.4 LLaMA-7B 的显存", f"S = 2048、B = 1、FP16：{format_bytes(llama.kv_cache_bytes(2048))}（原文写 "
-                   f"0.50 GB）；{plan.gpu} 按 {float(plan.fit.usable):g} 规划，放下权重后每条预留 "
-                   f"{plan.reserved_tokens:,} 个 token 的序列放得下 {plan.capacity} 条",
-                   "先算权重，再按可用显存算能放下多少 token、多少条序列"),
+        _row("3_1", tail=tail_range(timings), none=none, kv=kv, ratio=none / kv, held=format_bytes(held)),
+        _row("3_2", L=c.n_layer, B=r.batch_size, H=c.n_kv_head, S=r.stored_tokens, D=c.head_dim, shape=shape,
+             formula=formula, written=r.final_bytes),
+        _row("3_3", prompt_len=prefill.prompt_len, prefill=_ms(prefill.prefill_seconds),
+             per_token=prefill.prefill_per_token * 1e3, lens=_lens(prefill), decode=_ms(prefill.decode_seconds)),
+        _row("3_4", llama=format_bytes(llama.kv_cache_bytes(2048)), gpu=plan.gpu, usable=float(plan.fit.usable),
+             reserved=plan.reserved_tokens, capacity=plan.capacity),
     ]
+
+
+def _row(key: str, **fields) -> SummaryRow:
+    """A row of the summary table in the course's language: PANELS' ``summary.<key>`` (its topic), ``.measured``
+    (filled with ``fields``) and ``.conclusion``."""
+    return SummaryRow(PANELS.say(f"summary.{key}"), PANELS.say(f"summary.{key}.measured", **fields),
+                      PANELS.say(f"summary.{key}.conclusion"))
 
 
 def scenario_plans(model: str = DEFAULT_MODEL, gpu: str = DEFAULT_GPU) -> dict[str, ReservationPlan]:
@@ -149,39 +149,36 @@ def scenario_plans(model: str = DEFAULT_MODEL, gpu: str = DEFAULT_GPU) -> dict[s
 def scenario_row(plans: dict[str, ReservationPlan]) -> SummaryRow:
     """The original text's 业务场景 (long-document QA, multi-turn chat) as one row: fixed vs paged."""
     first = next(iter(plans.values()))
-    parts = "；".join(f"{p.spread.label}：闲置 {1 - p.used_share:.0%}，固定 {p.capacity} 条 vs 分页约 "
-                     f"{p.paged_capacity:.1f} 条" for p in plans.values())
-    return SummaryRow("业务场景", f"{first.gpu} + {first.model.label}，每条预留整个上下文 {first.reserved_tokens:,}：{parts}",
-                      "请求越接近上下文长度（长文档问答），固定预留浪费越少、分页收益越小；请求长度相对预留越短、越分散"
-                      "（单轮问答、多轮对话），分页省得越多")
+    parts = PANELS.say("summary.part_sep").join(
+        PANELS.say("summary.scenario_part", spread=p.spread.label, idle=1 - p.used_share, capacity=p.capacity,
+                   paged=p.paged_capacity) for p in plans.values())
+    return _row("scenarios", gpu=first.gpu, model=first.model.label, reserved=first.reserved_tokens, parts=parts)
 
 
 def summary_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str, DecodeTiming],
                  prefill: PrefillDecode, budget_plans: list[ReservationPlan], lab: dict[str, BugRun],
                  scenarios: dict[str, ReservationPlan]) -> list[SummaryRow]:
     """The chapter's claims next to what this notebook measured for them, from the results it already has."""
-    checks = "、".join(f"{r.batch_size} × {r.stored_tokens}" for r in runs)
+    say = PANELS.say
+    checks = say("summary.check_sep").join(f"{r.batch_size} × {r.stored_tokens}" for r in runs)
     same = all(r.weights_unchanged for r in runs)
     exact = all(r.final_bytes == r.batch_size * r.stored_tokens * r.per_token_bytes for r in runs)
     v_last = {m: t.v_tokens[-1] for m, t in timings.items()}
-    plans = "；".join(f"预留 {p.reserved_tokens:,} → {p.capacity} 条，闲置 {1 - p.used_share:.0%}，"
-                     f"{p.too_long_share:.1%} 的请求放不下" for p in budget_plans)
+    plans = say("summary.part_sep").join(
+        say("summary.plan", reserved=p.reserved_tokens, capacity=p.capacity, idle=1 - p.used_share,
+            too_long=p.too_long_share) for p in budget_plans)
     broken = {c: r for c, r in lab.items() if c != REFERENCE}
-    steps = "，".join(f"{BUG_CARDS[c].label} 第 {r.first_token_step} 步" for c, r in broken.items())
+    steps = say("summary.step_sep").join(say("summary.step", label=BUG_CARDS[c].label, step=r.first_token_step)
+                                         for c, r in broken.items())
     first = budget_plans[0]
     return chapter_rows(model, runs, timings, prefill, first) + [
-        SummaryRow("误区 1：缓存是参数", f"{len(runs)} 次生成（B × S = {checks}）：参数校验和{'全部不变' if same else '变了'}；"
-                   f"缓存字节数{'全部等于' if exact else '不等于'} B × S × {format_bytes(runs[0].per_token_bytes)}；"
-                   f"reset() 后 {runs[-1].length_after_reset} 个 token",
-                   "缓存是推理时另外分配的临时张量，随输入增长；权重一个字节都不变"),
-        SummaryRow("误区 2：只缓存 K", f"最后 1/4 解码步的单步耗时：{tail_times_text(timings)}；最后一步投影 V 的 token 数"
-                   f"（无缓存 / 只缓存 K / 有缓存）{v_last['none']} / {v_last['k_only']} / {v_last['kv']}",
-                   "V 必须和 K 一起缓存，否则每步仍要把整个前缀重算一遍"),
-        SummaryRow("误区 3：缓存越大越好", f"{first.gpu} + {first.model.label}（FP16，按 {float(first.fit.usable):g} 规划）："
-                   f"{plans}", "预留多少要看显存预算和请求长度的分布；按需分页（PagedAttention）把闲置压到每条序列的最后一块之内"),
-        SummaryRow("找 bug", f"{len(broken)} 个坏缓存在提示词「{lab[REFERENCE].prompt}」上第一次生成不同的 token：{steps}；正确的缓存："
-                   f"{'全部相同' if lab[REFERENCE].first_token_step is None else '不同！'}",
-                   "缓存的 bug 不会报错，只会悄悄改变输出：与无缓存的参考逐步对比才能发现"),
+        _row("m1", runs=len(runs), checks=checks, same=say("summary.all_same" if same else "summary.changed"),
+             exact=say("summary.all_equal" if exact else "summary.not_equal"),
+             per_token=format_bytes(runs[0].per_token_bytes), length=runs[-1].length_after_reset),
+        _row("m2", times=tail_times_text(timings), none=v_last["none"], k_only=v_last["k_only"], kv=v_last["kv"]),
+        _row("m3", gpu=first.gpu, model=first.model.label, usable=float(first.fit.usable), plans=plans),
+        _row("lab", bugs=len(broken), prompt=lab[REFERENCE].prompt, steps=steps,
+             control=say("summary.lab_same" if lab[REFERENCE].first_token_step is None else "summary.lab_differs")),
         scenario_row(scenarios),
     ]
 
@@ -189,5 +186,4 @@ def summary_rows(model: ToyTransformer, runs: list[CacheRun], timings: dict[str,
 def summary_html(rows: list[SummaryRow]) -> str:
     body = "".join(f"<tr><td>{html.escape(r.topic)}</td><td>{html.escape(r.measured)}</td>"
                    f"<td>{html.escape(r.conclusion)}</td></tr>" for r in rows)
-    return ("<table><thead><tr><th>本章</th><th>本机实测（本笔记本刚刚算出）</th><th>结论</th></tr></thead>"
-            f"<tbody>{body}</tbody></table>")
+    return PANELS.say("summary.head") + f"<tbody>{body}</tbody></table>"

@@ -17,6 +17,7 @@ from ...model import ToyTransformer
 from ...viz import misconceptions_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, int_slider, play_slider
 from .common import NEW_TOKENS_LABEL, corpus_prompts, leave_a_core
+from .phrases import PANELS, label
 
 
 @dataclass(frozen=True)
@@ -115,22 +116,19 @@ PROMPT_LEN_LABEL, BATCH_LABEL = "提示词长度", "批次 B"
 
 def render_weights_vs_cache(model: ToyTransformer, tokenizer, prompt_len, batch_size, new_tokens) -> View:
     """The misconception-1 panel: one real generation, the weights checked before and after, the cache's bytes."""
-    P = inputs.whole_number(PROMPT_LEN_LABEL, prompt_len, 1, M1_LIMITS["prompt_len"])
-    B = inputs.whole_number(BATCH_LABEL, batch_size, 1, M1_LIMITS["batch_size"])
-    n = inputs.whole_number(NEW_TOKENS_LABEL, new_tokens, 1, M1_LIMITS["new_tokens"])
+    P = inputs.whole_number(label(PROMPT_LEN_LABEL), prompt_len, 1, M1_LIMITS["prompt_len"])
+    B = inputs.whole_number(label(BATCH_LABEL), batch_size, 1, M1_LIMITS["batch_size"])
+    n = inputs.whole_number(label(NEW_TOKENS_LABEL), new_tokens, 1, M1_LIMITS["new_tokens"])
     run = run_with_cache(model, tokenizer, P, B, n)
     S = run.stored_tokens
-    same = "不变 ✓" if run.weights_unchanged else '<span style="color:#b00">变了！</span>'
-    readout = (
-        f"参数：{run.after.n_params:,} 个，{format_bytes(run.after.n_bytes)}；state_dict 校验和 "
-        f"<code>{run.before.checksum[:12]}</code> → <code>{run.after.checksum[:12]}</code>（{same}）<br>"
-        f"KV Cache 已写入：B = {B} 条序列 × S = {S} 个 token（提示词 {P} + 生成 {n} − 1：最后一个新 token 还没有送回模型）"
-        f" × 每个 token {format_bytes(run.per_token_bytes)} = <b>{run.final_bytes:,} B = "
-        f"{format_bytes(run.final_bytes)}</b>；预分配的张量在预填充之前就已经是 {run.allocated_bytes:,} B"
-        f"（按 {P + n - 1} 个 token 分配，3.3 节）；缓存内容的校验和 <code>{run.cache_checksum[:12]}</code>（随输入而变）<br>"
-        f"缓存在 state_dict 里吗？{'是' if run.cache_in_state_dict else '不在'}（没有哪个参数张量与缓存共用内存）；"
-        f"reset() 之后：{run.length_after_reset} 个 token，已用 {run.bytes_after_reset} B"
-    )
+    readout = PANELS.say(
+        "weights_readout", n_params=run.after.n_params, n_bytes=format_bytes(run.after.n_bytes),
+        before=run.before.checksum[:12], after=run.after.checksum[:12],
+        same=PANELS.say("weights_same" if run.weights_unchanged else "weights_changed"), B=B, S=S, P=P, n=n,
+        per_token=format_bytes(run.per_token_bytes), written=run.final_bytes, written_shown=format_bytes(run.final_bytes),
+        allocated=run.allocated_bytes, reserved=P + n - 1, cache_checksum=run.cache_checksum[:12],
+        in_state_dict=PANELS.say("in_state_dict" if run.cache_in_state_dict else "not_in_state_dict"),
+        length=run.length_after_reset, used=run.bytes_after_reset)
     limits = M1_LIMITS
     x_max = limits["batch_size"] * (limits["prompt_len"] + limits["new_tokens"] - 1)
     return View([plots.weights_vs_cache_figure(run, x_max)], readout, run)
@@ -139,10 +137,10 @@ def render_weights_vs_cache(model: ToyTransformer, tokenizer, prompt_len, batch_
 def weights_panel(model: ToyTransformer, tokenizer, prompt_len: int = 120, batch_size: int = 4,
                   new_tokens: int = 16) -> Panel:
     """Prompt length and batch sliders, and a Play button that generates one more token per frame."""
-    play, tokens = play_slider(NEW_TOKENS_LABEL, new_tokens, 1, M1_LIMITS["new_tokens"], interval_ms=400)
+    play, tokens = play_slider(label(NEW_TOKENS_LABEL), new_tokens, 1, M1_LIMITS["new_tokens"], interval_ms=400)
     tokens.layout.width = "330px"
-    controls = {"prompt_len": int_slider(PROMPT_LEN_LABEL, prompt_len, 1, M1_LIMITS["prompt_len"], width="340px"),
-                "batch_size": int_slider(BATCH_LABEL, batch_size, 1, M1_LIMITS["batch_size"], width="260px"),
+    controls = {"prompt_len": int_slider(label(PROMPT_LEN_LABEL), prompt_len, 1, M1_LIMITS["prompt_len"], width="340px"),
+                "batch_size": int_slider(label(BATCH_LABEL), batch_size, 1, M1_LIMITS["batch_size"], width="260px"),
                 "new_tokens": tokens}
     return Panel(controls, partial(render_weights_vs_cache, model, tokenizer),
                  in_browser=("prompt_len", "batch_size", "new_tokens"),

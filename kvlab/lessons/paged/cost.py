@@ -476,8 +476,8 @@ ZH_TEMPLATES = {
                                       "分页的一步整个多出的 {big_extra} 还长，而且每一轮都是这样（{over_rounds}/{rounds} 轮）："
                                       "这不是计时的噪声，而是单独测的收集比它在一步里多花的时间更多。多出的时间是两整步之差，"
                                       "连续缓存的那一步做注意力时也要把每个 K、V 从内存读一遍；分页的一步里，注意力读的是收集"
-                                      "刚拷出来的副本，所以收集的开销很可能有一部分顶替了连续缓存那一步本来也要做的读取。下面"
-                                      "收集占多出的时间的比例，要当作一个上限来读。",
+                                      "刚拷出来的副本，所以收集的开销很可能有一部分顶替了连续缓存那一步本来也要做的读取。这里"
+                                      "单独测的收集时间，只是它在一步里多花的时间的上限。",
     "paged.gather.about_extra": "分页的一步要先按块表把每一层的 K、V 收集（gather）成连续的张量：B = {batch}、每条 {length} 个 "
                                 "token 时每步拷贝 {big_mib}，单独测这一步收集，最快要 {gather}，与那一格分页的一步整个多出的 "
                                 "{big_extra} 相当（{gather_share}）：单独测的收集不可能比整个多出的还多，差的这一点在计时精度"
@@ -578,8 +578,8 @@ TEMPLATES_EN = {
                                       "difference between two whole steps, and the contiguous cache's step also reads "
                                       "every K and V from memory for its attention; in the paged step, attention reads "
                                       "the copy the gather has just made, so part of the gather's cost most likely "
-                                      "stands in for reading the contiguous step does anyway. Read the gather's share "
-                                      "of the extra time below as an upper bound.",
+                                      "stands in for reading the contiguous step does anyway. The gather's time here "
+                                      "is an upper bound on what it adds to a step.",
     "paged.gather.about_extra": _GATHER_EN + "; timed on its own, this gather takes {gather} at its fastest, about the "
                                 "whole {big_extra} the paged step adds in that cell ({gather_share}): the gather alone "
                                 "cannot take longer than all the extra time, and the small excess is within the timing's "

@@ -378,7 +378,7 @@ TEMPLATES_EN = {
                              "times or more counts as busy: other programs are competing for the processor), so the "
                              "roofs move with the load. A roof takes the fastest repeat, the closest to an idle "
                              "machine's rate, but it may still be low; the percentages of the roofs below are only a "
-                             "rough guide. " + RERUN_ROOFS_EN,
+                             "rough guide; " + RERUN_ROOFS_EN,
     f"{P}.roof_spread.some": "The repeats vary somewhat: the fastest is {bw} times the median for the bandwidth and {mm} "
                              "times for the matmul rate (within 1.10 times counts as agreeing, 1.4 times or more as "
                              "very busy): other programs were running on the machine during the measurement. A roof "

@@ -382,8 +382,8 @@ TEXTS = Phrasebook("memory_estimate.texts", {
                          "{rank}-dim compressed vector and a {rope}-dim shared RoPE key",
         "attention.mha": "multi-head attention (MHA): {heads} query heads, one K/V pair per head",
         "attention.mqa": "multi-query attention (MQA): {heads} query heads share 1 K/V pair",
-        "attention.gqa": "grouped-query attention (GQA): {heads} query heads in {groups} groups, each {per} sharing "
-                         "1 K/V pair",
+        "attention.gqa": "grouped-query attention (GQA): {heads} query heads in {groups} groups of {per}, each group "
+                         "sharing 1 K/V pair",
         "window.every": "every layer", "window.some": "1 layer in every {period} ({n} layers in all)",
         "window_term.mistral": " (the Mistral paper calls it a rolling buffer cache)",
         "explain.sliding": "In {model}, {which} is a sliding-window layer: it attends to, and stores, only the last "
@@ -411,7 +411,7 @@ TEXTS = Phrasebook("memory_estimate.texts", {
                      "2 × L × B × H × S × D gives {plain} as well: the two agree.",
         "calc.plain": "{note} The plain formula 2 × L × B × H × S × D ({what}) would give {plain}, {ratio} times the "
                       "actual figure.",
-        "calc.quantized": '<span style="font-size:90%;color:#555">A {dtype} cache also stores a scale for each '
+        "calc.quantized": '<span style="font-size:90%;color:#555">An {dtype} cache also stores a scale for each '
                           "group of numbers (mostly 16-bit), so the real byte count is a little higher than the one "
                           "computed here.</span>",
         "calc.hypothetical": "({note})",

@@ -166,7 +166,6 @@ PLOTS = Phrasebook("storage.plots", {
     },
 })
 say = PLOTS.say
-SEPARATOR_UNITS = {"层": "sep.layers", "个头": "sep.heads", "条序列": "sep.sequences"}  # separator_note's Chinese units
 
 
 # -- shared pieces ------------------------------------------------------------------------------------
@@ -278,10 +277,10 @@ def separator_step(count: int, spacing: float, top: float, plot_px: float = PLOT
 
 
 def separator_note(count: int, spacing: float, top: float, unit: str) -> str:
-    """What a figure title says when only every k-th separator is drawn (empty when every one is); ``unit`` is one of
-    :data:`SEPARATOR_UNITS` (the Chinese unit), the note is in the course's language."""
+    """What a figure title says when only every k-th separator is drawn (empty when every one is); ``unit``: "layers",
+    "heads" or "sequences"; the note is in the course's language."""
     step = separator_step(count, spacing, top)
-    return say(SEPARATOR_UNITS[unit], step=step) if 1 < step < count else ""
+    return say(f"sep.{unit}", step=step) if 1 < step < count else ""
 
 
 def _separators(fig, col, count, spacing, x1, top, name) -> None:
@@ -333,8 +332,8 @@ def cache_tensor_figure(L: int, H: int, D: int, S: int, filled: int,
                        say("ref_layer_ratio", ratio=_ratio_of(ref_layer / per_layer))))
     width = max(S, reference[3]) if reference else S
     top = max(per_token, reference[0] * reference[1] * reference[2]) if reference else per_token
-    layer_note = separator_note(L, per_layer, top * 1.05, "层")  # units: keys of SEPARATOR_UNITS
-    head_note = separator_note(H, D, per_layer * 1.05, "个头")
+    layer_note = separator_note(L, per_layer, top * 1.05, "layers")
+    head_note = separator_note(H, D, per_layer * 1.05, "heads")
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
         say("tensor_left", L=L, note=layer_note), say("tensor_right", H=H, D=D, note=head_note, ref=ref_text)))
     _filled_and_empty(fig, 1, S, filled, per_token, True)
@@ -377,7 +376,7 @@ def batch_bytes_figure(L: int, B: int, H: int, S: int, D: int, filled: int, dtyp
         ref_tall = rL * rH * rD * DTYPE_BITS[rdtype] / 8
     unit, scale = iec_unit(max(tall, ref_tall))
     top, width = max(tall, ref_tall) / scale * 1.05, max(S, ref_S) * 1.03
-    note = separator_note(B, per_sequence / scale, top, "条序列")
+    note = separator_note(B, per_sequence / scale, top, "sequences")
     fig = make_subplots(rows=1, cols=1, subplot_titles=(
         say("batch_top", B=B, n=L * H * D, bytes=per_number, note=note),))
     _filled_and_empty(fig, 1, S, filled, tall / scale, True, say("same_in_every"))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..language import get_language
+from .phrases import GUIDE
 from .run_times import Measurement
 
 GIB = 2**30
@@ -57,49 +59,31 @@ def singleuser_yaml(needs: StudentNeeds) -> str:
 
 
 def resources_table(measurement: Measurement) -> str:
-    lines = ["| notebook | 内核峰值内存（GiB） | 代码格运行（秒，最快一次） | 平均占用 CPU（核） |", "|---|---:|---:|---:|"]
+    lines = [GUIDE.say("hub_table_head"), "|---|---:|---:|---:|"]
+    missing = GUIDE.say("not_measured")
     for ch in measurement.chapters:
-        peak = f"{max(ch.peak_rss) / GIB:.2f}" if ch.peak_rss else "未测"
+        peak = f"{max(ch.peak_rss) / GIB:.2f}" if ch.peak_rss else missing
         cpu = ch.cpu_cores
         lines.append(f"| `{ch.notebook}` | {peak} | {ch.fastest:.1f} | {max(cpu):.2f} |" if cpu else
-                     f"| `{ch.notebook}` | {peak} | {ch.fastest:.1f} | 未测 |")
+                     f"| `{ch.notebook}` | {peak} | {ch.fastest:.1f} | {missing} |")
     return "\n".join(lines)
 
 
 def class_section(measurement: Measurement | None) -> str:
-    """The guide's 「给一个班开课」 section (Chinese)."""
-    parts = [
-        "## 给一个班开课：JupyterHub",
-        "几十到几百个学员时，不必让每个人自己装 Python：给全班开一个 JupyterHub，每人在浏览器里得到自己的 JupyterLab。",
-        "- **一台服务器、约 100 人以内**：The Littlest JupyterHub（TLJH）。\n"
-        "- **更多学员、多台机器**：Zero to JupyterHub（Kubernetes），可以给每个学员设 CPU 和内存的保证值与上限；"
-        "常见的起点是每人 0.5–1 核、2 GiB。\n"
-        "- **只做演示**：mybinder.org（每人 1–2 GiB，空闲的服务器会被回收，学员的修改不保存）。\n"
-        "- **镜像**：仓库里的 `binder/` 是 repo2docker（BinderHub 和 Zero to JupyterHub 构建镜像的工具）读得懂的定义："
-        "CPU 版 torch、课程的全部依赖、中文字体，运行时不下载任何东西。\n"
-        "- **把课程放进每个学员的家目录**：nbgitpuller 链接。`python -m kvlab.teacher.link --hub https://你的hub地址` "
-        "打印这个链接（先用 `git ls-remote` 核对分支存在），学员点开后课程被拉到自己的目录里，并直接打开 3.1；"
-        "以后课程更新，再点一次就会合并进来，不会覆盖学员改过的文件。\n"
-        "- **线程**：kvlab 按本进程真正能用的 CPU 设线程数：CPU 亲和性、cgroup 的 CPU 配额、JupyterHub 设的 `CPU_LIMIT`、"
-        "学员自己设的 `KVLAB_THREADS`/`OMP_NUM_THREADS`，取最小的；每个计时读数都写明用了几个线程、依据是什么。"
-        "不这样做时，一个 16 核节点上的每个学员都会开 16 个线程，计时量到的只是互相争抢。",
-    ]
+    """The guide's section on teaching a class on JupyterHub (in the course's language)."""
+    say = GUIDE.say
+    parts = [say("hub_head"), say("hub_lead"), say("hub_list")]
     needs = student_needs(measurement) if measurement else None
     if needs is None:
-        parts += ["还没有测量每章内核的内存（`run_times.json` 里没有 `peak_rss`）：运行 `python -m kvlab.teacher --measure`。"]
+        parts += [say("hub_unmeasured")]
         return "\n\n".join(parts)
     parts += [
-        "### 每个学员要多少（实测）",
-        f"每章在一个新内核里按默认设置从头运行到尾，运行结束时由内核自己读出的峰值常驻内存（VmHWM，不会漏掉短暂的峰值）"
-        f"和 CPU 时间。测量：{measurement.date}，机器 {measurement.machine}。",
+        say("hub_needs_head"),
+        say("hub_needs_lead", date=measurement.date, machine=measurement.machine_words(get_language())),
         resources_table(measurement),
-        f"最大的是 `{needs.peak_chapter}`：**{needs.peak_bytes / GIB:.2f} GiB**。2 GiB 的 pod 里还要给 notebook 服务器和 pod "
-        f"本身留约 {SERVER_ALLOWANCE / GIB:g} GiB，所以每章的内核都应在 1.5 GiB 以内（测试会检查）。一个学员同时开着几章时，"
-        "每章各有一个内核：请学员用完一章后关掉它的内核（Kernel → Shut Down Kernel）。",
-        "### Zero to JupyterHub 的 singleuser 设置",
-        f"由上表算出：内存保证 = 最大的内核峰值 + {SERVER_ALLOWANCE / GIB:g} GiB，向上取到 0.25 GiB；内存上限 = 保证值再加一个"
-        "最大内核（容许同时开着两章），向上取到 0.5 GiB，至少 2 GiB；CPU 保证 = 各章运行时平均占用的最大值，向上取到 0.25 核；"
-        "CPU 上限 1 核：kvlab 按这个配额只开 1 个线程（见上面的「线程」），各章在 1 核上会慢一些，每个计时读数都写明用了几个线程。",
+        say("hub_largest", chapter=needs.peak_chapter, peak=needs.peak_bytes / GIB, allowance=SERVER_ALLOWANCE / GIB),
+        say("hub_yaml_head"),
+        say("hub_yaml_lead", allowance=SERVER_ALLOWANCE / GIB),
         "```yaml\n" + singleuser_yaml(needs) + "\n```",
     ]
     return "\n\n".join(parts)

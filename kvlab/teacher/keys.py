@@ -20,14 +20,15 @@ from ..exercises.checker import TEACHER_ENV
 from ..exercises.quiz import ChoiceQuestion, NumberQuestion, answer_verdict
 from ..exercises.solutions import SOLUTIONS
 from ..lessons.checkpoints import CHECKPOINTS, TASKS
+from ..language import get_language
 from ..questions import REVEAL_AFTER
+from .chapter_texts import say as chapter_say, task_key
+from .minutes import HAN
+from .phrases import GUIDE
 
 # Exercises whose answer is checked against this page's own measurement: their values differ from machine to
-# machine, so the key gives the method, not a number.
-MEASURED = {
-    "ch03.batch_ridge": "答案取决于学员这一页实测的两个屋顶（转折点 = 算力 ÷ 带宽）：检查格用同一次测量算出期望的批次。",
-    "ch03.ttft_tpot": "答案取决于学员这一次生成的计时：检查格从同一份 trace 算出期望值，并核对学员读的是不是同一次运行。",
-}
+# machine, so the key gives the method, not a number (GUIDE's "measured.<key>").
+MEASURED = ("ch03.batch_ridge", "ch03.ttft_tpot")
 SIMPLE = (int, float, str, bool, Fraction)
 
 
@@ -69,28 +70,32 @@ def question_keys(function) -> str:
     numbers = [q for q in questions if isinstance(q, NumberQuestion)]
     paired = dict(zip(map(id, numbers), exprs)) if len(exprs) == len(numbers) else {}
     where = f"{inspect.getmodule(function).__name__}.{function.__name__}"
-    lines = [f"题目与答案都由 `{where}()` 生成；数字题的标准答案是 kvlab 算出来的（下面写出算式）。"]
+    if get_language() != "zh":  # a statement that builds the Chinese wording is not what another language's keys use
+        setup = [st for st in setup if not HAN.search(st)]
+    say = GUIDE.say
+    lines = [say("q_made_by", where=where)]
     if setup and numbers:
-        lines += ["", _fold(f"数字题用到的变量（`{function.__name__}` 里的定义）", _code("\n".join(setup)))]
+        lines += ["", _fold(say("q_variables", function=function.__name__), _code("\n".join(setup)))]
     for i, q in enumerate(questions, 1):
-        lines += ["", f"**{i}.（{q.section}）** {q.prompt}", ""]
+        lines += ["", say("q_head", i=i, section=q.section, prompt=q.prompt), ""]
         if isinstance(q, ChoiceQuestion):
             letters = "ABCDEFGH"
             for letter, c in zip(letters, q.choices):
-                mark = " ✓ **正确答案**" if c.correct else ""
-                lines.append(f"- {letter}. {c.key}{mark}")
+                mark = say("q_correct") if c.correct else ""
+                lines.append(say("q_choice", letter=letter, text=c.key, mark=mark))
             key = next(c for c in q.choices if c.correct)
-            lines += ["", f"讲解：{key.feedback}"]
-            lines += ["", "选错时的反馈：", ""]
-            lines += [f"- {letters[j]}：{c.feedback}" for j, c in enumerate(q.choices) if not c.correct]
+            lines += ["", say("q_explained", feedback=key.feedback)]
+            lines += ["", say("q_wrong_head"), ""]
+            lines += [say("q_wrong", letter=letters[j], feedback=c.feedback) for j, c in enumerate(q.choices)
+                      if not c.correct]
         elif not isinstance(q, NumberQuestion):  # a kind of question this page does not know: what the quiz reveals
             lines.append(f"- {answer_verdict(q).message}")
         else:
-            tol = f"（允许相对误差 {q.rel_tol:g}）" if q.rel_tol else "（必须精确）"
-            lines.append(f"- 答案：**{q.answer_text} {q.unit}**{tol}")
+            tol = say("q_tolerance", tol=q.rel_tol) if q.rel_tol else say("q_exact")
+            lines.append(say("q_answer", answer=q.answer_text, unit=q.unit, tolerance=tol))
             if id(q) in paired:
-                lines.append(f"- kvlab 的算法：`{paired[id(q)]}` = `{q.answer!r}`")
-            lines += [f"- 讲解：{q.explanation}", f"- 答错时的提示：{q.hint}"]
+                lines.append(say("q_computed", expression=paired[id(q)], value=repr(q.answer)))
+            lines += [say("q_explanation", explanation=q.explanation), say("q_hint", hint=q.hint)]
     return "\n".join(lines)
 
 
@@ -99,22 +104,16 @@ def what_is_hidden() -> list[str]:
     """KEYS.md's header: when a learner sees each kind of answer, from the code that decides it (the quiz's
     ``REVEAL_AFTER``, the checkpoint's one prediction, the exercises' solution gate, the static edition's flag)."""
     teacher_call = f"kvlab.exercises.{show_solutions.__name__}()"
+    say = GUIDE.say
     return [
-        "请不要把这份文件发给学员。学员在课程里什么时候看得到答案：",
+        say("hidden_lead"),
         "\n".join([
-            f"- **自测题**（各章的「自测」）：同一题答错 {REVEAL_AFTER} 次之后，题下才出现「显示答案」按钮（答对后收回）；"
-            "看了答案的那题不计分。",
-            "- **检查点**（先预测、再看解释）：每题只算第一次有效作答（学员的预测），判分后立刻给出解释，答错时连同答案；"
-            "作答之前不显示。",
-            "- **动手练习**：学员第一次检查了自己的答案（改过代码格，检查结果不是「还没有完成」）之后，检查格才附上折叠的"
-            "「显示参考答案」；原样运行代码格只得到「还没有完成」和一句说明。记录按练习分开，只在当前 kernel 里，重启 kernel "
-            "后重新开始。第二次答错起逐条给出的是提示，不是答案。",
-            f"- **老师**：启动 JupyterLab 之前设环境变量 `{TEACHER_ENV}=1`，或在 notebook 里运行 `{teacher_call}`，"
-            f"每个练习的检查格都会直接附上参考答案（`{show_solutions.__name__}(False)` 恢复成学员的规则）。",
-            "- **静态版**（`python -m kvlab.book`）：页面和讲义 PDF 里没有练习的参考答案；只有用 `--teacher` 构建的教师版"
-            "才有（页面上折叠、讲义里印在题目下面）。自测题和检查点的答案在静态版里折叠在每题下面（静态页不能判分），"
-            "点开就能看到。",
-            "- **不隐藏的**：这份 KEYS.md 和 `kvlab/exercises/solutions.py` 都在仓库里，拿到仓库的人都能读到。",
+            say("hidden_quiz", reveal=REVEAL_AFTER),
+            say("hidden_checkpoint"),
+            say("hidden_exercises"),
+            say("hidden_teacher", env=TEACHER_ENV, call=teacher_call, function=show_solutions.__name__),
+            say("hidden_book"),
+            say("hidden_open"),
         ]),
     ]
 
@@ -122,8 +121,7 @@ def what_is_hidden() -> list[str]:
 # -- the checkpoints and the in-text 小任务 -------------------------------------------------------------------------
 def checkpoint_keys(section: str) -> str:
     """The keys of chapter ``section``'s checkpoint (:data:`kvlab.lessons.checkpoints.CHECKPOINTS`) as markdown."""
-    return ("检查点的每题只算第一次作答（学员的预测）：提交后马上判分并给出解释，答错时同时给出答案。\n\n"
-            + question_keys(CHECKPOINTS[section]))
+    return GUIDE.say("checkpoint_lead") + "\n\n" + question_keys(CHECKPOINTS[section])
 
 
 def task_keys(notebook: str) -> str | None:
@@ -132,7 +130,8 @@ def task_keys(notebook: str) -> str | None:
     tasks = [t for t in TASKS if t.notebook == notebook]
     if not tasks:
         return None
-    return "\n\n".join(f"**小任务**：「{t.quote}」\n\n- 答案：{t.key()}" for t in tasks)
+    return "\n\n".join(GUIDE.say("task", quote=chapter_say(task_key(notebook, i)), key=t.key())
+                       for i, t in enumerate(tasks, 1))
 
 
 def chapter_extra_sections(number: str, notebook: str) -> list[str]:
@@ -140,10 +139,10 @@ def chapter_extra_sections(number: str, notebook: str) -> list[str]:
     one) and its 小任务' keys (when it has any), each a ``##`` heading then its body."""
     parts = []
     if number in CHECKPOINTS:
-        parts += [f"## {number} 检查点", checkpoint_keys(number)]
+        parts += [GUIDE.say("keys_checkpoint_head", number=number), checkpoint_keys(number)]
     tasks = task_keys(notebook)
     if tasks:
-        parts += [f"## {number} 小任务", tasks]
+        parts += [GUIDE.say("keys_tasks_head", number=number), tasks]
     return parts
 
 
@@ -160,23 +159,25 @@ def solution_values(module, key: str) -> dict:
 
 
 def exercise_keys(module) -> str:
+    say = GUIDE.say
     out = []
     for ex in module.EXERCISES:
+        words = ex.words()
         grader = getattr(module, f"grade_{ex.name}", None)
-        lines = [f"### {ex.title}（`{ex.key}`）", "", _fold("题目（学员看到的说明）", ex.task), "",
-                 "参考答案（`kvlab/exercises/solutions.py`）：", "", _code(SOLUTIONS[ex.key]), ""]
+        lines = [say("ex_head", title=words.title, key=ex.key), "", _fold(say("ex_task"), words.task), "",
+                 say("ex_solution"), "", _code(SOLUTIONS[ex.key]), ""]
         if ex.key in MEASURED:
-            lines += [MEASURED[ex.key], ""]
+            lines += [say(f"measured.{ex.key}"), ""]
         else:
             values = solution_values(module, ex.key)
             if values:
-                lines += ["参考答案算出的值：", ""] + [f"- `{k}` = `{v!r}`" for k, v in values.items()] + [""]
+                lines += [say("ex_values"), ""] + [f"- `{k}` = `{v!r}`" for k, v in values.items()] + [""]
             else:
-                lines += ["参考答案是一个函数：检查格用下面评分函数里的用例逐个核对它。", ""]
-        lines += [f"检查格：`{ex.check}`", "", "提示（第二次答错起逐条出现）：", ""]
-        lines += [f"{i}. {h}" for i, h in enumerate(ex.hints, 1)]
+                lines += [say("ex_function"), ""]
+        lines += [say("ex_check", check=ex.check), "", say("ex_hints"), ""]
+        lines += [f"{i}. {h}" for i, h in enumerate(words.hints, 1)]
         if grader is not None:
-            lines += ["", _fold(f"评分函数 `{module.__name__}.{grader.__name__}`（期望值怎样算出）",
+            lines += ["", _fold(say("ex_grader", function=f"{module.__name__}.{grader.__name__}"),
                                 _code(inspect.getsource(grader)))]
         out.append("\n".join(lines))
     return "\n\n".join(out)

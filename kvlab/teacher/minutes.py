@@ -35,6 +35,10 @@ DISCUSSION_MINUTES = 5.0  # one prompt: a minute to predict alone, two in pairs,
 CLASS_OPENING_MINUTES = 5.0  # the start of a class: questions left from the reading assigned before it
 
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# English is counted in words (READING_SPEED_EN words per minute, kvlab.teacher.phrases): runs of letters in the prose,
+# outside code blocks, inline code, formulas, HTML tags and link targets.
+WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
+NOT_PROSE = re.compile(r"```.*?```|`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]*\$|<!--.*?-->|<[^>]+>|\]\([^)]*\)|https?://\S+", re.S)
 HEADING = re.compile(r"^(#{1,3})\s+(.+?)\s*$", re.M)
 FENCE = re.compile(r"```.*?```", re.S)
 EXERCISES_HEADING = "动手练习"
@@ -44,20 +48,34 @@ def han_characters(text: str) -> int:
     return len(HAN.findall(text))
 
 
+def english_words(text: str) -> int:
+    """The words a reader reads in ``text`` (markdown): runs of letters outside code, formulas, tags and links."""
+    return len(WORD.findall(NOT_PROSE.sub(" ", text)))
+
+
+def counter(lang: str):
+    """How a language's reading is counted: Chinese characters, or English words."""
+    return english_words if lang == "en" else han_characters
+
+
 @dataclass
 class Section:
     level: int  # 2 for ##, 3 for ###
     heading: str
     parent: str  # the ## heading a ### section belongs to ("" for a ## section)
-    characters: int  # 汉字 in its markdown
+    characters: int  # 汉字 in its markdown (English words in an English chapter)
     optional: bool = False
+    rate: float = READING_SPEED  # characters (words) per minute
+    source: "Section | None" = None  # in an English chapter: the Chinese section it translates
 
     @property
     def reading_minutes(self) -> float:
-        return self.characters / READING_SPEED
+        return self.characters / self.rate
 
     @property
     def is_exercises(self) -> bool:
+        if self.source is not None:
+            return self.source.is_exercises
         return EXERCISES_HEADING in (self.heading if self.level == 2 else self.parent)
 
 
@@ -65,8 +83,9 @@ def read_notebook(path: Path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def sections(nb: dict) -> tuple[str, int, list[Section]]:
-    """The chapter's title, the 汉字 before its first ``##`` and its sections in order."""
+def sections(nb: dict, count=han_characters) -> tuple[str, int, list[Section]]:
+    """The chapter's title, the 汉字 (``count``: what else to count) before its first ``##`` and its sections in
+    order."""
     title, intro, out = "", 0, []
     parent = ""
     for cell in nb["cells"]:
@@ -77,12 +96,12 @@ def sections(nb: dict) -> tuple[str, int, list[Section]]:
         pieces = [(m.start(), len(m.group(1)), m.group(2)) for m in HEADING.finditer(masked)]
         before = text[:pieces[0][0]] if pieces else text
         if out:
-            out[-1].characters += han_characters(before)
+            out[-1].characters += count(before)
         else:
-            intro += han_characters(before)
+            intro += count(before)
         for i, (start, level, heading) in enumerate(pieces):
             end = pieces[i + 1][0] if i + 1 < len(pieces) else len(text)
-            characters = han_characters(text[start:end])
+            characters = count(text[start:end])
             if level == 1:
                 title, intro = heading, intro + characters
                 continue
@@ -156,15 +175,16 @@ class Minutes:
     exercises: tuple[float, ...]  # minutes per exercise
     quiz_questions: int
     core_output_characters: int | None = None  # of those, printed in core sections (None: not recorded, all core)
+    rate: float = READING_SPEED  # characters (English: words) per minute
 
     @property
     def reading(self) -> float:
-        return (self.characters + self.output_characters) / READING_SPEED
+        return (self.characters + self.output_characters) / self.rate
 
     @property
     def core_reading(self) -> float:
         core_output = self.output_characters if self.core_output_characters is None else self.core_output_characters
-        return (self.core_characters + core_output) / READING_SPEED
+        return (self.core_characters + core_output) / self.rate
 
     @property
     def running(self) -> float:

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from .minutes import CLASS_OPENING_MINUTES, DISCUSSION_MINUTES, exercise_minutes
+from .phrases import GUIDE
 
 
 @dataclass(frozen=True)
 class Activity:
     chapter: str  # "3.1"; "" for the opening of a class
-    what: str  # Chinese
+    what: str  # in the course's language
     minutes: float
 
 
@@ -52,27 +53,26 @@ class ClassPlan:
 def optional_headings(report) -> list[str]:
     """The headings of a chapter's sections marked optional in its guide (not their subsections)."""
     return [s.heading for s in report.sections
-            if s.optional and any(s.heading.startswith(h) for h in report.guide.optional_sections)]
+            if s.optional and any((s.source or s).heading.startswith(h) for h in report.guide.optional_sections)]
 
 
 def before_class(report) -> list[Activity]:
     m = report.minutes
-    return [Activity(report.number, "在自己的机器上从头运行本章，读完必修部分和运行打印出的读数",
-                     m.core_reading + m.running)]
+    return [Activity(report.number, GUIDE.say("plan_before"), m.core_reading + m.running)]
 
 
 def in_class(report) -> list[Activity]:
     m, n = report.minutes, report.number
     out = []
     if m.panels:
-        out.append(Activity(n, f"交互面板 {m.panels} 个：先让学员预测，再一起拖动控件看结果", m.panel_minutes))
+        out.append(Activity(n, GUIDE.say("plan_panels", n=m.panels), m.panel_minutes))
     if report.guide.discussion:
-        out.append(Activity(n, f"课堂讨论 {len(report.guide.discussion)} 个问题（见本章的「课堂讨论」）",
+        out.append(Activity(n, GUIDE.say("plan_discussion", n=len(report.guide.discussion)),
                             len(report.guide.discussion) * DISCUSSION_MINUTES))
     if report.exercise_module is not None:
-        out += [Activity(n, ex.title, exercise_minutes(ex)) for ex in report.exercise_module.EXERCISES]
+        out += [Activity(n, ex.words().title, exercise_minutes(ex)) for ex in report.exercise_module.EXERCISES]
     if m.quiz_questions:
-        out.append(Activity(n, f"自测与检查点 {m.quiz_questions} 题", m.quiz_minutes))
+        out.append(Activity(n, GUIDE.say("plan_quiz", n=m.quiz_questions), m.quiz_minutes))
     return out
 
 
@@ -81,8 +81,9 @@ def after_class(report) -> list[Activity]:
     optional = m.reading - m.core_reading
     if optional <= 0:
         return []
-    names = "、".join(f"「{h}」" for h in optional_headings(report))
-    return [Activity(report.number, f"选学小节{names}", optional)]
+    names = GUIDE.say("plan_optional_sep").join(GUIDE.say("plan_optional_name", heading=h)
+                                                 for h in optional_headings(report))
+    return [Activity(report.number, GUIDE.say("plan_optional", names=names), optional)]
 
 
 def _load(group) -> float:
@@ -107,10 +108,10 @@ def lesson_plan(reports, classes: int, length: float) -> list[ClassPlan]:
             best = (fullest, groups)
     plans = []
     for number, group in enumerate(best[1], 1):
-        inside = [Activity("", "开场：课前阅读留下的问题", CLASS_OPENING_MINUTES)]
+        inside = [Activity("", GUIDE.say("plan_opening"), CLASS_OPENING_MINUTES)]
         inside += [a for r in group for a in in_class(r)]
         after = [a for r in group for a in after_class(r)]
-        exercise_titles = {ex.title for r in group if r.exercise_module is not None for ex in r.exercise_module.EXERCISES}
+        exercise_titles = {ex.words().title for r in group if r.exercise_module is not None for ex in r.exercise_module.EXERCISES}
         while sum(a.minutes for a in inside) > length + 1e-9:
             movable = [a for a in inside if a.what in exercise_titles]
             if not movable:
@@ -119,7 +120,7 @@ def lesson_plan(reports, classes: int, length: float) -> list[ClassPlan]:
                                  f"more than {length:g}")
             moved = movable[-1]
             inside.remove(moved)
-            after.append(Activity(moved.chapter, f"{moved.what}（课上放不下，留作课后）", moved.minutes))
+            after.append(Activity(moved.chapter, GUIDE.say("plan_moved", what=moved.what), moved.minutes))
         plans.append(ClassPlan(number, tuple(r.number for r in group), float(length),
                                tuple(a for r in group for a in before_class(r)), tuple(inside), tuple(after)))
     return plans
@@ -130,24 +131,27 @@ def _m(x: float) -> str:
 
 
 def _activities(items) -> str:
-    return "；".join(f"{a.chapter} {a.what}（{_m(a.minutes)} 分钟）" if a.chapter else f"{a.what}（{_m(a.minutes)} 分钟）"
-                    for a in items)
+    return GUIDE.say("plan_item_sep").join(
+        GUIDE.say("plan_item", chapter=a.chapter, what=a.what, minutes=_m(a.minutes)) if a.chapter
+        else GUIDE.say("plan_item_bare", what=a.what, minutes=_m(a.minutes)) for a in items)
 
 
 def render(plans: list[ClassPlan], first_number: int = 1) -> str:
-    """The plans as markdown (Chinese): one ``###`` per class, numbered from ``first_number``."""
+    """The plans as markdown (in the course's language): one ``###`` per class, numbered from ``first_number``."""
+    say = GUIDE.say
     parts = []
     for p in plans:
         number = first_number + p.number - 1
         used = math.ceil(p.in_class_minutes - 1e-9)
-        lines = [f"### 第 {number} 次课：{'、'.join(p.chapters)}（课上约 {used} 分钟，余 {p.length - used:g} 分钟）", ""]
-        lines.append(f"- **课前**（约 {math.ceil(sum(a.minutes for a in p.before) - 1e-9)} 分钟）："
-                     + _activities(p.before) + "。")
-        lines += ["- **课上**：", "", "  | 内容 | 分钟 |", "  |---|---:|"]
+        lines = [say("plan_class_head", number=number, chapters=say("plan_chapter_sep").join(p.chapters), used=used,
+                     spare=p.length - used), ""]
+        lines.append(say("plan_before_line", minutes=math.ceil(sum(a.minutes for a in p.before) - 1e-9),
+                         items=_activities(p.before)))
+        lines += [say("plan_in_class"), "", say("plan_table_head"), "  |---|---:|"]
         lines += [f"  | {(a.chapter + ' ') if a.chapter else ''}{a.what} | {_m(a.minutes)} |" for a in p.in_class]
-        lines.append(f"  | **合计** | **{_m(p.in_class_minutes)}** |")
+        lines.append(say("plan_total", minutes=_m(p.in_class_minutes)))
         lines.append("")
-        after = _activities(p.after) + "。" if p.after else "（本次课各章没有选学小节）。"
-        lines.append(f"- **课后**：{after}")
+        after = say("plan_after_items", items=_activities(p.after)) if p.after else say("plan_after_none")
+        lines.append(say("plan_after", items=after))
         parts.append("\n".join(lines))
     return "\n\n".join(parts)

@@ -68,17 +68,24 @@ class Measurement:
         return int(re.search(r"(\d+) 核", self.machine).group(1))
 
     def busyness(self) -> str:
-        """How busy the machine was while the chapters ran, in words (Chinese), from the recorded load."""
+        """How busy the machine was while the chapters ran, in words (the course's language), from the recorded load."""
+        from .phrases import GUIDE
+
         loads = [x for ch in self.chapters for x in ch.load] or self.load_before[:1]
         if not loads:
-            return "没有记录负载。"
+            return GUIDE.say("busy_none")
         low, high = min(loads), max(loads)
         per_core = high / self.cores
-        said = (f"每章运行后记录的 1 分钟平均负载在 {low:.1f} 到 {high:.1f} 之间（这台机器 {self.cores} 核）")
+        said = GUIDE.say("busy_range", low=low, high=high, cores=self.cores)
         if per_core <= 1.2:
-            return said + "：测量时机器基本空闲，这些时间接近这台机器本身的速度。"
-        return (said + f"：最忙时每个核上平均有 {per_core:.1f} 个可运行的进程（别的工程师的测试与这次测量同时在跑），"
-                "运行时间比在空闲的同样机器上长；已取每章最快的一次，空闲时会更短。")
+            return GUIDE.say("busy_idle", said=said)
+        return GUIDE.say("busy_busy", said=said, per_core=per_core)
+
+    def machine_words(self, lang: str = "zh") -> str:
+        """The machine as recorded (Chinese: 「AMD EPYC，2 核，Linux x86_64」), in ``lang``."""
+        if lang == "zh":
+            return self.machine
+        return re.sub(r"(\d+) 核", r"\1 cores", self.machine).replace("，", ", ")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, indent=1) + "\n"

@@ -1,6 +1,7 @@
 """Chapter 3.5's lesson: each misconception's experiment on a known case, the lab, the review quiz (its answer
 keys against kvlab and against hand arithmetic), every panel fed bad values, every plot builder read back."""
 import math
+import re
 
 import ipywidgets as W
 import pytest
@@ -11,6 +12,7 @@ from kvlab.assets import corpus_text
 from kvlab.exercises import checker as C
 from kvlab.exercises import quiz as Q
 from kvlab.inputs import InputError
+from kvlab.language import using_language
 from kvlab.lessons import misconceptions as lesson
 from kvlab.lessons.decode import layer_qkv
 from kvlab.lessons.memory_estimate import plan_fit
@@ -890,3 +892,153 @@ def test_optional_parts_are_marked_in_the_heading_and_named_in_the_guide():
     core = [s.heading for s in secs if not (s.heading.startswith("选学：") or s.parent.startswith("选学："))]
     for part in ("为什么不能「只重算 V」", "那为什么 Q 从来不用缓存", "一张卡，权重和缓存共用", "找 bug", "动手：逐个排查"):
         assert any(part in h for h in core), part
+
+
+# -- the English edition (issue 34): every panel, figure, card, question and table in English, the same numbers ------
+CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _strings(x) -> list[str]:
+    """Every string in a figure's JSON (titles, axes, legends, notes, hover text)."""
+    if isinstance(x, str):
+        return [x]
+    if isinstance(x, dict):
+        return [s for v in x.values() for s in _strings(v)]
+    if isinstance(x, (list, tuple)):
+        return [s for v in x for s in _strings(v)]
+    return []
+
+
+def _shown(view) -> str:
+    return "\n".join([view.html] + [s for f in view.figures for s in _strings(f.to_plotly_json())])
+
+
+def _both(make):
+    """``make()`` in Chinese and in English."""
+    with using_language("zh"):
+        zh = make()
+    with using_language("en"):
+        en = make()
+    return zh, en
+
+
+def _same_numbers(zh: str, en: str, ignore=()):
+    """No Chinese in ``en``, and the numbers ``zh`` prints (but those in ``ignore``) all printed in ``en`` too."""
+    assert not CJK.search(en), CJK.search(en) and en[max(0, CJK.search(en).start() - 80):CJK.search(en).end() + 40]
+    missing = set(NUMBER.findall(zh)) - set(NUMBER.findall(en)) - set(ignore)
+    assert not missing, (missing, en)
+
+
+def test_weights_and_k_only_panels_in_english(demo):
+    model, tok = demo
+    zh, en = _both(lambda: _shown(lesson.render_weights_vs_cache(model, tok, 20, 2, 5)))
+    _same_numbers(zh, en)
+    assert "Is the cache in the state_dict? no" in en and "unchanged ✓" in en
+    with using_language("en"):
+        view = lesson.render_k_only(model, [tok.encode("人工")], 8, 1)
+        names, flops = dict(lesson.K_ONLY_NAMES), dict(lesson.FLOP_NAMES)
+        counting = f"{lesson.COUNTING}"
+    assert not CJK.search(_shown(view)) and "V = t" in view.html and counting in view.html
+    assert names == {"none": "no cache", "k_only": "K only", "kv": "with a cache"} and not CJK.search(str(flops))
+    assert lesson.FLOP_NAMES["kv"] == "有缓存" and lesson.COUNTING in f"{lesson.COUNTING}"  # Chinese by default
+    with using_language("en"), pytest.raises(InputError, match="Repeats"):
+        lesson.render_k_only(model, [tok.encode("人工")], 8, 99)
+
+
+@pytest.mark.parametrize("gpu, model, spread, reserve, wanted", [
+    ("RTX 4090 24 GB", "LLaMA-7B", "chat", 2048, 12), (T4, "LLaMA-7B", "long_doc", 8192, 3),
+    ("RTX 4090 24 GB", "LLaMA-7B", "multi_turn", 8192, 1), ("RTX 4090 24 GB", "LLaMA-7B", "chat", 256, 4)])
+def test_budget_panel_in_english(gpu, model, spread, reserve, wanted):
+    zh, en = _both(lambda: _shown(lesson.render_budget(gpu, model, spread, "fp16", "fp16", 0.9, reserve, wanted)))
+    en_own = re.sub(r"\(The other 10%.*?upper bound\)|\(其余.*?上限\)", "", en)  # 3.4's usable note is 3.4's
+    _same_numbers(re.sub(r"（其余.*?上限）", "", zh), en_own, ignore=("10",))
+    assert "sequences at once" in en and "Paging on demand" in en
+
+
+def test_spreads_refusal_and_labels_in_english():
+    with using_language("en"):
+        spreads = [(s.label, s.note, s.describe()) for s in lesson.SPREADS.values()]
+        line = lesson.RefusedAllocation(10**12, 10**9, "cuda", "batch_size: too big", 1000, 256)
+        refusal = lesson.refusal_html(line)
+        labels = [lesson.label(c) for c in (lesson.NEW_TOKENS_LABEL, lesson.PROMPT_LEN_LABEL, lesson.BATCH_LABEL,
+                                            lesson.REPEATS_LABEL, lesson.MODEL_LABEL, lesson.SPREAD_LABEL,
+                                            lesson.RESERVE_LABEL, lesson.CONCURRENT_LABEL, lesson.CACHE_LABEL,
+                                            lesson.PROMPT_LABEL, lesson.REVEAL_LABEL, lesson.REUSE_LABEL)]
+        made_up = lesson.RequestSpread("x", "y", 256, 0.9)
+    assert spreads[0] == ("Single-turn Q&A", "an example: most short, a few long",
+                          "1000 requests, each request one turn, log-normal with a median of 256 tokens, σ = 0.9, "
+                          "random seed 0, cut to the model's context length")
+    assert "1–12-turn conversation" in spreads[2][2] and not CJK.search(str(spreads) + refusal + str(labels))
+    assert "this GPU has only 953.7 MiB of GPU memory free" in refusal and "1,000 is the batch size B" in refusal
+    assert (made_up.label, made_up.note) == ("x", "y")  # a spread a learner makes up keeps its own words
+    assert lesson.SPREADS["chat"].label == "单轮问答"  # Chinese by default, as before
+
+
+def test_review_in_english_holds_no_chinese_and_the_same_numbers():
+    zh, en = _both(lesson.review_questions)
+    assert len(zh) == len(en)
+    for a, b in zip(zh, en):
+        assert (type(a), a.section) == (type(b), b.section)
+        if isinstance(a, lesson.review.NumberQuestion):
+            assert a.answer == b.answer and a.rel_tol == b.rel_tol
+            pairs = [(a.prompt, b.prompt), (a.explanation, b.explanation), (a.hint, b.hint)]
+        else:
+            assert [c.correct for c in a.choices] == [c.correct for c in b.choices]
+            pairs = [(a.prompt, b.prompt)] + [(x.feedback, y.feedback) for x, y in zip(a.choices, b.choices)]
+        for x, y in pairs:
+            _same_numbers(x, y)
+    assert "Serve a previous request first" in en[-1].choices[0].feedback
+
+
+def test_lab_in_english_on_the_english_model():
+    model, tok = load_demo_model("cpu", lang="en")
+    prompt, previous = lesson.lab_prompts(tok)
+    assert (prompt, previous) == ("Computing", "Large language models") and not tok.unknown(prompt + previous)
+    assert lesson.lab_prompts(load_demo_model("cpu")[1]) == (lesson.LAB_PROMPT, lesson.PREVIOUS_PROMPT)
+    with using_language("en"):
+        runs = lesson.run_all_lab_caches(model, tok, new_tokens=12)
+        lines = [lesson.lab_line(r) for r in runs.values()]
+        shown = [_shown(lesson.render_lab(model, tok, c, prompt, 12, reused, True)) for c in ("no_reset", "kv")
+                 for reused in (True, False)]
+        cards = [(c.label, c.explanation, c.fix) for c in lesson.BUG_CARDS.values()]
+    steps = [runs[c].first_token_step for c in BROKEN_CACHES]
+    assert runs["kv"].first_token_step is None and all(steps) and len(set(steps)) >= 4
+    assert any(runs[c].first_logit_step < runs[c].first_token_step for c in BROKEN_CACHES)
+    assert runs["no_reset"].previous == previous
+    assert not CJK.search(str(lines) + "".join(shown) + str(cards))
+    assert lines[1] == f"Cache A: the tokens differ from step {steps[0]} on, the logits drift from step 2 on"
+    assert '"Large language models"' in cards[2][1] and "Serve a previous request first" in cards[2][1]
+
+
+def test_summary_in_english(demo):
+    import dataclasses
+
+    model, tok = demo
+    runs = [lesson.run_with_cache(model, tok, p, b) for p, b in [(4, 1), (32, 2)]]
+    timings = {m: dataclasses.replace(t, cache_bytes=[1000 * i for i in range(1, 10)])
+               for m, t in _modes([5.0, 5.2, 5.1], [5.1, 5.3, 4.9], [1.0, 1.1, 1.0]).items()}
+    prefill = lesson.PrefillDecode(128, 6.4e-3, 2e-3, (129, 136))
+    plans = [lesson.plan_reservation("LLaMA-7B", lesson.DEFAULT_GPU, R) for R in (2048, 1024)]
+    lab = lesson.run_all_lab_caches(model, tok, new_tokens=12)
+    zh, en = _both(lambda: lesson.summary_html(lesson.summary_rows(model, runs, timings, prefill, plans, lab,
+                                                                   lesson.scenario_plans())))
+    _same_numbers(zh, en.replace(f"&quot;{lesson.LAB_PROMPT}&quot;", ""))  # the Chinese model's prompt, quoted
+    assert en.count("<tr>") == zh.count("<tr>") == 10 and "Misconception 2: caching K alone" in en
+
+
+def test_figures_in_english(demo):
+    model, tok = demo
+    plan = lesson.plan_reservation("LLaMA-7B", T4, 2048, 4)
+    sweep = [lesson.plan_reservation("LLaMA-7B", T4, r, 4) for r in (1024, 2048, 4096)]
+    timings = _modes([5.0, 5.2, 5.1], [5.1, 5.3, 4.9], [1.0, 1.1, 1.0])
+
+    def figures():
+        figs = [plots.budget_figure(plan), plots.reservation_figure(sweep, plan, 0.1), plots.k_only_figure(timings),
+                plots.weights_vs_cache_figure(lesson.run_with_cache(
+                    model, tok, 8, 2, 4), 500)]
+        return "\n".join(s for f in figs for s in _strings(f.to_plotly_json()))
+
+    zh, en = _both(figures)
+    _same_numbers(zh, en)  # (the lab's figure: test_lab_in_english_on_the_english_model)
+    assert "Does not fit" in en and "K only and no cache coincide: t" in en

@@ -25,8 +25,9 @@ def test_every_key_has_an_english_sentence_with_the_same_fields():
             if not rule.substantive:  # a "can't tell" says how to rerun, in English too
                 assert "rerun" in lesson.EN.templates[rule.key], rule.key
     assert lesson.EN.separator == ", " and lesson.CATALOGS == {"zh": lesson.ZH, "en": lesson.EN}
-    for zh, en in k_only.WORDS_EN.items():  # the recorded Chinese unit, written in English
-        assert CJK.search(zh) and en.strip() and not CJK.search(en)
+    assert k_only.WORDS == {"×": "倍"} and lesson.ZH.words == k_only.WORDS and lesson.EN.words == {}
+    for cs in _every_case():  # no unit recorded in Chinese (a series is recorded with claims.SEPARATOR, by design)
+        assert not any(CJK.search(str(c.record()).replace(claims.SEPARATOR, "")) for c in cs)
 
 
 def _every_case() -> list[list[claims.Claim]]:
@@ -44,7 +45,7 @@ def test_every_case_said_in_english_holds_no_chinese_and_the_same_numbers():
         for claim in cs:
             zh, en = lesson.ZH.say(claim), lesson.EN.say(claim)
             assert not CJK.search(en), (claim.key, en)
-            for name, n in claim.fields.items():  # each printed number as the Chinese prints it (倍 is ×)
+            for name, n in claim.fields.items():  # each printed number as the Chinese prints it (× is 倍 there)
                 assert lesson.ZH.quantity(n) in zh and lesson.EN.quantity(n) in en, (claim.key, name, en)
                 assert n.text.replace(claims.SEPARATOR, ", ") in en
             assert sorted(set(NUMBER.findall(zh))) == sorted(set(NUMBER.findall(en))), (claim.key, zh, en)

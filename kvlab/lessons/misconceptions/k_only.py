@@ -256,7 +256,7 @@ KV_GAP_TEMPLATES = {
 def kv_gap_claim(t: int, counted: float, speedup: float) -> Claim:
     """:data:`KV_GAP` on the tail's middle length ``t``, the counted FLOP ratio (no cache ÷ cache) there and the
     measured speedup (as :func:`explain_k_only` prints it)."""
-    return KV_GAP.choose({"t": number(t, 0), "counted": number(counted, 0, "倍"), "speedup": number(speedup, 1, "倍")})
+    return KV_GAP.choose({"t": number(t, 0), "counted": number(counted, 0, "×"), "speedup": number(speedup, 1, "×")})
 
 
 def explain_kv_gap(timings: dict[str, DecodeTiming], model) -> list[Claim]:
@@ -294,8 +294,8 @@ def explain_k_only(timings: dict[str, DecodeTiming]) -> list[Claim]:
                "diff": number(100 * abs(ratio(mid["k_only"], mid["none"]) - 1), 0, "%"),
                "within": number(sum(abs(round(ratio(k, u), 2) - 1) < BAND for k, u in zip(per["k_only"], per["none"])), 0),
                **_odd_round([round(ratio(k, u), 2) for k, u in zip(per["k_only"], per["none"])]),
-               "speedup": number(ratio(mid["none"], mid["kv"]), 1, "倍"),
-               "speedups": _numbers([ratio(u, v) for u, v in zip(per["none"], per["kv"])], 1, "倍")}
+               "speedup": number(ratio(mid["none"], mid["kv"]), 1, "×"),
+               "speedups": _numbers([ratio(u, v) for u, v in zip(per["none"], per["kv"])], 1, "×")}
     return [K_ONLY.choose(numbers), KV_SPEEDUP.choose(numbers)]
 
 
@@ -405,7 +405,7 @@ def past_queries_unused(model: ToyTransformer, tokenizer, text: str = "人工智
 
 # -- the same claims in English (Catalog.of_topics reads TEMPLATES, TEMPLATES_EN and WORDS_EN): same keys and fields --
 TEMPLATES = {**K_ONLY_TEMPLATES, **KV_GAP_TEMPLATES}  # what Catalog.of_topics reads for Chinese
-WORDS_EN = {"倍": "×"}  # the speedups' recorded unit
+WORDS = {"×": "倍"}  # the speedups' unit is recorded as ×, written 倍 in Chinese (in English as it is)
 REPEATS_LABEL_EN = PANELS.text("label.repeats", "en")  # REPEATS_LABEL in English, as the panel shows it
 _K_ONLY_RERUN_EN = (f"raise \"{REPEATS_LABEL_EN}\" on the panel above, click \"Run the measurement\", then rerun this "
                     "cell; on a busy machine, close other CPU-hungry programs first.")

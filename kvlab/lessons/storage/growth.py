@@ -172,9 +172,9 @@ class GrowthComparison:
                       generated=kv.t[-1] - self.prompt_len + 1, prompt=self.prompt_len, longest=kv.t[-1],
                       repeats=self.repeats, on=on),
             self.llc_sentence(),
-            TEXTS.say("kv_line", label=CHAPTER_LABELS["kv"], allocations=kv.allocations[-1],
+            TEXTS.say("kv_line", label=_line_start(CHAPTER_LABELS["kv"]), allocations=kv.allocations[-1],
                       written=format_bytes(kv.bytes_copied[-1]), blocks=kv.layer0_k_tensors[-1]),
-            TEXTS.say("dynamic_line", label=CHAPTER_LABELS["dynamic"], allocations=dyn.allocations[-1],
+            TEXTS.say("dynamic_line", label=_line_start(CHAPTER_LABELS["dynamic"]), allocations=dyn.allocations[-1],
                       written=format_bytes(dyn.bytes_copied[-1]), blocks=dyn.layer0_k_tensors[-1]),
         ]
         if self.transformers_skipped:
@@ -192,6 +192,11 @@ class GrowthComparison:
         if self.llc is not None:
             llc = (f"{self.llc.level} = {format_bytes(self.llc.bytes)}", self.llc_tokens)
         return plots.cache_growth_figure(self.runs, CHAPTER_LABELS, llc)
+
+
+def _line_start(name: str) -> str:
+    """A mode's name opening a readout line: its first letter capitalised (a Chinese name is unchanged)."""
+    return name[:1].upper() + name[1:]
 
 
 def _times(ratio: float) -> str:

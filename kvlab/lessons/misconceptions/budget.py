@@ -23,11 +23,7 @@ from ...viz import misconceptions_plots as plots
 from ...viz.widgets import Panel, PanelOptions, View, dropdown, float_box, int_slider, selection_slider
 from ..memory_estimate import (CACHE_DTYPE_LABEL, DEFAULT_USABLE, FitPlan, USABLE_LABEL, WEIGHT_DTYPE_LABEL, plan_fit,
                                share_or, usable_note, weights_do_not_fit)
-try:  # 3.4's controls' labels in the course's language (kvlab.lessons.memory_estimate.common.label)
-    from ..memory_estimate.common import label as estimate_label
-except ImportError:  # a 3.4 whose labels are Chinese only: shown as they are
-    def estimate_label(constant: str) -> str:
-        return constant
+from ..memory_estimate.common import label as estimate_label  # 3.4's controls' labels, in the course's language
 from .common import DEFAULT_PROMPT, leave_a_core
 from .phrases import PANELS, label, shown_text
 

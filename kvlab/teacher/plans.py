@@ -148,7 +148,8 @@ def render(plans: list[ClassPlan], first_number: int = 1) -> str:
         lines.append(say("plan_before_line", minutes=math.ceil(sum(a.minutes for a in p.before) - 1e-9),
                          items=_activities(p.before)))
         lines += [say("plan_in_class"), "", say("plan_table_head"), "  |---|---:|"]
-        lines += [f"  | {(a.chapter + ' ') if a.chapter else ''}{a.what} | {_m(a.minutes)} |" for a in p.in_class]
+        lines += [say("plan_row", chapter=a.chapter, what=a.what, minutes=_m(a.minutes)) if a.chapter
+                  else say("plan_row_bare", what=a.what, minutes=_m(a.minutes)) for a in p.in_class]
         lines.append(say("plan_total", minutes=_m(p.in_class_minutes)))
         lines.append("")
         after = say("plan_after_items", items=_activities(p.after)) if p.after else say("plan_after_none")

@@ -179,3 +179,19 @@ def test_an_english_exercise_title_is_what_the_plan_and_objectives_show():
             continue
         for ex in r.exercise_module.EXERCISES:
             assert isinstance(ex, Exercise) and guide.exercise_titles(r)[ex.key] == ex.words("en").title
+
+
+def test_lang_en_fills_the_readmes_english_block_only_where_there_is_one(tmp_path, capsys):
+    from kvlab.teacher.__main__ import main
+
+    readme = tmp_path / "README.md"
+    text = f"# x\n\n{guide.README_EN_BEGIN}\nold\n{guide.README_EN_END}\n\nafter\n"
+    readme.write_text(text, encoding="utf-8")
+    args = ["--lang", "en", "--out", str(tmp_path / "teacher"), "--readme", str(readme)]
+    assert main(args + ["--check"]) == 1 and "README.md" in capsys.readouterr().out
+    assert main(args) == 0
+    filled = readme.read_text(encoding="utf-8")
+    assert "old" not in filled and filled.endswith(f"{guide.README_EN_END}\n\nafter\n")
+    assert "GUIDE.en.md" in filled and f"{READING_SPEED_EN} words per minute" in filled and "Brysbaert" in filled
+    assert not CHINESE.search(filled)
+    assert main(args + ["--check"]) == 0

@@ -2,7 +2,8 @@
 
 Writes GUIDE.md and KEYS.md into DIR (default ``teacher/`` in the repository) and the summary for teachers between
 the markers of FILE (default the repository's README.md). ``--lang en`` writes GUIDE.en.md and KEYS.en.md instead,
-from the English edition (``chapters/en/``), and leaves the README alone. ``--check`` writes nothing and exits with 1 when a file
+from the English edition (``chapters/en/``), and the English summary between FILE's ``teacher-summary-en`` markers
+where FILE has them (a README without them is left alone). ``--check`` writes nothing and exits with 1 when a file
 differs from what the code gives now; it does not go with ``--measure``. ``--measure`` first runs every chapter
 ``--runs`` times (default 2) and records the times in ``kvlab/teacher/run_times.json`` (``--append``: added to the
 runs recorded there, for the same notebooks on the same machine); ``--note`` adds a sentence about the machine.
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from ..cli import usage_error
 from ..language import LANGUAGES
-from .guide import CHAPTERS_DIR, OUT_NAMES, ROOT, outputs, readme_around_summary
+from .guide import CHAPTERS_DIR, OUT_NAMES, ROOT, has_english_summary, outputs, readme_around_summary
 from .phrases import GUIDE
 from .run_times import RUN_TIMES, Measurement, measure
 
@@ -35,12 +36,18 @@ def written_here(path: Path) -> bool:
     return any((current_text(path) or "").startswith(GUIDE.text("generated", lang) + "\n") for lang in LANGUAGES)
 
 
+def english_block(readme: Path) -> bool:
+    """Whether ``readme`` can be read and has the block --lang en fills (without one, the README is left alone)."""
+    text = current_text(readme)
+    return text is not None and has_english_summary(text)
+
+
 def check_paths(parser: argparse.ArgumentParser, out: Path, readme: Path | None, writing: bool,
-                out_files=OUT_FILES) -> None:
+                out_files=OUT_FILES, summary: bool = True) -> None:
     """A usage error, before anything runs or is written, for a README that cannot be read or has no summary block
     (``readme`` None: not used), an --out that is a file or lies in one, and (when ``writing``) a file there this
     command did not write."""
-    if readme is not None:
+    if readme is not None and summary:  # summary False: --lang en, whose block english_block() found
         try:
             readme_around_summary(readme.read_text(encoding="utf-8"))
         except OSError as exc:
@@ -85,8 +92,9 @@ def main(argv=None) -> int:
     if args.check and args.measure:
         usage_error(parser, "check: writes nothing, and --measure writes kvlab/teacher/run_times.json: measure "
                             "first (without --check), then check")
-    readme = args.readme if args.lang == "zh" else None  # the README's summary describes the Chinese guide
-    check_paths(parser, args.out, readme, writing=not args.check, out_files=OUT_NAMES[args.lang])
+    readme = args.readme if args.lang == "zh" or english_block(args.readme) else None
+    check_paths(parser, args.out, readme, writing=not args.check, out_files=OUT_NAMES[args.lang],
+                summary=args.lang == "zh")
     if args.measure:
         previous = Measurement.load() if args.append and RUN_TIMES.exists() else None
         result = measure(sorted(CHAPTERS_DIR.glob("*.ipynb")), runs=args.runs, note=args.note, previous=previous)

@@ -1,7 +1,9 @@
 """Minutes per chapter, computed from the notebook and a measured run, never guessed.
 
 - **reading**: the Chinese characters (汉字) of the notebook's markdown cells, plus those its measured run printed
-  (readouts, tables: a learner reads them too), ÷ :data:`READING_SPEED`; the core reading counts the output of
+  (readouts, tables: a learner reads them too), ÷ :data:`READING_SPEED`; in the English guide, the English chapter's
+  words (:func:`english_words`) ÷ ``kvlab.teacher.phrases.READING_SPEED_EN`` (the printed words estimated from the
+  Chinese run at the chapter's own ratio of English words to Chinese characters, see ``guide.chapter_report``); the core reading counts the output of
   the cells in core sections only (a cell's output belongs to the section it is in, :func:`cell_headings`);
 - **running**: the fastest measured run of the chapter's code cells (:mod:`kvlab.teacher.run_times`);
 - **panels**: :data:`PANEL_MINUTES` for each code cell that shows an interactive panel (calls a ``*_panel(``);

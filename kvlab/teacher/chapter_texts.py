@@ -262,8 +262,8 @@ _EN = {
     "06.discussion.2": "Continuous batching lets waiting requests join sooner: what does it do to throughput and to the "
                        "time to first token (TTFT)? Does any request get slower (hint: preemption)?",
     "06.discussion.3": "A paged cache in plain PyTorch does one extra gather per step. Predict: with a longer context "
-                       "and a bigger batch, does the extra time grow or shrink? Then look at whether this machine's "
-                       "readout can tell, and if it cannot, why?",
+                       "and a bigger batch, does the extra time grow or shrink? Then check whether this machine's "
+                       "readout can tell; if it cannot, why not?",
     "06.objective.1": "given a block table and a block size, find the physical block and slot that hold a sequence's "
                       "i-th token",
     "06.objective.2": "compute how many blocks a set of sequences needs when paged and how many slots it wastes, and "

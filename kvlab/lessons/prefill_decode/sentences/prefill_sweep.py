@@ -307,8 +307,8 @@ TEMPLATES_EN = {
     f"{P}.prefill_growth.slow_steepest_matvec": _GROWTH_EN + ": every segment grew slower than the tokens, but not every "
                                                 "one much slower: P = {ps} → {qs} took ×{step}, the closest to the "
                                                 "tokens' ×{tok}. At P = 1 it is a matrix-vector product, from P ≥ 2 a "
-                                                "matrix product of few rows (see the optional section \"Matrix products "
-                                                "of few rows\"). On the whole this is in line with " + _IDEAL_EN + ".",
+                                                "matrix product of few rows (see the optional section \"Matrix "
+                                                "multiplications with very few rows\"). On the whole this is in line with " + _IDEAL_EN + ".",
     f"{P}.prefill_growth.proportional": _GROWTH_EN + ": roughly in proportion to the tokens, not the ideal \"slow growth "
                                         "at first\". On this machine even a very short prompt is already limited by "
                                         "compute (or by other overheads that grow with P).",

@@ -288,7 +288,7 @@ _VS_EN = ("Decode at B = {B} ({C} tokens in each sequence's cache) runs {d}, pre
           "prefill: {diff}")
 _MATVEC_EN = ("How fast {rows} row × W (a matrix-vector product) reads W: {mb} ÷ {ms} = {rate}; the bandwidth the sum "
               "measured is {bw} ({share})")
-_LATER_EN = (" (once the optional section on matrix products of few rows has measured how fast a matrix-vector product "
+_LATER_EN = (" (once the optional section on matrix multiplications with very few rows has measured how fast a matrix-vector product "
              "reads the weights, this step's time is taken apart)")
 _SUM_EN = ("Back to the decode step after P = {P} in the roofline section ({step}): it reads and writes {mb}, which at "
            "the matrix-vector product's speed of reading W above, {rate}, takes {read}; add a step's fixed cost, the "

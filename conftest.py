@@ -35,9 +35,9 @@ SLOW_MODULES = {"test_browser.py", "test_hub.py", "test_wheel.py", "test_install
 SLOW_FIXTURES = {"book", "course_run", "installed_venv"}  # the static edition built from the run; the run; its venv
 
 
-# -- two workers, on request (pytest-xdist: `python -m pytest -n 2 --dist loadgroup`) ------------------------------
-# Not the default: a fresh-clone run on two workers split each notebook's nbval cells between the workers (the groups
-# were added after xdist read them; now this hook runs first) and was not measured again.
+# -- two workers (pytest-xdist: `-n 2 --dist loadgroup`, pyproject.toml's addopts; `-n 0` for one process) ---------
+# The groups must be marked before xdist reads them (this hook runs first): a notebook's nbval cells split between
+# workers would run without the cells before them.
 # A group runs on one worker, in order. Every file is its own group, so a module-scoped fixture (a hub) starts once,
 # except the browser suite's chapters, each a group of its own, so that both workers share them (a worker starts its
 # own JupyterLab server for the ones it runs); everything that reads the one run of the course shares one group, so

@@ -18,6 +18,11 @@ is gone is an *orphan*: :func:`problems` names each, ``python -m kvlab.edition -
 ``chapters/en/`` only if that file is one it wrote (``metadata.kvlab_edition``), and never deletes one.
 ``python -m kvlab.edition --start NAME`` writes a translation file for a chapter that has none, one block per
 markdown cell holding the Chinese text to translate (it refuses to overwrite an existing file).
+
+The exercise section is not translated here: its markdown cells (the intro and each task) are written in English by
+the exercise generator (:func:`kvlab.exercises.notebook.with_section`, from each exercise's ``ExerciseText``), the
+one source of those words in both editions, so ``python -m kvlab.exercises --check`` holds for ``chapters/en/`` too.
+A translation stored for such a cell is *generated* (named, and the notebook is not written).
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .colab import BADGE_MARKER, badge_markdown
+from .exercises.notebook import is_generated, module_for, with_section
 
 CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"  # a checkout's chapters (absent in a wheel)
 EDITION = "en"
@@ -79,12 +85,14 @@ class Report:
     stale: list[str] = field(default_factory=list)
     orphan: list[str] = field(default_factory=list)
     untranslated: list[str] = field(default_factory=list)
+    generated: list[str] = field(default_factory=list)  # translations of cells the exercise generator writes
     language_lines: int = 0
 
     def lines(self) -> list[str]:
         out = [f"{self.name}: {kind} translation for cells {', '.join(ids)}"
                for kind, ids in (("no", self.missing), ("stale", self.stale), ("orphan", self.orphan),
-                                 ("unwritten", self.untranslated)) if ids]
+                                 ("unwritten", self.untranslated),
+                                 ("needless (the exercise generator writes them)", self.generated)) if ids]
         if self.language_lines != 1:
             out.append(f"{self.name}: {self.language_lines} language lines (kvlab.set_language(\"zh\")), not 1")
         return out
@@ -105,7 +113,10 @@ def english_notebook(zh_nb, translations: dict[str, Translation], name: str):
     ids = set()
     for cell in nb.cells:
         ids.add(cell.id)
-        if cell.cell_type == "markdown":
+        if cell.cell_type == "markdown" and is_generated(cell):
+            if cell.id in translations:
+                report.generated.append(cell.id)
+        elif cell.cell_type == "markdown":
             t = translations.get(cell.id)
             if t is None:
                 report.missing.append(cell.id)
@@ -120,6 +131,14 @@ def english_notebook(zh_nb, translations: dict[str, Translation], name: str):
             cell.source, n = LANGUAGE_LINE.subn(r'\1"en"\2', cell.source)
             report.language_lines += n
     report.orphan = sorted(translations.keys() - ids)
+    module = module_for(Path(name))
+    if module is not None:  # the exercise section's prose in English, as the exercise generator writes it
+        import nbformat
+
+        nb = nbformat.from_dict(with_section(nb, module, EDITION))
+        for cell in nb.cells:  # (the generator writes sources as lists of lines, as a notebook file stores them)
+            if isinstance(cell.source, list):
+                cell.source = "".join(cell.source)
     nb.metadata[META_KEY] = {"language": EDITION, "from": name}
     return nb, report
 

@@ -88,3 +88,32 @@ def test_the_english_chapter_is_complete_and_up_to_date(zh):
     en_code = [c.source.replace('kvlab.set_language("en")', 'kvlab.set_language("zh")')
                for c in nbformat.read(target, 4).cells if c.cell_type == "code"]
     assert en_code == zh_code
+
+
+@pytest.mark.parametrize("zh", edition.edition_chapters(), ids=lambda p: p.stem)
+def test_the_exercise_section_is_the_generators_english_and_not_translated(zh):
+    """One source for the exercises' words: the English section is what kvlab.exercises writes in English (the
+    intro and each task from ExerciseText), so the translation file holds none of its cells."""
+    from kvlab.exercises.notebook import META_KEY as EXERCISE_KEY, module_for, section_cells
+
+    target = edition.english_path(zh)
+    shown = [c.source for c in nbformat.read(target, 4).cells if EXERCISE_KEY in c.metadata]
+    assert shown == ["".join(c["source"]) for c in section_cells(module_for(zh), "en")]
+    assert not any(cid.startswith("kvlab-ex-") for cid in read_translations(
+        edition.translation_path(zh).read_text(encoding="utf-8")))
+
+
+def test_a_translation_of_a_generated_exercise_cell_is_named():
+    from kvlab.exercises import ch01
+    from kvlab.exercises.notebook import section_cells
+
+    nb = planted()
+    nb.cells += [nbformat.from_dict({**c, "source": "".join(c["source"])}) for c in section_cells(ch01, "zh")]
+    intro = nb.cells[4]
+    tr = {"m0": Translation("m0", source_hash("# 标题"), "# Title"), "m2": Translation("m2", source_hash("正文"), "Body"),
+          intro.id: Translation(intro.id, source_hash(intro.source), "## Exercises")}
+    en, report = english_notebook(nb, tr, ch01.NOTEBOOK)
+    assert report.generated == [intro.id] and "needless" in report.lines()[0]
+    del tr[intro.id]
+    en, report = english_notebook(nb, tr, ch01.NOTEBOOK)
+    assert report.lines() == [] and en.cells[4].source == "".join(section_cells(ch01, "en")[0]["source"])

@@ -1282,3 +1282,21 @@ def test_every_exercise_of_a_chapter_in_english_has_its_english_words(module):
         words = ex.words("en")
         for text in (words.title, words.task, *words.hints):
             assert not CJK.search(text), f"{ex.key}: {text[:80]!r}"
+
+
+def test_the_english_trees_sections_are_checked_never_written(tmp_path, capsys):
+    """python -m kvlab.exercises covers chapters/en/ too: its sections are kvlab.edition's to write (the same
+    with_section), so a stale one is named with the command that fixes it and the file is left as it was."""
+    import json
+
+    assert notebook.main(["--check"]) == 0
+    assert "up to date" in capsys.readouterr().out
+    english = ROOT / "chapters" / "en" / MODULES[0].NOTEBOOK
+    stale = tmp_path / "en" / english.name
+    stale.parent.mkdir()
+    nb = json.loads(english.read_text(encoding="utf-8"))
+    nb["cells"] = [c for c in nb["cells"] if not c["id"].endswith("intro")]  # the section's intro lost
+    stale.write_text(json.dumps(nb, ensure_ascii=False, indent=1), encoding="utf-8")
+    before = stale.read_text(encoding="utf-8")
+    assert notebook.main([str(stale)]) == 1
+    assert "python -m kvlab.edition" in capsys.readouterr().out and stale.read_text(encoding="utf-8") == before

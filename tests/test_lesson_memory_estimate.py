@@ -516,6 +516,8 @@ def test_layer_bytes_figure_reads_back():
 
 
 def test_fit_bar_figure_reads_back():
+    from kvlab.language import using_language
+
     plan = lesson.plan_fit("LLaMA-7B", 15 * GIB, 2048, usable=1)
     fig = plots.fit_bar_figure(plan, "T4")
     assert [t.x[0] for t in fig.data] == [plan.weight_bytes / GIB, 1.0, (15 * GIB - plan.weight_bytes - GIB) / GIB, 0]
@@ -536,7 +538,10 @@ def test_fit_bar_figure_reads_back():
     fig = plots.fit_bar_figure(t4, "T4")
     missing = GIB - (T4_USABLE - LLAMA7_FP16)
     assert [t.x[0] * GIB for t in fig.data][2:] == pytest.approx([missing, 15360 * MIB - T4_USABLE - missing])
-    assert fig.data[3].name.startswith("预留 10%（未被占用的部分）")
+    assert fig.data[3].name == "预留 10%（1.50 GiB），其中 52.5 MiB 被放不下的缓存占用"  # the whole band, not 1.45 GiB
+    with using_language("en"):
+        assert plots.fit_bar_figure(t4, "T4").data[3].name == "Held back 10% (1.50 GiB), 52.5 MiB of it taken by " \
+                                                              "the overflow"
     assert sum(t.x[0] for t in fig.data) == pytest.approx(15)
 
 
@@ -724,6 +729,9 @@ def test_english_texts_say_it_in_english():
         assert lesson.label(lesson.USABLE_LABEL) == "Usable fraction" and lesson.shown(HYPO).startswith("Hypothetical")
         assert dict(lesson.model_options())["Hypothetical 70B (64 KV heads)"] == HYPO
         assert lesson.join_names(["A", "B", "C"]) == "A, B and C"
+        cpu = lesson.measure_cache_allocation("GPT-2 (124M)", seq_len=4, device="cpu")
+        assert "of that of the hypothetical 70B (64 KV heads);" in lesson.summary_html(cpu)  # lower case in a sentence
+        assert lesson.usable_note(Fraction(9, 10)).startswith("The remaining 10% is left out of the plan:")
         assert "5.00 GiB, less than the 16 GB the original names" in lesson.seventy_b_text(lesson.seventy_b_reading())
         plans = lesson.t4_plans()
         assert lesson.plan_line(plans[1]).endswith("the weights alone do not fit, 1.46 GiB short")

@@ -35,10 +35,11 @@ PLOTS = Phrasebook("memory_estimate.plots", {
         "axis.layer": "层（从 0 开始）", "axis.layer_kv": "这一层的 K 和 V",
         "bar.weights": "权重", "bar.weights_assumed": "权重（假设的参数量）", "bar.free": "剩余",
         "bar.held_back": "预留 {share:.0%}", "bar.over": "放不下的 KV Cache",
-        "bar.held_back_unused": "{held_back}（未被占用的部分）",
+        "bar.held_back_taken": "{held_back}（{reserved}），其中 {over} 被放不下的缓存占用",
         "bar.left": "剩余 {size}", "bar.short": "还差 {size}",
         "bar.title": "{gpu}（总 {total}，可用 {budget}）：权重 {weights} + KV Cache {cache}，{verdict}",
         "bar.memory": "显存", "bar.part": "{label} {size}", "bar.hover": "{label}：{size}<extra></extra>",
+        "bar.hover_whole": "{label}<extra></extra>",
         "bar.usable": "可用上限（× {usable:g}）", "bar.total": "总显存",
         "context.title": "{model}，批次 B = {B:,}：KV Cache 随上下文增长，直到填满权重留下的空间",
         "context.cache": "KV Cache（{dtype}）",
@@ -70,10 +71,11 @@ PLOTS = Phrasebook("memory_estimate.plots", {
         "axis.layer": "layer (from 0)", "axis.layer_kv": "this layer's K and V",
         "bar.weights": "Weights", "bar.weights_assumed": "Weights (assumed parameter count)", "bar.free": "Free",
         "bar.held_back": "Held back {share:.0%}", "bar.over": "KV cache that does not fit",
-        "bar.held_back_unused": "{held_back} (the unused part)",
+        "bar.held_back_taken": "{held_back} ({reserved}), {over} of it taken by the overflow",
         "bar.left": "{size} left", "bar.short": "{size} short",
         "bar.title": "{gpu} ({total} in total, {budget} usable): weights {weights} + KV cache {cache}, {verdict}",
         "bar.memory": "memory", "bar.part": "{label} {size}", "bar.hover": "{label}: {size}<extra></extra>",
+        "bar.hover_whole": "{label}<extra></extra>",
         "bar.usable": "usable limit (× {usable:g})", "bar.total": "total memory",
         "context.title": "{model}, batch B = {B:,}: the KV cache grows with the context until it fills the room the "
                          "weights leave",
@@ -180,6 +182,7 @@ def fit_bar_figure(plan: "FitPlan", gpu_label: str) -> go.Figure:
     fits_part = min(cache, budget - weights)  # the cache's part inside the usable budget
     parts = [(say("bar.weights_assumed" if plan.model.hypothetical else "bar.weights"), weights, WEIGHT_COLOR),
              (say("kv_cache"), fits_part, CACHE_COLOR)]
+    whole = set()  # the parts whose label already gives their sizes (the legend and hover add none)
     held_back = say("bar.held_back", share=float(1 - plan.usable))
     if plan.fits:
         parts.append((say("bar.free"), budget - weights - cache, FREE_COLOR))
@@ -188,18 +191,21 @@ def fit_bar_figure(plan: "FitPlan", gpu_label: str) -> go.Figure:
         missing = cache - fits_part
         parts.append((say("bar.over"), missing, OVER_COLOR))
         if missing < plan.reserved_bytes:
-            parts.append((say("bar.held_back_unused", held_back=held_back), plan.reserved_bytes - missing,
-                          RESERVED_COLOR))
+            # the band's label gives the whole share held back and the overflow drawn inside it, not the rest
+            whole.add(len(parts))
+            parts.append((say("bar.held_back_taken", held_back=held_back, reserved=format_bytes(plan.reserved_bytes),
+                              over=format_bytes(missing)), plan.reserved_bytes - missing, RESERVED_COLOR))
     verdict = (say("bar.left", size=format_bytes(plan.free_bytes)) if plan.fits
                else say("bar.short", size=format_bytes(-plan.free_bytes)))
     fig = new_figure(say("bar.title", gpu=gpu_label, total=format_bytes(total), budget=format_bytes(budget),
                          weights=format_bytes(weights), cache=format_bytes(cache), verdict=verdict),
                      height=260, width=WIDE)
-    for label, n, color in parts:
+    for i, (label, n, color) in enumerate(parts):
         fig.add_bar(y=[say("bar.memory")], x=[n / GIB], orientation="h",
-                    name=say("bar.part", label=label, size=format_bytes(n)), marker_color=color,
-                    marker_line=dict(color="#999", width=1), hovertemplate=say("bar.hover", label=label,
-                                                                               size=format_bytes(n)))
+                    name=label if i in whole else say("bar.part", label=label, size=format_bytes(n)),
+                    marker_color=color, marker_line=dict(color="#999", width=1),
+                    hovertemplate=say("bar.hover_whole", label=label) if i in whole
+                    else say("bar.hover", label=label, size=format_bytes(n)))
     fig.add_vline(x=budget / GIB, line=dict(color="#000", dash="dash", width=2))
     fig.add_annotation(x=budget / GIB, y=1, yref="paper", yanchor="bottom", xanchor="right", showarrow=False,
                        text=say("bar.usable", usable=float(plan.usable)))

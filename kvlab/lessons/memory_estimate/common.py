@@ -108,7 +108,10 @@ def spaced(label: str) -> str:
 
 
 def set_in(label: str) -> str:
-    """A name set into a sentence of the course's language: :func:`spaced` in Chinese, as it is in English."""
+    """A name set into a sentence of the course's language: :func:`spaced` in Chinese, as it is in English (the
+    hypothetical's label, a phrase, as it reads inside a sentence: "the hypothetical 70B ...")."""
+    if label == TEXTS.say("hypothetical_label"):
+        label = TEXTS.say("hypothetical_in_sentence")
     return spaced(label) if TEXTS.say("list_sep") == "、" else label
 
 

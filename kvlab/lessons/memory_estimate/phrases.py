@@ -168,6 +168,7 @@ TEXTS = Phrasebook("memory_estimate.texts", {
         "need_models": "需要一组模型，收到的是 {got}",
         # names
         "hypothetical_label": "原文假设的 70B（64 个 KV 头）",
+        "hypothetical_in_sentence": "原文假设的 70B（64 个 KV 头）",
         "list_sep": "、", "list_last": "{items} 和 {last}",
         "with_kv_heads": "{model}（{n} 个 KV 头）",
         "hypothetical_note": "这是原文假设的模型，参数量 {params:g}B 也是假设的。形状完全相同、{heads} 个头各存一份 K/V 的"
@@ -327,6 +328,7 @@ TEXTS = Phrasebook("memory_estimate.texts", {
         "custom_gpu": "Custom",
         "need_models": "needs a list of models, got {got}",
         "hypothetical_label": "Hypothetical 70B (64 KV heads)",
+        "hypothetical_in_sentence": "the hypothetical 70B (64 KV heads)",
         "list_sep": ", ", "list_last": "{items} and {last}",
         "with_kv_heads": "{model} ({n} KV heads)",
         "hypothetical_note": "This is the original chapter's hypothetical model; its {params:g}B parameters are assumed "
@@ -438,7 +440,7 @@ TEXTS = Phrasebook("memory_estimate.texts", {
         "no_fit": "At a usable fraction of {usable:g}, only {budget} is usable: not even the {dtype} weights of {model} "
                   "({weights}) fit, {short} short: {remedies}, or {last}",
         "usable.rest": "The remaining {rest:.0%} ", "usable.rest_any": "The rest ",
-        "usable.note": "{rest}is not planned with: it is a margin for fragmentation and for other processes on the "
+        "usable.note": "{rest}is left out of the plan: it is a margin for fragmentation and for other processes on the "
                        "same card; vLLM also takes the CUDA context and the activation peak it measures at startup "
                        "out of the planned part, which this ignores, so the room computed for the cache is an upper "
                        "bound",

@@ -954,6 +954,7 @@ def test_budget_panel_in_english(gpu, model, spread, reserve, wanted):
     en_own = re.sub(r"\(The other 10%.*?upper bound\)|\(其余.*?上限\)", "", en)  # 3.4's usable note is 3.4's
     _same_numbers(re.sub(r"（其余.*?上限）", "", zh), en_own, ignore=("10",))
     assert "sequences at once" in en and "Paging on demand" in en
+    assert "(the remaining 10% is left out of the plan:" in en  # 3.4's note, in brackets mid-sentence
 
 
 def test_spreads_refusal_and_labels_in_english():
@@ -1025,6 +1026,7 @@ def test_summary_in_english(demo):
                                                                    lesson.scenario_plans())))
     _same_numbers(zh, en.replace(f"&quot;{lesson.LAB_PROMPT}&quot;", ""))  # the Chinese model's prompt, quoted
     assert en.count("<tr>") == zh.count("<tr>") == 10 and "Misconception 2: caching K alone" in en
+    assert re.search(r"the 5 broken caches first pick a different token at: \S+ \S+ step \d", en), en
 
 
 def test_figures_in_english(demo):
@@ -1042,3 +1044,4 @@ def test_figures_in_english(demo):
     zh, en = _both(figures)
     _same_numbers(zh, en)  # (the lab's figure: test_lab_in_english_on_the_english_model)
     assert "Does not fit" in en and "K only and no cache coincide: t" in en
+    assert "Held back (10%, left out of the plan): " in en and "CUDA context" not in en  # as 3.4's bar says it

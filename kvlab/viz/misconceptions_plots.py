@@ -58,8 +58,8 @@ PLOTS = Phrasebook("misconceptions.plots", {
         "left": "预算内剩余 {left}",
         "left_no_room": "预算内剩余 {left}（不够再放 1 条）",
         "left_hover": "预算内剩余：{left}",
-        "kept": "留给 CUDA 上下文等开销（{share:.0%}）{kept}",
-        "kept_hover": "不参与规划：{kept}",
+        "kept": "预留（{share:.0%}，不做规划）{kept}",
+        "kept_hover": "不做规划：{kept}",
         "refused": "放不下的 {refused} 条序列 {bytes}",
         "refused_hover": "超出预算",
         "budget_line": "可用 × {usable:g} = {budget}",
@@ -129,8 +129,8 @@ PLOTS = Phrasebook("misconceptions.plots", {
         "left": "Left in the budget: {left}",
         "left_no_room": "Left in the budget: {left} (not enough for 1 more)",
         "left_hover": "Left in the budget: {left}",
-        "kept": "Kept for the CUDA context and other overhead ({share:.0%}): {kept}",
-        "kept_hover": "Not planned: {kept}",
+        "kept": "Held back ({share:.0%}, left out of the plan): {kept}",
+        "kept_hover": "Left out of the plan: {kept}",
         "refused": "{refused} sequences that do not fit: {bytes}",
         "refused_hover": "Over the budget",
         "budget_line": "usable × {usable:g} = {budget}",
@@ -257,8 +257,8 @@ def _segments(fig: go.Figure, row: str, spans: list[tuple[float, float]], name: 
 
 def budget_figure(plan: "ReservationPlan") -> go.Figure:
     """The card's memory as one bar: the weights, each admitted sequence's reservation (the part requests fill by
-    the time they end, on average, and the part left unused), what is left of the budget, and the share kept back
-    for the CUDA context and activations. Sequences that do not fit stick out past the budget on a second row.
+    the time they end, on average, and the part left unused), what is left of the budget, and the share held back
+    (left out of the plan, as in 3.4). Sequences that do not fit stick out past the budget on a second row.
     Six traces whatever the numbers (segments of one trace share it), so a redraw only moves bars."""
     W, slot, n = plan.weight_bytes, plan.slot_bytes, plan.admitted
     used = round(slot * plan.used_share)

@@ -234,11 +234,16 @@ def render_budget(gpu, model, spread, weight_dtype, cache_dtype, usable, reserve
     return View(figures, budget_html(plan), plan)
 
 
+def _in_brackets(note: str) -> str:
+    """3.4's note on the share held back, set in brackets mid-sentence: its first letter in lower case (English)."""
+    return note[:1].lower() + note[1:]
+
+
 def budget_html(plan: ReservationPlan) -> str:
     p, R, fit, say = plan.model, plan.reserved_tokens, plan.fit, PANELS.say
     lines = [
         say("budget.card", gpu=html.escape(plan.gpu), total=format_bytes(plan.total_bytes), usable=float(fit.usable),
-            budget=format_bytes(plan.budget_bytes), note=usable_note(fit.usable), model=html.escape(p.label),
+            budget=format_bytes(plan.budget_bytes), note=_in_brackets(usable_note(fit.usable)), model=html.escape(p.label),
             dtype=fit.weight_dtype, weights=format_bytes(plan.weight_bytes),
             only=say("budget.only") if plan.capacity == 0 else "", room=format_bytes(plan.room_bytes)),
         say("budget.slot", R=R, per_token=format_bytes(plan.per_token_bytes), dtype=fit.cache_dtype,

@@ -45,13 +45,13 @@ CELLS = Phrasebook("misconceptions.cells", {
         "llama_shape_params": "这个形状的参数量正是 LLaMA-7B 的",
         "demo_k_only_over_95": "演示模型上，只缓存 K 仍要做无缓存 95% 以上的计算",
         "llama_k_only_about_92": "LLaMA-7B 的形状上约 92%（在 90% 到 95% 之间）",
-        "minimal_k_only_share": "最省的只缓存 K（旧 token 的 V 只在最后一层重算）：演示模型约 3/4，LLaMA-7B 约 90%",
+        "minimal_k_only_share": "最省的只缓存 K（最后一层的旧 token 只算 V）：演示模型约 3/4，LLaMA-7B 约 90%",
         "minimal_still_100x": "即使这样，也比完整缓存多两个数量级以上的计算",
         "layer_change": "第 {layer} 层：K 变了 {k:.1%}，V 变了 {v:.1%}（各自相对 ‖K‖、‖V‖）",
         "layer0_unchanged": "第 0 层：V 只取决于这个 token，K 只取决于这个 token 和它的位置；改了第一个 token，两者都不变",
         "later_layers_change": "第 1 层起：K、V 都变了 30% 以上，它们取决于整个前缀",
         "query_check": "第 {qc.layer} 层，t = {qc.t}：最后一个 token 的输出变化 {qc.last_row_change:.1e}，"
-                       "之前各行的输出变化 {qc.earlier_rows_change:.3g}",
+                       "之前各行的输出变化 {qc.earlier_rows_change:.3g}（任一元素的最大绝对变化）",
         "last_row_unchanged": "最后一个 token 的输出一点没变：它只用自己的 Q，从不读旧 token 的 Q",
         "earlier_rows_changed": "之前各行的输出确实变了（它们用了被换掉的 Q，但早在前几步就算完了）",
         # misconception 3: a bigger cache is not better
@@ -127,13 +127,15 @@ CELLS = Phrasebook("misconceptions.cells", {
         "llama_shares": "LLaMA-7B's shape, t = {t}: {shares}",
         "mode_share": "{name} {share:.2%}",
         "list_sep": ", ",
-        "minimal_note": "Note: even the leanest K-only cache (old tokens' V computed at the last layer only) still "
+        "minimal_note": "Note: even the leanest K-only cache (at the last layer, the old tokens get only their V "
+                        "projection: no Q, attention or MLP) still "
                         "does {share:.0%} of the no-cache work ({llama_share:.0%} at LLaMA-7B's shape), "
                         "{times:,} times the work with a cache",
         "llama_shape_params": "This shape has exactly LLaMA-7B's parameter count",
         "demo_k_only_over_95": "On the demo model, a K-only cache still does over 95% of the no-cache work",
         "llama_k_only_about_92": "At LLaMA-7B's shape, about 92% (between 90% and 95%)",
-        "minimal_k_only_share": "The leanest K-only cache (old tokens' V recomputed at the last layer only): about 3/4 "
+        "minimal_k_only_share": "The leanest K-only cache (at the last layer, the old tokens get only their V "
+                                "projection: no Q, attention or MLP): about 3/4 "
                                 "on the demo model, about 90% at LLaMA-7B's shape",
         "minimal_still_100x": "Even that is over two orders of magnitude more work than a full cache",
         "layer_change": "Layer {layer}: K changed by {k:.1%}, V by {v:.1%} (relative to ‖K‖ and ‖V‖)",
@@ -141,7 +143,8 @@ CELLS = Phrasebook("misconceptions.cells", {
                             "the first token leaves both as they were",
         "later_layers_change": "From layer 1 on, K and V both change by more than 30%: they depend on the whole prefix",
         "query_check": "Layer {qc.layer}, t = {qc.t}: the last token's output changed by {qc.last_row_change:.1e}, "
-                       "the earlier rows' output by {qc.earlier_rows_change:.3g}",
+                       "the earlier rows' output by {qc.earlier_rows_change:.3g} (the largest absolute change of "
+                       "any element)",
         "last_row_unchanged": "The last token's output did not move at all: it uses only its own Q and never reads "
                               "the old tokens' Q",
         "earlier_rows_changed": "The earlier rows' outputs did change (they used the replaced Qs, but they were "
@@ -839,7 +842,7 @@ PANELS = Phrasebook("misconceptions.panels", {
         "summary.check_sep": ", ",
         "summary.plan": "reserving {reserved:,} → {capacity} sequences, {idle:.0%} idle, {too_long:.1%} of requests do "
                         "not fit",
-        "summary.step": "{label} at step {step}",
+        "summary.step": "{label} step {step}",
         "summary.step_sep": ", ",
         "summary.m1": "Misconception 1: the cache is part of the parameters",
         "summary.all_same": " all unchanged",
@@ -862,8 +865,8 @@ PANELS = Phrasebook("misconceptions.panels", {
         "summary.lab": "Find the bug",
         "summary.lab_same": "all the same",
         "summary.lab_differs": "different!",
-        "summary.lab.measured": "{bugs} broken caches, on the prompt \"{prompt}\", first generate a different token: "
-                                "{steps}; the correct cache: {control}",
+        "summary.lab.measured": "On the prompt \"{prompt}\", the {bugs} broken caches first pick a different token "
+                                "at: {steps}; the correct cache: {control}",
         "summary.lab.conclusion": "A cache bug raises no error, it silently changes the output: only comparing step by "
                                   "step with the uncached reference finds it",
     },

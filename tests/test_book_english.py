@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import re
+from html.parser import HTMLParser
 import shutil
 import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
+from markupsafe import escape
 
 from kvlab.book import build, site
 from kvlab.book.phrases import BOOK
@@ -33,18 +35,82 @@ THIRD_PARTY = ("_static/plotly.min.js", "_static/mathjax/")
 TEXT_FILES = (".html", ".js", ".css", ".svg", ".json")
 
 
+QUOTED = "celltag_quotes-original"  # the class nbconvert gives a cell tagged quotes-original: the original chapter's
+# code quoted as it is (Chinese comments and output), the same cell in both editions, shown on purpose
+
+
+class _QuotedCells(HTMLParser):
+    """The (line, column) spans of every element of class ``QUOTED`` in a page, to blank before looking for Chinese."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=False)
+        self.spans, self._depth, self._start = [], 0, None
+
+    def handle_starttag(self, tag, attrs):
+        if tag != "div":
+            return
+        if self._depth:
+            self._depth += 1
+        elif QUOTED in (dict(attrs).get("class") or "").split():
+            self._depth, self._start = 1, self.getpos()
+
+    def handle_endtag(self, tag):
+        if tag == "div" and self._depth:
+            self._depth -= 1
+            if not self._depth:
+                self.spans.append((self._start, self.getpos()))
+
+
+def without_quoted_cells(text: str) -> str:
+    """``text`` with every quoted-original cell's characters blanked (its line breaks kept)."""
+    parser = _QuotedCells()
+    parser.feed(text)
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    chars = list(text)
+    for (l0, c0), (l1, c1) in parser.spans:
+        for i in range(starts[l0 - 1] + c0, starts[l1 - 1] + c1):
+            if chars[i] != "\n":
+                chars[i] = " "
+    return "".join(chars)
+
+
+def test_a_quoted_original_cell_is_blanked_and_nothing_else():
+    page = ('<div class="jp-Cell">中</div>\n<div class="jp-Cell celltag_quotes-original"><div>原文\n代码</div></div>'
+            '<p>文</p>')
+    blanked = without_quoted_cells(page)
+    assert CHINESE.findall(blanked) == ["中", "文"] and blanked.count("\n") == 2 and len(blanked) == len(page)
+
+
 def chinese_in(out: Path) -> list[str]:
-    """Every line of the site's own text files (pages, book.js, styles, slide figures) holding a Chinese character."""
+    """Every line of the site's own text files (pages, book.js, styles, slide figures) holding a Chinese character,
+    apart from the quoted original cells of a page."""
     found = []
     for path in sorted(out.rglob("*")):
         rel = path.relative_to(out).as_posix()
         if not path.is_file() or path.suffix not in TEXT_FILES or rel.startswith(THIRD_PARTY):
             continue
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".html":
+            text = without_quoted_cells(text)
+        for n, line in enumerate(text.splitlines(), 1):
             for m in CHINESE.finditer(line):
                 found.append(f"{rel}:{n}: …{line[max(0, m.start() - 60):m.end() + 60]}…")
                 break
     return found
+
+
+def quoted_original_lines(notebooks) -> set[str]:
+    """The lines a handout may print from the executed quoted original cells (their output; the code is left out)."""
+    lines = set()
+    for nb in notebooks:
+        for cell in nb.cells:
+            if "quotes-original" in cell.metadata.get("tags", []):
+                for o in cell.get("outputs", []):
+                    lines |= {line.strip() for line in o.get("text", "").splitlines() if line.strip()}
+    return lines
 
 
 def run_book(capsys, *argv) -> tuple[int, str]:
@@ -174,20 +240,21 @@ def test_the_english_site_has_a_page_per_english_chapter(english_book, course_ru
     for ch in report.chapters:
         page = (out / ch.page).read_text(encoding="utf-8")
         assert f'href="{ch.page}"' in index and '<html lang="en">' in page
-        assert ch.title and ch.title in index and not CHINESE.search(ch.title)
+        assert ch.title and (ch.title in index or str(escape(ch.title)) in index) and not CHINESE.search(ch.title)
         assert "kvlab-runinfo" in page and "device" in page and "This chapter took" in page
         assert "application/vnd.jupyter.widget-state+json" not in page
     assert "kvlab-static-panel" in (out / "06_paged_cache_and_batching.html").read_text(encoding="utf-8")
 
 
-def test_no_chinese_character_anywhere_in_the_english_site(english_book):
+def test_no_chinese_character_anywhere_in_the_english_site(english_book, course_run):
     report, _ = english_book
     found = chinese_in(report.out)
     assert not found, "\n".join(found[:40])
     if report.pdfs and shutil.which("pdftotext"):
+        quoted = quoted_original_lines(ran.notebook() for ran in course_run.english.values())
         for stem, pdf in report.pdfs.items():
             text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
-            lines = [line for line in text.splitlines() if CHINESE.search(line)]
+            lines = [line for line in text.splitlines() if CHINESE.search(line) and line.strip() not in quoted]
             assert not lines, f"{stem}.pdf: {lines[:10]}"
             assert "Every number and every figure" in text and "\ufffd" not in text
 
@@ -205,7 +272,8 @@ def test_the_english_pages_open_offline_draw_every_figure_and_their_sliders_matc
         with using_language("en"):  # the panels' render functions, called here, speak English as the page does
             for pkl in sorted(replays.glob(f"kvlab-{ch.stem}-*.pkl")):
                 check_panel(page, pkl, seen)
-        shown = page.evaluate("() => document.body.innerText")
+        shown = page.evaluate(f"""() => {{ const body = document.body.cloneNode(true);
+            body.querySelectorAll('.{QUOTED}').forEach((el) => el.remove()); return body.innerText; }}""")
         assert not CHINESE.search(shown), CHINESE.search(shown)
         page.screenshot(path=str(shots_dir() / f"static_en_{ch.stem}.png"))
         panel = page.locator(".kvlab-static-panel", has=page.locator("input[type=range]")).first

@@ -177,7 +177,9 @@ def chinese_on_page(ch: ChapterPage) -> list[str]:
 
 
 def test_english_specs_name_english_chapters():
-    assert sorted(ENGLISH) == sorted(p.name for p in (CHAPTER_DIR / "en").glob("*.ipynb"))
+    """The browser suite's English scope (issue 34): 3.1 and 3.6 at least, each an English chapter that exists."""
+    assert {"01_autoregressive_decode.ipynb", "06_paged_cache_and_batching.ipynb"} <= set(ENGLISH)
+    assert set(ENGLISH) <= {p.name for p in (CHAPTER_DIR / "en").glob("*.ipynb")}
 
 
 @pytest.mark.parametrize("notebook", sorted(ENGLISH))

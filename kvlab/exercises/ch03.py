@@ -330,7 +330,7 @@ written by that forward pass are `pass_cost(ch03.CONFIG, 1, C, B)` (`.flops`, `.
 intensity `.intensity`).
 
 The larger B, the thinner the cost of reading the weights once is spread, and the higher the arithmetic intensity; \
-but every sequence also reads its own K/V, and that part is not spread out at all. The code cell below takes the two \
+but every sequence still reads its own K/V: batching does not amortize that part. The code cell below takes the two \
 roofs this page measured above (or measures them now if you did not run that cell). Fill in:
 
 * `ridge`: this machine's ridge point (FLOP/byte);
@@ -518,9 +518,14 @@ class TraceTable:
         return "\n".join(say("trace_row", i=i, phase=phase, n=n, s=s, ms=ms) for i, phase, n, s, ms in self.rows)
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(say(h))}</th>" for h in TABLE_HEADS)
-        body = "".join(f"<tr><td>{i}</td><td>{phase}</td><td>{html.escape(phase_name(phase))}</td><td>{n}</td>"
-                       f"<td>{s}</td><td>{ms:.3f}</td></tr>" for i, phase, n, s, ms in self.rows)
+        # the phase's name in the course's language gets its own column only where it differs from the recorded phase
+        # (in English both would read "prefill")
+        named = phase_name("prefill") != "prefill"
+        heads = TABLE_HEADS if named else tuple(h for h in TABLE_HEADS if h != "head.phase_name")
+        head = "".join(f"<th>{html.escape(say(h))}</th>" for h in heads)
+        body = "".join(f"<tr><td>{i}</td><td>{phase}</td>"
+                       + (f"<td>{html.escape(phase_name(phase))}</td>" if named else "")
+                       + f"<td>{n}</td><td>{s}</td><td>{ms:.3f}</td></tr>" for i, phase, n, s, ms in self.rows)
         return f'<table class="kvlab-trace-table"><tr>{head}</tr>{body}</table>'
 
 

@@ -42,12 +42,18 @@ def explain_weights_vs_cache(model: ToyTransformer, cache_bytes: int | None, dev
 
 
 
+def _count(noun: str, n: int) -> str:
+    """``n`` with its noun ("1 thread", "4 threads"), from the phrasebook."""
+    return PANELS.say(f"count.{noun}_one" if n == 1 else f"count.{noun}", n=n)
+
+
 def explain_roofs(roofs: Roofs) -> list[str]:
     """What the roofs stand for: how many threads measured them, and the ridge they give."""
     if roofs.threads is not None:
         budget = cpu_budget()  # the cores this process may use (a hub's quota), not the node's count
         cores = budget.value
-        who = (PANELS.say("roofs.threads", threads=roofs.threads, cores=cores, source=budget.source)
+        who = (PANELS.say("roofs.threads", threads=_count("threads", roofs.threads), cores=_count("cores", cores),
+                           source=budget.source)
                + PANELS.say("roofs.part" if roofs.threads < cores
                             else "roofs.process" if cores < (os.cpu_count() or cores) else "roofs.machine"))
     else:

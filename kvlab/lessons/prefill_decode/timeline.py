@@ -207,7 +207,8 @@ def render_timeline(model: ToyTransformer, tokenizer, runs: dict, prompt, new_to
     r = tl.trace[step - 1]
     readout = PANELS.say(
         "timeline_html", step=step, passes=tl.passes, phase=PANELS.say(f"phase.{r.phase}"),
-        fed=PANELS.say(f"fed.{r.phase}", tokens=r.new_tokens), ms=r.seconds * 1e3, length=r.seq_len,
+        fed=PANELS.say(f"fed.{r.phase}", tokens=r.new_tokens),
+        generated=PANELS.say("generated_one" if step == 1 else "generated", step=step), ms=r.seconds * 1e3, length=r.seq_len,
         used=format_bytes(r.cache_bytes), per_token=format_bytes(tl.bytes_per_token),
         allocated=format_bytes(tl.cache_allocated_bytes), text=html.escape("".join(tl.new_text[:step])),
         ttft=tl.ttft_ms, runs=tl.runs, tpot=tl.tpot_ms, steps=tl.passes - 1, p50=tl.itl_ms(50), p90=tl.itl_ms(90),

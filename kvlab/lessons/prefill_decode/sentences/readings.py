@@ -276,8 +276,8 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
 
 # -- the same claims in English (EN, in __init__.py): the same keys, the same fields ----------------------------
 _ROOF_EN = "Prefill at P = {P}: I = {I} FLOP/byte, {rate}, {share} of the matmul roof"
-_DECODE_EN = ("Decode (after P = {P}): I = {I} FLOP/byte, {gflops}, only {mm_share} of the matmul roof; it moves {rate}, "
-              "{share} of the measured bandwidth")
+_DECODE_HEAD_EN = "Decode (after P = {P}): I = {I} FLOP/byte, {gflops}, only {mm_share} of the matmul roof; it moves {rate}"
+_DECODE_EN = _DECODE_HEAD_EN + ", {share} of the measured bandwidth"
 _FAR_EN = ("this step takes {step}, where the bandwidth alone would need {bound}; a whole step of the demo model (the same "
            "few hundred small operators) takes {demo}, and this model has {layers} times its layers: ")
 _BOUNDS_EN = ("The decode step worked out by hand: compute {mflop} MFLOP ÷ matmul rate = {compute}; move {mb} MB ÷ "
@@ -350,9 +350,9 @@ TEMPLATES_EN = {
                               "more).",
     f"{P}.decode_roof.full": _DECODE_EN + ": it uses up the measured bandwidth; decode is held by the bandwidth's "
                              "sloped roof: it is memory-bound.",
-    f"{P}.decode_roof.at_median": _DECODE_EN + ", yet about the roof's median, {median} ({med_share}): the roof takes the "
-                                  "fastest repeat, and on a busy machine decode runs at about the bandwidth the machine "
-                                  "could give at the time; it is memory-bound (its arithmetic intensity is far left of "
+    f"{P}.decode_roof.at_median": _DECODE_HEAD_EN + ": {share} of the bandwidth roof (the fastest repeat) and {med_share} "
+                                  "of the median repeat ({median}); on a busy machine decode runs at about the bandwidth "
+                                  "the machine could give at the time; it is memory-bound (its arithmetic intensity is far left of "
                                   "the ridge).",
     f"{P}.decode_roof.near": _DECODE_EN + ": close to the bandwidth's sloped roof, but not using it up. Decode is "
                              "memory-bound (its arithmetic intensity is far left of the ridge), and a step has some "

@@ -503,6 +503,8 @@ def test_llc_sentence_fits_exceeds_or_unknown():
     fits = _comparison(per_token=2**18, peak_tokens=48, llc=l3, weights=4 * 2**20).llc_sentence()
     assert fits.startswith("缓存最大 12.0 MiB（K 和 V，所有层），这台机器 CPU 的 L3 缓存是 32.0 MiB（读自 /sys/")
     assert "共 28.0 MiB，装得进 L3" in fits and "内存" in fits and "显存" not in fits
+    # fitting in L3 does not make the copies free: the readout leaves their cost to the next cell's measurement
+    assert "测不出" not in fits and fits.endswith("这里多花的就是拷贝和分配本身（下一格会测出来）。")
     # 2 x 16 MiB + 4 MiB = 36 MiB does not: past (32 - 4) MiB / (2 x 256 KiB) = 56 tokens
     over = _comparison(per_token=2**18, peak_tokens=64, llc=l3, weights=4 * 2**20)
     assert over.llc_tokens == 56 and "超过约 56 个 token 后就装不进 L3" in over.llc_sentence()

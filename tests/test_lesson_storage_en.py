@@ -99,6 +99,24 @@ def test_a_bad_value_names_the_control_as_the_learner_sees_it():
         lesson.render_bytes(0, "fp16", **SHAPES[0])
 
 
+def test_gpu_lines_the_fit_readout_and_one_sequence_read_right_in_english():
+    with using_language("en"):
+        # the memory lines carry the size in GiB, computed from the card's MiB (the chapter keeps GB and GiB apart)
+        assert [label for label, _ in lesson.gpu_lines()] == ["T4 16 GB (Colab) memory: 15.00 GiB",
+                                                            "H100 80 GB memory: 79.65 GiB"]
+        fits = _comparison(per_token=2**18, peak_tokens=48, llc=LastLevelCache("L3", 32 * 2**20, "sysfs"),
+                           weights=4 * 2**20).llc_sentence()
+        assert "too little to measure" not in fits
+        assert fits.endswith("which fits in L3: the copies never have to go out to main memory, so what they cost "
+                             "here is the copying and allocating itself (the next cell measures it).")
+        one = storage_plots.batch_bytes_figure(2, 1, 4, 10, 8, 10, "fp32").layout.annotations[0].text
+        three = storage_plots.batch_bytes_figure(2, 3, 4, 10, 8, 10, "fp32").layout.annotations[0].text
+        assert one.startswith("K (V is as large, stored apart): one sequence;") and "sequences stacked" not in one
+        assert "3 sequences stacked;" in three
+    assert [label for label, _ in lesson.gpu_lines()] == ["T4 16 GB (Colab) 的显存：15.00 GiB", "H100 80 GB 的显存：79.65 GiB"]
+    assert "1 条序列叠起来" in storage_plots.batch_bytes_figure(2, 1, 4, 10, 8, 10, "fp32").layout.annotations[0].text
+
+
 def test_english_ratios_read_as_an_engineer_says_them():
     with using_language("en"):
         said = [storage_plots.ratio_text(r) for r in (8, 1.125, 0.25, 2 / 3, 9.77e8, 1 / 8_388_608, 1 / 500.5)]

@@ -49,7 +49,9 @@ PLOTS = Phrasebook("storage.plots", {
         "per_token_layer0": "每个 token 在第 0 层 K 里存的数",
         "count_unit": "个",
         "tensor_title": "一条序列的 K：（L, H, S, D）=（{L}, {H}, {S}, {D}），共 {n:,} 个数，已存 {filled:,} / {S:,} 个 token",
-        "batch_top": "K（V 同样大小，另存一份）：{B:,} 条序列叠起来；每条序列每个 token 存 {n:,} 个数，每个数 {bytes:g} 字节{note}",
+        "batch_top": "K（V 同样大小，另存一份）：{stacked}；每条序列每个 token 存 {n:,} 个数，每个数 {bytes:g} 字节{note}",
+        "stacked": "{B:,} 条序列叠起来",
+        "stacked_one": "1 条序列叠起来",
         "between_sequences": "序列与序列的分界",
         "dashed_batch_example": "虚线：原文示例（B=1、{dtype}）",
         "example": "原文示例",
@@ -117,7 +119,9 @@ PLOTS = Phrasebook("storage.plots", {
         "count_unit": "count",
         "tensor_title": "K of one sequence: (L, H, S, D) = ({L}, {H}, {S}, {D}), {n:,} numbers, {filled:,} / {S:,} "
                         "tokens stored",
-        "batch_top": "K (V is as large, stored apart): {B:,} sequences stacked; each sequence stores {n:,} numbers per "
+        "stacked": "{B:,} sequences stacked",
+        "stacked_one": "one sequence",
+        "batch_top": "K (V is as large, stored apart): {stacked}; each sequence stores {n:,} numbers per "
                      "token, {bytes:g} bytes each{note}",
         "between_sequences": "Between sequences",
         "dashed_batch_example": "Dashed: the original's example (B=1, {dtype})",
@@ -378,7 +382,8 @@ def batch_bytes_figure(L: int, B: int, H: int, S: int, D: int, filled: int, dtyp
     top, width = max(tall, ref_tall) / scale * 1.05, max(S, ref_S) * 1.03
     note = separator_note(B, per_sequence / scale, top, "sequences")
     fig = make_subplots(rows=1, cols=1, subplot_titles=(
-        say("batch_top", B=B, n=L * H * D, bytes=per_number, note=note),))
+        say("batch_top", stacked=say("stacked_one" if B == 1 else "stacked", B=B), n=L * H * D, bytes=per_number,
+            note=note),))
     _filled_and_empty(fig, 1, S, filled, tall / scale, True, say("same_in_every"))
     _separators(fig, 1, B, per_sequence / scale, S, top, say("between_sequences"))
     _box(fig, [(0, S, 0, tall / scale)], say("current"), None, line="#333", row=1, col=1, legend=False)

@@ -90,7 +90,7 @@ TEXTS = Phrasebook("storage.texts", {
         "kv_label": "预分配（kv）",
         "original_example": "原文示例",
         "example": "原文示例（L={L}、B=1、H={H}、S={S:,}、D={D}、{dtype}）",
-        "gpu_memory": "{name} 的显存",
+        "gpu_memory": "{name} 的显存：{size}",
         # the controls
         "label.L": "层数 L",
         "label.H": "KV 头数 H",
@@ -137,8 +137,8 @@ TEXTS = Phrasebook("storage.texts", {
         "llc_head": "缓存最大 {peak}（K 和 V，所有层），这台机器 {where} 的 {level} 缓存是 {size}（读自 {source}）。"
                     "逐步拼接的一步要碰到旧的一份缓存、新拷贝的一份，再加上 {weights} 权重："
                     "缓存里有 {t} 个 token 时共 {touched}",
-        "llc_fits": "，装得进 {level}：拷贝的数据可以一直留在 {level} 里，不必到{memory}里读写，"
-                    "所以拷贝的代价可能小到测不出来。",
+        "llc_fits": "，装得进 {level}：拷贝的数据不必到{memory}里读写，这里多花的就是拷贝和分配本身"
+                    "（下一格会测出来）。",
         "llc_exceeds": "，是 {level} 的{times}：缓存里超过约 {tokens:,} 个 token 后就装不进 {level}，此后每步拷贝的数据越来越多要到"
                        "{memory}里读写。",
         "copy": "逐步拼接每步拷贝的数据（数出来的，和机器无关）：前四分之一的解码步（缓存里 {e_from}–{e_to} "
@@ -173,7 +173,7 @@ TEXTS = Phrasebook("storage.texts", {
         "kv_label": "preallocation (kv)",
         "original_example": "the original's example",
         "example": "the original's example (L={L}, B=1, H={H}, S={S:,}, D={D}, {dtype})",
-        "gpu_memory": "{name} memory",
+        "gpu_memory": "{name} memory: {size}",
         "label.L": "Layers L",
         "label.H": "KV heads H",
         "label.D": "Head size D",
@@ -222,8 +222,8 @@ TEXTS = Phrasebook("storage.texts", {
         "llc_head": "The cache peaks at {peak} (K and V, all layers); this machine's {where} {level} cache is {size} "
                     "(read from {source}). A concatenating step touches the old copy of the cache, the new copy and "
                     "{weights} of weights: {touched} in all with {t} tokens in the cache",
-        "llc_fits": ", which fits in {level}: the copied data can stay in {level} instead of going out to {memory}, "
-                    "so the copies may cost too little to measure.",
+        "llc_fits": ", which fits in {level}: the copies never have to go out to {memory}, so what they cost here "
+                    "is the copying and allocating itself (the next cell measures it).",
         "llc_exceeds": ", {times} the size of {level}: past about {tokens:,} tokens in the cache it no longer fits in "
                        "{level}, and from then on more and more of each step's copy goes out to {memory}.",
         "copy": "What concatenation copies per step (counted, so the same on any machine): {e_min}–{e_max} per step "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from ...inputs import whole_number
-from ...memory import kv_cache_bytes
+from ...memory import format_bytes, kv_cache_bytes
 from ...model import ToyTransformer
 from ...presets import GPU_PRESETS
 from .phrases import TEXTS
@@ -107,7 +107,8 @@ def example_bytes(example=CHAPTER_EXAMPLE) -> int:
 
 
 def gpu_lines(names=GPU_LINES) -> tuple[tuple[str, int], ...]:
-    return tuple((TEXTS.say("gpu_memory", name=GPU_PRESETS[n].name), GPU_PRESETS[n].memory_bytes) for n in names)
+    return tuple((TEXTS.say("gpu_memory", name=GPU_PRESETS[n].name, size=format_bytes(GPU_PRESETS[n].memory_bytes)),
+                  GPU_PRESETS[n].memory_bytes) for n in names)
 
 
 # -- the same cache in transformers ----------------------------------------------------------------------

@@ -263,6 +263,10 @@ CASES = {
         sweep({1: 10, 2: 15, 4: 16.5, 8: 18})),
     "prefill slower than P in every step, the steepest step later": lambda: lesson.explain_prefill_growth(
         sweep({1: 10, 2: 11, 4: 16.5, 8: 18})),
+    "prefill doubles from P = 1 to 2, then barely grows (review 3.3 #1)": lambda: lesson.explain_prefill_growth(
+        sweep({1: 13.0, 2: 27.0, 4: 27.0, 8: 28.0})),
+    "rates rise with two small dips, then level (review 3.3 #2)": lambda: lesson.explain_prefill_rates(
+        sweep_at({1: 4.3, 2: 4.1, 4: 8.0, 8: 14.8, 16: 27.6, 32: 47.1, 64: 70.7, 128: 82.8, 256: 78.1})),
     **{f"the fourth review's run ({part})": case for part, case in {
         "timeline": lambda: lesson.explain_prefill_parallel(R4_TIMELINE),
         "prefill growth": lambda: lesson.explain_prefill_growth(R4_SWEEP),
@@ -418,3 +422,29 @@ def test_the_fourth_reviews_batch_gain_says_which_ratio_falls_short():
     text = lesson.ZH.say(claim)
     assert claim.key.endswith((".compute_capped", ".higher")) and "没到理想的 32 倍" in text
     assert text.index("没到理想的 32 倍") < text.index("单步耗时")
+
+
+def test_a_jump_at_p_1_to_2_then_no_growth_names_the_kernel_change():
+    """Review 3.3 #1: 13, 27, 27, 28 ms at P = 1, 2, 4, 8: P = 1 → 2 grew faster than the tokens, then barely at
+    all: the matrix-vector kernel gives way to a matrix-multiply one; the sentence says so and blames no other
+    program. A steep step followed by real growth (the busy run 15.47, 28.00, 35.04, 37.78 ms) is not this case."""
+    claim = CASES["prefill doubles from P = 1 to 2, then barely grows (review 3.3 #1)"]()[0]
+    assert claim.key == "prefill_decode.prefill_growth.matvec_jump"
+    assert (claim.fields["ps"].text, claim.fields["qs"].text, claim.fields["step"].text) == ("1", "2", "2.08")
+    zh, en = lesson.ZH.say(claim), lesson.EN.say(claim)
+    assert "矩阵乘向量内核" in zh and "别的程序" not in zh
+    assert "matrix-vector kernel" in en and "other programs" not in en
+    assert CASES["prefill slower than P but for one step"]()[0].key == "prefill_decode.prefill_growth.slow_overall"
+    steady = lesson.explain_prefill_growth(sweep({1: 13.0, 2: 27.0, 4: 40.0, 8: 45.0}))[0]
+    assert steady.key != "prefill_decode.prefill_growth.matvec_jump"  # P = 2 -> 4 grew ×1.48: not "barely"
+
+
+def test_rates_with_small_dips_then_level_are_not_called_irregular():
+    """Review 3.3 #2: 4.3, 4.1, 8.0, …, 82.8, 78.1 GFLOP/s dip by 5 % and 6 % only, within the ±15 % the trend
+    sentence calls level: rising to P = 128, then level; a dip beyond 15 % before the peak stays irregular."""
+    claim = CASES["rates rise with two small dips, then level (review 3.3 #2)"]()[0]
+    assert claim.key == "prefill_decode.prefill_rates.rise_then_level_dips" and claim.fields["P_peak"].text == "128"
+    assert "P = 128" in lesson.EN.say(claim) and "15%" in lesson.EN.say(claim)
+    big = lesson.explain_prefill_rates(
+        sweep_at({1: 4.3, 2: 3.0, 4: 8.0, 8: 14.8, 16: 27.6, 32: 47.1, 64: 70.7, 128: 82.8, 256: 78.1}))[0]
+    assert big.key == "prefill_decode.prefill_rates.irregular"  # 4.3 -> 3.0 is -30 %

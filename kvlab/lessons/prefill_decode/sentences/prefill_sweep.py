@@ -63,6 +63,24 @@ def _slow_steepest(v) -> bool:
             and close(v["step"], ts[i + 1] / ts[i]) and close(v["tok"], v["qs"] / v["ps"], 0.1))
 
 
+BARELY = 0.25  # a segment "barely grew" when its exponent is under this
+
+
+def _matvec_jump(v) -> bool:
+    """Slower than the tokens from the first P to the last (exponent under 0.75), no drop, the first segment
+    P = 1 → 2 (its time ratio ``step``, token ratio ``tok``) growing with an exponent from :data:`MUCH_SLOWER` up to
+    1.25 (about the tokens' pace; a jump of ×3.4 for ×2 tokens stays "uneven", too steep to read), and every later segment barely growing (exponents under :data:`BARELY`): the jump is the change from the
+    matrix-vector kernel (one row) to a matrix-multiply kernel (two or more rows), not a busy machine."""
+    Ps, ts = vals(v["Ps"]), vals(v["ts"])
+    if len(Ps) != len(ts) or len(Ps) < 3 or tuple(Ps[:2]) != (1, 2) or (v["ps"], v["qs"]) != (1, 2):
+        return False
+    ks = exponents(Ps, ts)
+    k = exponents((Ps[0], Ps[-1]), (ts[0], ts[-1]))[0]
+    return (_no_drop(ts) and close(v["ratio"], ts[-1] / ts[0]) and close(v["tokens"], Ps[-1] / Ps[0], 0.1)
+            and -1 <= k < 0.75 and MUCH_SLOWER <= ks[0] < 1.25 and all(-1 <= x < BARELY for x in ks[1:])
+            and close(v["step"], ts[1] / ts[0]) and close(v["tok"], 2, 0.1))
+
+
 PREFILL_GROWTH = Chooser(f"{P}.prefill_growth", (
     Rule(f"{P}.prefill_growth.launch_bound", LAUNCH_SHOWS, launch_bound),
     Rule(f"{P}.prefill_growth.barely", GROWTH_SHOWS, _growth(-1, 0.25, -1, MUCH_SLOWER)),
@@ -71,6 +89,8 @@ PREFILL_GROWTH = Chooser(f"{P}.prefill_growth", (
     Rule(f"{P}.prefill_growth.slow_steepest_matvec", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"),
          lambda v: _slow_steepest(v) and v["ps"] == 1 and v["qs"] == 2),
     Rule(f"{P}.prefill_growth.slow_steepest", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"), _slow_steepest),
+    # P = 1 -> 2 about as fast as the tokens, then barely any growth: the kernel changes at P = 2, the machine was not busy
+    Rule(f"{P}.prefill_growth.matvec_jump", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"), _matvec_jump),
     Rule(f"{P}.prefill_growth.proportional", GROWTH_SHOWS, _growth(0.75, 1.3, 0.5, 1.5)),
     Rule(f"{P}.prefill_growth.slow_overall", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"), _slow_overall(False)),
     Rule(f"{P}.prefill_growth.slow_overall_faster", (*GROWTH_SHOWS, "ps", "qs", "step", "tok"), _slow_overall(True)),
@@ -169,6 +189,16 @@ SPEEDUP_GROWTH = Chooser(f"{P}.speedup_growth", (
 ))
 
 
+def _level_after_small_dips(v) -> bool:
+    """Rising to ``P_peak`` but for falls each within SAME (timing noise), then level: every later point at least
+    85 % of the peak; at least two points before the peak, and the peak at least twice the first point."""
+    Ps, rs = vals(v["Ps"]), vals(v["rates"])
+    m = Ps.index(v["P_peak"]) if v["P_peak"] in Ps else 0
+    return (len(Ps) == len(rs) and 2 <= m < len(rs) - 1 and rs[m] == max(rs) and rs[m] >= 2 * rs[0]
+            and all(b >= (1 - SAME / 100) * a for a, b in zip(rs[:m], rs[1:m + 1]))
+            and all(r >= 0.85 * rs[m] for r in rs[m:]))
+
+
 def _one_dip(v) -> bool:
     """Rising at every step but one, from ``p`` to ``q``, where it fell by less than SAME; ``g``: last over first, ≥ 2."""
     Ps, rs = vals(v["Ps"]), vals(v["rates"])
@@ -195,6 +225,7 @@ def _one_drop(v) -> bool:
 PREFILL_RATES = Chooser(f"{P}.prefill_rates", (
     Rule(f"{P}.prefill_rates.rising", ("Ps", "rates"), lambda v: rising(vals(v["rates"]))),
     Rule(f"{P}.prefill_rates.rise_then_level", ("Ps", "rates", "P_peak"), _level_after_peak),
+    Rule(f"{P}.prefill_rates.rise_then_level_dips", ("Ps", "rates", "P_peak"), _level_after_small_dips),
     Rule(f"{P}.prefill_rates.one_dip", ("Ps", "rates", "p", "q", "g"), _one_dip),
     Rule(f"{P}.prefill_rates.overall", ("Ps", "rates", "p", "q", "drop", "g"), _one_drop),
     Rule(f"{P}.prefill_rates.irregular", ("Ps", "rates"), substantive=False),
@@ -219,6 +250,10 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
                                                 "{qs} 这一段 ×{step}，最接近 token 数的 ×{tok}：P = 1 是矩阵乘向量，P ≥ 2 换成"
                                                 "行数很少的矩阵乘，见选学「行数很少的矩阵乘」。整体上和理想的情形一致——权重只读"
                                                 "一遍，就供 P 个 token 一起用。",
+    f"{P}.prefill_growth.matvec_jump": _GROWTH + "：P = {ps} → {qs} 这一段涨了 ×{step}（token 数 ×{tok}），之后几乎不涨："
+                                       "1 行的输入走 PyTorch 的矩阵乘向量内核，2 行及以上换成矩阵乘内核，在这台 CPU 上读"
+                                       "权重更慢（见选学「行数很少的矩阵乘」）。从 P = {qs} 起和理想的情形一致"
+                                       "——权重只读一遍，就供 P 个 token 一起用。",
     f"{P}.prefill_growth.proportional": _GROWTH + "：差不多和 token 数成正比，不是理想的「起初涨得很慢」。这台机器上，连很短的"
                                         "提示词也已经被运算（或别的随 P 增长的开销）卡住。",
     f"{P}.prefill_growth.slow_overall": _GROWTH + "：从头到尾比 token 数涨得慢，和理想的情形一致——权重只读一遍，就供 P 个 "
@@ -275,6 +310,8 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.prefill_rates.rising": "图上预填充每秒的运算数（P = {Ps}）：{rates}，随 P 每一个点都比前一个高。",
     f"{P}.prefill_rates.rise_then_level": "图上预填充每秒的运算数（P = {Ps}）：{rates}，一路上升到 P = {P_peak}，之后持平"
                                           "（都在最高值的 85% 以上）。",
+    f"{P}.prefill_rates.rise_then_level_dips": "图上预填充每秒的运算数（P = {Ps}）：{rates}，一路上升到 P = {P_peak}"
+                                               "（中间的回落都不到 15%，在计时误差以内），之后持平（都在最高值的 85% 以上）。",
     f"{P}.prefill_rates.one_dip": "图上预填充每秒的运算数（P = {Ps}）：{rates}，除 P = {p} → {q} 一处小回落外一路上升，"
                                   "从最短到最长整体 ×{g}。",
     f"{P}.prefill_rates.overall": "图上预填充每秒的运算数（P = {Ps}）：{rates}，除 P = {p} → {q} 一处回落（{drop}，计时被打断）"
@@ -309,6 +346,11 @@ TEMPLATES_EN = {
                                                 "tokens' ×{tok}. At P = 1 it is a matrix-vector product, from P ≥ 2 a "
                                                 "matrix product of few rows (see the optional section \"Matrix "
                                                 "multiplications with very few rows\"). On the whole this is in line with " + _IDEAL_EN + ".",
+    f"{P}.prefill_growth.matvec_jump": _GROWTH_EN + ": from P = {ps} to {qs} the time grew ×{step} (the tokens ×{tok}), "
+                                       "then barely grew: a 1-row input takes PyTorch's matrix-vector kernel, while 2 "
+                                       "or more rows take a matrix-multiply kernel that reads the weights more slowly "
+                                       "on this CPU (see the optional section \"Matrix multiplications with very few "
+                                       "rows\"). From P = {qs} on this is " + _IDEAL_EN + ".",
     f"{P}.prefill_growth.proportional": _GROWTH_EN + ": roughly in proportion to the tokens, not the ideal \"slow growth "
                                         "at first\". On this machine even a very short prompt is already limited by "
                                         "compute (or by other overheads that grow with P).",
@@ -389,6 +431,9 @@ TEMPLATES_EN = {
     f"{P}.prefill_rates.rising": _RATES_EN + ", each point higher than the one before as P grows.",
     f"{P}.prefill_rates.rise_then_level": _RATES_EN + ", rising up to P = {P_peak}, then level (all at 85% of the "
                                           "highest or more).",
+    f"{P}.prefill_rates.rise_then_level_dips": _RATES_EN + ", rising up to P = {P_peak} (every dip on the way under "
+                                               "15%, within the timing noise), then level (all at 85% of the highest or "
+                                               "more).",
     f"{P}.prefill_rates.one_dip": _RATES_EN + ", rising all the way but for one small dip at P = {p} → {q}; ×{g} from "
                                   "the shortest to the longest.",
     f"{P}.prefill_rates.overall": _RATES_EN + ", rising all the way but for one drop at P = {p} → {q} ({drop}, an "

@@ -133,8 +133,8 @@ CELLS = Phrasebook("prefill_decode.cells", {
         "sweep_row": "P = {P:>3}: prefill {prefill_ms:7.2f} ms ({prefill_rate:8,.0f} token/s), "
                      "one decode step {decode_ms:6.2f} ms ({decode_rate:5,.0f} token/s), "
                      "token by token takes {speedup:5.1f}× as long",
-        "sweep_how": "({device}; {repeats} generations per length, each timing its prefill and the next {steps} "
-                     "decode step(s); the fastest of each counts)",
+        "sweep_how": "({device}; {repeats} generations per length, each timing its prefill and the decode steps after "
+                     "it (decode steps timed: {steps}); the fastest of each counts)",
         "check_prefill_half_p": "For P ≥ 8, prefill's arithmetic intensity is within 15% of P / 2",
         "batch_row": "B = {B:>2}: one step {ms:6.2f} ms, {rate:6,.0f} token/s, I = {intensity:5.2f} FLOP/byte, "
                      "{gflops:5.1f} GFLOP/s",

@@ -58,8 +58,8 @@ def setup_cell_source() -> str:
     pip = ", ".join(repr(a) for a in install_command())
     upgrade = " ".join(a if " " not in a else f"'{a}'" for a in ["%pip", "install", "--upgrade", *install_command()[2:]])
     return f'''{SETUP_MARKER}
-# 第一次在 Colab 或其他在线 Jupyter（有 pip 即可）上打开时：若还没有 kvlab，就从课程仓库安装，保留已有的 torch；
-# 已经安装时只核对版本。 On Colab or any hosted Jupyter: install kvlab if missing (keeping torch), else check its version.
+# On Colab or any hosted Jupyter: install kvlab if missing (keeping torch), else check its version.
+# 在 Colab 或其他在线 Jupyter 上：若还没有 kvlab 就安装（保留已有的 torch），否则只核对版本。
 import importlib
 import importlib.metadata
 import importlib.util
@@ -71,13 +71,15 @@ if importlib.util.find_spec("kvlab") is None:
     import subprocess
 
     keep_torch = ["torch==" + importlib.metadata.version("torch")] if importlib.util.find_spec("torch") else []
-    print("正在安装 kvlab（第一次需要一两分钟）……")
+    print("正在安装 kvlab（第一次需要一两分钟）…… · Installing kvlab (a minute or two the first time)…")
     install = subprocess.run([sys.executable, "-m", "pip",
                               {pip}, *keep_torch])
     importlib.invalidate_caches()  # so that `import kvlab` below finds what pip just installed
     if install.returncode != 0:
         print("kvlab 没有装上（见上面 pip 的报错）。请检查网络后重新运行这一格；或者把课程仓库 "
-              "https://github.com/{REPO} 上传或克隆下来，再运行 %pip install <仓库目录>。")
+              "https://github.com/{REPO} 上传或克隆下来，再运行 %pip install <仓库目录>。\\n"
+              "kvlab did not install (see pip's error above). Check the network and rerun this cell, or upload or "
+              "clone https://github.com/{REPO} and run %pip install <repository folder>.")
 else:
     try:
         have = importlib.metadata.version("kvlab")
@@ -86,7 +88,9 @@ else:
     numbers = lambda v: tuple(int(x) for x in re.findall(r"\\d+", v)[:3])
     if numbers(have) < numbers(KVLAB_NEEDED):
         print(f"这些笔记本需要 kvlab {{KVLAB_NEEDED}} 或更新，已安装的是 {{have}}：有些格可能出错。"
-              "请运行 {upgrade}，再重启内核（Kernel → Restart）。")
+              "请运行 {upgrade}，再重启内核（Kernel → Restart）。\\n"
+              f"These notebooks need kvlab {{KVLAB_NEEDED}} or newer; {{have}} is installed, so some cells may fail. "
+              "Run {upgrade} and restart the kernel (Kernel → Restart).")
 if "google.colab" in sys.modules:
     from google.colab import output
 

@@ -113,6 +113,7 @@ def test_setup_cell_installs_from_repo_on_colab_and_pins_torch(monkeypatch, caps
     assert f"torch=={importlib.metadata.version('torch')}" in cmd  # Colab's torch is kept as it is
     out = capsys.readouterr().out
     assert widget_manager == [True] and "正在安装 kvlab" in out and "没有装上" not in out
+    assert "Installing kvlab" in out  # the setup cell runs before kvlab can speak one language: it says both
 
 
 def test_setup_cell_skips_the_install_when_kvlab_is_importable(monkeypatch):
@@ -139,7 +140,8 @@ def test_setup_cell_says_when_the_installed_kvlab_is_older_than_the_notebooks(mo
     """nbgitpuller can pull notebooks newer than a hub image's kvlab: the first cell says so, in Chinese."""
     calls, _ = _run_setup_cell(monkeypatch, on_colab=False, installed=installed)
     out = capsys.readouterr().out
-    assert calls == [] and (("这些笔记本需要 kvlab" in out and "%pip install --upgrade" in out) if warned else out == "")
+    assert calls == [] and (("这些笔记本需要 kvlab" in out and "%pip install --upgrade" in out
+                             and "These notebooks need kvlab" in out) if warned else out == "")
     assert f'KVLAB_NEEDED = "{colab.course_version()}"' in colab.setup_cell_source()
 
 
@@ -147,6 +149,7 @@ def test_setup_cell_says_what_to_do_when_the_install_fails(monkeypatch, capsys):
     calls, widget_manager = _run_setup_cell(monkeypatch, on_colab=True, importable=False, returncode=1)
     out = capsys.readouterr().out
     assert len(calls) == 1 and "kvlab 没有装上" in out and f"https://github.com/{colab.REPO}" in out
+    assert "kvlab did not install" in out
     assert widget_manager == [True]
 
 

@@ -35,7 +35,7 @@ import nbformat
 from kvlab.colab import install_command
 
 ROOT = Path(__file__).resolve().parents[1]
-SPIN = "while True:\n    pass"  # pure Python: one core each, at the priority of whoever started it
+SPIN = "# {marker}\nwhile True:\n    pass"  # pure Python: one core each, at the priority of whoever started it
 BUSY_PROCESSES = 2
 CELL_TIMEOUT = 1200  # seconds per cell: a 2-core machine shared with the spinners (and, in CI, with nothing else)
 
@@ -153,8 +153,14 @@ class CourseRun:
                         f"English chapters: {self.english_seconds:.0f} s, after the busy processes stopped"]
 
 
-def start_spinners() -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(BUSY_PROCESSES)]
+def spinner_marker(base: Path) -> str:
+    """What a run's busy processes carry on their command line: their own run's folder, so a probe (or ``pgrep -f``)
+    tells them from another run's, e.g. the other test worker's."""
+    return f"kvlab busy process for {base}"
+
+
+def start_spinners(marker: str) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", SPIN.format(marker=marker)]) for _ in range(BUSY_PROCESSES)]
 
 
 def stop(spinners: list[subprocess.Popen]) -> None:
@@ -197,7 +203,7 @@ def run_course(venv: Venv) -> CourseRun:
     for nb in result.english_dir.glob("*.ipynb") if result.english_dir.is_dir() else ():
         shutil.copy(nb, english[0] / nb.name)
     start = time.perf_counter()
-    spinners = start_spinners()
+    spinners = start_spinners(spinner_marker(base))
     result.spinners = [p.pid for p in spinners]
     try:
         lines = _run_folder(venv, result.course, result.executed, result.replay)

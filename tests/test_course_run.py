@@ -11,7 +11,7 @@ import sys
 import nbformat
 import pytest
 
-from course_run import Venv, run_course
+from course_run import Venv, run_course, spinner_marker
 from kvlab.book.site import RUN_META
 
 pytestmark = [pytest.mark.slow]  # two kernels beside two busy processes (about 10 s idle, a minute loaded)
@@ -28,7 +28,9 @@ def test_the_harness_saves_each_chapter_records_a_failure_and_stops_its_busy_pro
     chapter(clone / "chapters", "01_fails", "raise ValueError('坏了')")
     chapter(clone / "chapters", "02_fine", "print('好的')")
     (clone / "chapters" / "en").mkdir()
-    spinning = "import subprocess; print(subprocess.run(['pgrep', '-fc', 'while True'], capture_output=True).stdout)"
+    # counts this run's busy processes only: another worker's course run spins at the same time
+    spinning = ("import subprocess; print(subprocess.run(['pgrep', '-fc', %r], capture_output=True).stdout)"
+                % spinner_marker(tmp_path))
     chapter(clone / "chapters" / "en", "02_fine", spinning)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     run = run_course(Venv(python=sys.executable, env=env, clone=clone, base=tmp_path))

@@ -109,3 +109,14 @@ def test_runs_as_a_module():
     done = subprocess.run([sys.executable, "-m", "kvlab.teacher.link", "--hub", "https://hub.example.edu",
                            "--no-verify"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0 and done.stdout.startswith("https://hub.example.edu/hub/user-redirect/git-pull?")
+
+
+def test_lang_en_opens_the_english_editions_first_chapter_and_a_bad_code_prints_no_link(course_repo, capsys):
+    code, out, err = run(["--hub", "https://uni.example.edu", "--repo", course_repo, "--lang", "en"], capsys)
+    assert (code, err) == (0, "")
+    urlpath = query(out.strip())["urlpath"]
+    assert urlpath == "lab/tree/course/chapters/en/01_autoregressive_decode.ipynb"
+    assert (ROOT / urlpath.removeprefix("lab/tree/course/")).is_file()
+    code, out, err = run(["--hub", "https://uni.example.edu", "--repo", course_repo, "--lang", "fr"], capsys)
+    assert code == 2 and out == "" and "lang: language must be one of 'zh', 'en'; got 'fr'" in err
+    assert "Traceback" not in err

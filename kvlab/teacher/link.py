@@ -1,8 +1,10 @@
-"""``python -m kvlab.teacher.link --hub URL [--repo URL] [--branch NAME] [--no-verify]``: the nbgitpuller link for
-a class on JupyterHub.
+"""``python -m kvlab.teacher.link --hub URL [--repo URL] [--branch NAME] [--lang zh|en] [--no-verify]``: the
+nbgitpuller link for a class on JupyterHub.
 
 A student who opens the link gets the course repository's branch pulled into their home folder (merged with their
-own changes on later clicks) and chapter 3.1 opened in JupyterLab. The link is nbgitpuller's
+own changes on later clicks) and chapter 3.1 opened in JupyterLab: the Chinese edition's, or with ``--lang en`` the
+English edition's (``chapters/en/``). The link cannot choose JupyterLab's interface language: the hub's image sets it
+(binder/postBuild writes the Chinese one). The link is nbgitpuller's
 ``<hub>/hub/user-redirect/git-pull?repo=...&branch=...&targetpath=...&urlpath=lab/tree/<folder>/chapters/...``;
 ``targetpath`` names the folder the course is cloned into, so the chapter's path in ``urlpath`` is the same by
 construction. Before printing, the branch is looked up with ``git ls-remote`` (at most 10 s): an unreachable
@@ -18,8 +20,10 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from ..cli import usage_error
 from ..colab import BRANCH, REPO
+from ..language import LANGUAGES, check_language
+from ..launch import FIRST_CHAPTERS
 
-FIRST_CHAPTER = "chapters/01_autoregressive_decode.ipynb"
+FIRST_CHAPTER = FIRST_CHAPTERS["zh"]
 VERIFY_TIMEOUT_S = 10.0
 
 
@@ -39,12 +43,16 @@ def hub_base(hub: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/", "", ""))
 
 
-def pull_link(hub: str, repo: str, branch: str) -> str:
-    """The nbgitpuller link that pulls ``repo``'s ``branch`` and opens chapter 3.1 in JupyterLab."""
+def pull_link(hub: str, repo: str, branch: str, lang: str = "zh") -> str:
+    """The nbgitpuller link that pulls ``repo``'s ``branch`` and opens chapter 3.1 of ``lang``'s edition."""
     if not repo.strip() or not branch.strip():
         raise ValueError("repo: empty" if not repo.strip() else "branch: empty")
+    try:
+        first = FIRST_CHAPTERS[check_language(lang)]
+    except ValueError as e:
+        raise ValueError(f"lang: {e}") from None
     folder = course_folder(repo)
-    query = {"repo": repo, "branch": branch, "targetpath": folder, "urlpath": f"lab/tree/{folder}/{FIRST_CHAPTER}"}
+    query = {"repo": repo, "branch": branch, "targetpath": folder, "urlpath": f"lab/tree/{folder}/{first}"}
     return f"{hub_base(hub)}hub/user-redirect/git-pull?{urlencode(query)}"
 
 
@@ -73,10 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repo", default=f"https://github.com/{REPO}",
                         help="the course's git repository (default: %(default)s)")
     parser.add_argument("--branch", default=BRANCH, help="the branch students get (default: %(default)s)")
+    parser.add_argument("--lang", default="zh", metavar="|".join(LANGUAGES),
+                        help="the edition whose 3.1 the link opens (default: %(default)s)")
     parser.add_argument("--no-verify", action="store_true", help="print the link without checking the branch exists")
     args = parser.parse_args(argv)
     try:
-        link = pull_link(args.hub, args.repo, args.branch)
+        link = pull_link(args.hub, args.repo, args.branch, args.lang)
     except ValueError as e:
         usage_error(parser, e)
     problem = None if args.no_verify else branch_problem(args.repo, args.branch)

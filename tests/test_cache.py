@@ -118,6 +118,33 @@ def test_absurd_cache_is_refused_not_allocated():
         KVCache(big, batch_size=64, max_seq_len=10**6)
 
 
+@pytest.mark.parametrize("batch,seq_len,blamed", [(100, 32, "batch_size"), (7, 32, "batch_size"), (1, 32, "max_seq_len")])
+def test_a_refusal_blames_the_argument_that_is_too_large_and_its_numbers_fit(monkeypatch, batch, seq_len, blamed):
+    """Free memory made small: a batch that is too large for max_seq_len names batch_size and how many sequences fit;
+    when not even one sequence of max_seq_len fits, it names max_seq_len. The largest sizes it names are allocated."""
+    per_token = 2 * C.n_layer * C.n_kv_head * C.head_dim * 4  # bytes of one token of one sequence, K and V, fp32
+    free = (per_token * 32 * 6 if blamed == "batch_size" else per_token * 20)  # 6 sequences of 32 tokens, or 20 tokens
+    monkeypatch.setattr("kvlab.cache.available_memory", lambda device: free)
+    with pytest.raises(ValueError) as refused:
+        KVCache(C, batch_size=batch, max_seq_len=seq_len)
+    message = str(refused.value)
+    assert message.startswith(f"{blamed}: the KV cache for {batch:,} sequences of {seq_len} tokens needs ")
+    room = free * 0.9
+    most_tokens = int(room // (per_token * batch))
+    if blamed == "batch_size":
+        most_sequences = int(room // (per_token * seq_len))
+        assert f"at most {most_sequences:,} sequences of {seq_len} tokens fit" in message
+        KVCache(C, batch_size=most_sequences, max_seq_len=seq_len)  # the sizes it names do fit
+        with pytest.raises(ValueError, match="^batch_size"):
+            KVCache(C, batch_size=most_sequences + 1, max_seq_len=seq_len)
+    else:
+        assert "not even one sequence of 32 tokens fits" in message
+    assert f"at most {most_tokens:,} tokens for {batch:,} sequences" in message
+    KVCache(C, batch_size=batch, max_seq_len=most_tokens)
+    with pytest.raises(ValueError):
+        KVCache(C, batch_size=batch, max_seq_len=most_tokens + 1)
+
+
 def test_update_checks_layer_and_shape():
     cache = KVCache(C, batch_size=2, max_seq_len=8)
     with pytest.raises(ValueError, match="layer"):

@@ -32,7 +32,8 @@ FEEDBACK = Phrasebook("ch04.feedback", {
         "window_right": "全部 {n} 组都对！例如 Gemma-2-9B 在 S = 8,192、B = 4 时是 {actual:,} 字节，普通公式会算成 {plain:,}。",
         # 2. the largest batch
         "marketed_gb": "你把标称的「{marketed}」当成了 10⁹ 字节的 GB。这张卡报告的总量是 {mib:,} MiB，用 card.memory_bytes。",
-        "whole_card": "你用了整张卡：只按总显存的 {share}（显存使用比例）来规划，其余留给 CUDA 上下文等开销。",
+        "whole_card": "你用了整张卡：只按总显存的 {share}（显存使用比例）来规划，其余不做规划，"
+                      "留作余量（显存碎片、同一张卡上的其他进程）。",
         "no_weights": "忘了先减去权重：权重和缓存共用这张卡的显存。",
         "rounded_up": "向上取整了：最后一条序列放不下，要向下取整。",
         "double_weights": "权重算大了一倍：FP16 每个参数 2 字节。",
@@ -55,7 +56,7 @@ FEEDBACK = Phrasebook("ch04.feedback", {
         "marketed_gb": "You read the marketed \"{marketed}\" as GB of 10⁹ bytes. The total this card reports is "
                        "{mib:,} MiB: use card.memory_bytes.",
         "whole_card": "You used the whole card: plan with only {share} of the total memory (the usable fraction) and "
-                      "leave the rest for the CUDA context and other overheads.",
+                      "leave the rest out of the plan, as a margin for fragmentation and other processes on the card.",
         "no_weights": "You forgot to subtract the weights first: weights and cache share the card's memory.",
         "rounded_up": "You rounded up: the last sequence does not fit, so round down.",
         "double_weights": "The weights came out twice as large: FP16 takes 2 bytes per parameter.",

@@ -165,12 +165,12 @@ CELLS = Phrasebook("prefill_decode.cells", {
         "precision_row": "{label}: {nbytes:,} bytes = {size} ({element:g} bytes per element), largest logit error "
                          "{error:.2e}, top-1 agreement {agree:.1%}, {matching} / {new} tokens of a free run the same "
                          "as with the FP32 cache",
-        "precision_spread": "FP32 logit spread (median) {spread:.1f}; smallest gap between the largest and "
-                            "second-largest logit {margin:.3f}",
+        "precision_spread": "FP32 logits' range (largest − smallest, median over positions) {spread:.1f}; smallest "
+                            "gap between the largest and second-largest logit {margin:.3f}",
         "check_fp32_bytes": "FP32 cache bytes = 2 × layers × KV heads × slots × D × 4 (measured = formula)",
         "check_fp16_half": "The FP16 cache is exactly half the size of the FP32 one",
         "check_int8_bytes": "INT8 halves it again, plus one 4-byte scale per vector",
-        "check_error_order": "Error: 0 < 5 × FP16's < INT8's < 1% of the logit spread",
+        "check_error_order": "Error: 0 < 5 × FP16's < INT8's < 1% of the logits' range",
         "check_fp16_greedy": "FP16's error is too small to change any greedy choice: all {new} tokens match",
         "check_int8_not_greedy_safe": "INT8's largest error exceeds half the smallest gap",
         "timings_from": "This page's timings come from: {device}; roofline: {roofline}",

@@ -200,8 +200,9 @@ TEXTS = Phrasebook("storage.texts", {
         "growth_choice": "{n} tokens (cache up to {size})",
         "growth_took": "<br>This measurement took {took:.0f} s in all.",
         "no_transformers": "transformers was not asked for this time",
-        "model_line": "Model: {n_layer} layers, each with {n_kv_head} KV heads of {head_dim} dimensions, d_model = "
-                      "{d_model}; the cache takes {per_token} per token (FP32), while all the weights, {weights}, "
+        "model_line": "Model: {n_layer} layers, each with {n_kv_head} KV heads of {head_dim} dimensions, but a model "
+                      "width of only d_model = {d_model} (each layer projects its {d_model} numbers out to the "
+                      "heads); the cache takes {per_token} per token (FP32), while all the weights, {weights}, "
                       "take only as much as {weight_tokens:.0f} tokens of cache. Each cache generates {generated} "
                       "tokens (a prompt of {prompt}; the cache holds at most {longest}), in {repeats} alternating "
                       "rounds ({on}).",

@@ -226,7 +226,7 @@ WORDS = {"no_b1": "批处理扫描里没有测出 B = 1 的单步耗时",
          "gpu_launch": "：GPU 上这个小模型一步解码主要是内核启动的固定开销，多几条序列几乎不加时间", "cpu": ""}
 
 # -- the same claims in English (EN, in __init__.py): the same keys, the same fields ----------------------------
-_OVERLAP_EN = ("Estimated as the sum of the two: at B = 1, I₁ = {I1} FLOP/byte and the ridge is {ridge}, so up to the "
+_OVERLAP_EN = ("Estimated as the sum of the two: at B = 1, I₁ = {I1} FLOP/byte and the ridge is {ridge}, so at the "
                "ridge a step takes 2 ÷ (1 + I₁/ridge) = {f} times B = 1's (nearly twice when the ridge is far above I₁, "
                "as on a GPU); by that, B = 1 → {B} should grow ×{pred}; measured above, {t1} → {tB}, ×{meas}")
 _ROWS_EN = ("x @ W, with W an FP32 matrix of {mib}: {rows} rows take {ts} (each timed {repeats} times, taking turns, "

@@ -393,8 +393,8 @@ TEMPLATES_EN = {
     f"{P}.speedup_growth.unmeasured": "This run measured no valid ratio; " + RERUN_SWEEP_EN,
     f"{P}.ridge.crossed": "Prefill's arithmetic intensity is about P / 2: beyond P ≈ 2 × ridge = {twice} it crosses this "
                           "machine's ridge point ({ridge} FLOP/byte; K/V and the embeddings are read and written too, "
-                          "so the real intensity is a little below P / 2). Of the lengths measured, P = {P} already has "
-                          "an intensity of {I}, no lower than the ridge.",
+                          "so the real intensity is a little below P / 2). Of the lengths measured, the first at or past the "
+                          "ridge is P = {P}, with an intensity of {I}.",
     f"{P}.ridge.not_crossed": "Prefill's arithmetic intensity is about P / 2: beyond P ≈ 2 × ridge = {twice} it crosses "
                               "this machine's ridge point ({ridge} FLOP/byte). The longest P measured, P = {P}, has an "
                               "intensity of {I}, still left of the ridge.",

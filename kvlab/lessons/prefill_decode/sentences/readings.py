@@ -382,7 +382,7 @@ TEMPLATES_EN = {
     f"{P}.roof_spread.some": "The repeats vary somewhat: the fastest is {bw} times the median for the bandwidth and {mm} "
                              "times for the matmul rate (within 1.10 times counts as agreeing, 1.4 times or more as "
                              "very busy): other programs were running on the machine during the measurement. A roof "
-                             "takes the fastest repeat; the percentages of the roofs below may be off by a tenth or two.",
+                             "takes the fastest repeat; the percentages of the roofs below may be off by up to about a fifth.",
     f"{P}.roof_spread.steady": "The repeats agree closely (the fastest is {bw} times the median for the bandwidth and "
                                "{mm} times for the matmul rate, both within 1.10 times): the machine's load did not "
                                "swing during the measurement. On a machine busy the whole time, both roofs come out "

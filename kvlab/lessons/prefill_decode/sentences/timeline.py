@@ -110,12 +110,12 @@ TEMPLATES_EN = {  # the same claims in English (EN, in __init__.py): the same ke
                              "was not faster than feeding them one by one, most likely because other programs had the "
                              "processor at that moment; " + RERUN_TIMELINE_EN,
     f"{P}.panel.same": "When the panel opened (generating {n} tokens), it timed this prompt again: TTFT {ttft_panel}, "
-                       "against {ttft_run} in the run above ({ttft_diff}); the TPOT of the pass drawn {tpot_panel}, "
-                       "against {tpot_run} for the pass drawn above ({tpot_diff}). Both within ±15%: the two "
+                       "against {ttft_run} in the run above ({ttft_diff}); the TPOT of the generation drawn {tpot_panel}, "
+                       "against {tpot_run} for the one drawn above ({tpot_diff}). Both within ±15%: the two "
                        "measurements agree.",
     f"{P}.panel.differs": "When the panel opened (generating {n} tokens), it timed this prompt again: TTFT {ttft_panel}, "
-                          "against {ttft_run} in the run above ({ttft_diff}); the TPOT of the pass drawn {tpot_panel}, "
-                          "against {tpot_run} for the pass drawn above ({tpot_diff}). Beyond ±15%: the same work "
+                          "against {ttft_run} in the run above ({ttft_diff}); the TPOT of the generation drawn {tpot_panel}, "
+                          "against {tpot_run} for the one drawn above ({tpot_diff}). Beyond ±15%: the same work "
                           "measured at different moments, with the machine more or less busy, gives different numbers; "
                           "the faster of the two is closer to the speed of an idle machine.",
     f"{P}.parallel.unmeasured": "This run measured no valid prefill and decode times, so it cannot compare one forward "

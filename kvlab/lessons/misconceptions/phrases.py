@@ -542,7 +542,7 @@ PANELS = Phrasebook("misconceptions.panels", {
         "refusal.html": "<p><b>{line}</b>：什么都没有分配，Jupyter 内核安然无恙。</p><details><summary>细节：API 抛出的 "
                         "ValueError 原文（英文）。开头的 <code>{argument}</code> 是它建议改小的参数；{batch:,} 是批次大小 B"
                         "（要同时缓存的序列数）：演示模型一条序列的缓存只有 {per_sequence}，要凑出两倍于空闲内存的缓存，得要这么多"
-                        "条。所以这一次过大的其实是批次 B：改小 batch_size 或 max_seq_len 都能让缓存放得下。原文如下：</summary>"
+                        "条。原文还算出了放得下的大小：多少条序列，或者这么多条序列时每条最多多少个 token。原文如下：</summary>"
                         "<p><code>{message}</code></p></details>",
         # the lab: the cards
         "card.kv.label": "对照：正确的 KVCache",
@@ -734,8 +734,8 @@ PANELS = Phrasebook("misconceptions.panels", {
                         "Details: the ValueError the API raised, word for word. The <code>{argument}</code> it starts "
                         "with is the argument it suggests making smaller; {batch:,} is the batch size B (the sequences "
                         "to cache at once): one sequence's cache on the demo model is only {per_sequence}, so it takes "
-                        "this many to make a cache twice the free memory. What is too large this time is really the "
-                        "batch B: a smaller batch_size or max_seq_len both make the cache fit. The message:</summary>"
+                        "this many to make a cache twice the free memory. The message also works out what would fit: "
+                        "how many sequences, or how many tokens each for this many sequences. The message:</summary>"
                         "<p><code>{message}</code></p></details>",
         "card.kv.label": "Control: the correct KVCache",
         "card.kv.explanation": "This is kvlab's KVCache, with no bug: at every step the logits differ from the uncached "

@@ -11,6 +11,7 @@ import torch
 from kvlab import MODEL_PRESETS, ModelConfig, format_bytes, generate
 from kvlab import claims as claims_mod
 from kvlab.inputs import InputError
+from kvlab.language import using_language
 from kvlab.lessons import storage as lesson
 from kvlab.device import LastLevelCache
 from kvlab.lessons.storage import CacheGrowth, GrowthComparison, padding_waste
@@ -554,6 +555,14 @@ def test_padding_readout_says_when_paging_costs_more():
     """Hole 12: 64 sequences of length 1 in blocks of 16 need more with paging than with padding."""
     more = lesson.render_padding(", ".join(["1"] * 64), 16).html
     assert "反而需要" in more and "多" in more and "只需" not in more
+    # equal lengths leave no padding, and blocks of 16 are shorter than 30: the reason is the blocks' unfilled ends
+    # (second review of the English 3.2: 'when a block is longer than the sequences' did not hold here)
+    equal = lesson.render_padding("30, 30", 16).html
+    assert "反而需要 32.0 MiB" in equal and "最后一块没填满的槽位也算在内" in equal and "块比序列还长" not in equal
+    with using_language("en"):
+        equal_en = lesson.render_padding("30, 30", 16).html
+    assert "needs 32.0 MiB instead, 2.0 MiB more" in equal_en and "unfilled end of each sequence's last block" in equal_en
+    assert "longer than the sequences" not in equal_en
     less = lesson.render_padding("12, 40, 7, 33, 25, 60", 16).html
     assert "只需" in less and "少" in less
     assert "14 块 × 16 = 224 个槽位" in less and "浪费 21.0%" in less  # 1 + 3 + 1 + 3 + 2 + 4 blocks; 1 - 177/224

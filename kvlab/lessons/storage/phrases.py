@@ -148,7 +148,8 @@ TEXTS = Phrasebook("storage.texts", {
         "times_one": "1 倍",
         # the padding panel
         "paged_less": "只需 {paged}，比按最长者分配少 {diff}",
-        "paged_more": "反而需要 {paged}，比按最长者分配多 {diff}（块比序列还长时，每条序列最后一块的空位更多）",
+        "paged_more": "反而需要 {paged}，比按最长者分配多 {diff}（分页按整块分配，每条序列最后一块没填满的槽位也算在内，"
+                      "这里比按最长者分配留下的空位还多）",
         "paged_same": "同样需要 {paged}",
         "reserved": "，每条再为生成预留 {reserve:,} 个",
         "padding_html": "B = {batch} 条序列，现在最长 {longest:,} 个 token{reserved}：按最长者分配 {batch} × "
@@ -234,8 +235,9 @@ TEXTS = Phrasebook("storage.texts", {
         "times_unknown": "an unknown multiple (one side is 0) of",
         "times_one": "1×",
         "paged_less": "needs only {paged}, {diff} less than allocating for the longest",
-        "paged_more": "needs {paged} instead, {diff} more than allocating for the longest (when a block is longer "
-                      "than the sequences, each sequence's last block has more empty slots)",
+        "paged_more": "needs {paged} instead, {diff} more than allocating for the longest (paging allocates whole "
+                      "blocks, so the unfilled end of each sequence's last block counts too, and here those empty "
+                      "slots outnumber the ones allocating for the longest leaves)",
         "paged_same": "needs the same {paged}",
         "reserved": ", plus {reserve:,} reserved per sequence for generation",
         "padding_html": "B = {batch}, the longest sequence now {longest:,} tokens{reserved}: allocating for the longest "

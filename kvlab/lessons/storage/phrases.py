@@ -245,7 +245,7 @@ TEXTS = Phrasebook("storage.texts", {
                         "<b>{waste:.1%} wasted</b>.<br>Paged: {blocks:,} blocks × {block_size} = {paged_slots:,} "
                         "slots, <b>{paged_waste:.1%} wasted</b> (only in each sequence's last block; blocks are taken "
                         "as generation needs them, nothing is reserved).<br>For {model} (FP16, {per_slot} per "
-                        "token): allocating for the longest takes {allocated_bytes}, of which only {used_bytes} is "
+                        "token): allocating for the longest takes {allocated_bytes}, of which {used_bytes} is "
                         "used; paged in blocks of {block_size} tokens, the batch {paged}.",
         "past_context": "*",
         "table_head": "<tr><th>Model</th><th>Trained context</th><th>Layers L</th><th>Query heads</th>"

@@ -448,3 +448,16 @@ def test_rates_with_small_dips_then_level_are_not_called_irregular():
     big = lesson.explain_prefill_rates(
         sweep_at({1: 4.3, 2: 3.0, 4: 8.0, 8: 14.8, 16: 27.6, 32: 47.1, 64: 70.7, 128: 82.8, 256: 78.1}))[0]
     assert big.key == "prefill_decode.prefill_rates.irregular"  # 4.3 -> 3.0 is -30 %
+
+
+def test_a_speedup_that_stalls_at_the_kernel_change_and_at_the_top_is_not_blamed_on_other_programs_alone():
+    """The second English review's run: 1.0, 1.0, 2.0, 3.5, 6.6, 11.1, 18.1, 18.1, 19.8 falls to 'overall'; its
+    flat steps come from the matrix-vector kernel at P = 1 and from long prompts levelling off, which it now names."""
+    run = sweep({1: 14.91, 2: 30.14, 4: 31.01, 8: 33.40, 16: 38.65, 32: 44.99, 64: 56.74, 128: 111.34, 256: 209.76},
+                {1: 14.93, 2: 14.72, 4: 15.32, 8: 14.62, 16: 15.96, 32: 15.63, 64: 16.01, 128: 15.70, 256: 16.23})
+    growth = lesson.explain_speedups(run)[-1]
+    assert growth.key == "prefill_decode.speedup_growth.overall"
+    chinese, english = lesson.ZH.say(growth), lesson.EN.say(growth)
+    assert "：1.0、1.0、2.0、3.5、6.6、11.1、18.1、" in chinese and "换了计算内核" in chinese
+    assert ": 1.0, 1.0, 2.0, 3.5, 6.6, 11.1, 18.1, " in english
+    assert "the kernel changes between the shortest prompts" in english

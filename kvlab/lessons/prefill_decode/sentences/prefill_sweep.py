@@ -279,7 +279,8 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
     f"{P}.speedup_growth.rise_then_level": "逐个送入 ÷ 一次预填充的倍数（P = {Ps}）：{xs}，一路增大到 P = {P_peak}，之后不再"
                                            "明显增大（都在最大值的 85% 以上）。",
     f"{P}.speedup_growth.overall": "逐个送入 ÷ 一次预填充的倍数（P = {Ps}）：{xs}，从最短到最长的提示词整体增大了 ×{g}，但不是"
-                                   "每一步都增大（一个长度的计时容易被机器上别的程序拖慢，看整体走向）。",
+                                   "每一步都增大（最短的几个提示词之间换了计算内核、长提示词趋于平稳，都会让某一步停住不涨；往下掉则多半是"
+                                   "某个长度的计时被机器上别的程序拖慢；看整体走向）。",
     f"{P}.speedup_growth.irregular": "逐个送入 ÷ 一次预填充的倍数（P = {Ps}）：{xs}，看不出随 P 增大的走势：这次的计时被打断得"
                                      "太多；" + RERUN_SWEEP,
     f"{P}.speedup_growth.unmeasured": "这次没有测出有效的倍数；" + RERUN_SWEEP,
@@ -386,8 +387,9 @@ TEMPLATES_EN = {
     f"{P}.speedup_growth.rise_then_level": _SPEEDUPS_EN + ", growing up to P = {P_peak} and no longer clearly after it "
                                            "(all at 85% of the largest or more).",
     f"{P}.speedup_growth.overall": _SPEEDUPS_EN + ", ×{g} from the shortest prompt to the longest, but not growing at "
-                                   "every step (one length's timing is easily slowed by other programs on the machine; "
-                                   "look at the overall trend).",
+                                   "every step (a step can stall where the kernel changes between the shortest prompts or "
+                                   "where long prompts level off, and a dip usually means other programs on the machine "
+                                   "slowed one length's timing; look at the overall trend).",
     f"{P}.speedup_growth.irregular": _SPEEDUPS_EN + ": no trend with P shows: this run's timings were interrupted too "
                                      "often; " + RERUN_SWEEP_EN,
     f"{P}.speedup_growth.unmeasured": "This run measured no valid ratio; " + RERUN_SWEEP_EN,

@@ -774,7 +774,7 @@ PANELS = Phrasebook("misconceptions.panels", {
                                        "token; from then on every new token lands one slot early, and the last slot "
                                        "attention reads (length) has never been written: zeros in a brand-new cache, "
                                        "the previous request's leftovers in a reused one. The result: the prompt's "
-                                       "last token is lost, and every step sees one fake token more.",
+                                       "last token is lost, and at every step attention also reads one fake token.",
         "card.off_by_one.fix": "The slots written are [length, length + T): start = self.length.",
         "card.one_slot.label": "Cache E",
         "card.one_slot.explanation": "Every layer reads and writes layer 0's slot (the layer index is forgotten). "

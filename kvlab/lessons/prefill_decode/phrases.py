@@ -406,7 +406,7 @@ PANELS = Phrasebook("prefill_decode.panels", {
                         "that is <b>{prefill_rate:,.0f} token/s</b>; one decode step {decode_ms:.2f} ms, "
                         "that is <b>{decode_rate:,.0f} token/s</b><br>"
                         "Feeding the prompt one token at a time: {P} × {decode_ms:.2f} ms = "
-                        "{sequential_ms:.1f} ms, <b>{speedup:.1f} times</b> one prefill (device {device})",
+                        "{sequential_ms:,.1f} ms, <b>{speedup:.1f} times</b> one prefill (device {device})",
         "point.prefill": "prefill P={P}",
         "point.decode": "decode B=1, P={P}",
         "point.batch": "decode B={B} (context {context})",

@@ -665,10 +665,10 @@ PANELS = Phrasebook("misconceptions.panels", {
         "in_state_dict": "yes",
         "not_in_state_dict": "no",
         "weights_readout": "Parameters: {n_params:,}, {n_bytes}; state_dict checksum <code>{before}</code> → "
-                           "<code>{after}</code> ({same})<br>KV cache written: B = {B} sequences × S = {S} tokens (prompt "
+                           "<code>{after}</code> ({same})<br>KV cache written: batch B = {B} × length S = {S} (prompt "
                            "{P} + generated {n} − 1: the last new token has not been fed back yet) × {per_token} per token "
                            "= <b>{written:,} B = {written_shown}</b>; the preallocated tensors were already {allocated:,} B "
-                           "before the prefill (allocated for {reserved} tokens, section 3.3); checksum of the cache's "
+                           "before the prefill (allocated for S = {reserved}, section 3.3); checksum of the cache's "
                            "contents <code>{cache_checksum}</code> (it changes with the input)<br>Is the cache in the "
                            "state_dict? {in_state_dict} (no parameter tensor shares memory with it); after reset(): "
                            "{length} tokens, {used} B used",

@@ -242,11 +242,11 @@ TEXTS = Phrasebook("storage.texts", {
         "reserved": ", plus {reserve:,} reserved per sequence for generation",
         "padding_html": "B = {batch}, the longest sequence now {longest:,} tokens{reserved}: allocating for the longest "
                         "takes {batch} × {padded:,} = {allocated:,} slots, of which {used:,} are used, "
-                        "<b>{waste:.1%} wasted</b>.<br>Paged: {blocks:,} blocks × {block_size} = {paged_slots:,} "
-                        "slots, <b>{paged_waste:.1%} wasted</b> (only in each sequence's last block; blocks are taken "
+                        "<b>{waste:.1%} wasted</b>.<br>Paged (block size {block_size}): {blocks:,} × {block_size} = "
+                        "{paged_slots:,} slots, <b>{paged_waste:.1%} wasted</b> (only in each sequence's last block; blocks are taken "
                         "as generation needs them, nothing is reserved).<br>For {model} (FP16, {per_slot} per "
                         "token): allocating for the longest takes {allocated_bytes}, of which {used_bytes} is "
-                        "used; paged in blocks of {block_size} tokens, the batch {paged}.",
+                        "used; paged with a block size of {block_size}, the batch {paged}.",
         "past_context": "*",
         "table_head": "<tr><th>Model</th><th>Trained context</th><th>Layers L</th><th>Query heads</th>"
                       "<th>KV heads H</th><th>Head size D</th><th>Hidden size</th><th>Per token (FP16)</th>",

@@ -1046,3 +1046,10 @@ def test_figures_in_english(demo):
     _same_numbers(zh, en)  # (the lab's figure: test_lab_in_english_on_the_english_model)
     assert "Does not fit" in en and "K only and no cache coincide: t" in en
     assert "Held back (10%, left out of the plan): " in en and "CUDA context" not in en  # as 3.4's bar says it
+
+
+def test_tail_range_names_one_length_once():
+    from types import SimpleNamespace
+    from kvlab.lessons.misconceptions.k_only import tail_range
+    assert tail_range({"kv": SimpleNamespace(seq_len=[8, 9, 10, 11])}) == "11"  # 3 decode passes: a quarter is one
+    assert tail_range({"kv": SimpleNamespace(seq_len=list(range(8, 17)))}) == "15–16"  # 8 passes: the last 2

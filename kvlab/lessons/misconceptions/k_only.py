@@ -314,10 +314,10 @@ COUNTING = ShownText("counting")  # the Chinese text as a str; formatted, in the
 
 
 def tail_range(timings: dict[str, DecodeTiming]) -> str:
-    """The sequence lengths whose steps the last-quarter medians cover: "153–201"."""
+    """The sequence lengths whose steps the last-quarter medians cover: "153–201", or "11" for one step."""
     t = next(iter(timings.values())).seq_len[1:]  # decode passes, as tail_step_ms takes them
     tail = t[-max(1, int(len(t) * 0.25)):]
-    return f"{tail[0]}–{tail[-1]}"
+    return f"{tail[0]}" if tail[0] == tail[-1] else f"{tail[0]}–{tail[-1]}"
 
 
 def render_k_only(model: ToyTransformer, prompt_ids, new_tokens, repeats) -> View:

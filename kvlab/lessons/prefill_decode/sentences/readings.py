@@ -231,7 +231,7 @@ TEMPLATES = {  # key -> its Chinese sentence (ZH, in __init__.py)
                              "别的程序在抢处理器），屋顶随着负载在移动。屋顶取最快的一次，它最接近机器空闲时的速率，但也可能仍然"
                              "偏低；下文和屋顶比出来的百分比只能当作粗略的参考。" + RERUN_ROOFS,
     f"{P}.roof_spread.some": "重复测量之间有一定波动：最快的一次是中位数的几倍——带宽 {bw} 倍，矩阵乘速率 {mm} 倍（1.10 倍以内算一致，"
-                             "达到 1.4 倍算很忙）：测量期间机器上还有别的程序在跑。屋顶取最快的一次；下文和屋顶比出来的百分比可能"
+                             "达到 1.4 倍算很忙）：测量期间机器上多半还有别的程序在跑。屋顶取最快的一次；下文和屋顶比出来的百分比可能"
                              "差上一两成。",
     f"{P}.roof_spread.steady": "重复测量之间很一致（最快的一次是中位数的几倍——带宽 {bw} 倍，矩阵乘速率 {mm} 倍，都在 1.10 倍以内）："
                                "测量期间机器的负载没有大起大落。机器一直很忙时，两个屋顶会一起偏低，这从重复测量里看不出来。",
@@ -381,7 +381,7 @@ TEMPLATES_EN = {
                              "rough guide; " + RERUN_ROOFS_EN,
     f"{P}.roof_spread.some": "The repeats vary somewhat: the fastest is {bw} times the median for the bandwidth and {mm} "
                              "times for the matmul rate (within 1.10 times counts as agreeing, 1.4 times or more as "
-                             "very busy): other programs were running on the machine during the measurement. A roof "
+                             "very busy): most likely other programs were running on the machine during the measurement. A roof "
                              "takes the fastest repeat; the percentages of the roofs below may be off by up to about a fifth.",
     f"{P}.roof_spread.steady": "The repeats agree closely (the fastest is {bw} times the median for the bandwidth and "
                                "{mm} times for the matmul rate, both within 1.10 times): the machine's load did not "

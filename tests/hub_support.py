@@ -295,9 +295,22 @@ class Kernel:
         self.id = r.json()["id"]
         self.session = uuid.uuid4().hex
         ws_url = student.server.replace("http://", "ws://", 1) + f"api/kernels/{self.id}/channels?session_id={self.session}"
-        self.ws = websocket.create_connection(ws_url, header=[f"Authorization: token {student.token}"], timeout=60)
-        self.ws.settimeout(5)
-        self._request("kernel_info_request", {}, "shell", timeout=start_timeout)
+        # As JupyterLab does, a websocket the server closes while the kernel starts is opened again (same session):
+        # on a loaded machine a kernel can take longer than the server waits for its first kernel_info reply.
+        self.reconnects = 0
+        while True:
+            self.ws = websocket.create_connection(ws_url, header=[f"Authorization: token {student.token}"],
+                                                  timeout=60)
+            self.ws.settimeout(5)
+            try:
+                self._request("kernel_info_request", {}, "shell",
+                              timeout=max(1.0, start_timeout - (time.monotonic() - started)))
+                break
+            except websocket.WebSocketConnectionClosedException:
+                self.reconnects += 1
+                if self.reconnects > 3 or time.monotonic() - started > start_timeout:
+                    raise
+                time.sleep(2)
         self.start_seconds = time.monotonic() - started
 
     def _send(self, msg_type: str, content: dict, channel: str) -> str:

@@ -135,7 +135,7 @@ def run_chapter(student: Student, folder: str, chapter: str) -> dict:
     choosers = CLAIMING.get(Path(CHAPTERS[chapter]).name, ())
     false_claims = claims.check_recorded(executed, choosers) if choosers else []  # re-evaluated, not trusted
     return {"student": student.name, "chapter": chapter, "seconds": seconds, "kernel_start": kernel.start_seconds,
-            "error": error or ("; ".join(false_claims) if false_claims else None),
+            "reconnects": kernel.reconnects, "error": error or ("; ".join(false_claims) if false_claims else None),
             "claims": len(claims.recorded(executed)), **probe}
 
 
@@ -204,6 +204,7 @@ def test_a_class_runs_the_course_on_jupyterhub(hub, course_remote, tmp_path):
         print(f"{r['student']:<10} {r['chapter']:<7} {r['seconds']:8.1f} {r['kernel_start']:12.1f} "
               f"{r['peak_rss'] / GiB:9.2f} {r['server_peak_rss'] / GiB:10.2f} {r['torch_threads']:7d} "
               f"{r['measurement_threads']:6d}  {r['budget'][0]} ({r['budget'][1]})"
+              + (f"  (websocket reopened {r['reconnects']}× while the kernel started)" if r["reconnects"] else "")
               + ("  FAILED: " + r["error"].splitlines()[0] if r["error"] else ""))
     for chapter in CHAPTERS:
         under = [r["seconds"] for r in runs if r["chapter"] == chapter and not r["error"]] or [float("nan")]

@@ -148,6 +148,8 @@ def drive_shape_and_bytes(ch: ChapterPage) -> None:
     assert any("原文示例的一层：32 × 128 = 4,096 个数，是这里的 4 倍" in a for a in tensor8["annotations"])
     shape.press_slider("H", "ArrowRight", times=24)
     shape.wait_readout(lambda t: t == r0, "H = 32 again should give the original readout", timeout_s=90)
+    # the bytes panel follows H too, on its own round trip: a loaded machine can still show H = 24 there
+    size.wait_readout(lambda t: t == b0, "the bytes panel should follow H = 32 again", timeout_s=90)
 
     # dtype (bytes panel): int8 halves fp16, and so does the batch's height; the log-log axes stay put
     axes0 = y_ranges(size, 1)

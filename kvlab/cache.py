@@ -120,18 +120,18 @@ class BaseCache:
                 f"{format_bytes(bytes_per_slot * self.batch_size)} per token, but only {format_bytes(free)} "
                 f"is free on {self.device}; choose a smaller batch_size")
         if bytes_per_slot * self.batch_size * self.max_seq_len > room:
-            # one sequence of max_seq_len tokens fits: the batch is what is too large (a shorter max_seq_len also helps)
-            batch_fits = bytes_per_slot * self.max_seq_len <= room
-            most_sequences, most_tokens = (int(room // (bytes_per_slot * n)) for n in (self.max_seq_len, self.batch_size))
-            raise ValueError(
-                f"{'batch_size' if batch_fits else 'max_seq_len'}: {what} for {self.batch_size:,} sequences of "
-                f"{self.max_seq_len:,} tokens needs {format_bytes(bytes_per_slot * self.batch_size * self.max_seq_len)},"
-                f" but only {format_bytes(free)} is free on {self.device}; "
-                + (f"at most {most_sequences:,} sequences of {self.max_seq_len:,} tokens fit: choose a smaller "
-                   f"batch_size (or a smaller max_seq_len: at most {most_tokens:,} tokens for {self.batch_size:,} "
-                   f"sequences)" if batch_fits else
-                   f"not even one sequence of {self.max_seq_len:,} tokens fits: choose a smaller max_seq_len "
-                   f"(at most {most_tokens:,} tokens for {self.batch_size:,} sequences)"))
+            B, S = self.batch_size, self.max_seq_len
+            shorter = f"at most {int(room // (bytes_per_slot * B)):,} tokens for {B:,} sequences"
+            if bytes_per_slot * S <= room:  # one sequence of S tokens fits: the batch is what is too large
+                blamed, advice = "batch_size", (f"at most {int(room // (bytes_per_slot * S)):,} sequences of {S:,} "
+                                                f"tokens fit: choose a smaller batch_size (or a smaller max_seq_len: "
+                                                f"{shorter})")
+            else:
+                blamed, advice = "max_seq_len", (f"not even one sequence of {S:,} tokens fits: choose a smaller "
+                                                 f"max_seq_len ({shorter})")
+            raise ValueError(f"{blamed}: {what} for {B:,} sequences of {S:,} tokens needs "
+                             f"{format_bytes(bytes_per_slot * B * S)}, but only {format_bytes(free)} is free on "
+                             f"{self.device}; {advice}")
 
     # -- bytes ----------------------------------------------------------------
     @property

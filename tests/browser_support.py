@@ -359,6 +359,11 @@ JS_VISIBLE_TEXTS = """(els) => els.filter(e => !!(e.offsetWidth || e.offsetHeigh
                                  .map(e => e.innerText.trim())"""
 
 
+# What raise_on_bugs reads at every poll, in one evaluation: the visible .kvlab-msg-bug texts and the kernel's errors.
+JS_BUGS_AND_KERNEL_ERRORS = f"""() => [({JS_VISIBLE_TEXTS})([...document.querySelectorAll('.kvlab-msg-bug')]),
+                                       window.__kvlabKernelErrors || []]"""
+
+
 class Fail(AssertionError):
     pass
 
@@ -434,10 +439,9 @@ class ChapterPage:
         return self.page.evaluate("() => window.__kvlabKernelErrors || []")
 
     def raise_on_bugs(self, when: str) -> None:
-        bugs = self.bug_messages()
+        bugs, kernel_errors = self.page.evaluate(JS_BUGS_AND_KERNEL_ERRORS)  # one round trip: this runs every poll
         if bugs:
             raise Fail(f"{when}: kvlab reported an internal error (.kvlab-msg-bug): {bugs}")
-        kernel_errors = self.kernel_errors()
         if kernel_errors:
             raise Fail(f"{when}: the kernel reported errors outside any cell (widget callbacks):\n"
                        + "\n".join(kernel_errors))
@@ -609,6 +613,15 @@ class PanelDriver:
         handle.focus()
         for _ in range(times):
             handle.press(key)
+
+    def type_slider(self, name: str, value: int) -> None:
+        """Type ``value`` into the slider's readout and press Enter (ipywidgets' slider readouts are editable): one
+        move to a far value, as a learner makes it instead of holding an arrow key down through every value between
+        (each of which is drawn)."""
+        readout = self.control(name).locator(".widget-readout")
+        readout.scroll_into_view_if_needed()
+        readout.fill(str(value))
+        readout.press("Enter")
 
     def select(self, name: str, label: str) -> None:
         sel = self.control(name).locator("select")

@@ -91,12 +91,15 @@ def installed_venv(base: Path) -> Venv:
     venv_dir = base / "venv"
     run([sys.executable, "-m", "venv", str(venv_dir)], env=env)  # no --system-site-packages
     python = venv_dir / "bin" / "python"
-    # a current pip, as Colab has (pip 23's vendored packaging refuses a git+file:// URL, which has no host)
-    run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"], env=env, timeout=900)
+    pip = [str(python), "-m", "pip"]
+    # --no-compile: pip would byte-compile every installed file (torch's, transformers' ...); a kernel compiles the
+    # modules it imports on first import, as it would after an install that skipped them.
+    # A current pip, as Colab has (pip 23's vendored packaging refuses a git+file:// URL, which has no host):
+    run([*pip, "install", "-q", "--no-compile", "--upgrade", "pip"], env=env, timeout=900)
     # a fresh venv would otherwise resolve the default (multi-GB CUDA) torch: take the local CPU wheel first
-    run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0"], env=env, timeout=900)
-    run([str(python), "-m", "pip", *install_command(f"git+file://{clone}", ref)], env=env, timeout=900)
-    run([str(python), "-m", "pip", "install", "-q", "ipykernel", "nbclient", "nbformat"], env=env, timeout=900)
+    run([*pip, "install", "-q", "--no-compile", "torch==2.13.0"], env=env, timeout=900)
+    run([*pip, *install_command(f"git+file://{clone}", ref), "--no-compile"], env=env, timeout=900)
+    run([*pip, "install", "-q", "--no-compile", "ipykernel", "nbclient", "nbformat"], env=env, timeout=900)
     return Venv(python, env, clone, base)
 
 

@@ -10,6 +10,7 @@ imports that break the layer table.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -35,6 +36,17 @@ def module_files() -> dict[str, Path]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _parse(path: Path, stamp: tuple[int, int]) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of ``path``, parsed once per version of the file (the tests only read it)."""
+    st = path.stat()
+    return _parse(path, (st.st_mtime_ns, st.st_size))
+
+
 def _type_checking_only(tree: ast.Module) -> set[int]:
     """ids of the import nodes under ``if TYPE_CHECKING:`` (read by type checkers, never run)."""
     out = set()
@@ -56,7 +68,7 @@ class Edge(NamedTuple):
 
 def import_edges(name: str, path: Path, modules: dict[str, Path]) -> list[Edge]:
     """Every import of a kvlab module in ``path`` (read as module ``name``), with its line and kind."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     typing_only = _type_checking_only(tree)
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found = []
@@ -138,7 +150,7 @@ def test_no_module_assigns_another_modules_attributes():
     :func:`test_module_state_is_what_the_map_lists`'s."""
     found = []
     for name, path in module_files().items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         kvlab_aliases = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                          for a in n.names if (n.level or (n.module or "").startswith("kvlab"))}
         for node in ast.walk(tree):
@@ -240,7 +252,7 @@ def module_state(tree: ast.Module) -> set[str]:
 def test_module_state_is_what_the_map_lists():
     """State kept between calls at module or class level is found in the code and compared with the map's list."""
     found = {(name, s) for name, path in module_files().items()
-             for s in module_state(ast.parse(path.read_text(encoding="utf-8")))}
+             for s in module_state(parsed(path))}
     section = _section(ARCHITECTURE.read_text(encoding="utf-8"), "## Module state")
     listed = {(module_prefix(_ticked(module)[0]), s) for module, state, _ in _table(section, "| module |")
               for s in _ticked(state)}
@@ -326,7 +338,7 @@ def test_every_control_label_is_one_constant():
     screen; a constant passed to both cannot."""
     found = []
     for path in sorted((PACKAGE / "lessons").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Call) and node.args:
                 func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
                 if func in INPUT_CHECKS | CONTROL_FACTORIES and isinstance(node.args[0], (ast.Constant, ast.JoinedStr)):
@@ -483,7 +495,7 @@ def test_the_imports_the_graph_cannot_see_are_listed():
     listed = {module_prefix(p) for p in _ticked(paragraph) if p.endswith(".py") and "/chNN" not in p and p != "chNN.py"}
     found = set()
     for name, path in module_files().items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Call):
                 func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
                 if func in ("import_module", "__import__"):

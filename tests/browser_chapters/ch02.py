@@ -139,16 +139,16 @@ def drive_shape_and_bytes(ch: ChapterPage) -> None:
     size.wait_readout(lambda t: t == b0, "... and the bytes panel its original readout")
 
     # the prose's task: H = 8 (Llama-3-8B): a quarter of the outline; the zoom scaled to its 8 heads
-    shape.press_slider("H", "ArrowLeft", times=24)
+    shape.type_slider("H", 8)
     r8 = shape.wait_readout(lambda t: numbers_shown(t) == numbers_shown(r0) // 4, "H = 8 should quarter the count")
     assert "是原文示例的 1/4" in r8, r8
     ch.wait_until(lambda: separators(shape, 0, "头与头的分界", "x2"), lambda s: len(s) == 7, 10, "8 heads apart")
     assert y_ranges(shape, 0)[1] == [0, 8 * 128 * 1.05]  # the zoom's axis follows layer 0 itself
     tensor8 = shape.figure(0)
     assert any("原文示例的一层：32 × 128 = 4,096 个数，是这里的 4 倍" in a for a in tensor8["annotations"])
-    shape.press_slider("H", "ArrowRight", times=24)
+    shape.type_slider("H", 32)
     shape.wait_readout(lambda t: t == r0, "H = 32 again should give the original readout", timeout_s=90)
-    # the bytes panel follows H too, on its own round trip: a loaded machine can still show H = 24 there
+    # the bytes panel follows H too, on its own round trip: a loaded machine can still show H = 8 there
     size.wait_readout(lambda t: t == b0, "the bytes panel should follow H = 32 again", timeout_s=90)
 
     # dtype (bytes panel): int8 halves fp16, and so does the batch's height; the log-log axes stay put

@@ -80,20 +80,20 @@ def interact_timeline(ch: ChapterPage) -> None:
     tl.type_text("prompt", DEFAULT_PROMPT)
     tl.wait_message("warn", False, "a valid prompt should clear the warning")
     tl.wait_stale(False, "a valid prompt must un-grey the panel")
-    tl.press_slider("step", "ArrowLeft", times=TIMELINE_TOKENS - 1)
-    tl.wait_readout(lambda t: timeline_state(t) == (1, P), "ArrowLeft x23 should go back to pass 1")
+    tl.type_slider("step", 1)
+    tl.wait_readout(lambda t: timeline_state(t) == (1, P), "typing 1 should go back to pass 1")
 
     # fewer tokens: a new generation of 6, and the pass slider ends at pass 6
     fig_24 = tl.figure(0)
-    tl.press_slider("new_tokens", "ArrowLeft", times=TIMELINE_TOKENS - 6)
-    tl.wait_readout(lambda t: "第 1 / 6 次前向" in t, "ArrowLeft x18 on the token count should generate 6 tokens")
+    tl.type_slider("new_tokens", 6)
+    tl.wait_readout(lambda t: "第 1 / 6 次前向" in t, "typing 6 tokens should generate 6 tokens")
     fig_6 = tl.wait_figure_changed(0, fig_24, "the timeline should redraw for 6 tokens")
     assert "之后逐个生成 6 个 token" in fig_6["title"], fig_6["title"]
     tl.press_slider("step", "ArrowRight", times=10)
     r6 = tl.wait_readout(lambda t: timeline_state(t)[0] == 6, "the pass slider should stop at pass 6")
     assert timeline_state(r6) == (6, P + 5) and "第 6 / 6 次前向" in r6, r6
     assert tl.int_value("step") == 6
-    tl.press_slider("new_tokens", "ArrowRight", times=TIMELINE_TOKENS - 6)
+    tl.type_slider("new_tokens", TIMELINE_TOKENS)
     tl.wait_readout(lambda t: "第 6 / 24 次前向" in t, "back to 24 tokens, still at pass 6")
     tl.press_slider("step", "ArrowLeft", times=5)
     tl.wait_readout(lambda t: timeline_state(t) == (1, P), "ArrowLeft x5 should go back to pass 1")
@@ -212,8 +212,8 @@ def interact_unequal(ch: ChapterPage) -> None:
     uq.wait_figure_changed(1, cost0, "the cost bars should redraw")
 
     # a block of 64 is longer than the short sequence: paging needs more than padding here
-    uq.press_slider("block_size", "ArrowRight", times=48)
-    r2 = uq.wait_readout(lambda t: "每块 64 个 token" in t, "ArrowRight x48 should reach blocks of 64")
+    uq.type_slider("block_size", 64)
+    r2 = uq.wait_readout(lambda t: "每块 64 个 token" in t, "typing 64 should give blocks of 64")
     assert "反而需要 192 个" in r2 and "比补齐浪费的 59 个还多" in r2, r2  # 64 + 128 > 142; 142 - 83 = 59 padded
     ch.extra_screenshot("unequal", ".kvlab-panel.kvlab-unequal")
     assert uq.figure(0)["ntraces"] == 2  # the cache's slots, and apart from them each sequence's returned token
@@ -233,7 +233,7 @@ def interact_unequal(ch: ChapterPage) -> None:
     uq.type_text("lengths", "3, 17, 9, 30")
     uq.wait_message("warn", False, "valid lengths should clear the warning")
     uq.wait_stale(False, "valid lengths must un-grey the panel")
-    uq.press_slider("block_size", "ArrowLeft", times=48)
+    uq.type_slider("block_size", 16)
     uq.wait_readout(lambda t: t == r0, "the original lengths and block size give the original readout")
     ch.extra_screenshot("unequal_default", ".kvlab-panel.kvlab-unequal")
 

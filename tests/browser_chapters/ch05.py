@@ -52,6 +52,9 @@ def interact_weights(ch: ChapterPage) -> None:
 
     # Play: one more token per frame until the slider's end; S ends at prompt + 48 - 1
     n_max = 48
+    w.type_slider("new_tokens", n_max - 8)  # Play from 8 tokens before the end: each frame is a generation
+    w.wait_readout(lambda t: cache_state(t)[1] == w.int_value("prompt_len") + n_max - 9,
+                   f"typing {n_max - 8} tokens should generate them")
     w.click_play()
     last = w.wait_readout(lambda t: cache_state(t)[1] == w.int_value("prompt_len") + n_max - 1,
                           "Play should generate up to 48 tokens", timeout_s=90)
@@ -62,9 +65,7 @@ def interact_weights(ch: ChapterPage) -> None:
     # back to the defaults
     w.press_slider("batch_size", "ArrowLeft")
     w.press_slider("prompt_len", "ArrowRight", times=3)
-    while w.int_value("new_tokens") > 16:
-        w.press_slider("new_tokens", "PageDown")
-    w.press_slider("new_tokens", "ArrowRight", times=16 - w.int_value("new_tokens"))
+    w.type_slider("new_tokens", 16)
     w.wait_readout(lambda t: t == r0, "restoring the sliders should restore the original readout")
     ch.extra_screenshot("weights", ".kvlab-panel.kvlab-weights")
 

@@ -51,6 +51,9 @@ def interact_blocks(ch: ChapterPage) -> None:
 
     b.press_slider("step", "Home")
     b.wait_readout(lambda t: t == r0, "Home should come back to step 0")
+    # Play from 8 steps before the end (each frame is drawn at the animation's pace: the whole run takes ~25 s)
+    b.type_slider("step", last - 8)
+    b.wait_readout(lambda t: t.startswith(f"第 {last - 8} 步"), f"typing {last - 8} should show that step")
     b.click_play()
     b.wait_readout(lambda t: t.startswith(f"第 {last} 步"), "Play should run to the last step", timeout_s=90)
     ch.wait_until(b.playing, lambda p: not p, 10, "Play should stop at the last step")
@@ -132,7 +135,7 @@ def interact_sharing(ch: ChapterPage) -> None:
     unshared, shared = sharing_blocks(r4)
     assert unshared == shared, r4
 
-    s.press_slider("prefix", "ArrowRight", times=40)
+    s.type_slider("prefix", 40)
     s.select("block_size", "16")
     s.press_slider("requests", "ArrowLeft", times=4)
     s.wait_readout(lambda t: t == r0, "restoring the controls should restore the original readout")

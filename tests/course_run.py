@@ -36,6 +36,8 @@ from kvlab.colab import install_command
 
 ROOT = Path(__file__).resolve().parents[1]
 SPIN = "# {marker}\nwhile True:\n    pass"  # pure Python: one core each, at the priority of whoever started it
+# The harness's own test (tests/test_course_run.py) checks the busy processes' life, not the load: they sleep there
+IDLE = "# {marker}\nimport time\nwhile True:\n    time.sleep(1)"
 BUSY_PROCESSES = 2
 CELL_TIMEOUT = 1200  # seconds per cell: a 2-core machine shared with the spinners (and, in CI, with nothing else)
 
@@ -162,8 +164,8 @@ def spinner_marker(base: Path) -> str:
     return f"kvlab busy process for {base}"
 
 
-def start_spinners(marker: str) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", SPIN.format(marker=marker)]) for _ in range(BUSY_PROCESSES)]
+def start_spinners(marker: str, body: str = SPIN) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", body.format(marker=marker)]) for _ in range(BUSY_PROCESSES)]
 
 
 def stop(spinners: list[subprocess.Popen]) -> None:
@@ -193,9 +195,9 @@ def _chapter_runs(lines: list[dict], executed: Path) -> dict[str, ChapterRun]:
     return runs
 
 
-def run_course(venv: Venv) -> CourseRun:
+def run_course(venv: Venv, busy: str = SPIN) -> CourseRun:
     """Every chapter of the clone, Chinese then English, executed once outside the repository, beside the spinners
-    (see the docstring)."""
+    (see the docstring); ``busy`` is their code (:data:`IDLE` for the harness's own test)."""
     base = venv.base
     result = CourseRun(venv, base / "course", base / "executed", base / "replay")
     english = (result.course / "en", result.executed / "en", result.replay / "en")
@@ -206,7 +208,7 @@ def run_course(venv: Venv) -> CourseRun:
     for nb in result.english_dir.glob("*.ipynb") if result.english_dir.is_dir() else ():
         shutil.copy(nb, english[0] / nb.name)
     start = time.perf_counter()
-    spinners = start_spinners(spinner_marker(base))
+    spinners = start_spinners(spinner_marker(base), busy)
     result.spinners = [p.pid for p in spinners]
     try:
         lines = _run_folder(venv, result.course, result.executed, result.replay)

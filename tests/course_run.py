@@ -94,14 +94,14 @@ def installed_venv(base: Path) -> Venv:
     run([sys.executable, "-m", "venv", str(venv_dir)], env=env)  # no --system-site-packages
     python = venv_dir / "bin" / "python"
     pip = [str(python), "-m", "pip"]
-    # --no-compile: pip would byte-compile every installed file (torch's, transformers' ...); a kernel compiles the
-    # modules it imports on first import, as it would after an install that skipped them.
+    # Byte-compiled at install, as pip does by default: with PYTHONDONTWRITEBYTECODE set (as on this CI machine) an
+    # install without it (--no-compile) leaves every kernel compiling torch and transformers anew, 12 kernels a run.
     # A current pip, as Colab has (pip 23's vendored packaging refuses a git+file:// URL, which has no host):
-    run([*pip, "install", "-q", "--no-compile", "--upgrade", "pip"], env=env, timeout=900)
+    run([*pip, "install", "-q", "--upgrade", "pip"], env=env, timeout=900)
     # a fresh venv would otherwise resolve the default (multi-GB CUDA) torch: take the local CPU wheel first
-    run([*pip, "install", "-q", "--no-compile", "torch==2.13.0"], env=env, timeout=900)
-    run([*pip, *install_command(f"git+file://{clone}", ref), "--no-compile"], env=env, timeout=900)
-    run([*pip, "install", "-q", "--no-compile", "ipykernel", "nbclient", "nbformat"], env=env, timeout=900)
+    run([*pip, "install", "-q", "torch==2.13.0"], env=env, timeout=900)
+    run([*pip, *install_command(f"git+file://{clone}", ref)], env=env, timeout=900)
+    run([*pip, "install", "-q", "ipykernel", "nbclient", "nbformat"], env=env, timeout=900)
     return Venv(python, env, clone, base)
 
 

@@ -193,7 +193,8 @@ def test_english_chapter_in_jupyterlab(notebook, browser, lab, screenshot_dir):
         check_clean(ch, "after run-all")
         assert not chinese_on_page(ch), chinese_on_page(ch)[:20]
         panel = ch.panel(panel_class)
-        before, figure = panel.readout(), panel.figure(0)
+        # scrolled into view, JupyterLab re-creates the cell's widget views: under load that took over 30 s once
+        before, figure = panel.readout(), panel.figure(0, timeout_s=90)
         panel.press_slider(slider, "ArrowRight")
         after = panel.wait_readout(lambda t: t != before, f"ArrowRight on {slider} should change the readout")
         panel.wait_figure_changed(0, figure, f"ArrowRight on {slider} should redraw the first figure")

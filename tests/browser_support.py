@@ -359,9 +359,10 @@ JS_VISIBLE_TEXTS = """(els) => els.filter(e => !!(e.offsetWidth || e.offsetHeigh
                                  .map(e => e.innerText.trim())"""
 
 
+JS_KERNEL_ERRORS = "window.__kvlabKernelErrors || []"
 # What raise_on_bugs reads at every poll, in one evaluation: the visible .kvlab-msg-bug texts and the kernel's errors.
 JS_BUGS_AND_KERNEL_ERRORS = f"""() => [({JS_VISIBLE_TEXTS})([...document.querySelectorAll('.kvlab-msg-bug')]),
-                                       window.__kvlabKernelErrors || []]"""
+                                       {JS_KERNEL_ERRORS}]"""
 
 
 class Fail(AssertionError):
@@ -432,11 +433,8 @@ class ChapterPage:
             value = probe()
         return value
 
-    def bug_messages(self) -> list[str]:
-        return self.page.locator(".kvlab-msg-bug").evaluate_all(JS_VISIBLE_TEXTS)
-
     def kernel_errors(self) -> list[str]:
-        return self.page.evaluate("() => window.__kvlabKernelErrors || []")
+        return self.page.evaluate(f"() => {JS_KERNEL_ERRORS}")
 
     def raise_on_bugs(self, when: str) -> None:
         bugs, kernel_errors = self.page.evaluate(JS_BUGS_AND_KERNEL_ERRORS)  # one round trip: this runs every poll
